@@ -1,0 +1,45 @@
+# worldbackup: see README.md. Every target is a thin wrapper over a script or
+# a go command, so what CI runs is what you run.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin
+
+.PHONY: demo build test bench image image-push tools schema lint
+
+## demo: build what is needed and perform one backup run with `pulumi up` (render mode) on a sample world.
+demo:
+	scripts/demo.sh
+
+## build: the archiver and the component-provider plugin into ./bin.
+build:
+	$(GO) build -o $(BIN)/archiver ./archiver/cmd/archiver
+	$(GO) build -o $(BIN)/pulumi-resource-worldbackup ./provider/cmd/pulumi-resource-worldbackup
+
+## test: every test tier (unit, component, catalog on a real PostgreSQL, stack through the real Pulumi CLI).
+test:
+	scripts/test.sh
+
+## bench: archiver backup vs tar|zstd vs tar czf on a synthetic world, side by side.
+bench:
+	scripts/bench.sh
+
+## image: the archiver's OCI image, built without a Docker daemon, into ./dist.
+image:
+	scripts/image.sh
+
+## image-push: push the image built by `make image` to $(REGISTRY).
+image-push:
+	scripts/image.sh push "$(REGISTRY)"
+
+## tools: the Pulumi CLI, Kubernetes provider plugin and YAML language host, built from the Go module proxy into .tools/.
+tools:
+	scripts/tools.sh
+
+## schema: regenerate provider/cmd/pulumi-resource-worldbackup/schema.json.
+schema:
+	$(GO) run ./provider/cmd/pulumi-resource-worldbackup -schema > provider/cmd/pulumi-resource-worldbackup/schema.json
+
+## lint: gofmt and go vet.
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...

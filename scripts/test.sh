@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The test command (README: `make test`): every tier, as CI runs it.
+#  1. the Pulumi tools, built from the Go module proxy when absent (scripts/tools.sh);
+#  2. PostgreSQL: DATABASE_URL when set, else the local server on 127.0.0.1:5432 when one
+#     answers, else each test binary starts a private one with initdb/pg_ctl (internal/pgtest);
+#  3. go vet, then `go test` over the whole module (unit, component, catalog, stack);
+#  4. a short fuzz run of the restore extractor.
+# Prints "N passed, N failed, N skipped" last. With CI=true a missing dependency fails.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+. scripts/env.sh
+export GOFLAGS=-buildvcs=false
+
+log_dir=${TEST_LOG_DIR:-$root/.tools/test-logs}
+mkdir -p "$log_dir"
+log=$log_dir/go-test.log
+
+scripts/tools.sh || { echo "test: building the Pulumi tools failed (see above)"; exit 1; }
+
+if [ -z "${DATABASE_URL:-}" ]; then
+  if command -v pg_isready >/dev/null && pg_isready -q -h 127.0.0.1 -p 5432 -t 3; then
+    export DATABASE_URL="postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+    echo "test: using the PostgreSQL server on 127.0.0.1:5432"
+  else
+    echo "test: no PostgreSQL on 127.0.0.1:5432 and no DATABASE_URL: tests start a private server (initdb/pg_ctl)"
+  fi
+fi
+
+echo "test: go vet ./..."
+go vet ./... || { echo "0 passed, 1 failed"; exit 1; }
+
+echo "test: go test ./... (full log: $log)"
+go test -count=1 -v -timeout 40m ./... > "$log" 2>&1
+status=$?
+grep -E '^(ok|FAIL|---|panic:|\s+--- FAIL)|^\s+\S+_test\.go:[0-9]+:' "$log" | grep -v -- '--- PASS' | grep -v -- '--- SKIP' || true
+
+fuzz_log=$log_dir/fuzz.log
+if go list ./archiver/extract >/dev/null 2>&1 && grep -q 'func FuzzRestore' archiver/extract/*_test.go 2>/dev/null; then
+  echo "test: fuzzing the restore extractor for ${FUZZTIME:-30s}"
+  if go test ./archiver/extract -run '^$' -fuzz '^FuzzRestore$' -fuzztime "${FUZZTIME:-30s}" > "$fuzz_log" 2>&1; then
+    echo "--- PASS: FuzzRestore (fuzzing)" >> "$log"
+  else
+    cat "$fuzz_log"; echo "--- FAIL: FuzzRestore (fuzzing)" >> "$log"; status=1
+  fi
+fi
+
+passed=$(grep -cE '^\s*--- PASS' "$log")
+failed=$(grep -cE '^\s*--- FAIL' "$log")
+skipped=$(grep -cE '^\s*--- SKIP' "$log")
+if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi  # a build failure or panic has no --- FAIL line
+echo "$passed passed, $failed failed, $skipped skipped"
+exit $status
