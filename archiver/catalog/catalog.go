@@ -1,0 +1,155 @@
+// Package catalog records backup runs in the world_backups table of a
+// PostgreSQL database.
+//
+// Open connects (pgxpool + Ping); Migrate applies the numbered SQL files
+// embedded from migrations/ once each, in order, in one transaction that holds
+// a transaction-scoped advisory lock, so two archivers migrating at once are
+// safe. Insert records a run idempotently (ON CONFLICT (run_id) DO NOTHING).
+//
+// No error or log line of this package contains the database URL or its
+// password.
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Record is one row of world_backups.
+type Record struct {
+	ID          int64     `db:"id"`
+	RunID       string    `db:"run_id"`
+	Server      string    `db:"server"`
+	FormerOwner *string   `db:"former_owner"`
+	ArchiveRef  string    `db:"archive_ref"` // absolute path
+	SizeBytes   int64     `db:"size_bytes"`
+	SHA256      string    `db:"sha256"` // lowercase hex
+	Compression string    `db:"compression"`
+	FileCount   int64     `db:"file_count"`
+	StartedAt   time.Time `db:"started_at"`
+	FinishedAt  time.Time `db:"finished_at"`
+	CreatedAt   time.Time `db:"created_at"` // set by the database; ignored by Insert
+}
+
+// ErrNotFound is returned by Lookup when the run has no row.
+var ErrNotFound = errors.New("catalog: no such run")
+
+// DB is a connection pool to the catalog database.
+type DB struct {
+	pool *pgxpool.Pool
+	log  hclog.Logger
+}
+
+// columns is the select list matching Record.
+const columns = `id, run_id, server, former_owner, archive_ref, size_bytes, sha256, compression,
+	file_count, started_at, finished_at, created_at`
+
+// Open connects to the database at url and checks the connection with Ping.
+// Errors never contain the URL or the password.
+func Open(ctx context.Context, url string, log hclog.Logger) (*DB, error) {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	log = log.Named("catalog")
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx's parse errors quote the connection string, redacted only on a
+		// best-effort basis (net/url errors quote it whole): say what is wrong
+		// without quoting anything.
+		return nil, errors.New("database url is not a valid PostgreSQL connection string " +
+			"(postgres://user:password@host:5432/dbname, with special characters in the password percent-encoded)")
+	}
+	if cfg.MaxConns > 4 {
+		cfg.MaxConns = 4
+	}
+	password := cfg.ConnConfig.Password
+	where := fmt.Sprintf("host %s port %d database %s user %s",
+		cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, cfg.ConnConfig.User)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening database (%s): %w", where, scrub(err, password))
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connecting to database (%s): %w", where, scrub(err, password))
+	}
+	log.Debug("connected", "host", cfg.ConnConfig.Host, "port", cfg.ConnConfig.Port,
+		"database", cfg.ConnConfig.Database, "user", cfg.ConnConfig.User)
+	return &DB{pool: pool, log: log}, nil
+}
+
+// Close closes the pool.
+func (db *DB) Close() { db.pool.Close() }
+
+// Lookup returns the row of runID, or an error wrapping ErrNotFound.
+func (db *DB) Lookup(ctx context.Context, runID string) (Record, error) {
+	rows, _ := db.pool.Query(ctx, `SELECT `+columns+` FROM world_backups WHERE run_id = $1`, runID)
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Record])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Record{}, fmt.Errorf("run %q: %w", runID, ErrNotFound)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("looking up run %q: %w", runID, err)
+	}
+	return r, nil
+}
+
+// Insert records r in one transaction. It returns false, and changes
+// nothing, when r.RunID already has a row. ID and CreatedAt are ignored.
+// Constraint violations (a malformed sha256, a negative size, an unknown
+// compression, ...) are errors naming the constraint.
+func (db *DB) Insert(ctx context.Context, r Record) (inserted bool, err error) {
+	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		var id int64
+		err := tx.QueryRow(ctx, `INSERT INTO world_backups
+			(run_id, server, former_owner, archive_ref, size_bytes, sha256, compression, file_count, started_at, finished_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			ON CONFLICT (run_id) DO NOTHING
+			RETURNING id`,
+			r.RunID, r.Server, r.FormerOwner, r.ArchiveRef, r.SizeBytes, r.SHA256, r.Compression,
+			r.FileCount, r.StartedAt, r.FinishedAt).Scan(&id)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil
+		case err != nil:
+			return err
+		}
+		inserted = true
+		db.log.Debug("recorded run", "run_id", r.RunID, "id", id)
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("inserting run %q: %w", r.RunID, err)
+	}
+	return inserted, nil
+}
+
+// List returns the rows of server ("" for every server) ordered by
+// finished_at, then id.
+func (db *DB) List(ctx context.Context, server string) ([]Record, error) {
+	rows, _ := db.pool.Query(ctx, `SELECT `+columns+` FROM world_backups
+		WHERE $1 = '' OR server = $1
+		ORDER BY finished_at, id`, server)
+	rs, err := pgx.CollectRows(rows, pgx.RowToStructByName[Record])
+	if err != nil {
+		return nil, fmt.Errorf("listing runs: %w", err)
+	}
+	return rs, nil
+}
+
+// scrub removes password from err's message. pgx does not put passwords in
+// connection errors; this is a second line of defence. The result does not
+// wrap err, so nothing can unwrap back to the original text.
+func scrub(err error, password string) error {
+	if err == nil || password == "" || !strings.Contains(err.Error(), password) {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), password, "xxxxx"))
+}

@@ -1,0 +1,372 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
+	"github.com/worldbackup/worldbackup/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func open(t *testing.T, url string) *DB {
+	t.Helper()
+	db, err := Open(t.Context(), url, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(db.Close)
+	return db
+}
+
+// migrated opens a fresh, migrated catalog.
+func migrated(t *testing.T) *DB {
+	t.Helper()
+	db := open(t, pgtest.URL(t))
+	if _, err := db.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return db
+}
+
+func record(runID, server string, finished time.Time) Record {
+	return Record{
+		RunID:       runID,
+		Server:      server,
+		ArchiveRef:  "/backups/" + server + "/" + runID + ".tar.zst",
+		SizeBytes:   1234,
+		SHA256:      strings.Repeat("ab", 32),
+		Compression: "zstd",
+		FileCount:   56,
+		StartedAt:   finished.Add(-time.Minute),
+		FinishedAt:  finished,
+	}
+}
+
+func TestMigrateIdempotent(t *testing.T) {
+	db := open(t, pgtest.URL(t))
+	applied, err := db.Migrate(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := loadMigrations(migrationFS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied) != len(all) || applied[0] != "0001_world_backups" {
+		t.Fatalf("first Migrate applied %v, want all %d embedded migrations starting with 0001_world_backups", applied, len(all))
+	}
+	again, err := db.Migrate(t.Context())
+	if err != nil || len(again) != 0 {
+		t.Fatalf("second Migrate applied %v (err %v), want nothing", again, err)
+	}
+	var n int
+	if err := db.pool.QueryRow(t.Context(), "SELECT count(*) FROM schema_migrations").Scan(&n); err != nil || n != len(all) {
+		t.Fatalf("schema_migrations has %d rows (err %v), want %d", n, err, len(all))
+	}
+}
+
+func TestMigrateConcurrent(t *testing.T) {
+	url := pgtest.URL(t)
+	const n = 4
+	results := make([][]string, n)
+	errs := make([]error, n)
+	dbs := make([]*DB, n)
+	for i := range dbs {
+		dbs[i] = open(t, url)
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { results[i], errs[i] = dbs[i].Migrate(t.Context()) })
+	}
+	wg.Wait()
+	total := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Errorf("Migrate %d: %v", i, errs[i])
+		}
+		total += len(results[i])
+	}
+	all, _ := loadMigrations(migrationFS)
+	if total != len(all) {
+		t.Errorf("concurrent Migrate calls applied %d migrations in total (%v), want each of the %d exactly once", total, results, len(all))
+	}
+}
+
+func TestMigrateFailureRollsBack(t *testing.T) {
+	db := open(t, pgtest.URL(t))
+	bad := fstest.MapFS{
+		"migrations/0001_ok.sql":  {Data: []byte("CREATE TABLE t1 (x int); CREATE TABLE t1b (y int);")},
+		"migrations/0002_bad.sql": {Data: []byte("CREATE TABLE t2 (x nosuchtype);")},
+	}
+	applied, err := db.migrate(t.Context(), bad)
+	if err == nil || !strings.Contains(err.Error(), "0002_bad") {
+		t.Fatalf("migrate = %v, %v; want an error naming 0002_bad", applied, err)
+	}
+	var n int
+	if err := db.pool.QueryRow(t.Context(), "SELECT count(*) FROM pg_tables WHERE tablename IN ('t1', 't1b', 'schema_migrations')").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d tables left by a failed migration set (err=%v), want none", n, err)
+	}
+	// The good file alone applies, both statements of it.
+	delete(bad, "migrations/0002_bad.sql")
+	if applied, err := db.migrate(t.Context(), bad); err != nil || fmt.Sprint(applied) != "[0001_ok]" {
+		t.Fatalf("migrate = %v, %v; want [0001_ok]", applied, err)
+	}
+	if err := db.pool.QueryRow(t.Context(), "SELECT count(*) FROM pg_tables WHERE tablename IN ('t1', 't1b')").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d of 2 tables after the good migration (err=%v)", n, err)
+	}
+}
+
+func TestLoadMigrationsRejectsBadNames(t *testing.T) {
+	for name, fsys := range map[string]fstest.MapFS{
+		"unnumbered": {"migrations/init.sql": {Data: []byte("")}},
+		"duplicate":  {"migrations/0001_a.sql": {Data: []byte("")}, "migrations/0001_b.sql": {Data: []byte("")}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := loadMigrations(fsys); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+func TestInsertLookupList(t *testing.T) {
+	db := migrated(t)
+	ctx := t.Context()
+	base := time.Date(2025, 3, 1, 12, 0, 0, 123456000, time.UTC)
+	owner := "steve"
+	r1 := record("run-b", "alpha", base.Add(2*time.Hour))
+	r1.FormerOwner = &owner
+	r2 := record("run-a", "alpha", base.Add(time.Hour))
+	r3 := record("run-c", "beta", base)
+	for _, r := range []Record{r1, r2, r3} {
+		ok, err := db.Insert(ctx, r)
+		if err != nil || !ok {
+			t.Fatalf("Insert(%s) = %v, %v; want inserted", r.RunID, ok, err)
+		}
+	}
+
+	got, err := db.Lookup(ctx, "run-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID == 0 || got.CreatedAt.IsZero() {
+		t.Errorf("Lookup did not fill ID/CreatedAt: %+v", got)
+	}
+	want := r1
+	want.ID, want.CreatedAt = got.ID, got.CreatedAt
+	if !sameRecord(got, want) {
+		t.Errorf("Lookup = %+v\nwant      %+v", got, want)
+	}
+	if got.FormerOwner == nil || *got.FormerOwner != "steve" {
+		t.Errorf("FormerOwner = %v, want steve", got.FormerOwner)
+	}
+	if r, _ := db.Lookup(ctx, "run-a"); r.FormerOwner != nil {
+		t.Errorf("FormerOwner of run-a = %q, want NULL", *r.FormerOwner)
+	}
+
+	for _, tc := range []struct {
+		server string
+		want   []string
+	}{
+		{"", []string{"run-c", "run-a", "run-b"}},
+		{"alpha", []string{"run-a", "run-b"}},
+		{"beta", []string{"run-c"}},
+		{"gamma", nil},
+	} {
+		t.Run("list "+tc.server, func(t *testing.T) {
+			rs, err := db.List(ctx, tc.server)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, r := range rs {
+				ids = append(ids, r.RunID)
+			}
+			if fmt.Sprint(ids) != fmt.Sprint(tc.want) {
+				t.Errorf("List(%q) = %v, want %v (ordered by finished_at)", tc.server, ids, tc.want)
+			}
+		})
+	}
+}
+
+func sameRecord(a, b Record) bool {
+	eqPtr := (a.FormerOwner == nil) == (b.FormerOwner == nil) && (a.FormerOwner == nil || *a.FormerOwner == *b.FormerOwner)
+	return a.ID == b.ID && a.RunID == b.RunID && a.Server == b.Server && eqPtr && a.ArchiveRef == b.ArchiveRef &&
+		a.SizeBytes == b.SizeBytes && a.SHA256 == b.SHA256 && a.Compression == b.Compression &&
+		a.FileCount == b.FileCount && a.StartedAt.Equal(b.StartedAt) && a.FinishedAt.Equal(b.FinishedAt) &&
+		a.CreatedAt.Equal(b.CreatedAt)
+}
+
+func TestInsertConflictKeepsFirst(t *testing.T) {
+	db := migrated(t)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	first := record("run-1", "alpha", now)
+	if ok, err := db.Insert(ctx, first); err != nil || !ok {
+		t.Fatalf("first Insert = %v, %v", ok, err)
+	}
+	second := first
+	second.SizeBytes = 999
+	second.SHA256 = strings.Repeat("cd", 32)
+	ok, err := db.Insert(ctx, second)
+	if err != nil || ok {
+		t.Fatalf("second Insert of the same run = %v, %v; want false, nil", ok, err)
+	}
+	got, err := db.Lookup(ctx, "run-1")
+	if err != nil || got.SizeBytes != 1234 || got.SHA256 != first.SHA256 {
+		t.Fatalf("row after conflict = %+v (err %v), want the first one", got, err)
+	}
+	if rs, _ := db.List(ctx, ""); len(rs) != 1 {
+		t.Fatalf("%d rows, want 1", len(rs))
+	}
+}
+
+func TestInsertConcurrentSameRun(t *testing.T) {
+	db := migrated(t)
+	r := record("run-race", "alpha", time.Now())
+	const n = 4
+	var wg sync.WaitGroup
+	oks := make([]bool, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { oks[i], errs[i] = db.Insert(t.Context(), r) })
+	}
+	wg.Wait()
+	inserted := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Errorf("Insert %d: %v", i, errs[i])
+		}
+		if oks[i] {
+			inserted++
+		}
+	}
+	if inserted != 1 {
+		t.Errorf("%d concurrent Inserts of one run reported inserted, want exactly 1", inserted)
+	}
+}
+
+func TestInsertRejectsBadRows(t *testing.T) {
+	db := migrated(t)
+	now := time.Now()
+	for _, tc := range []struct {
+		name       string
+		mutate     func(*Record)
+		constraint string
+	}{
+		{"uppercase sha256", func(r *Record) { r.SHA256 = strings.Repeat("AB", 32) }, "sha256"},
+		{"short sha256", func(r *Record) { r.SHA256 = "abc" }, "sha256"},
+		{"negative size", func(r *Record) { r.SizeBytes = -1 }, "size_bytes"},
+		{"negative file count", func(r *Record) { r.FileCount = -1 }, "file_count"},
+		{"unknown compression", func(r *Record) { r.Compression = "xz" }, "compression"},
+		{"relative archive ref", func(r *Record) { r.ArchiveRef = "backups/x.tar.zst" }, "archive_ref"},
+		{"run id with slash", func(r *Record) { r.RunID = "a/b" }, "run_id"},
+		{"server not a label", func(r *Record) { r.Server = "Alpha_1" }, "server"},
+		{"finished before started", func(r *Record) { r.StartedAt = r.FinishedAt.Add(time.Second) }, "finished_at"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := record("run-bad", "alpha", now)
+			tc.mutate(&r)
+			ok, err := db.Insert(t.Context(), r)
+			if err == nil || ok {
+				t.Fatalf("Insert = %v, %v; want a constraint violation", ok, err)
+			}
+			if !strings.Contains(err.Error(), tc.constraint) || !strings.Contains(err.Error(), "check constraint") {
+				t.Errorf("error %q does not name the %s check constraint", err, tc.constraint)
+			}
+		})
+	}
+	if rs, err := db.List(t.Context(), ""); err != nil || len(rs) != 0 {
+		t.Fatalf("rejected inserts left %d rows (err %v)", len(rs), err)
+	}
+}
+
+func TestLookupNotFound(t *testing.T) {
+	db := migrated(t)
+	_, err := db.Lookup(t.Context(), "never-ran")
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Lookup of a missing run: %v, want ErrNotFound", err)
+	}
+	if !strings.Contains(err.Error(), "never-ran") {
+		t.Errorf("error %q does not name the run", err)
+	}
+}
+
+func TestOpenErrorsHideThePassword(t *testing.T) {
+	const pw = "Sup3rS3cretPw"
+	for _, tc := range []struct{ name, url string }{
+		{"unreachable", "postgres://felis:" + pw + "@127.0.0.1:1/felis?connect_timeout=2"},
+		{"bad port", "postgres://felis:" + pw + "@127.0.0.1:notaport/felis"},
+		{"bad escape", "postgres://felis:" + pw + "%zz@127.0.0.1:5432/felis"},
+		{"keyword form unreachable", "host=127.0.0.1 port=1 user=felis password=" + pw + " dbname=felis connect_timeout=2"},
+		{"keyword form broken quote", "host=127.0.0.1 user=felis password='" + pw},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, err := Open(t.Context(), tc.url, hclog.NewNullLogger())
+			if err == nil {
+				db.Close()
+				t.Fatal("Open succeeded")
+			}
+			if strings.Contains(err.Error(), pw) || strings.Contains(fmt.Sprintf("%+v", err), pw) {
+				t.Errorf("error leaks the password: %v", err)
+			}
+			if strings.Contains(err.Error(), tc.url) {
+				t.Errorf("error contains the URL: %v", err)
+			}
+		})
+	}
+}
+
+func TestOpenWrongPassword(t *testing.T) {
+	// A real authentication failure: a private server whose pg_hba.conf asks
+	// every user but postgres for a password.
+	s := pgtest.NewPrivate(t)
+	admin := open(t, s.URL())
+	ctx := t.Context()
+	const right, wrong = "R1ght-Pw-123", "Wr0ng-Pw-456"
+	var hba string
+	if err := admin.pool.QueryRow(ctx, "SHOW hba_file").Scan(&hba); err != nil {
+		t.Fatal(err)
+	}
+	conf := "host all postgres 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 scram-sha-256\n"
+	if err := os.WriteFile(hba, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"SET password_encryption = 'scram-sha-256'", "CREATE ROLE felis LOGIN PASSWORD '" + right + "'", "SELECT pg_reload_conf()"} {
+		if _, err := admin.pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	cfg, err := pgx.ParseConfig(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := func(pw string) string {
+		return fmt.Sprintf("postgres://felis:%s@%s:%d/%s?sslmode=disable", pw, cfg.Host, cfg.Port, cfg.Database)
+	}
+	db, err := Open(ctx, url(wrong), hclog.NewNullLogger())
+	if err == nil {
+		db.Close()
+		t.Fatal("Open with a wrong password succeeded")
+	}
+	if !strings.Contains(err.Error(), "password authentication failed") {
+		t.Errorf("error %q does not say the password was refused", err)
+	}
+	if strings.Contains(err.Error(), wrong) {
+		t.Errorf("error leaks the password: %v", err)
+	}
+	db = open(t, url(right))
+	_, err = db.Lookup(ctx, "x") // world_backups does not exist yet
+	if err == nil || strings.Contains(err.Error(), right) {
+		t.Fatalf("Lookup error %v: want an error without the password", err)
+	}
+}

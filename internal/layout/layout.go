@@ -1,0 +1,101 @@
+// Package layout is the one rule for where an archive lives in the archive
+// store: <root>/<server>/<run id><ext>, with ext ".tar.zst", ".tar.gz" or
+// ".tar" for the compressions zstd, gzip and none. The archiver writes there
+// and the WorldBackup component predicts the same path as its archiveRef
+// output, so both import this package. It also holds the validation rules of
+// server names and run IDs, which become path segments.
+//
+// The package has no dependencies beyond the standard library, and builds
+// paths with package path (forward slashes): archive refs are paths inside a
+// Linux container.
+package layout
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// The supported compressions.
+const (
+	CompressionZstd = "zstd"
+	CompressionGzip = "gzip"
+	CompressionNone = "none"
+)
+
+// MaxServerLen is the longest server name: a DNS-1123 label.
+const MaxServerLen = 63
+
+// MaxRunIDLen is the longest run ID.
+const MaxRunIDLen = 128
+
+var (
+	serverRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	runIDRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+)
+
+// Extension returns the archive file extension for compression.
+func Extension(compression string) (string, error) {
+	switch compression {
+	case CompressionZstd:
+		return ".tar.zst", nil
+	case CompressionGzip:
+		return ".tar.gz", nil
+	case CompressionNone:
+		return ".tar", nil
+	default:
+		return "", fmt.Errorf("compression %q is not supported: use zstd, gzip or none", compression)
+	}
+}
+
+// CheckServer reports whether server is a valid server name: a DNS-1123 label
+// (lowercase letters, digits and '-', starting and ending with a letter or
+// digit, at most 63 characters).
+func CheckServer(server string) error {
+	if len(server) > MaxServerLen || !serverRE.MatchString(server) {
+		return fmt.Errorf("server name %q is invalid: use at most %d lowercase letters, digits and '-', starting and ending with a letter or digit",
+			server, MaxServerLen)
+	}
+	return nil
+}
+
+// CheckRunID reports whether runID is a valid run ID: 1 to 128 characters
+// from A-Z a-z 0-9 '.' '_' '-', starting with a letter or digit. It becomes a
+// file name, so it holds no '/' and never starts with '.'.
+func CheckRunID(runID string) error {
+	if !runIDRE.MatchString(runID) {
+		return fmt.Errorf("run ID %q is invalid: use 1 to %d characters from A-Z a-z 0-9 . _ -, starting with a letter or digit",
+			runID, MaxRunIDLen)
+	}
+	return nil
+}
+
+// ArchiveName returns the archive's path relative to the archive root:
+// "<server>/<runID><ext>". It checks server, runID and compression.
+func ArchiveName(server, runID, compression string) (string, error) {
+	if err := CheckServer(server); err != nil {
+		return "", err
+	}
+	if err := CheckRunID(runID); err != nil {
+		return "", err
+	}
+	ext, err := Extension(compression)
+	if err != nil {
+		return "", err
+	}
+	return server + "/" + runID + ext, nil
+}
+
+// ArchiveRef returns the absolute path of the archive under root, an
+// absolute folder: "<root>/<server>/<runID><ext>" (root cleaned).
+func ArchiveRef(root, server, runID, compression string) (string, error) {
+	if !strings.HasPrefix(root, "/") {
+		return "", fmt.Errorf("archive root %q is not an absolute path", root)
+	}
+	name, err := ArchiveName(server, runID, compression)
+	if err != nil {
+		return "", err
+	}
+	return path.Join(root, name), nil
+}
