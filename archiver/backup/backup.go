@@ -1,0 +1,353 @@
+// Package backup performs one backup run: it streams the world into the
+// archive store and records the archive in the catalog, so that there is
+// never an archive without a row nor a row without an archive.
+//
+// A run is idempotent by run ID. Its order:
+//
+//  1. look up the run ID in the catalog: a row means the run is done, and
+//     nothing is written;
+//  2. lock the archive's key in the store (a retry of the same run waits for
+//     the attempt in progress, then finds its row);
+//  3. remove the temp files of killed earlier attempts;
+//  4. stream world → tar → compression → SHA-256 into a temp file, then
+//     fsync, rename to <server>/<run id>.tar.zst (internal/layout) and
+//     fsync the folder;
+//  5. insert the row (ON CONFLICT DO NOTHING); if that fails, remove the
+//     archive.
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/worldbackup/worldbackup/archiver/catalog"
+	"github.com/worldbackup/worldbackup/archiver/tarstream"
+	"github.com/worldbackup/worldbackup/internal/layout"
+)
+
+// Store is the archive store a run writes to (store.Local, store.Mem).
+type Store interface {
+	// Ref returns the archive reference recorded in the catalog.
+	Ref(key string) string
+	// Lock takes an exclusive lock on key, waiting for the current holder.
+	Lock(ctx context.Context, key string) (unlock func(), err error)
+	// CleanTemps removes temp data left by earlier attempts to write key.
+	CleanTemps(ctx context.Context, key string) (removed []string, err error)
+	// Put atomically stores what write writes under key, or nothing.
+	Put(ctx context.Context, key string, write func(io.Writer) error) (size int64, err error)
+	// Remove deletes key's archive; a missing one is not an error.
+	Remove(ctx context.Context, key string) error
+}
+
+// Catalog records runs (catalog.DB).
+type Catalog interface {
+	// Lookup returns the run's row or an error wrapping catalog.ErrNotFound.
+	Lookup(ctx context.Context, runID string) (catalog.Record, error)
+	// Insert records a run; false when the run ID already had a row.
+	Insert(ctx context.Context, r catalog.Record) (inserted bool, err error)
+}
+
+// Params describe one run.
+type Params struct {
+	Server      string // DNS-1123 label
+	RunID       string // the idempotency key; becomes the archive's file name
+	FormerOwner string // optional, recorded as is ("" = none)
+	World       string // the world folder
+	Compression tarstream.Compression
+	Excludes    []string
+	// ProgressInterval is the time between progress log lines; default 5s.
+	ProgressInterval time.Duration
+}
+
+// DefaultProgressInterval is the default time between progress log lines.
+const DefaultProgressInterval = 5 * time.Second
+
+func (p Params) withDefaults() Params {
+	if p.Compression == "" {
+		p.Compression = tarstream.Zstd
+	}
+	if p.ProgressInterval <= 0 {
+		p.ProgressInterval = DefaultProgressInterval
+	}
+	return p
+}
+
+// Validate checks the parameters.
+func (p Params) Validate() error {
+	var errs []error
+	if err := layout.CheckServer(p.Server); err != nil {
+		errs = append(errs, err)
+	}
+	if err := layout.CheckRunID(p.RunID); err != nil {
+		errs = append(errs, err)
+	}
+	if len(p.FormerOwner) > 256 || !utf8.ValidString(p.FormerOwner) || hasControl(p.FormerOwner) {
+		errs = append(errs, errors.New("former owner: want at most 256 bytes of UTF-8 text without control characters"))
+	}
+	if p.World == "" {
+		errs = append(errs, errors.New("world folder: missing"))
+	}
+	if _, err := tarstream.ParseCompression(string(p.Compression)); err != nil {
+		errs = append(errs, fmt.Errorf("compression: %w", err))
+	}
+	if err := tarstream.ValidateExcludes(p.Excludes); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func hasControl(s string) bool {
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// Status is the outcome of a run.
+type Status string
+
+// The outcomes of a run.
+const (
+	StatusDone            Status = "done"             // archived and recorded now
+	StatusAlreadyRecorded Status = "already-recorded" // the run ID had a row: nothing written
+	StatusFailed          Status = "failed"
+)
+
+// Summary describes a run; it is written as one JSON line to the
+// termination-message path.
+type Summary struct {
+	Status          Status  `json:"status"`
+	Server          string  `json:"server"`
+	RunID           string  `json:"run_id"`
+	ArchiveRef      string  `json:"archive_ref,omitempty"`
+	SizeBytes       int64   `json:"size_bytes,omitempty"`
+	SHA256          string  `json:"sha256,omitempty"`
+	Compression     string  `json:"compression,omitempty"`
+	FileCount       int64   `json:"file_count,omitempty"`
+	InputBytes      int64   `json:"input_bytes,omitempty"`
+	Warnings        int64   `json:"warnings,omitempty"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	MBPerSecond     float64 `json:"mb_per_s,omitempty"`
+	Error           string  `json:"error,omitempty"`
+}
+
+// Runner performs runs against one store and one catalog.
+type Runner struct {
+	store Store
+	cat   Catalog
+	log   hclog.Logger
+	now   func() time.Time
+}
+
+// New returns a Runner.
+func New(store Store, cat Catalog, log hclog.Logger) *Runner {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Runner{store: store, cat: cat, log: log.Named("backup"), now: time.Now}
+}
+
+// cleanupTimeout bounds the removal of an archive whose row could not be
+// inserted, which runs even when the run's context was canceled.
+const cleanupTimeout = 30 * time.Second
+
+// Run performs the run p. The Summary is filled in also on error, with
+// StatusFailed and the error text.
+func (r *Runner) Run(ctx context.Context, p Params) (Summary, error) {
+	p = p.withDefaults()
+	start := r.now()
+	s := Summary{Server: p.Server, RunID: p.RunID, Compression: string(p.Compression)}
+	err := r.run(ctx, p, &s)
+	s.DurationSeconds = r.now().Sub(start).Seconds()
+	if err != nil {
+		s.Status = StatusFailed
+		s.Error = err.Error()
+	}
+	return s, err
+}
+
+func (r *Runner) run(ctx context.Context, p Params, s *Summary) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	log := r.log.With("server", p.Server, "run_id", p.RunID)
+
+	if done, err := r.recorded(ctx, log, p, s); done || err != nil {
+		return err
+	}
+
+	key, err := layout.ArchiveName(p.Server, p.RunID, string(p.Compression))
+	if err != nil {
+		return err
+	}
+	log.Debug("locking the run", "key", key)
+	unlock, err := r.store.Lock(ctx, key)
+	if err != nil {
+		return fmt.Errorf("locking the run's archive: %w", err)
+	}
+	defer unlock()
+	// An attempt that held the lock may have finished the run meanwhile.
+	if done, err := r.recorded(ctx, log, p, s); done || err != nil {
+		return err
+	}
+	removed, err := r.store.CleanTemps(ctx, key)
+	if err != nil {
+		return fmt.Errorf("removing temp files of earlier attempts: %w", err)
+	}
+	if len(removed) > 0 {
+		log.Info("removed temp files of an earlier attempt", "paths", removed)
+	}
+
+	ref := r.store.Ref(key)
+	log.Info("backup started", "world", p.World, "archive", ref, "compression", p.Compression)
+	started := r.now()
+	var res tarstream.Result
+	prog := new(tarstream.Progress)
+	stop := r.progress(log, prog, started, p.ProgressInterval)
+	size, err := r.store.Put(ctx, key, func(w io.Writer) error {
+		var err error
+		res, err = tarstream.Write(ctx, w, p.World, tarstream.Options{
+			Compression: p.Compression,
+			Excludes:    p.Excludes,
+			Log:         log.Named("tar"),
+			Progress:    prog,
+		})
+		return err
+	})
+	stop()
+	if err != nil {
+		return fmt.Errorf("writing archive %s: %w", ref, err)
+	}
+	finished := r.now()
+	if size != res.Size {
+		return r.discard(ctx, log, key, fmt.Errorf("archive %s holds %d bytes, but %d were streamed", ref, size, res.Size))
+	}
+
+	rec := catalog.Record{
+		RunID:       p.RunID,
+		Server:      p.Server,
+		ArchiveRef:  ref,
+		SizeBytes:   res.Size,
+		SHA256:      res.SHA256,
+		Compression: string(p.Compression),
+		FileCount:   res.Files,
+		StartedAt:   started,
+		FinishedAt:  finished,
+	}
+	if p.FormerOwner != "" {
+		rec.FormerOwner = &p.FormerOwner
+	}
+	inserted, err := r.cat.Insert(ctx, rec)
+	if err != nil {
+		return r.discard(ctx, log, key, fmt.Errorf("recording the run in the catalog: %w", err))
+	}
+	if !inserted {
+		// Only an attempt that did not share our lock (another archive
+		// root on the same catalog?) can get here.
+		return fmt.Errorf("run %q was recorded by another attempt while this one ran; "+
+			"this attempt's archive %s was kept, but may not match the row: check it with `archiver verify --run-id %s`",
+			p.RunID, ref, p.RunID)
+	}
+
+	d := finished.Sub(started)
+	*s = Summary{
+		Status:          StatusDone,
+		Server:          p.Server,
+		RunID:           p.RunID,
+		ArchiveRef:      ref,
+		SizeBytes:       res.Size,
+		SHA256:          res.SHA256,
+		Compression:     string(p.Compression),
+		FileCount:       res.Files,
+		InputBytes:      res.InputBytes,
+		Warnings:        res.Warnings,
+		DurationSeconds: d.Seconds(),
+		MBPerSecond:     mbps(res.InputBytes, d),
+	}
+	log.Info("backup done", "archive", ref, "files", res.Files, "dirs", res.Dirs,
+		"bytes", res.InputBytes, "size", res.Size, "sha256", res.SHA256,
+		"excluded", res.Excluded, "skipped", res.Skipped, "warnings", res.Warnings,
+		"duration", d.Round(time.Millisecond).String(), "mb_per_s", s.MBPerSecond)
+	return nil
+}
+
+// recorded looks the run up; when it has a row it fills s and returns true.
+func (r *Runner) recorded(ctx context.Context, log hclog.Logger, p Params, s *Summary) (bool, error) {
+	rec, err := r.cat.Lookup(ctx, p.RunID)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("looking up the run in the catalog: %w", err)
+	}
+	if rec.Server != p.Server {
+		return false, fmt.Errorf("run ID %q is already recorded for server %q, not %q: choose another run ID", p.RunID, rec.Server, p.Server)
+	}
+	log.Info("run already recorded; nothing to do", "archive", rec.ArchiveRef, "finished_at", rec.FinishedAt)
+	*s = Summary{
+		Status:      StatusAlreadyRecorded,
+		Server:      rec.Server,
+		RunID:       rec.RunID,
+		ArchiveRef:  rec.ArchiveRef,
+		SizeBytes:   rec.SizeBytes,
+		SHA256:      rec.SHA256,
+		Compression: rec.Compression,
+		FileCount:   rec.FileCount,
+	}
+	return true, nil
+}
+
+// discard removes key's archive after cause made it unrecordable, and
+// returns cause (joined with the removal's error, if any).
+func (r *Runner) discard(ctx context.Context, log hclog.Logger, key string, cause error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := r.store.Remove(ctx, key); err != nil {
+		log.Error("could not remove the unrecorded archive", "archive", r.store.Ref(key), "error", err)
+		return errors.Join(cause, fmt.Errorf("removing the unrecorded archive: %w", err))
+	}
+	log.Info("removed the unrecorded archive", "archive", r.store.Ref(key))
+	return fmt.Errorf("%w (archive removed)", cause)
+}
+
+// progress logs prog every interval until the returned stop is called.
+func (r *Runner) progress(log hclog.Logger, prog *tarstream.Progress, started time.Time, interval time.Duration) (stop func()) {
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				in := prog.InputBytes.Load()
+				log.Info("progress", "files", prog.Files.Load(), "bytes", in,
+					"written", prog.OutputBytes.Load(), "mb_per_s", mbps(in, r.now().Sub(started)))
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
+}
+
+// mbps returns the rate of n bytes in d in MB/s (10^6 bytes), to 0.1.
+func mbps(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(int64(float64(n)/d.Seconds()/1e5)) / 10
+}

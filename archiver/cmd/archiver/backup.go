@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/worldbackup/worldbackup/archiver/backup"
+	"github.com/worldbackup/worldbackup/archiver/catalog"
+	"github.com/worldbackup/worldbackup/archiver/config"
+	"github.com/worldbackup/worldbackup/archiver/store"
+	"github.com/worldbackup/worldbackup/archiver/tarstream"
+	"github.com/worldbackup/worldbackup/internal/layout"
+)
+
+// The real parts satisfy the interfaces the backup run consumes.
+var (
+	_ backup.Store   = (*store.Local)(nil)
+	_ backup.Catalog = (*catalog.DB)(nil)
+)
+
+const backupHelp = `Usage: archiver backup --server S --run-id R [flags]
+
+Streams the world folder as tar, compressed, into
+<archive root>/<server>/<run id>.tar.zst (.tar.gz, .tar) through a temp file,
+fsync and rename, then records the run in world_backups. A run whose row
+exists already writes nothing and exits 0; a retry of the same run ID removes
+the temp files of a killed earlier attempt. If the row cannot be inserted, the
+archive is removed. A one-line JSON summary is written to the termination log.
+`
+
+// defaultTerminationLog is where Kubernetes reads a container's
+// termination message.
+const defaultTerminationLog = "/dev/termination-log"
+
+type backupFlags struct {
+	server, runID, formerOwner string
+	world, configPath          string
+	archiveRoot, compression   string
+	excludes                   stringList
+	noMigrate                  bool
+	logFormat                  logFormat
+	terminationLog             string
+	progressInterval           time.Duration
+}
+
+func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	f := backupFlags{logFormat: "auto"}
+	fs := newFlagSet("backup", backupHelp, stderr)
+	fs.StringVar(&f.server, "server", "", "server name, a DNS-1123 label (required)")
+	fs.StringVar(&f.runID, "run-id", "", "run ID, the idempotency key: ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$ (required)")
+	fs.StringVar(&f.formerOwner, "former-owner", "", "former owner of the world, recorded in the row")
+	fs.StringVar(&f.world, "world", "/world", "world folder to archive")
+	fs.StringVar(&f.configPath, "config", config.DefaultPath, "felis.toml")
+	fs.StringVar(&f.archiveRoot, "archive-root", "", "archive root folder; overrides [archive] local_path")
+	fs.StringVar(&f.compression, "compression", "", "zstd, gzip or none; overrides [archive] compression (default zstd)")
+	fs.Var(&f.excludes, "exclude", "glob of entries to leave out, repeatable; replaces [archive] excludes (default *.jar, cache/, logs/, *.tmp)")
+	fs.BoolVar(&f.noMigrate, "no-migrate", false, "do not apply the catalog's migrations first")
+	fs.Var(&f.logFormat, "log-format", "json, text or auto (json when stderr is not a terminal)")
+	fs.StringVar(&f.terminationLog, "termination-log", defaultTerminationLog,
+		"file for the one-line JSON summary; skipped when its folder is missing (the default path: when the file is missing)")
+	fs.DurationVar(&f.progressInterval, "progress-interval", backup.DefaultProgressInterval, "time between progress log lines")
+	if code := parseFlags(fs, args, stdout); code >= 0 {
+		return code
+	}
+	tlog := terminationLog{path: f.terminationLog, explicit: flagSet(fs, "termination-log")}
+	log := newLogger(f.logFormat, stderr)
+
+	p, root, cfg, err := backupSetup(fs, &f)
+	if err != nil {
+		fmt.Fprintf(stderr, "archiver backup: %s\n", err)
+		tlog.write(log, backup.Summary{Status: backup.StatusFailed, Server: f.server, RunID: f.runID, Error: err.Error()})
+		return exitUsage
+	}
+
+	s, err := runBackup(ctx, log, cfg, root, p, !f.noMigrate)
+	tlog.write(log, s)
+	if err != nil {
+		log.Error("backup failed", "server", p.Server, "run_id", p.RunID, "error", err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// backupSetup checks the flags and the config file and returns the run's
+// parameters and archive root; its errors are usage errors.
+func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, config.Config, error) {
+	var errs []error
+	if f.server == "" {
+		errs = append(errs, errors.New("--server is required"))
+	} else if err := layout.CheckServer(f.server); err != nil {
+		errs = append(errs, fmt.Errorf("--server: %w", err))
+	}
+	if f.runID == "" {
+		errs = append(errs, errors.New("--run-id is required"))
+	} else if err := layout.CheckRunID(f.runID); err != nil {
+		errs = append(errs, fmt.Errorf("--run-id: %w", err))
+	}
+	if f.progressInterval <= 0 {
+		errs = append(errs, errors.New("--progress-interval must be positive"))
+	}
+	if len(errs) > 0 {
+		return backup.Params{}, "", config.Config{}, errors.Join(errs...)
+	}
+
+	cfg, err := config.Load(f.configPath)
+	if err != nil {
+		return backup.Params{}, "", config.Config{}, err
+	}
+	if flagSet(fs, "compression") {
+		c, err := tarstream.ParseCompression(f.compression)
+		if err != nil {
+			return backup.Params{}, "", config.Config{}, fmt.Errorf("--compression: %w", err)
+		}
+		cfg.Archive.Compression = c
+	}
+	if f.excludes.set {
+		cfg.Archive.Excludes = f.excludes.values
+		if err := tarstream.ValidateExcludes(cfg.Archive.Excludes); err != nil {
+			return backup.Params{}, "", config.Config{}, fmt.Errorf("--exclude: %w", err)
+		}
+	}
+	root := cfg.Archive.LocalPath
+	if f.archiveRoot != "" {
+		root = f.archiveRoot
+	}
+	switch {
+	case root == "":
+		return backup.Params{}, "", config.Config{}, fmt.Errorf("no archive root: pass --archive-root or set [archive] local_path in %s", cfg.Path())
+	case !filepath.IsAbs(root):
+		return backup.Params{}, "", config.Config{}, fmt.Errorf("archive root %q is not an absolute path", root)
+	}
+	world, err := filepath.Abs(f.world)
+	if err != nil {
+		return backup.Params{}, "", config.Config{}, fmt.Errorf("--world: %w", err)
+	}
+	if within(root, world) {
+		return backup.Params{}, "", config.Config{}, fmt.Errorf("archive root %q is inside the world %q: the archive would archive itself", root, world)
+	}
+	p := backup.Params{
+		Server:           f.server,
+		RunID:            f.runID,
+		FormerOwner:      f.formerOwner,
+		World:            world,
+		Compression:      cfg.Archive.Compression,
+		Excludes:         cfg.Archive.Excludes,
+		ProgressInterval: f.progressInterval,
+	}
+	if err := p.Validate(); err != nil {
+		return backup.Params{}, "", config.Config{}, err
+	}
+	return p, filepath.Clean(root), cfg, nil
+}
+
+// runBackup connects to the catalog and performs the run.
+func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, root string, p backup.Params, migrate bool) (backup.Summary, error) {
+	start := time.Now()
+	fail := func(err error) (backup.Summary, error) {
+		return backup.Summary{
+			Status: backup.StatusFailed, Server: p.Server, RunID: p.RunID, Compression: string(p.Compression),
+			DurationSeconds: time.Since(start).Seconds(), Error: err.Error(),
+		}, err
+	}
+	db, err := catalog.Open(ctx, cfg.Database.URL, log)
+	if err != nil {
+		return fail(err)
+	}
+	defer db.Close()
+	if migrate {
+		applied, err := db.Migrate(ctx)
+		if err != nil {
+			return fail(fmt.Errorf("migrating the catalog: %w", err))
+		}
+		if len(applied) > 0 {
+			log.Info("applied catalog migrations", "migrations", applied)
+		}
+	}
+	st, err := store.NewLocal(root)
+	if err != nil {
+		return fail(err)
+	}
+	return backup.New(st, db, log).Run(ctx, p)
+}
+
+// within reports whether path is dir or below it, following the symbolic
+// links of the parts that exist.
+func within(path, dir string) bool {
+	path, dir = resolve(path), resolve(dir)
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// resolve returns p with the symbolic links of its longest existing prefix
+// resolved.
+func resolve(p string) string {
+	p = filepath.Clean(p)
+	var rest []string
+	for {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Join(append([]string{p}, rest...)...)
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+		p = parent
+	}
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// terminationLog is where the run's summary goes.
+type terminationLog struct {
+	path     string
+	explicit bool // given with --termination-log
+}
+
+// maxTerminationMessage is Kubernetes' limit on a termination message.
+const maxTerminationMessage = 4096
+
+// write writes s as one JSON line. It writes only when the path's folder
+// exists, and, for the default path, only when the file exists (the kubelet
+// creates it), so a run outside a pod never litters /dev.
+func (t terminationLog) write(log hclog.Logger, s backup.Summary) {
+	if t.path == "" {
+		return
+	}
+	if _, err := os.Stat(filepath.Dir(t.path)); err != nil {
+		log.Debug("no termination log folder; summary not written", "path", t.path)
+		return
+	}
+	flags := os.O_WRONLY | os.O_TRUNC
+	if t.explicit {
+		flags |= os.O_CREATE
+	}
+	b, err := json.Marshal(s)
+	// Shorten a long error to fit (escaping may take a few rounds).
+	for range 8 {
+		excess := len(b) + 1 - maxTerminationMessage
+		if err != nil || excess <= 0 {
+			break
+		}
+		s.Error = s.Error[:max(len(s.Error)-excess-3, 0)] + "..."
+		b, err = json.Marshal(s)
+	}
+	if err != nil {
+		log.Error("encoding the summary", "error", err)
+		return
+	}
+	f, err := os.OpenFile(t.path, flags, 0o644)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) || t.explicit {
+			log.Warn("cannot open the termination log; summary not written", "path", t.path, "error", err)
+		}
+		return
+	}
+	defer f.Close()
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		log.Warn("writing the termination log", "path", t.path, "error", err)
+	}
+}

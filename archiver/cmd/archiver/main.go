@@ -1,0 +1,190 @@
+// Command archiver is the binary of the backup Job: it archives a Minecraft
+// world into the archive store and records the archive in the world_backups
+// catalog; it also applies the catalog's migrations, lists the recorded runs
+// and verifies archives. Run `archiver --help` for the commands and the exit
+// codes.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/mattn/go-isatty"
+)
+
+// version is stamped at build time: -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+// Exit codes, documented in usage and the README.
+const (
+	exitOK     = 0 // done, or the run was already recorded
+	exitFailed = 1 // the command failed
+	exitUsage  = 2 // bad command line or configuration
+)
+
+const usage = `archiver archives a Minecraft world into a compressed tar file and records it
+in the world_backups catalog (PostgreSQL).
+
+Usage:
+  archiver backup --server S --run-id R [flags]  archive the world and record the run
+  archiver migrate [flags]                       apply the catalog's schema migrations
+  archiver list [--server S] [--json] [flags]    list the recorded runs
+  archiver verify (--run-id R | --archive PATH)  check an archive against its row
+  archiver restore ...                           restore an archive (not available yet)
+  archiver --version                             print the version
+
+Run "archiver COMMAND --help" for the flags of a command.
+
+Exit codes:
+  0  done, or the run was already recorded (nothing written)
+  1  failed: the reason is logged (and, for backup, written to the termination log)
+  2  usage or configuration error: a bad flag, run ID, server name or felis.toml
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes the command line args and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "backup":
+		return cmdBackup(ctx, args[1:], stdout, stderr)
+	case "migrate":
+		return cmdMigrate(ctx, args[1:], stdout, stderr)
+	case "list":
+		return cmdList(ctx, args[1:], stdout, stderr)
+	case "verify":
+		return cmdVerify(ctx, args[1:], stdout, stderr)
+	case "restore":
+		// RESTORE: the restore subcommand (issue 7) goes here:
+		//   archiver restore --archive PATH --sha256 HEX --into DIR [--replace] [--max-bytes N] [--max-entries N]
+		// implemented with archiver/extract (safe extraction through os.Root).
+		fmt.Fprintln(stderr, "archiver: restore is not available in this version")
+		return exitUsage
+	case "--version", "-version", "version":
+		fmt.Fprintf(stdout, "archiver %s\n", version)
+		return exitOK
+	case "--help", "-help", "-h", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "archiver: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+}
+
+// newFlagSet returns a flag set for a command whose help text is help.
+func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("archiver "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprint(w, help, "\nFlags:\n")
+		fs.VisitAll(func(f *flag.Flag) {
+			typ, text := flag.UnquoteUsage(f)
+			fmt.Fprintf(w, "  --%s %s\n    \t%s", f.Name, typ, text)
+			if f.DefValue != "" && f.DefValue != "false" {
+				fmt.Fprintf(w, " (default %q)", f.DefValue)
+			}
+			fmt.Fprintln(w)
+		})
+		fmt.Fprint(w, "\nExit codes: 0 done or already recorded, 1 failed, 2 usage or configuration error.\n")
+	}
+	return fs
+}
+
+// parseFlags parses args; it returns the exit code to stop with, or -1 to
+// go on. --help prints the command's help to stdout and exits 0.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) int {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return exitOK
+		}
+	}
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		return exitUsage // the flag package has printed the error and usage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return exitUsage
+	}
+	return -1
+}
+
+// usageError prints a usage error and returns exitUsage.
+func usageError(stderr io.Writer, cmd string, format string, args ...any) int {
+	fmt.Fprintf(stderr, "archiver %s: %s\n", cmd, fmt.Sprintf(format, args...))
+	return exitUsage
+}
+
+// logFormat is the value of --log-format.
+type logFormat string
+
+func (f *logFormat) String() string { return string(*f) }
+
+func (f *logFormat) Set(s string) error {
+	switch s {
+	case "json", "text", "auto":
+		*f = logFormat(s)
+		return nil
+	}
+	return fmt.Errorf("want json, text or auto")
+}
+
+// newLogger returns the process logger: JSON when asked, or with auto when
+// stderr is not a terminal (in the pod).
+func newLogger(format logFormat, stderr io.Writer) hclog.Logger {
+	json := format == "json"
+	if format == "auto" || format == "" {
+		json = true
+		if f, ok := stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+			json = false
+		}
+	}
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       "archiver",
+		Level:      hclog.Info,
+		Output:     stderr,
+		JSONFormat: json,
+		Color:      hclog.ColorOff,
+	})
+}
+
+// stringList is a repeatable string flag.
+type stringList struct {
+	values []string
+	set    bool
+}
+
+func (l *stringList) String() string { return strings.Join(l.values, ",") }
+
+func (l *stringList) Set(s string) error {
+	l.values = append(l.values, s)
+	l.set = true
+	return nil
+}

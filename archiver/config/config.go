@@ -1,0 +1,225 @@
+// Package config reads felis.toml, the archiver's configuration file:
+//
+//	[database]
+//	url = "postgres://user:pass@host:5432/felis"
+//
+//	[archive]
+//	local_path = "/backups"      # optional when --archive-root is given
+//	compression = "zstd"         # zstd | gzip | none
+//	excludes = ["*.jar", "cache/", "logs/", "*.tmp"]
+//
+// Unknown keys are errors. Every error names the file and the key; the
+// database URL, which holds a password, never appears in an error or in the
+// formatted Config.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/worldbackup/worldbackup/archiver/tarstream"
+)
+
+// DefaultPath is where the backup Job mounts felis.toml.
+const DefaultPath = "/etc/felis/felis.toml"
+
+// Config is the content of felis.toml.
+type Config struct {
+	Database Database `toml:"database"`
+	Archive  Archive  `toml:"archive"`
+
+	path string // the file it was read from, for errors
+}
+
+// Database is the [database] table.
+type Database struct {
+	// URL is the catalog's connection string (postgres:// URL or key=value
+	// form). Secret: never log it.
+	URL string `toml:"url"`
+}
+
+// String hides the URL, so printing a Config never reveals the password.
+func (d Database) String() string {
+	if d.URL == "" {
+		return "{URL:}"
+	}
+	return "{URL:<redacted>}"
+}
+
+// GoString hides the URL from %#v.
+func (d Database) GoString() string { return "config.Database" + d.String() }
+
+// Archive is the [archive] table.
+type Archive struct {
+	// LocalPath is the absolute folder archives are written below.
+	LocalPath string `toml:"local_path"`
+	// Compression of the archives; default zstd.
+	Compression tarstream.Compression `toml:"compression"`
+	// Excludes are glob patterns of world entries to leave out; default
+	// tarstream.DefaultExcludes. An explicit empty list excludes nothing.
+	Excludes []string `toml:"excludes"`
+}
+
+// Load reads, completes with defaults and validates the file at path.
+func Load(path string) (Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Config{}, fmt.Errorf("config file %s does not exist: mount the config Secret there or pass --config", path)
+		}
+		return Config{}, fmt.Errorf("reading config file: %w", err)
+	}
+	c, err := Parse(path, string(raw))
+	if err != nil {
+		return Config{}, err
+	}
+	c = c.withDefaults()
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Parse decodes the TOML text raw read from path (named in errors), without
+// defaults or validation.
+func Parse(path, raw string) (Config, error) {
+	c := Config{path: path}
+	md, err := toml.Decode(raw, &c)
+	if err != nil {
+		return Config{}, decodeError(path, raw, err)
+	}
+	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		keys := make([]string, len(undecoded))
+		for i, k := range undecoded {
+			keys[i] = k.String()
+		}
+		return Config{}, fmt.Errorf("%s: unknown key %s (known keys: database.url, archive.local_path, archive.compression, archive.excludes)",
+			path, strings.Join(quoteAll(keys), ", "))
+	}
+	return c, nil
+}
+
+// Path returns the file the Config was read from.
+func (c Config) Path() string { return c.path }
+
+// withDefaults fills in the optional settings.
+func (c Config) withDefaults() Config {
+	if c.Archive.Compression == "" {
+		c.Archive.Compression = tarstream.Zstd
+	}
+	if c.Archive.Excludes == nil {
+		c.Archive.Excludes = slices.Clone(tarstream.DefaultExcludes)
+	}
+	return c
+}
+
+// Validate checks every setting; errors name the file and the key.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s: %s", c.pathOrDefault(), key, fmt.Sprintf(format, args...)))
+	}
+	if err := checkURL(c.Database.URL); err != nil {
+		bad("[database] url", "%s", err)
+	}
+	if p := c.Archive.LocalPath; p != "" && !filepath.IsAbs(p) {
+		bad("[archive] local_path", "%q is not an absolute path", p)
+	}
+	if _, err := tarstream.ParseCompression(string(c.Archive.Compression)); err != nil {
+		bad("[archive] compression", "%s", err)
+	}
+	if err := tarstream.ValidateExcludes(c.Archive.Excludes); err != nil {
+		bad("[archive] excludes", "%s", err)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) pathOrDefault() string {
+	if c.path == "" {
+		return "felis.toml"
+	}
+	return c.path
+}
+
+// checkURL checks the shape of a connection string; its errors never quote
+// it.
+func checkURL(s string) error {
+	switch {
+	case strings.TrimSpace(s) == "":
+		return errors.New(`missing: set it to the catalog's connection string, e.g. "postgres://user:pass@host:5432/felis"`)
+	case strings.Contains(s, "://"):
+		u, err := url.Parse(s)
+		if err != nil {
+			return errors.New("is not a valid URL (check its quoting and special characters; percent-encode them in the password)")
+		}
+		if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+			return errors.New("must start with postgres:// or postgresql://")
+		}
+		if u.Host == "" && !strings.Contains(u.RawQuery, "host=") {
+			return errors.New("has no host")
+		}
+		return nil
+	case strings.Contains(s, "="):
+		return nil // key=value form; pgx checks it when connecting
+	default:
+		return errors.New(`is neither a postgres:// URL nor a "key=value ..." connection string`)
+	}
+}
+
+// decodeError turns a TOML error into one naming the file, line and key,
+// without the secret URL.
+func decodeError(path, raw string, err error) error {
+	var pe toml.ParseError
+	if !errors.As(err, &pe) {
+		return fmt.Errorf("%s: %s", path, redact(err.Error(), raw))
+	}
+	msg := pe.Message
+	key := pe.LastKey
+	if strings.HasSuffix(key, "url") || strings.Contains(lineOf(raw, pe.Position.Line), "url") {
+		msg = "invalid value (not shown: it may hold a password); it must be a quoted string"
+	}
+	where := fmt.Sprintf("line %d", pe.Position.Line)
+	if key != "" {
+		where += fmt.Sprintf(" (key %s)", key)
+	}
+	return fmt.Errorf("%s: %s: %s", path, where, redact(msg, raw))
+}
+
+func lineOf(raw string, n int) string {
+	lines := strings.Split(raw, "\n")
+	if n < 1 || n > len(lines) {
+		return ""
+	}
+	return lines[n-1]
+}
+
+// urlLine finds the value text of url = ... assignments.
+var urlLine = regexp.MustCompile(`(?m)^\s*url\s*=\s*(.+?)\s*$`)
+
+// redact removes every url value found in raw from msg.
+func redact(msg, raw string) string {
+	for _, m := range urlLine.FindAllStringSubmatch(raw, -1) {
+		v := strings.Trim(m[1], `"'`)
+		if len(v) >= 4 {
+			msg = strings.ReplaceAll(msg, v, "<redacted>")
+		}
+	}
+	return msg
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}

@@ -1,0 +1,188 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/worldbackup/worldbackup/archiver/tarstream"
+)
+
+const secret = "s3cr3t-pa55"
+
+func TestLoad(t *testing.T) {
+	tests := []struct {
+		name    string
+		toml    *string // nil: no file
+		want    []string
+		check   func(t *testing.T, c Config)
+		wantErr []string // substrings of the error; "" cases must succeed
+	}{
+		{
+			name:    "missing file",
+			wantErr: []string{"felis.toml", "does not exist"},
+		},
+		{
+			name: "minimal",
+			toml: ptr(`[database]
+url = "postgres://felis:` + secret + `@db:5432/felis"
+`),
+			check: func(t *testing.T, c Config) {
+				if c.Archive.Compression != tarstream.Zstd {
+					t.Errorf("compression %q, want zstd", c.Archive.Compression)
+				}
+				if !slices.Equal(c.Archive.Excludes, tarstream.DefaultExcludes) {
+					t.Errorf("excludes %q, want the defaults", c.Archive.Excludes)
+				}
+				if c.Archive.LocalPath != "" {
+					t.Errorf("local_path %q, want empty", c.Archive.LocalPath)
+				}
+			},
+		},
+		{
+			name: "full",
+			toml: ptr(`[database]
+url = "host=db user=felis password=` + secret + ` dbname=felis"
+[archive]
+local_path = "/backups"
+compression = "gzip"
+excludes = []
+`),
+			check: func(t *testing.T, c Config) {
+				if c.Archive.Compression != tarstream.Gzip || c.Archive.LocalPath != "/backups" {
+					t.Errorf("archive %+v", c.Archive)
+				}
+				if c.Archive.Excludes == nil || len(c.Archive.Excludes) != 0 {
+					t.Errorf("excludes %q, want an explicit empty list", c.Archive.Excludes)
+				}
+			},
+		},
+		{
+			name:    "bad toml",
+			toml:    ptr("[archive]\ncompression = \"zstd\"\nexcludes = [\"a\",\n"),
+			wantErr: []string{"felis.toml", "line 3", "archive.excludes", "expected value"},
+		},
+		{
+			name:    "bad toml in the url",
+			toml:    ptr("[database]\nurl = \"postgres://u:" + secret + "@db/x\n"),
+			wantErr: []string{"felis.toml", "line 2", "url", "quoted string"},
+		},
+		{
+			name:    "bare url",
+			toml:    ptr("[database]\nurl = postgres://u:" + secret + "@db/x\n"),
+			wantErr: []string{"felis.toml", "line 2"},
+		},
+		{
+			name:    "url of the wrong type",
+			toml:    ptr("[database]\nurl = 5\n"),
+			wantErr: []string{"felis.toml", "database.url"},
+		},
+		{
+			name: "unknown key",
+			toml: ptr(`[database]
+url = "postgres://u:` + secret + `@db/x"
+password = "x"
+[archive]
+local_pth = "/backups"
+`),
+			wantErr: []string{"felis.toml", "unknown key", `"database.password"`, `"archive.local_pth"`},
+		},
+		{
+			name:    "unknown table",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[s3]\nbucket = \"b\"\n"),
+			wantErr: []string{"felis.toml", `unknown key "s3"`},
+		},
+		{
+			name:    "missing url",
+			toml:    ptr("[archive]\nlocal_path = \"/backups\"\n"),
+			wantErr: []string{"felis.toml", "[database] url", "missing"},
+		},
+		{
+			name:    "empty url",
+			toml:    ptr("[database]\nurl = \"  \"\n"),
+			wantErr: []string{"felis.toml", "[database] url", "missing"},
+		},
+		{
+			name:    "wrong scheme",
+			toml:    ptr("[database]\nurl = \"mysql://u:" + secret + "@db/x\"\n"),
+			wantErr: []string{"felis.toml", "[database] url", "postgres://"},
+		},
+		{
+			name:    "unparsable url",
+			toml:    ptr("[database]\nurl = \"postgres://u:" + secret + "%zz@db/x\"\n"),
+			wantErr: []string{"felis.toml", "[database] url", "not a valid URL"},
+		},
+		{
+			name:    "url without host",
+			toml:    ptr("[database]\nurl = \"postgres:///felis?user=" + secret + "\"\n"),
+			wantErr: []string{"felis.toml", "[database] url", "no host"},
+		},
+		{
+			name:    "not a connection string",
+			toml:    ptr("[database]\nurl = \"" + secret + "\"\n"),
+			wantErr: []string{"felis.toml", "[database] url", "neither"},
+		},
+		{
+			name:    "relative local_path",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[archive]\nlocal_path = \"backups\"\n"),
+			wantErr: []string{"felis.toml", "[archive] local_path", "absolute"},
+		},
+		{
+			name:    "bad compression",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[archive]\ncompression = \"xz\"\n"),
+			wantErr: []string{"felis.toml", "[archive] compression", `"xz"`, "zstd, gzip or none"},
+		},
+		{
+			name:    "bad exclude",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[archive]\nexcludes = [\"[\"]\n"),
+			wantErr: []string{"felis.toml", "[archive] excludes", `"["`},
+		},
+		{
+			name:    "several errors at once",
+			toml:    ptr("[archive]\ncompression = \"xz\"\nlocal_path = \"rel\"\n"),
+			wantErr: []string{"[database] url", "[archive] compression", "[archive] local_path"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "felis.toml")
+			if tt.toml != nil {
+				if err := os.WriteFile(path, []byte(*tt.toml), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err := Load(path)
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("Load: %v", err)
+				}
+				if c.Path() != path {
+					t.Errorf("Path() = %q, want %q", c.Path(), path)
+				}
+				tt.check(t, c)
+				for _, f := range []string{"%v", "%+v", "%#v", "%s"} {
+					if s := fmt.Sprintf(f, c); strings.Contains(s, secret) {
+						t.Errorf("Sprintf(%q, config) reveals the password: %s", f, s)
+					}
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Load succeeded, want an error containing %q", tt.wantErr)
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error reveals the password: %q", err)
+			}
+		})
+	}
+}
+
+func ptr(s string) *string { return &s }

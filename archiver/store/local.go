@@ -1,0 +1,334 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Permissions of what Local creates: archives hold the world, which is
+// not public.
+const (
+	dirPerm  = 0o750
+	filePerm = 0o640
+)
+
+// writeBuffer batches writes to the archive file.
+const writeBuffer = 1 << 20
+
+// Local keeps archives as files below a root folder. Put is atomic: a
+// reader sees the whole archive under its final name or nothing, also after
+// a crash.
+type Local struct {
+	root string
+	fs   fileSystem
+}
+
+// NewLocal returns a store rooted at the absolute folder root (created on
+// the first Put if missing).
+func NewLocal(root string) (*Local, error) {
+	if !filepath.IsAbs(root) {
+		return nil, fmt.Errorf("archive root %q must be an absolute path", root)
+	}
+	return &Local{root: filepath.Clean(root), fs: osFS{}}, nil
+}
+
+// Root returns the store's root folder.
+func (l *Local) Root() string { return l.root }
+
+// Ref returns the absolute path of the archive stored under key.
+func (l *Local) Ref(key string) string { return filepath.Join(l.root, filepath.FromSlash(key)) }
+
+// tempPrefix is the name prefix of the temp files of key's archive.
+func tempPrefix(key string) string { return "." + filepath.Base(filepath.FromSlash(key)) + ".tmp-" }
+
+// Put writes an archive under key: write receives a writer to a temp file
+// in the archive's folder; when it returns nil, the file is flushed,
+// fsynced, renamed over key's archive and the folder fsynced. On any error,
+// nothing is left: no temp file and no archive. It returns the archive's
+// size.
+func (l *Local) Put(ctx context.Context, key string, write func(io.Writer) error) (size int64, err error) {
+	if err := checkKey(key); err != nil {
+		return 0, err
+	}
+	dst := l.Ref(key)
+	dir := filepath.Dir(dst)
+	if err := l.fs.MkdirAll(dir, dirPerm); err != nil {
+		return 0, fmt.Errorf("creating archive folder: %w", err)
+	}
+	f, err := l.fs.CreateTemp(dir, tempPrefix(key))
+	if err != nil {
+		return 0, fmt.Errorf("creating temp file in %q: %w", dir, err)
+	}
+	tmp := f.Name()
+	closed, renamed := false, false
+	defer func() {
+		if err == nil {
+			return
+		}
+		if !closed {
+			_ = f.Close()
+		}
+		if !renamed {
+			_ = l.fs.Remove(tmp)
+		}
+	}()
+
+	cw := &countingWriter{w: f, fd: -1}
+	if osf, ok := f.(*os.File); ok {
+		cw.fd = int(osf.Fd())
+	}
+	bw := bufio.NewWriterSize(cw, writeBuffer)
+	if err := write(bw); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if err := bw.Flush(); err != nil {
+		return 0, fmt.Errorf("writing %q: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		return 0, fmt.Errorf("syncing %q: %w", tmp, err)
+	}
+	closed = true
+	if err := f.Close(); err != nil {
+		return 0, fmt.Errorf("closing %q: %w", tmp, err)
+	}
+	if err := l.fs.Rename(tmp, dst); err != nil {
+		return 0, fmt.Errorf("renaming %q to %q: %w", tmp, dst, err)
+	}
+	renamed = true
+	if err := l.fs.SyncDir(dir); err != nil {
+		// The rename may not survive a crash: take it back, so the caller
+		// does not record an archive that might vanish.
+		_ = l.fs.Remove(dst)
+		return 0, fmt.Errorf("syncing folder %q: %w", dir, err)
+	}
+	return cw.n, nil
+}
+
+// CleanTemps removes the temp files of key's archive left by earlier
+// attempts (a killed process leaves its temp file behind) and returns their
+// paths. The caller must hold key's lock, or it may discard the temp file of
+// a concurrent Put, which then fails.
+func (l *Local) CleanTemps(ctx context.Context, key string) ([]string, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(l.Ref(key))
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing %q: %w", dir, err)
+	}
+	prefix := tempPrefix(key)
+	var removed []string
+	for _, e := range entries {
+		if !isTempOf(e.Name(), prefix) || !e.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := l.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return removed, fmt.Errorf("removing stale temp file %q: %w", p, err)
+		}
+		removed = append(removed, p)
+	}
+	if len(removed) > 0 {
+		if err := l.fs.SyncDir(dir); err != nil {
+			return removed, fmt.Errorf("syncing folder %q: %w", dir, err)
+		}
+	}
+	return removed, nil
+}
+
+// Remove deletes key's archive; a missing archive is not an error.
+func (l *Local) Remove(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	dst := l.Ref(key)
+	if err := l.fs.Remove(dst); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("removing %q: %w", dst, err)
+	}
+	if err := l.fs.SyncDir(filepath.Dir(dst)); err != nil {
+		return fmt.Errorf("syncing folder of %q: %w", dst, err)
+	}
+	return nil
+}
+
+// Open opens key's archive for reading; a missing archive gives an error
+// wrapping fs.ErrNotExist.
+func (l *Local) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	return os.Open(l.Ref(key))
+}
+
+// lockPoll is how often Lock retries a held lock.
+const lockPoll = 50 * time.Millisecond
+
+// Lock takes an exclusive lock on key, held until unlock is called or the
+// process dies (an flock(2) on a lock file beside the archive), waiting
+// while another holder has it.
+func (l *Local) Lock(ctx context.Context, key string) (unlock func(), err error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	dst := l.Ref(key)
+	dir := filepath.Dir(dst)
+	if err := l.fs.MkdirAll(dir, dirPerm); err != nil {
+		return nil, fmt.Errorf("creating archive folder: %w", err)
+	}
+	path := filepath.Join(dir, "."+filepath.Base(dst)+".lock")
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, filePerm)
+		if err != nil {
+			return nil, fmt.Errorf("opening lock file %q: %w", path, err)
+		}
+		if err := flock(ctx, f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("locking %q: %w", path, err)
+		}
+		// The previous holder may have removed the file after we opened it:
+		// then we hold a lock on a name nobody else sees. Start over.
+		var held, now unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &held) == nil && unix.Stat(path, &now) == nil &&
+			held.Dev == now.Dev && held.Ino == now.Ino {
+			var once sync.Once
+			return func() {
+				once.Do(func() {
+					_ = os.Remove(path) // while still locked, so no one else holds it
+					_ = f.Close()
+				})
+			}, nil
+		}
+		f.Close()
+	}
+}
+
+// flock takes an exclusive flock on f, polling until it is free or ctx ends.
+func flock(ctx context.Context, f *os.File) error {
+	t := time.NewTicker(lockPoll)
+	defer t.Stop()
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// tempSuffix is the length of the random hex suffix of temp file names.
+const tempSuffix = 16
+
+// isTempOf reports whether name is a temp file name made with prefix (and
+// not that of another key whose name happens to start with prefix).
+func isTempOf(name, prefix string) bool {
+	rest, ok := strings.CutPrefix(name, prefix)
+	if !ok || len(rest) != tempSuffix {
+		return false
+	}
+	_, err := hex.DecodeString(rest)
+	return err == nil
+}
+
+// writeBehindChunk is how much written data countingWriter lets pile up
+// before it starts its write-back.
+const writeBehindChunk = 8 << 20
+
+// countingWriter counts the bytes written to a file and starts the
+// write-back of every completed chunk while the stream goes on (write-
+// behind), so the final fsync has little left to do and dirty pages do not
+// pile up in memory.
+type countingWriter struct {
+	w       io.Writer
+	fd      int // -1: no write-behind
+	n       int64
+	started int64 // bytes whose write-back was started
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	if c.fd >= 0 && c.n-c.started >= writeBehindChunk {
+		// Only a hint: errors surface at the fsync.
+		_ = unix.SyncFileRange(c.fd, c.started, c.n-c.started, unix.SYNC_FILE_RANGE_WRITE)
+		c.started = c.n
+	}
+	return n, err
+}
+
+// fileSystem is what Local does to the disk; tests inject failures.
+type fileSystem interface {
+	MkdirAll(dir string, perm os.FileMode) error
+	CreateTemp(dir, prefix string) (file, error)
+	Rename(oldpath, newpath string) error
+	Remove(name string) error
+	SyncDir(dir string) error
+}
+
+// file is a temp file being written.
+type file interface {
+	io.Writer
+	Sync() error
+	Close() error
+	Name() string
+}
+
+type osFS struct{}
+
+func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
+
+func (osFS) CreateTemp(dir, prefix string) (file, error) {
+	for range 10 {
+		var b [tempSuffix / 2]byte
+		_, _ = rand.Read(b[:])
+		f, err := os.OpenFile(filepath.Join(dir, prefix+hex.EncodeToString(b[:])),
+			os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, filePerm)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return f, err
+	}
+	return nil, errors.New("no free temp file name")
+}
+
+func (osFS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
+
+func (osFS) Remove(name string) error { return os.Remove(name) }
+
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

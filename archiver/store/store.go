@@ -1,0 +1,35 @@
+// Package store keeps archives: Local writes them to a folder atomically
+// (temp file, fsync, rename, folder fsync), Mem keeps them in memory for
+// tests. Both pass the conformance suite in store/storetest.
+//
+// A key is a slash path below the store's root such as
+// "survival/run-42.tar.zst"; no element may start with '.', which is
+// reserved for the store's temp and lock files.
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+)
+
+// ErrInvalidKey is returned for keys that are not plain relative slash paths.
+var ErrInvalidKey = errors.New("invalid archive key")
+
+// ErrDiscarded is returned by Put when CleanTemps discarded its temporary
+// data before it was committed.
+var ErrDiscarded = errors.New("temporary archive was discarded before commit")
+
+// checkKey returns an error wrapping ErrInvalidKey unless key is a valid key.
+func checkKey(key string) error {
+	if !fs.ValidPath(key) || key == "." || strings.Contains(key, `\`) {
+		return fmt.Errorf("%w %q: want a relative slash path without '..'", ErrInvalidKey, key)
+	}
+	for _, el := range strings.Split(key, "/") {
+		if strings.HasPrefix(el, ".") {
+			return fmt.Errorf("%w %q: no element may start with '.'", ErrInvalidKey, key)
+		}
+	}
+	return nil
+}

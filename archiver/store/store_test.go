@@ -1,0 +1,232 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"testing"
+
+	"github.com/worldbackup/worldbackup/archiver/store/storetest"
+)
+
+var (
+	_ storetest.Store = (*Local)(nil)
+	_ storetest.Store = (*Mem)(nil)
+)
+
+func TestLocalConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Store {
+		l, err := NewLocal(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	})
+}
+
+func TestMemConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Store { return NewMem() })
+}
+
+// listAll returns every name below root, relative, sorted.
+func listAll(t *testing.T, root string) []string {
+	t.Helper()
+	var names []string
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.IsDir() {
+			rel, _ := filepath.Rel(root, p)
+			names = append(names, rel)
+		}
+		return nil
+	})
+	sort.Strings(names)
+	return names
+}
+
+// faultFS injects failures into the real file system.
+type faultFS struct {
+	osFS
+	writeErr   error
+	writeAfter int // bytes accepted before writeErr
+	syncErr    error
+	closeErr   error
+	renameErr  error
+	syncDirErr error
+}
+
+type faultFile struct {
+	*os.File
+	fs      *faultFS
+	written int
+}
+
+func (f *faultFile) Write(p []byte) (int, error) {
+	if f.fs.writeErr != nil && f.written+len(p) > f.fs.writeAfter {
+		n := max(f.fs.writeAfter-f.written, 0)
+		n, _ = f.File.Write(p[:n])
+		f.written += n
+		return n, f.fs.writeErr
+	}
+	n, err := f.File.Write(p)
+	f.written += n
+	return n, err
+}
+
+func (f *faultFile) Sync() error {
+	if f.fs.syncErr != nil {
+		return f.fs.syncErr
+	}
+	return f.File.Sync()
+}
+
+func (f *faultFile) Close() error {
+	err := f.File.Close()
+	if f.fs.closeErr != nil {
+		return f.fs.closeErr
+	}
+	return err
+}
+
+func (fs *faultFS) CreateTemp(dir, prefix string) (file, error) {
+	f, err := fs.osFS.CreateTemp(dir, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return &faultFile{File: f.(*os.File), fs: fs}, nil
+}
+
+func (fs *faultFS) Rename(o, n string) error {
+	if fs.renameErr != nil {
+		return fs.renameErr
+	}
+	return fs.osFS.Rename(o, n)
+}
+
+func (fs *faultFS) SyncDir(dir string) error {
+	if fs.syncDirErr != nil {
+		return fs.syncDirErr
+	}
+	return fs.osFS.SyncDir(dir)
+}
+
+func TestLocalPutFailures(t *testing.T) {
+	tests := []struct {
+		name string
+		fs   *faultFS
+		want error
+	}{
+		{name: "write error", fs: &faultFS{writeErr: syscall.EIO}, want: syscall.EIO},
+		{name: "disk full midway", fs: &faultFS{writeErr: syscall.ENOSPC, writeAfter: 1 << 20}, want: syscall.ENOSPC},
+		{name: "sync error", fs: &faultFS{syncErr: syscall.EIO}, want: syscall.EIO},
+		{name: "close error", fs: &faultFS{closeErr: syscall.EDQUOT}, want: syscall.EDQUOT},
+		{name: "rename error", fs: &faultFS{renameErr: syscall.EXDEV}, want: syscall.EXDEV},
+		{name: "folder sync error", fs: &faultFS{syncDirErr: syscall.EIO}, want: syscall.EIO},
+	}
+	for _, tt := range tests {
+		for _, existing := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/existing=%v", tt.name, existing), func(t *testing.T) {
+				root := t.TempDir()
+				l, err := NewLocal(root)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if existing {
+					// A stale archive of an earlier attempt (no row): a
+					// failed Put must not leave a half-written one instead.
+					if _, err := l.Put(t.Context(), "srv/run.tar.zst", func(w io.Writer) error {
+						_, err := w.Write([]byte("stale"))
+						return err
+					}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				l.fs = tt.fs
+				_, err = l.Put(t.Context(), "srv/run.tar.zst", func(w io.Writer) error {
+					for range 4 {
+						if _, err := w.Write(make([]byte, 1<<20)); err != nil {
+							return fmt.Errorf("streaming: %w", err)
+						}
+					}
+					return nil
+				})
+				if !errors.Is(err, tt.want) {
+					t.Fatalf("Put: %v, want an error wrapping %v", err, tt.want)
+				}
+				got := listAll(t, root)
+				var want []string
+				if existing && tt.name != "folder sync error" {
+					want = []string{"srv/run.tar.zst"}
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("files left: %v, want %v", got, want)
+				}
+				if len(want) > 0 {
+					if b, _ := os.ReadFile(filepath.Join(root, "srv/run.tar.zst")); string(b) != "stale" {
+						t.Fatalf("the earlier archive changed to %d bytes", len(b))
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestLocalCleansKilledAttempt(t *testing.T) {
+	root := t.TempDir()
+	l, err := NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "srv")
+	os.MkdirAll(dir, 0o750)
+	// What a killed process leaves: its temp file and its lock file.
+	leftover := filepath.Join(dir, ".run.tar.zst.tmp-0123456789abcdef")
+	notOurs := []string{
+		".run.tar.zst.tmp-0123456789abcdef.tar.zst", // another key's archive name shape
+		".run.tar.zst.tmp-notahexsuffix!!",
+		"run.tar.zst.tmp-0123456789abcdef",
+	}
+	for _, n := range append(notOurs, filepath.Base(leftover), ".run.tar.zst.lock") {
+		os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o640)
+	}
+	unlock, err := l.Lock(t.Context(), "srv/run.tar.zst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed, err := l.CleanTemps(t.Context(), "srv/run.tar.zst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(removed) != fmt.Sprint([]string{leftover}) {
+		t.Fatalf("removed %v, want %v", removed, []string{leftover})
+	}
+	if _, err := l.Put(t.Context(), "srv/run.tar.zst", func(w io.Writer) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	want := append([]string{"run.tar.zst"}, notOurs...)
+	sort.Strings(want)
+	got := listAll(t, dir)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("folder holds %v, want %v", got, want)
+	}
+	st, err := os.Stat(filepath.Join(dir, "run.tar.zst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm()&0o007 != 0 {
+		t.Fatalf("archive mode %v is readable by others", st.Mode())
+	}
+}
+
+func TestNewLocalRelative(t *testing.T) {
+	if _, err := NewLocal("backups"); err == nil {
+		t.Fatal("NewLocal accepted a relative root")
+	}
+}

@@ -1,0 +1,304 @@
+// Package storetest is the conformance suite every archive store passes.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Store is the surface of an archive store the suite exercises.
+type Store interface {
+	Ref(key string) string
+	Put(ctx context.Context, key string, write func(io.Writer) error) (int64, error)
+	CleanTemps(ctx context.Context, key string) ([]string, error)
+	Remove(ctx context.Context, key string) error
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	Lock(ctx context.Context, key string) (unlock func(), err error)
+}
+
+// Run runs the conformance suite; newStore returns an empty store.
+func Run(t *testing.T, newStore func(t *testing.T) Store) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, s Store)
+	}{
+		{"put then open", testPutOpen},
+		{"put overwrites", testOverwrite},
+		{"failed write leaves nothing", testFailedWrite},
+		{"canceled put leaves nothing", testCanceled},
+		{"clean temps discards a pending put", testCleanPending},
+		{"clean temps spares other keys", testCleanOtherKey},
+		{"remove", testRemove},
+		{"invalid keys", testInvalidKeys},
+		{"refs", testRefs},
+		{"lock is exclusive", testLock},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.run(t, newStore(t)) })
+	}
+}
+
+func put(t *testing.T, s Store, key string, data []byte) {
+	t.Helper()
+	n, err := s.Put(t.Context(), key, func(w io.Writer) error {
+		// Several writes, one larger than any sane buffer.
+		if _, err := w.Write(data[:len(data)/2]); err != nil {
+			return err
+		}
+		_, err := w.Write(data[len(data)/2:])
+		return err
+	})
+	if err != nil {
+		t.Fatalf("Put(%q): %v", key, err)
+	}
+	if n != int64(len(data)) {
+		t.Fatalf("Put(%q) returned size %d, wrote %d", key, n, len(data))
+	}
+}
+
+func mustRead(t *testing.T, s Store, key string) []byte {
+	t.Helper()
+	r, err := s.Open(t.Context(), key)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", key, err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("reading %q: %v", key, err)
+	}
+	return b
+}
+
+func mustBeAbsent(t *testing.T, s Store, key string) {
+	t.Helper()
+	r, err := s.Open(t.Context(), key)
+	if err == nil {
+		r.Close()
+		t.Fatalf("%q exists, want it absent", key)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Open(%q): %v, want an error wrapping fs.ErrNotExist", key, err)
+	}
+}
+
+func mustHaveNoTemps(t *testing.T, s Store, key string) {
+	t.Helper()
+	removed, err := s.CleanTemps(t.Context(), key)
+	if err != nil {
+		t.Fatalf("CleanTemps(%q): %v", key, err)
+	}
+	if len(removed) > 0 {
+		t.Fatalf("temp data left behind for %q: %v", key, removed)
+	}
+}
+
+func payload(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i/251)
+	}
+	return b
+}
+
+func testPutOpen(t *testing.T, s Store) {
+	for _, size := range []int{0, 1, 3 << 20} {
+		data := payload(size)
+		put(t, s, "srv/run.tar.zst", data)
+		if got := mustRead(t, s, "srv/run.tar.zst"); !bytes.Equal(got, data) {
+			t.Fatalf("read back %d bytes, want the %d written", len(got), len(data))
+		}
+		mustHaveNoTemps(t, s, "srv/run.tar.zst")
+	}
+}
+
+func testOverwrite(t *testing.T, s Store) {
+	put(t, s, "srv/run.tar", []byte("first attempt, longer than the second"))
+	put(t, s, "srv/run.tar", []byte("second"))
+	if got := mustRead(t, s, "srv/run.tar"); string(got) != "second" {
+		t.Fatalf("read %q, want %q", got, "second")
+	}
+}
+
+func testFailedWrite(t *testing.T, s Store) {
+	boom := errors.New("boom")
+	for _, key := range []string{"srv/new.tar", "srv/existing.tar"} {
+		if key == "srv/existing.tar" {
+			put(t, s, key, []byte("old"))
+		}
+		_, err := s.Put(t.Context(), key, func(w io.Writer) error {
+			w.Write(payload(2 << 20))
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("Put: %v, want the write function's error", err)
+		}
+		if key == "srv/new.tar" {
+			mustBeAbsent(t, s, key)
+		} else if got := mustRead(t, s, key); string(got) != "old" {
+			t.Fatalf("failed Put changed the existing archive to %d bytes", len(got))
+		}
+		mustHaveNoTemps(t, s, key)
+	}
+}
+
+func testCanceled(t *testing.T, s Store) {
+	ctx, cancel := context.WithCancel(t.Context())
+	_, err := s.Put(ctx, "srv/run.tar", func(w io.Writer) error {
+		w.Write([]byte("partial"))
+		cancel()
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Put: %v, want context.Canceled", err)
+	}
+	mustBeAbsent(t, s, "srv/run.tar")
+	mustHaveNoTemps(t, s, "srv/run.tar")
+}
+
+// testCleanPending: the temp data of a Put in progress (which is what a
+// killed attempt leaves behind) is discarded by CleanTemps; that Put fails.
+func testCleanPending(t *testing.T, s Store) {
+	started := make(chan struct{})
+	proceed := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Put(t.Context(), "srv/run.tar", func(w io.Writer) error {
+			w.Write([]byte("partial"))
+			close(started)
+			<-proceed
+			return nil
+		})
+		errc <- err
+	}()
+	<-started
+	removed, err := s.CleanTemps(t.Context(), "srv/run.tar")
+	if err != nil {
+		t.Fatalf("CleanTemps: %v", err)
+	}
+	if len(removed) != 1 {
+		t.Errorf("CleanTemps removed %v, want one temp", removed)
+	}
+	close(proceed)
+	if err := <-errc; err == nil {
+		t.Fatal("Put succeeded after its temp data was discarded")
+	}
+	mustBeAbsent(t, s, "srv/run.tar")
+	mustHaveNoTemps(t, s, "srv/run.tar")
+}
+
+func testCleanOtherKey(t *testing.T, s Store) {
+	started := make(chan struct{})
+	proceed := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Put(t.Context(), "srv/run-1.tar.zst.tar", func(w io.Writer) error {
+			w.Write([]byte("other key"))
+			close(started)
+			<-proceed
+			return nil
+		})
+		errc <- err
+	}()
+	<-started
+	for _, key := range []string{"srv/run-1.tar.zst", "srv/run-1.tar", "other/run-1.tar.zst.tar"} {
+		mustHaveNoTemps(t, s, key)
+	}
+	close(proceed)
+	if err := <-errc; err != nil {
+		t.Fatalf("Put of the other key: %v", err)
+	}
+	if got := mustRead(t, s, "srv/run-1.tar.zst.tar"); string(got) != "other key" {
+		t.Fatalf("read %q", got)
+	}
+}
+
+func testRemove(t *testing.T, s Store) {
+	put(t, s, "srv/a.tar", []byte("a"))
+	put(t, s, "srv/b.tar", []byte("b"))
+	if err := s.Remove(t.Context(), "srv/a.tar"); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	mustBeAbsent(t, s, "srv/a.tar")
+	if got := mustRead(t, s, "srv/b.tar"); string(got) != "b" {
+		t.Fatalf("Remove of a touched b: %q", got)
+	}
+	if err := s.Remove(t.Context(), "srv/a.tar"); err != nil {
+		t.Fatalf("Remove of a missing archive: %v, want nil", err)
+	}
+}
+
+func testInvalidKeys(t *testing.T, s Store) {
+	for _, key := range []string{"", ".", "..", "../x.tar", "/abs.tar", "a/../b.tar", "srv/.hidden.tar", ".srv/x.tar", "a//b.tar", `a\b.tar`, "srv/"} {
+		_, err := s.Put(t.Context(), key, func(w io.Writer) error { return nil })
+		if err == nil {
+			t.Errorf("Put(%q) succeeded, want an invalid key error", key)
+		}
+		if _, err := s.Lock(t.Context(), key); err == nil {
+			t.Errorf("Lock(%q) succeeded, want an invalid key error", key)
+		}
+		if err := s.Remove(t.Context(), key); err == nil {
+			t.Errorf("Remove(%q) succeeded, want an invalid key error", key)
+		}
+	}
+}
+
+func testRefs(t *testing.T, s Store) {
+	a, b := s.Ref("srv/a.tar"), s.Ref("srv/b.tar")
+	if a == b || a != s.Ref("srv/a.tar") || !strings.HasSuffix(a, "a.tar") {
+		t.Fatalf("refs %q and %q: want stable, distinct refs ending with the key's name", a, b)
+	}
+}
+
+func testLock(t *testing.T, s Store) {
+	unlock, err := s.Lock(t.Context(), "srv/run.tar")
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	// Another key is independent.
+	unlockOther, err := s.Lock(t.Context(), "srv/other.tar")
+	if err != nil {
+		t.Fatalf("Lock of another key: %v", err)
+	}
+	unlockOther()
+
+	// A second holder waits: it gives up when its context ends...
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := s.Lock(ctx, "srv/run.tar"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second Lock: %v, want it to wait until its context ends", err)
+	}
+	// ...and gets the lock once the first holder lets go.
+	var wg sync.WaitGroup
+	got := make(chan func(), 1)
+	wg.Go(func() {
+		u, err := s.Lock(t.Context(), "srv/run.tar")
+		if err != nil {
+			t.Errorf("Lock after unlock: %v", err)
+			return
+		}
+		got <- u
+	})
+	select {
+	case <-got:
+		t.Fatal("second Lock succeeded while the first was held")
+	case <-time.After(100 * time.Millisecond):
+	}
+	unlock()
+	wg.Wait()
+	u := <-got
+	u()
+	unlock() // a second call is harmless
+	u2, err := s.Lock(t.Context(), "srv/run.tar")
+	if err != nil {
+		t.Fatalf("Lock after both unlocked: %v", err)
+	}
+	u2()
+}

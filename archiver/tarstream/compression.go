@@ -1,0 +1,122 @@
+package tarstream
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	"github.com/klauspost/pgzip"
+)
+
+// Compression names the compression applied to the tar stream.
+type Compression string
+
+// The supported compressions.
+const (
+	Zstd Compression = "zstd"
+	Gzip Compression = "gzip"
+	None Compression = "none"
+)
+
+// Compressions lists the supported compressions, default first.
+var Compressions = []Compression{Zstd, Gzip, None}
+
+// ParseCompression returns the Compression named s ("zstd", "gzip" or "none").
+func ParseCompression(s string) (Compression, error) {
+	for _, c := range Compressions {
+		if string(c) == s {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("unknown compression %q (want zstd, gzip or none)", s)
+}
+
+// Memory bounds of the compressors. They fix the process's memory use
+// whatever the size of the world.
+const (
+	// zstdWindow is the zstd window (largest back-reference distance).
+	// Region files are already zlib-compressed, so a larger window buys
+	// little (0.2% at 4 MiB) and costs CPU and memory.
+	zstdWindow = 512 << 10
+	// gzipBlock is the input size of one parallel deflate block.
+	gzipBlock = 512 << 10
+)
+
+// encoders returns the number of parallel compression jobs to run.
+func encoders() int { return min(max(runtime.GOMAXPROCS(0), 1), 4) }
+
+// newCompressor wraps w in the compressor for c. Closing the result flushes
+// it; it never closes w.
+func newCompressor(w io.Writer, c Compression) (io.WriteCloser, error) {
+	switch c {
+	case Zstd:
+		// Concurrency > 1 without concurrent blocks: one goroutine encodes
+		// block n while the caller reads and tars block n+1 and another
+		// writes (and hashes) block n-1. On two cores this is faster than
+		// zstd's parallel jobs, with a fifth of the memory (10 vs 50 MB).
+		n := encoders()
+		enc, err := zstd.NewWriter(w,
+			zstd.WithEncoderLevel(zstd.SpeedFastest),
+			zstd.WithWindowSize(zstdWindow),
+			zstd.WithEncoderConcurrency(n),
+			zstd.WithLowerEncoderMem(true),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("creating zstd encoder: %w", err)
+		}
+		return enc, nil
+	case Gzip:
+		gz, err := pgzip.NewWriterLevel(w, pgzip.BestSpeed)
+		if err != nil {
+			return nil, fmt.Errorf("creating gzip encoder: %w", err)
+		}
+		if err := gz.SetConcurrency(gzipBlock, 2*encoders()); err != nil {
+			return nil, fmt.Errorf("configuring gzip encoder: %w", err)
+		}
+		return gz, nil
+	case None:
+		return nopWriteCloser{w}, nil
+	default:
+		return nil, fmt.Errorf("unknown compression %q", c)
+	}
+}
+
+// NewDecompressor returns a reader of the tar stream inside r, compressed
+// with c. Closing it releases the decoder; it never closes r. Its memory use
+// is bounded: zstd windows larger than 64 MiB are refused.
+func NewDecompressor(r io.Reader, c Compression) (io.ReadCloser, error) {
+	switch c {
+	case Zstd:
+		dec, err := zstd.NewReader(r,
+			zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(64<<20),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("reading zstd header: %w", err)
+		}
+		return zstdReadCloser{dec}, nil
+	case Gzip:
+		// Single-threaded: a read-ahead goroutine would keep reading r
+		// after an error, behind its caller's back.
+		gz, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, fmt.Errorf("reading gzip header: %w", err)
+		}
+		return gz, nil
+	case None:
+		return io.NopCloser(r), nil
+	default:
+		return nil, fmt.Errorf("unknown compression %q", c)
+	}
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+type zstdReadCloser struct{ *zstd.Decoder }
+
+func (z zstdReadCloser) Close() error { z.Decoder.Close(); return nil }

@@ -1,0 +1,70 @@
+package tarstream
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// DefaultExcludes are the exclude patterns used when none are configured:
+// server jars, caches, logs and temp files, like docker-mc-backup.
+var DefaultExcludes = []string{"*.jar", "cache/", "logs/", "*.tmp"}
+
+// pattern is one compiled exclude pattern.
+type pattern struct {
+	src     string // as given, for logs
+	glob    string // without the trailing '/'
+	dirOnly bool   // a trailing '/' restricts the pattern to directories
+}
+
+// matcher decides which entries are excluded from the archive.
+type matcher []pattern
+
+// ValidateExcludes reports the first malformed pattern in globs.
+func ValidateExcludes(globs []string) error {
+	_, err := compileExcludes(globs)
+	return err
+}
+
+// compileExcludes checks and compiles glob patterns. A pattern matches an
+// entry when path.Match matches it against the entry's slash path relative
+// to the world root or against its base name; a trailing '/' restricts it to
+// directories (an excluded directory is not descended into).
+func compileExcludes(globs []string) (matcher, error) {
+	m := make(matcher, 0, len(globs))
+	for _, g := range globs {
+		p := pattern{src: g, glob: g}
+		p.glob = strings.TrimPrefix(p.glob, "./")
+		p.glob = strings.TrimLeft(p.glob, "/")
+		if strings.HasSuffix(p.glob, "/") {
+			p.dirOnly = true
+			p.glob = strings.TrimRight(p.glob, "/")
+		}
+		if p.glob == "" {
+			return nil, fmt.Errorf("exclude pattern %q matches nothing: give a glob such as \"*.jar\" or \"cache/\"", g)
+		}
+		if _, err := path.Match(p.glob, ""); err != nil {
+			return nil, fmt.Errorf("exclude pattern %q: %w", g, err)
+		}
+		m = append(m, p)
+	}
+	return m, nil
+}
+
+// match returns the pattern that excludes the entry at rel (a slash path
+// relative to the world root), or "" when none does.
+func (m matcher) match(rel string, isDir bool) string {
+	base := path.Base(rel)
+	for _, p := range m {
+		if p.dirOnly && !isDir {
+			continue
+		}
+		if ok, _ := path.Match(p.glob, rel); ok {
+			return p.src
+		}
+		if ok, _ := path.Match(p.glob, base); ok {
+			return p.src
+		}
+	}
+	return ""
+}

@@ -1,0 +1,144 @@
+// Package tarstream turns a world folder into a compressed tar archive in one
+// streaming pass: walk → tar → compression → SHA-256 and byte count → the
+// destination writer.
+//
+// The archive holds the entries below the world root with slash paths
+// relative to it (no "./" prefix), so `tar --zstd -xf A -C DIR` recreates the
+// tree in DIR. Long or non-UTF-8 names use PAX records. Symbolic links are
+// stored as links and never followed (not even at the root); files with
+// several names are stored once, then as hard links; fifos, sockets and
+// devices are skipped with a warning and never opened. A file that vanishes
+// during the walk is a warning; a file that grows or shrinks while it is read
+// is stored with the size it had when opened (cut, or padded with zeros) and a
+// warning, so the archive stays valid. Any other read error fails the stream
+// with the file's path.
+//
+// Memory use is fixed: file data moves through one read buffer and the
+// compressor's bounded buffers, whatever the size of the world.
+package tarstream
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Options configure one stream.
+type Options struct {
+	// Compression of the tar stream; "" means Zstd.
+	Compression Compression
+	// Excludes are glob patterns of entries to leave out (see ValidateExcludes).
+	Excludes []string
+	// Log receives warnings (vanished, changed or skipped files); nil discards them.
+	Log hclog.Logger
+	// Progress, when set, is updated while the stream runs, so another
+	// goroutine can report progress.
+	Progress *Progress
+
+	// afterHeader is a test seam: called with the entry's relative path after
+	// a regular file's header is written and before its data is read.
+	afterHeader func(rel string)
+}
+
+// Progress counts the work done so far; its fields may be read while Write
+// runs.
+type Progress struct {
+	Files       atomic.Int64 // entries other than directories written so far
+	InputBytes  atomic.Int64 // file data read so far
+	OutputBytes atomic.Int64 // archive bytes written so far
+}
+
+// Result describes a finished stream.
+type Result struct {
+	// Files counts the non-directory entries (regular files, hard links and
+	// symbolic links) in the archive.
+	Files int64
+	// Dirs counts the directory entries in the archive.
+	Dirs int64
+	// InputBytes is the file data read from the world.
+	InputBytes int64
+	// Size is the number of archive bytes written to the destination.
+	Size int64
+	// SHA256 is the lowercase hex SHA-256 of the archive bytes.
+	SHA256 string
+	// Excluded counts the entries left out by an exclude pattern.
+	Excluded int64
+	// Skipped counts the special files (fifos, sockets, devices) left out.
+	Skipped int64
+	// Warnings counts the files that vanished or changed during the walk.
+	Warnings int64
+}
+
+// Write streams the world folder root as a compressed tar archive into dst
+// and returns what it wrote. It does not close dst. On error, what was
+// written to dst is not a valid archive and must be discarded.
+func Write(ctx context.Context, dst io.Writer, root string, o Options) (Result, error) {
+	if o.Compression == "" {
+		o.Compression = Zstd
+	}
+	if o.Log == nil {
+		o.Log = hclog.NewNullLogger()
+	}
+	if o.Progress == nil {
+		o.Progress = new(Progress)
+	}
+	m, err := compileExcludes(o.Excludes)
+	if err != nil {
+		return Result{}, err
+	}
+	hw := &hashWriter{w: dst, h: sha256.New(), n: &o.Progress.OutputBytes}
+	cw, err := newCompressor(hw, o.Compression)
+	if err != nil {
+		return Result{}, err
+	}
+	tw := tar.NewWriter(cw)
+	w := &walker{
+		root:  filepath.Clean(root),
+		tw:    tw,
+		ex:    m,
+		log:   o.Log,
+		prog:  o.Progress,
+		hook:  o.afterHeader,
+		buf:   make([]byte, readBuffer),
+		links: make(map[fileID]string),
+	}
+	if err := w.walkRoot(ctx); err != nil {
+		_ = cw.Close() // stops the compressor's goroutines; the output is void anyway
+		return Result{}, err
+	}
+	if err := tw.Close(); err != nil {
+		_ = cw.Close()
+		return Result{}, fmt.Errorf("finishing tar stream: %w", err)
+	}
+	if err := cw.Close(); err != nil {
+		return Result{}, fmt.Errorf("finishing %s stream: %w", o.Compression, err)
+	}
+	w.res.Size = o.Progress.OutputBytes.Load()
+	w.res.SHA256 = hex.EncodeToString(hw.h.Sum(nil))
+	return w.res, nil
+}
+
+// readBuffer is the size of the one buffer file data is read through.
+const readBuffer = 256 << 10
+
+// hashWriter hashes and counts what passes through it.
+type hashWriter struct {
+	w io.Writer
+	h hash.Hash
+	n *atomic.Int64
+}
+
+func (hw *hashWriter) Write(p []byte) (int, error) {
+	n, err := hw.w.Write(p)
+	hw.h.Write(p[:n])
+	hw.n.Add(int64(n))
+	return n, err
+}

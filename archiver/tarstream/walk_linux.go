@@ -1,0 +1,337 @@
+package tarstream
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+)
+
+// walker walks the world through directory file descriptors: every entry is
+// opened relative to its parent with O_NOFOLLOW, so no symbolic link is ever
+// followed, and a path swapped for a link mid-walk cannot lead outside the
+// world.
+type walker struct {
+	root  string
+	tw    *tar.Writer
+	ex    matcher
+	log   hclog.Logger
+	prog  *Progress
+	hook  func(rel string)
+	buf   []byte
+	links map[fileID]string // first archived name of each multiply-linked file
+	res   Result
+}
+
+// fileID identifies a file for hard-link detection.
+type fileID struct{ dev, ino uint64 }
+
+// dirBatch is the number of directory entries read at a time, so a huge
+// directory is never held in memory whole.
+const dirBatch = 256
+
+func (w *walker) full(rel string) string { return filepath.Join(w.root, filepath.FromSlash(rel)) }
+
+func (w *walker) walkRoot(ctx context.Context) error {
+	fd, err := openat(unix.AT_FDCWD, w.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		var st unix.Stat_t
+		if unix.Lstat(w.root, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return fmt.Errorf("opening world %q: it is a symbolic link, which is never followed; give the real folder", w.root)
+		}
+		return fmt.Errorf("opening world %q: not a folder", w.root)
+	}
+	if err != nil {
+		return fmt.Errorf("opening world %q: %w", w.root, err)
+	}
+	return w.walkDir(ctx, fd, "")
+}
+
+// walkDir archives the entries of the directory open as fd (named rel, ""
+// for the root) and closes fd.
+func (w *walker) walkDir(ctx context.Context, fd int, rel string) error {
+	d := os.NewFile(uintptr(fd), w.full(rel))
+	defer d.Close()
+	for {
+		names, err := d.Readdirnames(dirBatch)
+		for _, name := range names {
+			if err := w.entry(ctx, fd, rel, name); err != nil {
+				return err
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading folder %q: %w", w.full(rel), err)
+		}
+	}
+}
+
+// entry archives the entry name of the directory dirfd (named parent).
+func (w *walker) entry(ctx context.Context, dirfd int, parent, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rel := path.Join(parent, name)
+	var st unix.Stat_t
+	if err := fstatat(dirfd, name, &st); err != nil {
+		if w.ex.match(rel, true) != "" || w.ex.match(rel, false) != "" {
+			return nil
+		}
+		if errors.Is(err, unix.ENOENT) {
+			w.warn("file vanished during the walk; skipped", rel)
+			return nil
+		}
+		return fmt.Errorf("reading %q: %w", w.full(rel), err)
+	}
+	typ := st.Mode & unix.S_IFMT
+	if p := w.ex.match(rel, typ == unix.S_IFDIR); p != "" {
+		w.log.Debug("excluded", "path", rel, "pattern", p)
+		w.res.Excluded++
+		return nil
+	}
+	switch typ {
+	case unix.S_IFDIR:
+		return w.dir(ctx, dirfd, name, rel)
+	case unix.S_IFREG:
+		return w.file(ctx, dirfd, name, rel)
+	case unix.S_IFLNK:
+		return w.symlink(dirfd, name, rel, &st)
+	default:
+		w.log.Warn("special file skipped", "path", rel, "type", typeName(typ))
+		w.res.Skipped++
+		return nil
+	}
+}
+
+func (w *walker) dir(ctx context.Context, dirfd int, name, rel string) error {
+	fd, err := openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+	if err != nil {
+		return w.openFailed(err, rel)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("reading %q: %w", w.full(rel), err)
+	}
+	hdr := header(rel+"/", &st, tar.TypeDir)
+	if err := w.tw.WriteHeader(hdr); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("writing header for %q: %w", rel, err)
+	}
+	w.res.Dirs++
+	return w.walkDir(ctx, fd, rel)
+}
+
+func (w *walker) file(ctx context.Context, dirfd int, name, rel string) error {
+	// O_NONBLOCK: should the file have been replaced by a fifo since the
+	// stat, the open must not wait for a writer (the fstat below skips it).
+	fd, err := openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return w.openFailed(err, rel)
+	}
+	f := os.NewFile(uintptr(fd), w.full(rel))
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("reading %q: %w", w.full(rel), err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		w.warn("file changed type during the walk; skipped", rel)
+		return nil
+	}
+	if st.Nlink > 1 {
+		id := fileID{dev: uint64(st.Dev), ino: st.Ino}
+		if first, ok := w.links[id]; ok {
+			hdr := header(rel, &st, tar.TypeLink)
+			hdr.Linkname = first
+			if err := w.tw.WriteHeader(hdr); err != nil {
+				return fmt.Errorf("writing header for %q: %w", rel, err)
+			}
+			w.res.Files++
+			w.prog.Files.Add(1)
+			return nil
+		}
+		w.links[id] = rel
+	}
+	hdr := header(rel, &st, tar.TypeReg)
+	hdr.Size = st.Size
+	if err := w.tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("writing header for %q: %w", rel, err)
+	}
+	if w.hook != nil {
+		w.hook(rel)
+	}
+	if err := w.copyData(ctx, f, rel, st.Size); err != nil {
+		return err
+	}
+	w.res.Files++
+	w.prog.Files.Add(1)
+	return nil
+}
+
+// copyData writes exactly size bytes of f to the tar stream: a file that
+// shrank is padded with zeros, one that grew is cut at size.
+func (w *walker) copyData(ctx context.Context, f *os.File, rel string, size int64) error {
+	var done int64
+	for done < size {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b := w.buf[:min(int64(len(w.buf)), size-done)]
+		n, err := f.Read(b)
+		if n > 0 {
+			if _, werr := w.tw.Write(b[:n]); werr != nil {
+				return fmt.Errorf("writing %q to the archive: %w", rel, werr)
+			}
+			done += int64(n)
+			w.res.InputBytes += int64(n)
+			w.prog.InputBytes.Add(int64(n))
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading %q: %w", w.full(rel), err)
+		}
+	}
+	if done < size {
+		w.log.Warn("file shrank while read; padded with zeros to its size at open",
+			"path", rel, "size", size, "read", done)
+		w.res.Warnings++
+		clear(w.buf)
+		for pad := size - done; pad > 0; {
+			n := min(int64(len(w.buf)), pad)
+			if _, err := w.tw.Write(w.buf[:n]); err != nil {
+				return fmt.Errorf("writing %q to the archive: %w", rel, err)
+			}
+			pad -= n
+		}
+		return nil
+	}
+	// Probe for data past the size the header promised.
+	if n, _ := f.Read(w.buf[:1]); n > 0 {
+		w.log.Warn("file grew while read; stored with its size at open", "path", rel, "size", size)
+		w.res.Warnings++
+	}
+	return nil
+}
+
+func (w *walker) symlink(dirfd int, name, rel string, st *unix.Stat_t) error {
+	target, err := readlinkat(dirfd, name, st.Size)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			w.warn("file vanished during the walk; skipped", rel)
+			return nil
+		}
+		if errors.Is(err, unix.EINVAL) {
+			w.warn("file changed type during the walk; skipped", rel)
+			return nil
+		}
+		return fmt.Errorf("reading link %q: %w", w.full(rel), err)
+	}
+	hdr := header(rel, st, tar.TypeSymlink)
+	hdr.Linkname = target
+	if err := w.tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("writing header for %q: %w", rel, err)
+	}
+	w.res.Files++
+	w.prog.Files.Add(1)
+	return nil
+}
+
+// openFailed turns a failed open of rel into a warning (vanished or changed
+// into something else since the stat) or an error naming the path.
+func (w *walker) openFailed(err error, rel string) error {
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		w.warn("file vanished during the walk; skipped", rel)
+		return nil
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+		w.warn("file changed type during the walk; skipped", rel)
+		return nil
+	default:
+		return fmt.Errorf("opening %q: %w", w.full(rel), err)
+	}
+}
+
+func (w *walker) warn(msg, rel string) {
+	w.log.Warn(msg, "path", rel)
+	w.res.Warnings++
+}
+
+// header returns the tar header of the entry named name with the metadata
+// in st. Times are kept to the second, so most headers stay plain USTAR.
+func header(name string, st *unix.Stat_t, typ byte) *tar.Header {
+	return &tar.Header{
+		Typeflag: typ,
+		Name:     name,
+		Mode:     int64(st.Mode & 0o7777),
+		Uid:      int(st.Uid),
+		Gid:      int(st.Gid),
+		ModTime:  time.Unix(st.Mtim.Sec, 0),
+	}
+}
+
+func typeName(typ uint32) string {
+	switch typ {
+	case unix.S_IFIFO:
+		return "fifo"
+	case unix.S_IFSOCK:
+		return "socket"
+	case unix.S_IFCHR:
+		return "character device"
+	case unix.S_IFBLK:
+		return "block device"
+	default:
+		return fmt.Sprintf("mode %#o", typ)
+	}
+}
+
+// openat opens name relative to dirfd, retrying when interrupted.
+func openat(dirfd int, name string, flags int) (int, error) {
+	for {
+		fd, err := unix.Openat(dirfd, name, flags|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+func fstatat(dirfd int, name string, st *unix.Stat_t) error {
+	for {
+		err := unix.Fstatat(dirfd, name, st, unix.AT_SYMLINK_NOFOLLOW)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// readlinkat reads the target of the link name in dirfd; size is the
+// length lstat reported, a hint.
+func readlinkat(dirfd int, name string, size int64) (string, error) {
+	n := max(int(size)+1, 128)
+	for {
+		buf := make([]byte, n)
+		got, err := unix.Readlinkat(dirfd, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if got < n {
+			return string(buf[:got]), nil
+		}
+		if n >= 1<<16 {
+			return "", fmt.Errorf("link target longer than %d bytes", n)
+		}
+		n *= 2
+	}
+}

@@ -1,0 +1,30 @@
+//go:build !linux
+
+package tarstream
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// walker is only implemented on Linux, where the archiver runs.
+type walker struct {
+	root  string
+	tw    *tar.Writer
+	ex    matcher
+	log   hclog.Logger
+	prog  *Progress
+	hook  func(rel string)
+	buf   []byte
+	links map[fileID]string
+	res   Result
+}
+
+type fileID struct{ dev, ino uint64 }
+
+func (w *walker) walkRoot(ctx context.Context) error {
+	return errors.New("tarstream: only Linux is supported")
+}
