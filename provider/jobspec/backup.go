@@ -1,0 +1,152 @@
+package jobspec
+
+import (
+	"path"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/worldbackup/worldbackup/provider/naming"
+)
+
+// ComponentBackup is the app.kubernetes.io/component label of backup Jobs.
+const ComponentBackup = "backup"
+
+// ConfigFileName is the archiver's config file inside the config Secret.
+const ConfigFileName = "felis.toml"
+
+// Volume names of the backup Job.
+const (
+	WorldVolumeName  = "world"
+	BackupVolumeName = "backups"
+	ConfigVolumeName = "config"
+)
+
+// Backup holds the resolved, validated arguments of one backup Job. Paths are
+// absolute and clean, names valid, durations positive (TTL may be zero).
+type Backup struct {
+	Server      string
+	FormerOwner string // "" = none
+	RunID       string
+
+	Namespace          string
+	Image              string
+	ServiceAccountName string
+
+	WorldClaimName   string
+	BackupClaimName  string
+	ConfigSecretName string
+
+	WorldRoot       string // world claim mount, read-only
+	BackupRoot      string // backup claim mount, read-write; the archive root
+	ConfigMountPath string // config Secret mount, read-only
+
+	Compression string   // zstd | gzip | none
+	Excludes    []string // nil = the config file's list
+
+	Deadline         time.Duration // activeDeadlineSeconds
+	TTLAfterFinished time.Duration // ttlSecondsAfterFinished
+	BackoffLimit     int32
+
+	Resources Resources
+	Identity  Identity
+	Placement Placement
+
+	Labels      map[string]string // extra labels, Job and pod
+	Annotations map[string]string // extra annotations, Job and pod
+	SkipAwait   bool              // annotate pulumi.com/skipAwait: "true" on the Job
+}
+
+// BackupJobName returns the backup Job's name for server and runID.
+func BackupJobName(server, runID string) string {
+	return naming.JobName(server, naming.KindBackup, runID)
+}
+
+// BackupArgs returns the archiver's command-line arguments for b (after the
+// command ArchiverPath). The config Secret's database URL is read from the
+// mounted file, never passed here.
+func BackupArgs(b Backup) []string {
+	args := []string{"backup", "--server", b.Server, "--run-id", b.RunID}
+	if b.FormerOwner != "" {
+		args = append(args, "--former-owner", b.FormerOwner)
+	}
+	args = append(args,
+		"--world", b.WorldRoot,
+		"--config", path.Join(b.ConfigMountPath, ConfigFileName),
+		"--archive-root", b.BackupRoot,
+		"--compression", b.Compression,
+	)
+	for _, e := range b.Excludes {
+		args = append(args, "--exclude", e)
+	}
+	return append(args, "--log-format", "json")
+}
+
+// BuildBackup returns the backup Job of b: one pod, never restarted in place,
+// running `archiver backup` with the world claim read-only, the backup claim
+// read-write, the config Secret read-only (0400), a small writable /tmp, no
+// service-account token, and the identity of b.Identity.Mode.
+func BuildBackup(b Backup) *batchv1.Job {
+	podAnnotations := Annotations(b.RunID, b.Annotations)
+	jobAnnotations := Annotations(b.RunID, b.Annotations)
+	if b.SkipAwait {
+		jobAnnotations[AnnotationSkipAwait] = "true"
+	}
+	tmpVolume, tmpMount := TmpVolume()
+
+	return &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        BackupJobName(b.Server, b.RunID),
+			Namespace:   b.Namespace,
+			Labels:      Labels(b.Server, ComponentBackup, b.Labels),
+			Annotations: jobAnnotations,
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:            new(b.BackoffLimit),
+			ActiveDeadlineSeconds:   new(Seconds(b.Deadline)),
+			TTLSecondsAfterFinished: new(int32(Seconds(b.TTLAfterFinished))),
+			// A replacement pod starts only once the previous one has
+			// terminated, so two pods never write the same run's archive.
+			PodReplacementPolicy: new(batchv1.Failed),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      Labels(b.Server, ComponentBackup, b.Labels),
+					Annotations: podAnnotations,
+				},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                corev1.RestartPolicyNever,
+					ServiceAccountName:           b.ServiceAccountName,
+					AutomountServiceAccountToken: new(false),
+					EnableServiceLinks:           new(false),
+					NodeName:                     b.Placement.NodeName,
+					Affinity:                     NodeAffinity(b.Placement.NodeSelector),
+					SecurityContext:              PodSecurityContext(b.Identity),
+					Containers: []corev1.Container{{
+						Name:                     ContainerName,
+						Image:                    b.Image,
+						Command:                  []string{ArchiverPath},
+						Args:                     BackupArgs(b),
+						Resources:                ContainerResources(b.Resources),
+						SecurityContext:          ContainerSecurityContext(b.Identity),
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: WorldVolumeName, MountPath: b.WorldRoot, ReadOnly: true},
+							{Name: BackupVolumeName, MountPath: b.BackupRoot},
+							{Name: ConfigVolumeName, MountPath: b.ConfigMountPath, ReadOnly: true},
+							tmpMount,
+						},
+					}},
+					Volumes: []corev1.Volume{
+						ClaimVolume(WorldVolumeName, b.WorldClaimName, true),
+						ClaimVolume(BackupVolumeName, b.BackupClaimName, false),
+						SecretVolume(ConfigVolumeName, b.ConfigSecretName),
+						tmpVolume,
+					},
+				},
+			},
+		},
+	}
+}

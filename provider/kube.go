@@ -1,0 +1,85 @@
+package provider
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	k8sbatchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/utilities"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	batchv1 "k8s.io/api/batch/v1"
+)
+
+// jobType is the Pulumi type token of a Kubernetes Job.
+const jobType = "kubernetes:batch/v1:Job"
+
+// registerJob registers job as a pulumi-kubernetes Job named name with the
+// same inputs and default options (the SDK's plugin version) that
+// batchv1.NewJob would send, plus opts.
+func registerJob(ctx *pulumi.Context, name string, job *batchv1.Job, opts ...pulumi.ResourceOption) (*k8sbatchv1.Job, error) {
+	props, err := jobInputs(job)
+	if err != nil {
+		return nil, err
+	}
+	var res k8sbatchv1.Job
+	if err := ctx.RegisterResource(jobType, name, props, &res, utilities.PkgResourceDefaultOpts(opts)...); err != nil {
+		return nil, fmt.Errorf("registering Job %q: %w", name, err)
+	}
+	return &res, nil
+}
+
+// jobInputs converts job to Pulumi inputs through its JSON form, the form the
+// Kubernetes provider sends to the API server: apiVersion, kind, metadata and
+// spec, without status and without null values.
+func jobInputs(job *batchv1.Job) (pulumi.Map, error) {
+	b, err := json.Marshal(job)
+	if err != nil {
+		return nil, fmt.Errorf("encoding Job %q: %w", job.Name, err)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return nil, fmt.Errorf("decoding Job %q: %w", job.Name, err)
+	}
+	delete(obj, "status")
+	obj["apiVersion"] = "batch/v1"
+	obj["kind"] = "Job"
+	return toInputMap(obj), nil
+}
+
+// toInputMap converts a decoded JSON object to a pulumi.Map, dropping nulls.
+func toInputMap(m map[string]any) pulumi.Map {
+	out := make(pulumi.Map, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if v := toInput(m[k]); v != nil {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// toInput converts a decoded JSON value (string, float64, bool, []any,
+// map[string]any or nil) to a Pulumi input; nil for null.
+func toInput(v any) pulumi.Input {
+	switch v := v.(type) {
+	case string:
+		return pulumi.String(v)
+	case float64:
+		return pulumi.Float64(v)
+	case bool:
+		return pulumi.Bool(v)
+	case []any:
+		arr := make(pulumi.Array, 0, len(v))
+		for _, e := range v {
+			if in := toInput(e); in != nil {
+				arr = append(arr, in)
+			}
+		}
+		return arr
+	case map[string]any:
+		return toInputMap(v)
+	default: // nil: JSON null
+		return nil
+	}
+}

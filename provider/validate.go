@@ -1,0 +1,276 @@
+package provider
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"path"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/worldbackup/worldbackup/internal/layout"
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/naming"
+)
+
+// Shared defaults of every component (documented on the inputs).
+const (
+	DefaultNamespace          = "minecraft"
+	DefaultServiceAccountName = "felis-restore"
+	DefaultDeadline           = "30m"
+	DefaultCPULimit           = "1"
+	DefaultMemoryLimit        = "1Gi"
+	DefaultTTLAfterFinished   = "10m"
+	DefaultBackoffLimit       = 2
+	DefaultSecurityMode       = string(jobspec.Baseline)
+	// DefaultGameUID and DefaultGameGID are the identity of restricted mode
+	// when runAsUser/runAsGroup are unset: the UID/GID the Paper images run
+	// the game as, which owns level.dat (0600).
+	DefaultGameUID = 1000
+	DefaultGameGID = 1000
+	// TimeoutMargin is added to the deadline for the default timeout: the
+	// Job's deadline counts from its start, and Pulumi should see the Job
+	// fail by its deadline rather than give up waiting first.
+	TimeoutMargin = 5 * time.Minute
+)
+
+// maxID is the largest UID/GID accepted (Kubernetes allows 0..2^31-1).
+const maxID = math.MaxInt32
+
+func (p *problems) required(input, value, fix string) bool {
+	if value == "" {
+		p.addf(input, "is required: %s", fix)
+		return false
+	}
+	return true
+}
+
+func (p *problems) server(input, server string) {
+	if !p.required(input, server, "set it to the game server's name (its StatefulSet name), e.g. survival") {
+		return
+	}
+	if !naming.IsDNSLabel(server, naming.MaxServerLen) {
+		p.addf(input, "%q is invalid: use at most %d lowercase letters, digits and '-', starting and ending with a letter or digit, so the Job name <server>-backup-<suffix> fits in 63 characters",
+			server, naming.MaxServerLen)
+	}
+}
+
+func (p *problems) runID(input, runID string) {
+	if !p.required(input, runID, "set it to a unique ID of this run, e.g. 2025-06-01T0300Z; a new runId starts a new run, the same runId none") {
+		return
+	}
+	if layout.CheckRunID(runID) != nil {
+		p.addf(input, "%q is invalid: use 1 to %d characters from A-Z a-z 0-9 . _ -, starting with a letter or digit (it becomes a file name)",
+			runID, layout.MaxRunIDLen)
+	}
+}
+
+func (p *problems) image(input, image string) {
+	if !p.required(input, image, "set it to the archiver image, e.g. ghcr.io/worldbackup/archiver:v0.1.0 (see `make image`)") {
+		return
+	}
+	if strings.IndexFunc(image, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		p.addf(input, "%q is invalid: an image reference has no spaces or control characters", image)
+	}
+}
+
+// dnsLabel checks an optional name that must be a DNS-1123 label.
+func (p *problems) dnsLabel(input, value string) {
+	if value == "" {
+		return
+	}
+	if errs := validation.IsDNS1123Label(value); len(errs) > 0 {
+		p.addf(input, "%q is invalid: %s", value, strings.Join(errs, "; "))
+	}
+}
+
+// dnsSubdomain checks an optional name that must be a DNS-1123 subdomain
+// (the names of claims, Secrets, service accounts and nodes).
+func (p *problems) dnsSubdomain(input, value string) {
+	if value == "" {
+		return
+	}
+	if errs := validation.IsDNS1123Subdomain(value); len(errs) > 0 {
+		p.addf(input, "%q is invalid: %s", value, strings.Join(errs, "; "))
+	}
+}
+
+func (p *problems) text(input, value string, maxLen int) {
+	if len(value) > maxLen {
+		p.addf(input, "is %d bytes long: use at most %d", len(value), maxLen)
+	}
+	if strings.IndexFunc(value, unicode.IsControl) >= 0 {
+		p.addf(input, "%q is invalid: remove control characters (newlines, tabs, NUL)", value)
+	}
+}
+
+// mount is a mount-path input: its schema name and value.
+type mount struct{ input, path string }
+
+// mountPaths checks that each path is absolute, clean and not "/", and that
+// no two of them (nor the scratch folder /tmp) are equal or nested.
+func (p *problems) mountPaths(mounts ...mount) {
+	var good []mount
+	for _, m := range mounts {
+		v := m.path
+		switch {
+		case !strings.HasPrefix(v, "/"):
+			p.addf(m.input, "%q is invalid: use an absolute path, e.g. /world", v)
+		case v == "/":
+			p.addf(m.input, "is \"/\": use a folder of its own, e.g. /world")
+		case path.Clean(v) != v:
+			p.addf(m.input, "%q is invalid: use the clean form %q", v, path.Clean(v))
+		case strings.Contains(v, ":") || strings.IndexFunc(v, unicode.IsControl) >= 0:
+			p.addf(m.input, "%q is invalid: a mount path has no ':' or control characters", v)
+		default:
+			good = append(good, m)
+		}
+	}
+	good = append(good, mount{"the scratch folder", jobspec.TmpPath})
+	for i, a := range good {
+		for _, b := range good[i+1:] {
+			if a.path == b.path || strings.HasPrefix(a.path, b.path+"/") || strings.HasPrefix(b.path, a.path+"/") {
+				p.addf(a.input, "%q overlaps %s (%q): mount each volume at a folder of its own", a.path, b.input, b.path)
+			}
+		}
+	}
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("is not a Go duration")
+	}
+	return d, nil
+}
+
+// duration parses value as a Go duration in [minimum, maximum].
+func (p *problems) duration(input, value string, minimum, maximum time.Duration) (time.Duration, bool) {
+	d, err := parseDuration(value)
+	switch {
+	case err != nil:
+		p.addf(input, "%q is not a Go duration: use e.g. 30m, 1h30m or 90s", value)
+		return 0, false
+	case d < minimum:
+		p.addf(input, "%q is too short: use at least %s", value, minimum)
+		return 0, false
+	case d > maximum:
+		p.addf(input, "%q is too long: use at most %s", value, maximum)
+		return 0, false
+	}
+	return d, true
+}
+
+// quantity parses a positive Kubernetes resource quantity.
+func (p *problems) quantity(input, value, example string) (resource.Quantity, bool) {
+	q, err := resource.ParseQuantity(value)
+	if err != nil {
+		p.addf(input, "%q is not a Kubernetes quantity: use e.g. %s", value, example)
+		return resource.Quantity{}, false
+	}
+	if q.Sign() <= 0 {
+		p.addf(input, "%q must be greater than zero: use e.g. %s", value, example)
+		return resource.Quantity{}, false
+	}
+	return q, true
+}
+
+// id checks an optional UID/GID.
+func (p *problems) id(input string, v *int) {
+	if v != nil && (*v < 0 || *v > maxID) {
+		p.addf(input, "%d is out of range: use 0 to %d", *v, maxID)
+	}
+}
+
+// labels checks label keys and values; reserved keys are refused.
+func (p *problems) labels(input string, m map[string]string, reserved []string) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			p.addf(input, "key %q is invalid: %s", k, strings.Join(errs, "; "))
+			continue
+		}
+		if slices.Contains(reserved, k) {
+			p.addf(input, "key %q is set by the component: remove it", k)
+			continue
+		}
+		if errs := validation.IsValidLabelValue(m[k]); len(errs) > 0 {
+			p.addf(input, "value %q of key %q is invalid: %s", m[k], k, strings.Join(errs, "; "))
+		}
+	}
+}
+
+// annotations checks annotation keys; reserved keys are refused.
+func (p *problems) annotations(input string, m map[string]string, reserved []string) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if errs := validation.IsQualifiedName(strings.ToLower(k)); len(errs) > 0 {
+			p.addf(input, "key %q is invalid: %s", k, strings.Join(errs, "; "))
+			continue
+		}
+		if slices.Contains(reserved, k) {
+			p.addf(input, "key %q is set by the component: remove it", k)
+		}
+	}
+}
+
+// placement checks nodeName and nodeSelector, of which at most one is set.
+func (p *problems) placement(nodeName string, selector map[string]string) {
+	p.dnsSubdomain("nodeName", nodeName)
+	if nodeName != "" && len(selector) > 0 {
+		p.addf("nodeName", "and nodeSelector are both set: set only one (nodeName pins the pod to a node and bypasses the scheduler)")
+	}
+	for _, k := range slices.Sorted(maps.Keys(selector)) {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			p.addf("nodeSelector", "key %q is invalid: %s", k, strings.Join(errs, "; "))
+			continue
+		}
+		if errs := validation.IsValidLabelValue(selector[k]); len(errs) > 0 {
+			p.addf("nodeSelector", "value %q of key %q is invalid: %s", selector[k], k, strings.Join(errs, "; "))
+		}
+	}
+}
+
+// identity resolves the security mode and identity inputs. Restricted mode
+// defaults runAsUser/runAsGroup to the game's UID/GID and fsGroup to
+// runAsGroup; baseline mode defaults them to 0 (root) and omits fsGroup.
+func (p *problems) identity(mode string, runAsUser, runAsGroup, fsGroup *int) jobspec.Identity {
+	p.id("runAsUser", runAsUser)
+	p.id("runAsGroup", runAsGroup)
+	p.id("fsGroup", fsGroup)
+	id := jobspec.Identity{Mode: jobspec.SecurityMode(mode)}
+	switch id.Mode {
+	case jobspec.Baseline:
+		id.RunAsUser = int64(deref(runAsUser, 0))
+		id.RunAsGroup = int64(deref(runAsGroup, 0))
+		id.FSGroup = int64(deref(fsGroup, 0))
+	case jobspec.Restricted:
+		id.RunAsUser = int64(deref(runAsUser, DefaultGameUID))
+		id.RunAsGroup = int64(deref(runAsGroup, DefaultGameGID))
+		id.FSGroup = int64(deref(fsGroup, int(id.RunAsGroup)))
+		if id.RunAsUser == 0 {
+			p.addf("runAsUser", "is 0 (root), which securityMode restricted forbids: set it to the game's UID, e.g. %d, or leave it unset", DefaultGameUID)
+		}
+		if id.FSGroup == 0 && fsGroup == nil {
+			p.addf("runAsGroup", "is 0, so fsGroup defaults to 0, but securityMode restricted needs a non-zero fsGroup so that the non-root archiver can read the config Secret (files owned by root, mode 0400): set runAsGroup or fsGroup to the game's GID, e.g. %d", DefaultGameGID)
+		} else if id.FSGroup == 0 {
+			p.addf("fsGroup", "is 0, but securityMode restricted needs a non-zero fsGroup so that the non-root archiver can read the config Secret (files owned by root, mode 0400): leave fsGroup unset (it defaults to runAsGroup) or set it to the game's GID, e.g. %d", DefaultGameGID)
+		}
+	default:
+		p.addf("securityMode", "%q is not supported: use baseline (root with DAC_OVERRIDE only) or restricted (the game's non-root UID, for namespaces that enforce the restricted Pod Security Standard)", mode)
+	}
+	if id.FSGroup < 0 {
+		id.FSGroup = 0
+	}
+	return id
+}
+
+func deref(v *int, def int) int {
+	if v == nil {
+		return def
+	}
+	return *v
+}

@@ -1,0 +1,606 @@
+package provider
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	batchv1 "k8s.io/api/batch/v1"
+	k8sresource "k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+)
+
+// mocks records every resource registration.
+type mocks struct {
+	mu        sync.Mutex
+	resources []pulumi.MockResourceArgs
+}
+
+func (m *mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.resources = append(m.resources, args)
+	id := ""
+	if args.Custom {
+		id = args.Name + "-id"
+	}
+	return id, args.Inputs, nil
+}
+
+func (m *mocks) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	return args.Args, nil
+}
+
+// ofType returns the recorded registrations of type typ.
+func (m *mocks) ofType(typ string) []pulumi.MockResourceArgs {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []pulumi.MockResourceArgs
+	for _, r := range m.resources {
+		if r.TypeToken == typ {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func runMocked(t *testing.T, program pulumi.RunFunc) (*mocks, error) {
+	t.Helper()
+	m := &mocks{}
+	err := pulumi.RunErr(program, pulumi.WithMocks("project", "stack", m))
+	return m, err
+}
+
+func validArgs() WorldBackupArgs {
+	return WorldBackupArgs{
+		Server:          "survival",
+		RunID:           "20250601-0300",
+		Image:           "ghcr.io/worldbackup/archiver:v0.1.0",
+		BackupClaimName: "world-backups",
+	}
+}
+
+// jsonObject returns v's JSON form decoded into a map (numbers as float64).
+func jsonObject(t *testing.T, v any) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// wantJobObject is the JSON object of the Job the mock should receive.
+func wantJobObject(t *testing.T, b jobspec.Backup) map[string]any {
+	t.Helper()
+	m := jsonObject(t, jobspec.BuildBackup(b))
+	delete(m, "status")
+	return m
+}
+
+func diffJSON(t *testing.T, what string, got, want map[string]any) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		g, _ := json.MarshalIndent(got, "", "  ")
+		w, _ := json.MarshalIndent(want, "", "  ")
+		t.Fatalf("%s differ:\ngot:  %s\nwant: %s", what, g, w)
+	}
+}
+
+// defaultBackup is the resolved form of validArgs, written out by hand: the
+// defaults of the contract.
+func defaultBackup() jobspec.Backup {
+	return jobspec.Backup{
+		Server:             "survival",
+		RunID:              "20250601-0300",
+		Namespace:          "minecraft",
+		Image:              "ghcr.io/worldbackup/archiver:v0.1.0",
+		ServiceAccountName: "felis-restore",
+		WorldClaimName:     "world-survival-0",
+		BackupClaimName:    "world-backups",
+		ConfigSecretName:   "felis-config",
+		WorldRoot:          "/world",
+		BackupRoot:         "/backups",
+		ConfigMountPath:    "/etc/felis",
+		Compression:        "zstd",
+		Deadline:           30 * time.Minute,
+		TTLAfterFinished:   10 * time.Minute,
+		BackoffLimit:       2,
+		Resources:          jobspec.Resources{CPULimit: k8sresource.MustParse("1"), MemoryLimit: k8sresource.MustParse("1Gi")},
+		Identity:           jobspec.Identity{Mode: jobspec.Baseline},
+	}
+}
+
+type outputs struct{ jobName, namespace, runID, archiveRef string }
+
+// capture records wb's outputs once they resolve.
+func capture(wb *WorldBackup, wg *sync.WaitGroup, into *outputs) {
+	wg.Add(1)
+	pulumi.All(wb.JobName, wb.Namespace, wb.RunID, wb.ArchiveRef).ApplyT(func(v []any) error {
+		defer wg.Done()
+		*into = outputs{v[0].(string), v[1].(string), v[2].(string), v[3].(string)}
+		return nil
+	})
+}
+
+func TestWorldBackupRegistersOneJob(t *testing.T) {
+	tests := []struct {
+		name        string
+		args        func() WorldBackupArgs
+		want        func() jobspec.Backup
+		wantTimeout string
+		wantRef     string
+	}{
+		{
+			name:        "defaults",
+			args:        validArgs,
+			want:        defaultBackup,
+			wantTimeout: "35m0s",
+			wantRef:     "/backups/survival/20250601-0300.tar.zst",
+		},
+		{
+			name: "every input set, restricted",
+			args: func() WorldBackupArgs {
+				a := validArgs()
+				a.FormerOwner = "Notch"
+				a.Namespace = "games"
+				a.ServiceAccountName = "backup-sa"
+				a.ConfigSecretName = "felis-prod"
+				a.ConfigMountPath = "/run/felis"
+				a.BackupRoot = "/archives"
+				a.WorldRoot = "/data/world"
+				a.WorldClaimName = "survival-data"
+				a.Deadline = "1h"
+				a.CPULimit = "2"
+				a.MemoryLimit = "2Gi"
+				a.SecurityMode = "restricted"
+				a.RunAsUser = new(1001)
+				a.RunAsGroup = new(1002)
+				a.TTLAfterFinished = "0s"
+				a.BackoffLimit = new(0)
+				a.Compression = "gzip"
+				a.Excludes = []string{"*.jar"}
+				a.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-a"}
+				a.Labels = map[string]string{"team": "ops"}
+				a.Annotations = map[string]string{"note": "weekly"}
+				a.SkipAwait = true
+				a.Timeout = "2h"
+				return a
+			},
+			want: func() jobspec.Backup {
+				b := defaultBackup()
+				b.FormerOwner = "Notch"
+				b.Namespace = "games"
+				b.ServiceAccountName = "backup-sa"
+				b.ConfigSecretName = "felis-prod"
+				b.ConfigMountPath = "/run/felis"
+				b.BackupRoot = "/archives"
+				b.WorldRoot = "/data/world"
+				b.WorldClaimName = "survival-data"
+				b.Deadline = time.Hour
+				b.Resources = jobspec.Resources{CPULimit: k8sresource.MustParse("2"), MemoryLimit: k8sresource.MustParse("2Gi")}
+				b.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1001, RunAsGroup: 1002, FSGroup: 1002}
+				b.TTLAfterFinished = 0
+				b.BackoffLimit = 0
+				b.Compression = "gzip"
+				b.Excludes = []string{"*.jar"}
+				b.Placement = jobspec.Placement{NodeSelector: map[string]string{"kubernetes.io/hostname": "node-a"}}
+				b.Labels = map[string]string{"team": "ops"}
+				b.Annotations = map[string]string{"note": "weekly"}
+				b.SkipAwait = true
+				return b
+			},
+			wantTimeout: "2h0m0s",
+			wantRef:     "/archives/survival/20250601-0300.tar.gz",
+		},
+		{
+			name: "restricted defaults to the game's UID and GID",
+			args: func() WorldBackupArgs {
+				a := validArgs()
+				a.SecurityMode = "restricted"
+				a.Compression = "none"
+				a.NodeName = "node-b"
+				return a
+			},
+			want: func() jobspec.Backup {
+				b := defaultBackup()
+				b.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1000, RunAsGroup: 1000, FSGroup: 1000}
+				b.Compression = "none"
+				b.Placement = jobspec.Placement{NodeName: "node-b"}
+				return b
+			},
+			wantTimeout: "35m0s",
+			wantRef:     "/backups/survival/20250601-0300.tar",
+		},
+		{
+			name: "baseline fsGroup 0 is omitted",
+			args: func() WorldBackupArgs {
+				a := validArgs()
+				a.FSGroup = new(0)
+				a.RunAsUser = new(0)
+				return a
+			},
+			want:        defaultBackup,
+			wantTimeout: "35m0s",
+			wantRef:     "/backups/survival/20250601-0300.tar.zst",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got outputs
+			var wg sync.WaitGroup
+			m, err := runMocked(t, func(ctx *pulumi.Context) error {
+				wb, err := NewWorldBackup(ctx, "backup", tt.args())
+				if err != nil {
+					return err
+				}
+				capture(wb, &wg, &got)
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("NewWorldBackup: %v", err)
+			}
+			wg.Wait()
+
+			comps := m.ofType(WorldBackupType)
+			if len(comps) != 1 || comps[0].Custom {
+				t.Fatalf("components = %+v, want one WorldBackup", comps)
+			}
+			jobs := m.ofType("kubernetes:batch/v1:Job")
+			if len(jobs) != 1 || len(m.resources) != 2 {
+				t.Fatalf("registered %d resources with %d Jobs, want the component and one Job", len(m.resources), len(jobs))
+			}
+			job := jobs[0]
+			rpc := job.RegisterRPC
+			if job.Name != "backup-job" || !job.Custom {
+				t.Fatalf("Job registered as %q (custom %v), want custom backup-job", job.Name, job.Custom)
+			}
+			if want := "urn:pulumi:stack::project::worldbackup:index:WorldBackup::backup"; rpc.GetParent() != want {
+				t.Fatalf("Job parent = %q, want %q", rpc.GetParent(), want)
+			}
+			if rpc.GetVersion() != "4.32.0" {
+				t.Fatalf("Job provider version = %q, want 4.32.0 (the SDK's default)", rpc.GetVersion())
+			}
+			ct := rpc.GetCustomTimeouts()
+			if ct.GetCreate() != tt.wantTimeout || ct.GetUpdate() != tt.wantTimeout {
+				t.Fatalf("custom timeouts = %+v, want create/update %s", ct, tt.wantTimeout)
+			}
+			for _, key := range []resource.PropertyKey{"apiVersion", "kind", "metadata", "spec"} {
+				if !job.Inputs.HasValue(key) {
+					t.Fatalf("Job inputs lack %q", key)
+				}
+			}
+			if job.Inputs.HasValue("status") {
+				t.Fatal("Job inputs have a status")
+			}
+			diffJSON(t, "Job inputs", jsonObject(t, job.Inputs.Mappable()), wantJobObject(t, tt.want()))
+
+			want := tt.want()
+			wantOut := outputs{jobspec.BackupJobName(want.Server, want.RunID), want.Namespace, want.RunID, tt.wantRef}
+			if got != wantOut {
+				t.Fatalf("outputs = %+v, want %+v", got, wantOut)
+			}
+		})
+	}
+}
+
+// TestWorldBackupInputsDecodeAsJob checks that the inputs the provider
+// receives decode strictly as a batch/v1 Job equal to the builder's.
+func TestWorldBackupInputsDecodeAsJob(t *testing.T) {
+	m, err := runMocked(t, func(ctx *pulumi.Context) error {
+		_, err := NewWorldBackup(ctx, "backup", validArgs())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(m.ofType("kubernetes:batch/v1:Job")[0].Inputs.Mappable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	var got batchv1.Job
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("inputs do not decode as a Job: %v", err)
+	}
+	want := jobspec.BuildBackup(defaultBackup())
+	// Quantities compare by their canonical form.
+	if !reflect.DeepEqual(jsonObject(t, &got), jsonObject(t, want)) {
+		t.Fatalf("decoded Job differs from the builder's:\n%+v\n%+v", got, want)
+	}
+}
+
+func TestWorldBackupMissingInputs(t *testing.T) {
+	tests := []struct {
+		name       string
+		modify     func(a *WorldBackupArgs)
+		wantInputs []string
+		wantText   []string
+	}{
+		{"server", func(a *WorldBackupArgs) { a.Server = "" }, []string{"server"},
+			[]string{"worldbackup: server is required: set it to the game server's name"}},
+		{"runId", func(a *WorldBackupArgs) { a.RunID = "" }, []string{"runId"},
+			[]string{"worldbackup: runId is required: set it to a unique ID of this run"}},
+		{"image", func(a *WorldBackupArgs) { a.Image = "" }, []string{"image"},
+			[]string{"worldbackup: image is required: set it to the archiver image, e.g. ghcr.io/"}},
+		{"backupClaimName", func(a *WorldBackupArgs) { a.BackupClaimName = "" }, []string{"backupClaimName"},
+			[]string{"worldbackup: backupClaimName is required: set it to the PersistentVolumeClaim"}},
+		{"all at once", func(a *WorldBackupArgs) { *a = WorldBackupArgs{} }, []string{"server", "runId", "image", "backupClaimName"},
+			[]string{"worldbackup: 4 invalid inputs:\n  - server is required", "\n  - backupClaimName is required"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := validArgs()
+			tt.modify(&args)
+			checkInputError(t, args, tt.wantInputs, tt.wantText)
+		})
+	}
+}
+
+func TestWorldBackupInvalidInputs(t *testing.T) {
+	tests := []struct {
+		name       string
+		modify     func(a *WorldBackupArgs)
+		wantInputs []string
+		wantText   string
+	}{
+		{"server not a label", func(a *WorldBackupArgs) { a.Server = "Survival_1" }, []string{"server"}, `server "Survival_1" is invalid`},
+		{"server too long for the Job name", func(a *WorldBackupArgs) { a.Server = strings.Repeat("s", 47) }, []string{"server"}, "at most 46"},
+		{"runId with slash", func(a *WorldBackupArgs) { a.RunID = "../x" }, []string{"runId"}, `runId "../x" is invalid`},
+		{"runId too long", func(a *WorldBackupArgs) { a.RunID = strings.Repeat("r", 129) }, []string{"runId"}, "1 to 128 characters"},
+		{"image with space", func(a *WorldBackupArgs) { a.Image = "ghcr.io/x y" }, []string{"image"}, "no spaces"},
+		{"backupClaimName invalid", func(a *WorldBackupArgs) { a.BackupClaimName = "Backups!" }, []string{"backupClaimName"}, `backupClaimName "Backups!" is invalid`},
+		{"namespace invalid", func(a *WorldBackupArgs) { a.Namespace = "mine.craft" }, []string{"namespace"}, `namespace "mine.craft" is invalid`},
+		{"worldClaimName invalid", func(a *WorldBackupArgs) { a.WorldClaimName = "World" }, []string{"worldClaimName"}, "worldClaimName"},
+		{"formerOwner with newline", func(a *WorldBackupArgs) { a.FormerOwner = "a\nb" }, []string{"formerOwner"}, "control characters"},
+		{"relative worldRoot", func(a *WorldBackupArgs) { a.WorldRoot = "world" }, []string{"worldRoot"}, "absolute path"},
+		{"unclean backupRoot", func(a *WorldBackupArgs) { a.BackupRoot = "/backups/" }, []string{"backupRoot"}, `clean form "/backups"`},
+		{"root configMountPath", func(a *WorldBackupArgs) { a.ConfigMountPath = "/" }, []string{"configMountPath"}, "a folder of its own"},
+		{"nested mounts", func(a *WorldBackupArgs) { a.BackupRoot = "/world/backups" }, []string{"worldRoot"}, `overlaps backupRoot`},
+		{"mount on /tmp", func(a *WorldBackupArgs) { a.ConfigMountPath = "/tmp" }, []string{"configMountPath"}, "overlaps the scratch folder"},
+		{"deadline not a duration", func(a *WorldBackupArgs) { a.Deadline = "30" }, []string{"deadline"}, `deadline "30" is not a Go duration`},
+		{"deadline zero", func(a *WorldBackupArgs) { a.Deadline = "0s" }, []string{"deadline"}, "too short"},
+		{"ttl negative", func(a *WorldBackupArgs) { a.TTLAfterFinished = "-1m" }, []string{"ttlAfterFinished"}, "too short"},
+		{"timeout below deadline", func(a *WorldBackupArgs) { a.Timeout = "10m" }, []string{"timeout"}, "shorter than deadline"},
+		{"timeout not a duration", func(a *WorldBackupArgs) { a.Timeout = "soon" }, []string{"timeout"}, "not a Go duration"},
+		{"cpuLimit invalid", func(a *WorldBackupArgs) { a.CPULimit = "one" }, []string{"cpuLimit"}, "not a Kubernetes quantity"},
+		{"memoryLimit zero", func(a *WorldBackupArgs) { a.MemoryLimit = "0" }, []string{"memoryLimit"}, "greater than zero"},
+		{"securityMode unknown", func(a *WorldBackupArgs) { a.SecurityMode = "privileged" }, []string{"securityMode"}, "use baseline"},
+		{"restricted as root", func(a *WorldBackupArgs) { a.SecurityMode = "restricted"; a.RunAsUser = new(0) }, []string{"runAsUser"}, "forbids"},
+		{"restricted without fsGroup", func(a *WorldBackupArgs) { a.SecurityMode = "restricted"; a.FSGroup = new(0) }, []string{"fsGroup"}, "config Secret"},
+		{"restricted group 0", func(a *WorldBackupArgs) { a.SecurityMode = "restricted"; a.RunAsGroup = new(0) }, []string{"runAsGroup"}, "fsGroup defaults to 0"},
+		{"negative runAsGroup", func(a *WorldBackupArgs) { a.RunAsGroup = new(-1) }, []string{"runAsGroup"}, "out of range"},
+		{"negative backoffLimit", func(a *WorldBackupArgs) { a.BackoffLimit = new(-1) }, []string{"backoffLimit"}, "out of range"},
+		{"compression unknown", func(a *WorldBackupArgs) { a.Compression = "xz" }, []string{"compression"}, `compression "xz" is not supported`},
+		{"empty exclude", func(a *WorldBackupArgs) { a.Excludes = []string{"*.jar", ""} }, []string{"excludes"}, "item 1 is empty"},
+		{"nodeName and nodeSelector", func(a *WorldBackupArgs) {
+			a.NodeName = "n1"
+			a.NodeSelector = map[string]string{"zone": "a"}
+		}, []string{"nodeName"}, "set only one"},
+		{"nodeSelector bad value", func(a *WorldBackupArgs) { a.NodeSelector = map[string]string{"zone": "a b"} }, []string{"nodeSelector"}, `value "a b"`},
+		{"label reserved", func(a *WorldBackupArgs) { a.Labels = map[string]string{"app.kubernetes.io/name": "x"} }, []string{"labels"}, "set by the component"},
+		{"label value invalid", func(a *WorldBackupArgs) { a.Labels = map[string]string{"team": strings.Repeat("x", 64)} }, []string{"labels"}, "value"},
+		{"label key invalid", func(a *WorldBackupArgs) { a.Labels = map[string]string{"bad key": "x"} }, []string{"labels"}, `key "bad key"`},
+		{"annotation reserved", func(a *WorldBackupArgs) { a.Annotations = map[string]string{"worldbackup.dev/run-id": "x"} }, []string{"annotations"}, "set by the component"},
+		{"several problems listed together", func(a *WorldBackupArgs) {
+			a.Image = ""
+			a.Compression = "xz"
+			a.Deadline = "forever"
+		}, []string{"image", "deadline", "compression"}, "3 invalid inputs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := validArgs()
+			tt.modify(&args)
+			checkInputError(t, args, tt.wantInputs, []string{tt.wantText})
+		})
+	}
+}
+
+// checkInputError runs NewWorldBackup on args under mocks and checks that it
+// fails with exactly wantInputs, messages containing wantText, and that
+// nothing was registered.
+func checkInputError(t *testing.T, args WorldBackupArgs, wantInputs, wantText []string) {
+	t.Helper()
+	if err := args.Validate(); err == nil {
+		t.Fatal("Validate() = nil, want an error")
+	}
+	m, err := runMocked(t, func(ctx *pulumi.Context) error {
+		_, err := NewWorldBackup(ctx, "backup", args)
+		return err
+	})
+	var ie *InputError
+	if !errors.As(err, &ie) {
+		t.Fatalf("error = %v, want an *InputError", err)
+	}
+	if !slices.Equal(ie.Inputs(), wantInputs) {
+		t.Fatalf("inputs with problems = %q, want %q (%v)", ie.Inputs(), wantInputs, err)
+	}
+	for _, want := range wantText {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not contain %q", err, want)
+		}
+	}
+	for _, p := range ie.Problems {
+		if !strings.HasPrefix(p.Message, p.Input+" ") {
+			t.Fatalf("message %q does not start with its input %q", p.Message, p.Input)
+		}
+	}
+	if len(m.resources) != 0 {
+		t.Fatalf("registered %d resources despite invalid inputs", len(m.resources))
+	}
+}
+
+func TestWorldBackupValidArgs(t *testing.T) {
+	if err := validArgs().Validate(); err != nil {
+		t.Fatalf("Validate() = %v", err)
+	}
+}
+
+func TestWorldBackupTwoServers(t *testing.T) {
+	var a, b outputs
+	var wg sync.WaitGroup
+	m, err := runMocked(t, func(ctx *pulumi.Context) error {
+		for _, s := range []struct {
+			server string
+			into   *outputs
+		}{{"survival", &a}, {"creative", &b}} {
+			args := validArgs()
+			args.Server = s.server
+			wb, err := NewWorldBackup(ctx, s.server, args)
+			if err != nil {
+				return err
+			}
+			capture(wb, &wg, s.into)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	jobs := m.ofType("kubernetes:batch/v1:Job")
+	if len(jobs) != 2 {
+		t.Fatalf("Jobs = %d, want 2", len(jobs))
+	}
+	names := map[string]bool{}
+	claims := map[string]bool{}
+	for _, j := range jobs {
+		var job batchv1.Job
+		b, _ := json.Marshal(j.Inputs.Mappable())
+		if err := json.Unmarshal(b, &job); err != nil {
+			t.Fatal(err)
+		}
+		names[job.Name] = true
+		claims[job.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ClaimName] = true
+		if !strings.HasSuffix(j.RegisterRPC.GetParent(), "::"+strings.TrimSuffix(j.Name, "-job")) {
+			t.Fatalf("Job %q has parent %q", j.Name, j.RegisterRPC.GetParent())
+		}
+	}
+	if !names["survival-backup-20250601-0300"] || !names["creative-backup-20250601-0300"] {
+		t.Fatalf("Job names = %v", names)
+	}
+	if !claims["world-survival-0"] || !claims["world-creative-0"] {
+		t.Fatalf("world claims = %v", claims)
+	}
+	if a.jobName == b.jobName || a.archiveRef == b.archiveRef {
+		t.Fatalf("outputs collide: %+v and %+v", a, b)
+	}
+	if b.archiveRef != "/backups/creative/20250601-0300.tar.zst" {
+		t.Fatalf("archiveRef = %q", b.archiveRef)
+	}
+}
+
+func TestWorldBackupExplicitProvider(t *testing.T) {
+	const providerURN = "urn:pulumi:stack::project::pulumi:providers:kubernetes::"
+	tests := []struct {
+		name         string
+		opts         func(p *kubernetes.Provider) []pulumi.ResourceOption
+		wantProvider string
+	}{
+		{"pulumi.Provider", func(p *kubernetes.Provider) []pulumi.ResourceOption {
+			return []pulumi.ResourceOption{pulumi.Provider(p)}
+		}, providerURN + "cluster-a::cluster-a-id"},
+		{"pulumi.Providers", func(p *kubernetes.Provider) []pulumi.ResourceOption {
+			return []pulumi.ResourceOption{pulumi.Providers(p)}
+		}, providerURN + "cluster-a::cluster-a-id"},
+		{"no provider: the default", func(*kubernetes.Provider) []pulumi.ResourceOption { return nil }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := runMocked(t, func(ctx *pulumi.Context) error {
+				p, err := kubernetes.NewProvider(ctx, "cluster-a", &kubernetes.ProviderArgs{
+					Namespace: pulumi.String("minecraft"),
+				})
+				if err != nil {
+					return err
+				}
+				_, err = NewWorldBackup(ctx, "backup", validArgs(), tt.opts(p)...)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs := m.ofType("kubernetes:batch/v1:Job")
+			if len(jobs) != 1 {
+				t.Fatalf("Jobs = %d, want 1", len(jobs))
+			}
+			if jobs[0].Provider != tt.wantProvider {
+				t.Fatalf("Job provider = %q, want %q", jobs[0].Provider, tt.wantProvider)
+			}
+		})
+	}
+}
+
+// TestWorldBackupTwoClusters is the multi-cluster case: one program, two
+// providers, each Job on its own cluster.
+func TestWorldBackupTwoClusters(t *testing.T) {
+	m, err := runMocked(t, func(ctx *pulumi.Context) error {
+		for _, c := range []string{"east", "west"} {
+			p, err := kubernetes.NewProvider(ctx, c, &kubernetes.ProviderArgs{})
+			if err != nil {
+				return err
+			}
+			if _, err := NewWorldBackup(ctx, "backup-"+c, validArgs(), pulumi.Provider(p)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, j := range m.ofType("kubernetes:batch/v1:Job") {
+		got[j.Name] = j.Provider
+	}
+	want := map[string]string{
+		"backup-east-job": "urn:pulumi:stack::project::pulumi:providers:kubernetes::east::east-id",
+		"backup-west-job": "urn:pulumi:stack::project::pulumi:providers:kubernetes::west::west-id",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Job providers = %v, want %v", got, want)
+	}
+}
+
+// TestWorldBackupOutputsDependOnJob checks that a resource taking archiveRef
+// depends on the Job, so it waits for the backup during `pulumi up`.
+func TestWorldBackupOutputsDependOnJob(t *testing.T) {
+	m, err := runMocked(t, func(ctx *pulumi.Context) error {
+		wb, err := NewWorldBackup(ctx, "backup", validArgs())
+		if err != nil {
+			return err
+		}
+		var consumer pulumi.CustomResourceState
+		return ctx.RegisterResource("test:index:Consumer", "consumer", pulumi.Map{"ref": wb.ArchiveRef}, &consumer)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumers := m.ofType("test:index:Consumer")
+	if len(consumers) != 1 {
+		t.Fatalf("consumers = %d, want 1", len(consumers))
+	}
+	rpc := consumers[0].RegisterRPC
+	const jobURN = "urn:pulumi:stack::project::worldbackup:index:WorldBackup$kubernetes:batch/v1:Job::backup-job"
+	if deps := rpc.GetPropertyDependencies()["ref"].GetUrns(); !slices.Contains(deps, jobURN) {
+		t.Fatalf("ref depends on %q, want %q among them", deps, jobURN)
+	}
+	if got := consumers[0].Inputs["ref"].StringValue(); got != "/backups/survival/20250601-0300.tar.zst" {
+		t.Fatalf("ref = %q", got)
+	}
+}
