@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"runtime"
@@ -257,6 +258,37 @@ func TestWithDatabaseAndRedact(t *testing.T) {
 	} {
 		if got := redact(in); strings.Contains(got, "topsecret") || strings.Contains(got, "top secret") {
 			t.Errorf("redact(%q) = %q leaks the password", in, got)
+		}
+	}
+}
+
+func TestReapStale(t *testing.T) {
+	// A server whose owner is gone, as a killed test binary leaves it.
+	s, err := startServer()
+	if err != nil {
+		unavailable(t, os.Getenv("CI") == "true", err)
+	}
+	t.Cleanup(func() { _ = s.shutdown() })
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, ownerFile), []byte(strconv.Itoa(dead.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reapStale(filepath.Dir(s.dir), s.bin, s.cred)
+	if _, err := os.Stat(s.dir); !os.IsNotExist(err) {
+		t.Errorf("stale server folder %s not removed (err=%v)", s.dir, err)
+	}
+	if err := ping(t.Context(), s.adminURL()); err == nil {
+		t.Error("stale server still answers")
+	}
+	// The shared server of this binary (owner alive) is left alone.
+	if os.Getenv("DATABASE_URL") == "" {
+		u := URL(t)
+		reapStale(filepath.Dir(s.dir), s.bin, s.cred)
+		if err := ping(t.Context(), u); err != nil {
+			t.Errorf("live server reaped: %v", err)
 		}
 	}
 }

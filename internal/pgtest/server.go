@@ -20,6 +20,9 @@ import (
 // binGlob is where Debian and Ubuntu install the PostgreSQL server binaries.
 const binGlob = "/usr/lib/postgresql/*/bin"
 
+// ownerFile, in a server folder, holds the PID of the test binary that owns it.
+const ownerFile = "owner.pid"
+
 // Server is a private PostgreSQL server in a temporary folder.
 type Server struct {
 	t       testing.TB // set by NewPrivate; Stop and Start fail this test
@@ -93,9 +96,17 @@ func startServer() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp(tempBase(cred != nil), "pgtest-")
+	base := tempBase(cred != nil)
+	reapStale(base, bin, cred)
+	dir, err := os.MkdirTemp(base, "pgtest-")
 	if err != nil {
 		return nil, fmt.Errorf("creating the server folder: %w", err)
+	}
+	// Record the owning process, so a later run can stop this server if the
+	// test binary dies without running Main's cleanup (a panic, a timeout).
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("writing %s: %w", ownerFile, err)
 	}
 	s := &Server{bin: bin, dir: dir, cred: cred}
 	if cred != nil {
@@ -293,4 +304,23 @@ func tail(path string) string {
 		b = b[len(b)-4096:]
 	}
 	return string(b)
+}
+
+// reapStale stops and removes private servers whose test binary is gone
+// (killed, panicked or timed out before Main could stop them).
+func reapStale(base, bin string, cred *syscall.Credential) {
+	dirs, _ := filepath.Glob(filepath.Join(base, "pgtest-*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue // not ours, or being created right now
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue // owner alive (or unknown): leave it
+		}
+		s := &Server{bin: bin, dir: dir, cred: cred, running: true}
+		_ = s.shutdown() // pg_ctl stop fails harmlessly when nothing runs
+		_ = os.RemoveAll(dir)
+	}
 }

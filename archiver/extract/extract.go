@@ -1,0 +1,285 @@
+// Package extract restores a world from an archive that may have been
+// tampered with, without letting it write anywhere but the target folder.
+//
+// Restore checks the archive's SHA-256 before extracting anything, detects
+// the compression from magic bytes (zstd, gzip, plain tar), extracts into a
+// fresh staging folder through os.Root, and only when the whole archive
+// extracted cleanly swaps the staging folder into place. A refused or failed
+// archive leaves the target untouched; the error names the entry and why.
+//
+// # What is refused
+//
+// Names that are empty, absolute, contain NUL bytes or a ".." component, or
+// start at the top level with ".worldbackup-" (reserved for the staging
+// folders). Symlinks with an absolute target or one that could resolve out
+// of the root (see checkSymlinkTarget: only leading ".." are allowed, no
+// deeper than the link's folder). Hardlinks whose target is not an earlier
+// regular-file entry. Any entry whose parent path crosses a symlink, even one
+// pointing inside the root: entries are written only through real folders.
+// Duplicate entries (the same name twice, whatever the types; a directory
+// entry after files were placed in it implicitly is fine). Character and
+// block devices, fifos, and any other entry type but regular files (sparse
+// included), directories, symlinks and hardlinks. More entries than
+// MaxEntries, more content bytes than MaxBytes, zstd frames needing more
+// than MaxDecoderMemory, a stream that ends before the tar end-of-archive
+// marker, and an archive whose bytes change between the checksum pass and
+// the extraction pass.
+//
+// # What is kept
+//
+// Content, permission bits (setuid, setgid and sticky bits are dropped),
+// modification times (nanoseconds when the archive has them; symlinks
+// included), access times when the archive has them, and, only when running
+// as root, numeric owners (user and group names are ignored: they do not
+// map across containers).
+//
+// # Layouts and crash behaviour
+//
+// "beside" (DIR on an ordinary filesystem): the archive is extracted into
+// `.<name>.worldbackup-staging-<random>` next to DIR; then DIR is renamed to
+// `<DIR>.previous`, the staging folder to DIR, and `<DIR>.previous` is
+// removed. "inside" (DIR is a mount point, or its parent is read-only or on
+// another device, as in the Kubernetes restore Job where DIR is the root of a
+// volume): the staging folder is `DIR/.worldbackup-staging-<random>`; DIR's
+// children are moved into `DIR/.worldbackup-previous/`, the staged children
+// into DIR, and the previous folder is removed. DIR itself, and a
+// `lost+found` at its top, stay where they are.
+//
+// Before the swap a journal (`.<name>.worldbackup-swap` beside DIR, or
+// `DIR/.worldbackup-swap`) records the phase: "stash" while the old world is
+// moved aside, "install" while the new one is moved in. A rerun after a crash
+// reads it first: in "stash" it moves the old world back (DIR as it was
+// before the interrupted run); in "install" it finishes moving the new world
+// in (it was completely extracted and synced before the journal was
+// written); in both it then removes the previous and staging folders and the
+// journal, and goes on with its own restore. Staging folders left by a crash
+// during extraction are removed. A `<DIR>.previous` or
+// `.worldbackup-previous` with no journal is not ours: the restore stops and
+// asks for it to be moved away. Two restores into one DIR at once are
+// refused by a lock (flock) on DIR (inside) or its parent (beside).
+package extract
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Defaults for the caps.
+const (
+	DefaultMaxBytes         int64 = 64 << 30  // 64 GiB of file content
+	DefaultMaxEntries       int64 = 1_000_000 // archive members
+	DefaultMaxDecoderMemory int64 = 128 << 20 // zstd window: covers every level and --long=27
+)
+
+// Layout says where the staging folder goes; see the package comment.
+type Layout string
+
+// Layouts.
+const (
+	LayoutAuto   Layout = ""       // inside when DIR is a mount point or its parent is not writable or on another device, else beside
+	LayoutBeside Layout = "beside" // staging next to DIR, DIR renamed
+	LayoutInside Layout = "inside" // staging inside DIR, DIR's children moved
+)
+
+// Options of one restore.
+type Options struct {
+	Archive string // path of the archive file
+	SHA256  string // expected SHA-256 of the archive file, hex
+	Into    string // target folder (DIR)
+	Replace bool   // required when DIR is not empty
+
+	MaxBytes         int64  // cap on total content bytes; 0 means DefaultMaxBytes
+	MaxEntries       int64  // cap on archive members; 0 means DefaultMaxEntries
+	MaxDecoderMemory int64  // cap on the zstd window/decoder memory; 0 means DefaultMaxDecoderMemory
+	Layout           Layout // where to stage; LayoutAuto unless a test must force one
+}
+
+var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func (o Options) withDefaults() Options {
+	o.SHA256 = strings.ToLower(strings.TrimSpace(o.SHA256))
+	if o.MaxBytes == 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.MaxEntries == 0 {
+		o.MaxEntries = DefaultMaxEntries
+	}
+	if o.MaxDecoderMemory == 0 {
+		o.MaxDecoderMemory = DefaultMaxDecoderMemory
+	}
+	return o
+}
+
+// Validate reports the first problem with o, saying what to fix. It accepts
+// options before or after withDefaults (zero caps mean the defaults, and the
+// checksum may be upper-case), so main can call it to tell usage errors
+// (exit 2) from failed restores.
+func (o Options) Validate() error {
+	switch {
+	case o.Archive == "":
+		return errors.New("no archive given (--archive PATH)")
+	case o.SHA256 == "":
+		return errors.New("no checksum given (--sha256 HEX): the archive's SHA-256 must be checked before extracting")
+	case !hexSHA256.MatchString(strings.ToLower(strings.TrimSpace(o.SHA256))):
+		return fmt.Errorf("--sha256 %q is not a SHA-256: want 64 hex digits", o.SHA256)
+	case o.Into == "":
+		return errors.New("no target folder given (--into DIR)")
+	case filepath.Clean(o.Into) == "/":
+		return errors.New("--into / would replace the whole filesystem: give the world's folder")
+	case o.MaxBytes < 0:
+		return fmt.Errorf("--max-bytes %d is negative", o.MaxBytes)
+	case o.MaxEntries < 0:
+		return fmt.Errorf("--max-entries %d is negative", o.MaxEntries)
+	case o.MaxDecoderMemory < 0 || (o.MaxDecoderMemory > 0 && o.MaxDecoderMemory < 1<<20):
+		return fmt.Errorf("zstd decoder memory cap %d is below 1 MiB", o.MaxDecoderMemory)
+	}
+	switch o.Layout {
+	case LayoutAuto, LayoutBeside, LayoutInside:
+	default:
+		return fmt.Errorf("unknown layout %q: want beside or inside", o.Layout)
+	}
+	return nil
+}
+
+// Result describes a finished restore.
+type Result struct {
+	Entries      int64         // archive members processed
+	Files        int64         // regular files written
+	Dirs         int64         // directory entries
+	Symlinks     int64         // symlinks created
+	Hardlinks    int64         // hardlinks created
+	Bytes        int64         // file content bytes written
+	ArchiveBytes int64         // size of the archive file
+	Compression  string        // zstd | gzip | none
+	Layout       Layout        // beside | inside
+	Replaced     bool          // DIR had contents, now replaced
+	Duration     time.Duration // whole run, checksum pass included
+}
+
+// ErrRefused is wrapped by every refusal of the archive's contents (as
+// opposed to I/O failures or bad options); see RefusedError.
+var ErrRefused = errors.New("archive refused")
+
+// ErrChecksum is returned when the archive's SHA-256 is not the expected one.
+var ErrChecksum = errors.New("archive checksum mismatch")
+
+// RefusedError says which entry of the archive was refused and why.
+type RefusedError struct {
+	Index  int64  // 1-based position of the entry in the archive; 0 when not about one entry
+	Name   string // the entry's name as stored in the archive
+	Reason string
+}
+
+func (e *RefusedError) Error() string {
+	if e.Index == 0 {
+		return "archive refused: " + e.Reason
+	}
+	return fmt.Sprintf("archive refused: entry %d %q: %s", e.Index, e.Name, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrRefused) true.
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
+
+// Restore verifies the archive and restores it into o.Into; see the package
+// comment. On any error o.Into is as it was (after finishing or undoing a
+// swap interrupted by an earlier crash).
+func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
+	start := time.Now()
+	o = o.withDefaults()
+	if err := o.Validate(); err != nil {
+		return Result{}, err
+	}
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	log = log.Named("restore").With("archive", o.Archive, "into", o.Into)
+
+	archive, err := filepath.Abs(o.Archive)
+	if err != nil {
+		return Result{}, fmt.Errorf("resolving archive path: %w", err)
+	}
+	if archive, err = filepath.EvalSymlinks(archive); err != nil {
+		return Result{}, fmt.Errorf("opening archive: %w", err)
+	}
+
+	t, err := openTarget(o.Into, o.Layout, log)
+	if err != nil {
+		return Result{}, err
+	}
+	defer t.close()
+	if within(t.dir, archive) {
+		return Result{}, fmt.Errorf("archive %s lies inside the target folder %s, which the restore replaces: move it elsewhere first", archive, t.dir)
+	}
+	if err := t.recover(); err != nil {
+		return Result{}, err
+	}
+	empty, err := t.empty()
+	if err != nil {
+		return Result{}, err
+	}
+	if !empty && !o.Replace {
+		return Result{}, fmt.Errorf("%s is not empty: pass --replace to replace its contents "+
+			"(they are kept until the new world is fully extracted, then removed)", t.dir)
+	}
+
+	f, err := os.Open(archive)
+	if err != nil {
+		return Result{}, fmt.Errorf("opening archive: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return Result{}, fmt.Errorf("opening archive: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return Result{}, fmt.Errorf("archive %s is not a regular file", archive)
+	}
+
+	sum, n, err := hashFile(ctx, f)
+	if err != nil {
+		return Result{}, fmt.Errorf("checksumming archive %s: %w", archive, err)
+	}
+	if sum != o.SHA256 {
+		return Result{}, fmt.Errorf("%w: %s has SHA-256 %s (%d bytes), expected %s: the archive is damaged or not the one recorded; nothing was extracted",
+			ErrChecksum, archive, sum, n, o.SHA256)
+	}
+	log.Info("checksum verified", "sha256", sum, "bytes", n)
+
+	res := Result{ArchiveBytes: n, Layout: t.layout, Replaced: !empty}
+	if _, err := f.Seek(0, 0); err != nil {
+		return Result{}, fmt.Errorf("rewinding archive: %w", err)
+	}
+	st, err := t.newStaging()
+	if err != nil {
+		return Result{}, err
+	}
+	if err := extract(ctx, f, st, o, &res); err != nil {
+		if rmErr := t.dropStaging(st); rmErr != nil {
+			log.Warn("removing staging folder", "staging", st.name, "error", rmErr)
+		}
+		return Result{}, err
+	}
+	if err := t.swap(st, o.SHA256); err != nil {
+		return Result{}, err
+	}
+	res.Duration = time.Since(start)
+	log.Info("restored", "entries", res.Entries, "files", res.Files, "bytes", res.Bytes,
+		"compression", res.Compression, "layout", string(res.Layout), "replaced", res.Replaced,
+		"duration", res.Duration.Round(time.Millisecond).String(),
+		"mb_per_s", fmt.Sprintf("%.1f", float64(res.Bytes)/1e6/max(res.Duration.Seconds(), 1e-9)))
+	return res, nil
+}
+
+// within reports whether p is dir or below it (both absolute, clean).
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
