@@ -21,6 +21,7 @@ mkdir -p "$WB_TOOLS/bin" "$PULUMI_HOME"
 modver() { (cd "$1" && go list -m -f '{{.Version}}' "$2"); }
 cli_version=$(modver tools/pulumi-cli github.com/pulumi/pulumi/pkg/v3)
 k8s_version=$(modver . github.com/pulumi/pulumi-kubernetes/sdk/v4)
+k8s_version=${k8s_version#v}  # the plugin reports 4.32.0; its install folder says v4.32.0
 yaml_version=$(modver tools/pulumi-yaml github.com/pulumi/pulumi-yaml)
 
 # stamp NAME VERSION: true when .tools/bin/NAME was built for VERSION.
