@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	k8sbatchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/utilities"
@@ -28,6 +29,24 @@ func registerJob(ctx *pulumi.Context, name string, job *batchv1.Job, opts ...pul
 		return nil, fmt.Errorf("registering Job %q: %w", name, err)
 	}
 	return &res, nil
+}
+
+// registerChildJob registers job as the child Job of the component parent,
+// named name, with timeout as its create and update timeout (how long the
+// Kubernetes provider waits for it to finish).
+func registerChildJob(ctx *pulumi.Context, parent pulumi.Resource, name string, job *batchv1.Job, timeout time.Duration) (*k8sbatchv1.Job, error) {
+	t := timeout.String()
+	return registerJob(ctx, name, job,
+		pulumi.Parent(parent),
+		pulumi.Timeouts(&pulumi.CustomTimeouts{Create: t, Update: t}),
+	)
+}
+
+// knownAfter returns the known value v as an output that depends on res, so
+// a resource that takes it waits for res (a component's outputs wait for its
+// Job).
+func knownAfter(res pulumi.Resource, v string) pulumi.StringOutput {
+	return res.URN().ApplyT(func(pulumi.URN) string { return v }).(pulumi.StringOutput)
 }
 
 // jobInputs converts job to Pulumi inputs through its JSON form, the form the

@@ -11,12 +11,21 @@ import (
 	"github.com/pulumi/pulumi-go-provider/integration"
 )
 
-// TestSchemaThroughInfer serves NewWorldBackup with infer.ComponentF, the
-// way the plugin does, and checks its token and that every input and output
-// is documented.
-func TestSchemaThroughInfer(t *testing.T) {
+// componentSchema is one resource of a plugin schema.
+type componentSchema struct {
+	IsComponent     bool                                    `json:"isComponent"`
+	Description     string                                  `json:"description"`
+	InputProperties map[string]struct{ Description string } `json:"inputProperties"`
+	RequiredInputs  []string                                `json:"requiredInputs"`
+	Properties      map[string]struct{ Description string } `json:"properties"`
+}
+
+// schemaOf serves comp with infer.ComponentF, the way the plugin does, and
+// returns its resource token's schema.
+func schemaOf(t *testing.T, comp infer.InferredComponent, token string) componentSchema {
+	t.Helper()
 	prov, err := infer.NewProviderBuilder().
-		WithComponents(infer.ComponentF(NewWorldBackup)).
+		WithComponents(comp).
 		Build()
 	if err != nil {
 		t.Fatal(err)
@@ -30,31 +39,27 @@ func TestSchemaThroughInfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	var schema struct {
-		Resources map[string]struct {
-			IsComponent     bool                                    `json:"isComponent"`
-			Description     string                                  `json:"description"`
-			InputProperties map[string]struct{ Description string } `json:"inputProperties"`
-			RequiredInputs  []string                                `json:"requiredInputs"`
-			Properties      map[string]struct{ Description string } `json:"properties"`
-		} `json:"resources"`
+		Resources map[string]componentSchema `json:"resources"`
 	}
 	if err := json.Unmarshal([]byte(resp.Schema), &schema); err != nil {
 		t.Fatal(err)
 	}
-	res, ok := schema.Resources[WorldBackupType]
+	res, ok := schema.Resources[token]
 	if !ok {
-		t.Fatalf("schema has no %s; resources: %v", WorldBackupType, schema.Resources)
+		t.Fatalf("schema has no %s; resources: %v", token, schema.Resources)
 	}
 	if !res.IsComponent || res.Description == "" {
-		t.Fatalf("%s: isComponent %v, description %q", WorldBackupType, res.IsComponent, res.Description)
+		t.Fatalf("%s: isComponent %v, description %q", token, res.IsComponent, res.Description)
 	}
-	wantInputs := []string{"server", "formerOwner", "runId", "image", "backupClaimName", "namespace",
-		"serviceAccountName", "configSecretName", "configMountPath", "backupRoot", "worldRoot",
-		"worldClaimName", "deadline", "cpuLimit", "memoryLimit", "securityMode", "runAsUser", "runAsGroup",
-		"fsGroup", "ttlAfterFinished", "backoffLimit", "compression", "excludes", "nodeName", "nodeSelector",
-		"labels", "annotations", "skipAwait", "timeout"}
+	return res
+}
+
+// checkDocumented checks that res has exactly wantInputs, each documented,
+// the required ones wantRequired, and every output in wantOutputs documented.
+func checkDocumented(t *testing.T, res componentSchema, wantInputs, wantRequired, wantOutputs []string) {
+	t.Helper()
 	if len(res.InputProperties) != len(wantInputs) {
-		t.Fatalf("inputs = %d, want %d", len(res.InputProperties), len(wantInputs))
+		t.Errorf("inputs = %d, want %d", len(res.InputProperties), len(wantInputs))
 	}
 	for _, in := range wantInputs {
 		if res.InputProperties[in].Description == "" {
@@ -62,12 +67,30 @@ func TestSchemaThroughInfer(t *testing.T) {
 		}
 	}
 	required := slices.Sorted(slices.Values(res.RequiredInputs))
-	if !slices.Equal(required, []string{"backupClaimName", "image", "runId", "server"}) {
-		t.Errorf("required inputs = %v", required)
+	if !slices.Equal(required, wantRequired) {
+		t.Errorf("required inputs = %v, want %v", required, wantRequired)
 	}
-	for _, out := range []string{"jobName", "namespace", "runId", "archiveRef"} {
+	if len(res.Properties) != len(wantOutputs) {
+		t.Errorf("outputs = %d, want %d", len(res.Properties), len(wantOutputs))
+	}
+	for _, out := range wantOutputs {
 		if res.Properties[out].Description == "" {
 			t.Errorf("output %q is missing or undocumented", out)
 		}
 	}
+}
+
+// TestSchemaThroughInfer serves NewWorldBackup with infer.ComponentF, the
+// way the plugin does, and checks its token and that every input and output
+// is documented.
+func TestSchemaThroughInfer(t *testing.T) {
+	res := schemaOf(t, infer.ComponentF(NewWorldBackup), WorldBackupType)
+	checkDocumented(t, res,
+		[]string{"server", "formerOwner", "runId", "image", "backupClaimName", "namespace",
+			"serviceAccountName", "configSecretName", "configMountPath", "backupRoot", "worldRoot",
+			"worldClaimName", "deadline", "cpuLimit", "memoryLimit", "securityMode", "runAsUser", "runAsGroup",
+			"fsGroup", "ttlAfterFinished", "backoffLimit", "compression", "excludes", "nodeName", "nodeSelector",
+			"labels", "annotations", "skipAwait", "timeout"},
+		[]string{"backupClaimName", "image", "runId", "server"},
+		[]string{"jobName", "namespace", "runId", "archiveRef"})
 }

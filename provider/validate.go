@@ -39,8 +39,136 @@ const (
 	TimeoutMargin = 5 * time.Minute
 )
 
+// Shared defaults of the mount paths (WorldBackup and WorldRestore).
+const (
+	DefaultBackupRoot = "/backups"
+	DefaultWorldRoot  = "/world"
+)
+
 // maxID is the largest UID/GID accepted (Kubernetes allows 0..2^31-1).
 const maxID = math.MaxInt32
+
+// Limits of the duration inputs.
+const (
+	maxDeadline = 7 * 24 * time.Hour
+	maxTTL      = time.Duration(math.MaxInt32) * time.Second
+)
+
+func setDefault(v *string, def string) {
+	if *v == "" {
+		*v = def
+	}
+}
+
+// sharedInputs are the inputs every component's Job shares, as given: each
+// component's args copy theirs into one (see WorldBackupArgs.shared).
+type sharedInputs struct {
+	Namespace          string
+	ServiceAccountName string
+	Deadline           string
+	Timeout            string
+	TTLAfterFinished   string
+	BackoffLimit       *int
+	CPULimit           string
+	MemoryLimit        string
+	SecurityMode       string
+	RunAsUser          *int
+	RunAsGroup         *int
+	FSGroup            *int
+	NodeName           string
+	NodeSelector       map[string]string
+	Labels             map[string]string
+	Annotations        map[string]string
+	SkipAwait          bool
+}
+
+// withDefaults returns a copy of j with every empty input set to its
+// default. The identity inputs (runAsUser, runAsGroup, fsGroup) depend on
+// the security mode and are resolved by problems.identity; timeout defaults
+// to deadline plus TimeoutMargin when deadline parses.
+func (j sharedInputs) withDefaults() sharedInputs {
+	setDefault(&j.Namespace, DefaultNamespace)
+	setDefault(&j.ServiceAccountName, DefaultServiceAccountName)
+	setDefault(&j.Deadline, DefaultDeadline)
+	setDefault(&j.CPULimit, DefaultCPULimit)
+	setDefault(&j.MemoryLimit, DefaultMemoryLimit)
+	setDefault(&j.SecurityMode, DefaultSecurityMode)
+	setDefault(&j.TTLAfterFinished, DefaultTTLAfterFinished)
+	if j.BackoffLimit == nil {
+		j.BackoffLimit = new(DefaultBackoffLimit)
+	}
+	if d, err := time.ParseDuration(j.Deadline); err == nil && j.Timeout == "" {
+		j.Timeout = (d + TimeoutMargin).String()
+	}
+	return j
+}
+
+// jobRules are what differs between components in checking sharedInputs.
+type jobRules struct {
+	// run names what the Job does in messages, e.g. "backup".
+	run string
+	// baselineCaps lists the capabilities baseline mode keeps, e.g.
+	// "DAC_OVERRIDE".
+	baselineCaps string
+	// fsGroupNeed says why restricted mode needs a non-zero fsGroup, e.g.
+	// "so that ... can read the config Secret"; "" when it does not.
+	fsGroupNeed string
+}
+
+// jobSettings are validated sharedInputs, in the builders' types.
+type jobSettings struct {
+	Namespace          string
+	ServiceAccountName string
+	Deadline           time.Duration
+	Timeout            time.Duration // Pulumi's create/update timeout
+	TTLAfterFinished   time.Duration
+	BackoffLimit       int32
+	Resources          jobspec.Resources
+	Identity           jobspec.Identity
+	Placement          jobspec.Placement
+	Labels             map[string]string
+	Annotations        map[string]string
+	SkipAwait          bool
+}
+
+// job checks the shared inputs j (after withDefaults) and returns them
+// resolved; the result is meaningful only when no problem was recorded.
+func (p *problems) job(j sharedInputs, r jobRules) jobSettings {
+	p.dnsLabel("namespace", j.Namespace)
+	p.dnsSubdomain("serviceAccountName", j.ServiceAccountName)
+	deadline, deadlineOK := p.duration("deadline", j.Deadline, time.Second, maxDeadline)
+	ttl, _ := p.duration("ttlAfterFinished", j.TTLAfterFinished, 0, maxTTL)
+	var timeout time.Duration
+	if deadlineOK {
+		var ok bool
+		if timeout, ok = p.duration("timeout", j.Timeout, time.Second, maxDeadline+TimeoutMargin); ok && timeout < deadline {
+			p.addf("timeout", "%q is shorter than deadline %q: Pulumi would stop waiting while the %s still runs; use at least the deadline, or set skipAwait", j.Timeout, j.Deadline, r.run)
+		}
+	}
+	cpu, _ := p.quantity("cpuLimit", j.CPULimit, "500m or 2")
+	mem, _ := p.quantity("memoryLimit", j.MemoryLimit, "512Mi or 2Gi")
+	id := p.identity(j.SecurityMode, j.RunAsUser, j.RunAsGroup, j.FSGroup, r)
+	if *j.BackoffLimit < 0 || *j.BackoffLimit > 100 {
+		p.addf("backoffLimit", "%d is out of range: use 0 to 100 (retries after a failed pod)", *j.BackoffLimit)
+	}
+	p.placement(j.NodeName, j.NodeSelector)
+	p.labels("labels", j.Labels, jobspec.ReservedLabels)
+	p.annotations("annotations", j.Annotations, jobspec.ReservedAnnotations)
+	return jobSettings{
+		Namespace:          j.Namespace,
+		ServiceAccountName: j.ServiceAccountName,
+		Deadline:           deadline,
+		Timeout:            timeout,
+		TTLAfterFinished:   ttl,
+		BackoffLimit:       int32(*j.BackoffLimit),
+		Resources:          jobspec.Resources{CPULimit: cpu, MemoryLimit: mem},
+		Identity:           id,
+		Placement:          jobspec.Placement{NodeName: j.NodeName, NodeSelector: j.NodeSelector},
+		Labels:             j.Labels,
+		Annotations:        j.Annotations,
+		SkipAwait:          j.SkipAwait,
+	}
+}
 
 func (p *problems) required(input, value, fix string) bool {
 	if value == "" {
@@ -50,13 +178,15 @@ func (p *problems) required(input, value, fix string) bool {
 	return true
 }
 
-func (p *problems) server(input, server string) {
+// server checks the server input; kind is the Job kind in the message
+// (naming.KindBackup, naming.KindRestore).
+func (p *problems) server(input, server, kind string) {
 	if !p.required(input, server, "set it to the game server's name (its StatefulSet name), e.g. survival") {
 		return
 	}
 	if !naming.IsDNSLabel(server, naming.MaxServerLen) {
-		p.addf(input, "%q is invalid: use at most %d lowercase letters, digits and '-', starting and ending with a letter or digit, so the Job name <server>-backup-<suffix> fits in 63 characters",
-			server, naming.MaxServerLen)
+		p.addf(input, "%q is invalid: use at most %d lowercase letters, digits and '-', starting and ending with a letter or digit, so the Job name <server>-%s-<suffix> fits in 63 characters",
+			server, naming.MaxServerLen, kind)
 	}
 }
 
@@ -237,7 +367,9 @@ func (p *problems) placement(nodeName string, selector map[string]string) {
 // identity resolves the security mode and identity inputs. Restricted mode
 // defaults runAsUser/runAsGroup to the game's UID/GID and fsGroup to
 // runAsGroup; baseline mode defaults them to 0 (root) and omits fsGroup.
-func (p *problems) identity(mode string, runAsUser, runAsGroup, fsGroup *int) jobspec.Identity {
+// r says which capabilities baseline mode keeps and whether restricted mode
+// needs a non-zero fsGroup.
+func (p *problems) identity(mode string, runAsUser, runAsGroup, fsGroup *int, r jobRules) jobspec.Identity {
 	p.id("runAsUser", runAsUser)
 	p.id("runAsGroup", runAsGroup)
 	p.id("fsGroup", fsGroup)
@@ -254,13 +386,15 @@ func (p *problems) identity(mode string, runAsUser, runAsGroup, fsGroup *int) jo
 		if id.RunAsUser == 0 {
 			p.addf("runAsUser", "is 0 (root), which securityMode restricted forbids: set it to the game's UID, e.g. %d, or leave it unset", DefaultGameUID)
 		}
-		if id.FSGroup == 0 && fsGroup == nil {
-			p.addf("runAsGroup", "is 0, so fsGroup defaults to 0, but securityMode restricted needs a non-zero fsGroup so that the non-root archiver can read the config Secret (files owned by root, mode 0400): set runAsGroup or fsGroup to the game's GID, e.g. %d", DefaultGameGID)
-		} else if id.FSGroup == 0 {
-			p.addf("fsGroup", "is 0, but securityMode restricted needs a non-zero fsGroup so that the non-root archiver can read the config Secret (files owned by root, mode 0400): leave fsGroup unset (it defaults to runAsGroup) or set it to the game's GID, e.g. %d", DefaultGameGID)
+		switch {
+		case r.fsGroupNeed == "" || id.FSGroup != 0:
+		case fsGroup == nil:
+			p.addf("runAsGroup", "is 0, so fsGroup defaults to 0, but securityMode restricted needs a non-zero fsGroup %s: set runAsGroup or fsGroup to the game's GID, e.g. %d", r.fsGroupNeed, DefaultGameGID)
+		default:
+			p.addf("fsGroup", "is 0, but securityMode restricted needs a non-zero fsGroup %s: leave fsGroup unset (it defaults to runAsGroup) or set it to the game's GID, e.g. %d", r.fsGroupNeed, DefaultGameGID)
 		}
 	default:
-		p.addf("securityMode", "%q is not supported: use baseline (root with DAC_OVERRIDE only) or restricted (the game's non-root UID, for namespaces that enforce the restricted Pod Security Standard)", mode)
+		p.addf("securityMode", "%q is not supported: use baseline (root with %s only) or restricted (the game's non-root UID, for namespaces that enforce the restricted Pod Security Standard)", mode, r.baselineCaps)
 	}
 	if id.FSGroup < 0 {
 		id.FSGroup = 0

@@ -1,9 +1,10 @@
 // Package provider holds the worldbackup Pulumi components. WorldBackup
 // declares one backup run of a Minecraft world as a Kubernetes Job that runs
-// the archiver; its Job is built by the pure builder in package jobspec from
-// validated inputs, so the same Job comes out of a Go program and of the
-// component-provider plugin (pulumi-go-provider's infer.ComponentF serves
-// NewWorldBackup as is).
+// `archiver backup`; WorldRestore declares one restore of an archive into a
+// world as a Job that runs `archiver restore`. Each Job is built by a pure
+// builder in package jobspec from validated inputs, so the same Job comes out
+// of a Go program and of the component-provider plugin (pulumi-go-provider's
+// infer.ComponentF serves NewWorldBackup and NewWorldRestore as they are).
 package provider
 
 import (
@@ -58,23 +59,14 @@ func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts
 	if err := ctx.RegisterComponentResource(WorldBackupType, name, comp, opts...); err != nil {
 		return nil, fmt.Errorf("registering WorldBackup %q: %w", name, err)
 	}
-	timeout := r.Timeout.String()
-	res, err := registerJob(ctx, name+"-job", job,
-		pulumi.Parent(comp),
-		pulumi.Timeouts(&pulumi.CustomTimeouts{Create: timeout, Update: timeout}),
-	)
+	res, err := registerChildJob(ctx, comp, name+"-job", job, r.Timeout)
 	if err != nil {
 		return nil, err
 	}
-
-	// Known values that carry the Job as a dependency.
-	afterJob := func(v string) pulumi.StringOutput {
-		return res.URN().ApplyT(func(pulumi.URN) string { return v }).(pulumi.StringOutput)
-	}
-	comp.JobName = afterJob(job.Name)
-	comp.Namespace = afterJob(job.Namespace)
-	comp.RunID = afterJob(r.Job.RunID)
-	comp.ArchiveRef = afterJob(r.ArchiveRef)
+	comp.JobName = knownAfter(res, job.Name)
+	comp.Namespace = knownAfter(res, job.Namespace)
+	comp.RunID = knownAfter(res, r.Job.RunID)
+	comp.ArchiveRef = knownAfter(res, r.ArchiveRef)
 	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
 		"jobName":    comp.JobName,
 		"namespace":  comp.Namespace,

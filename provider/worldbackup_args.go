@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"math"
 	"time"
 
 	"github.com/worldbackup/worldbackup/internal/layout"
@@ -13,16 +12,12 @@ import (
 const (
 	DefaultConfigSecretName = "felis-config"
 	DefaultConfigMountPath  = "/etc/felis"
-	DefaultBackupRoot       = "/backups"
-	DefaultWorldRoot        = "/world"
 	DefaultCompression      = layout.CompressionZstd
 )
 
-// Limits of the duration inputs.
-const (
-	maxDeadline = 7 * 24 * time.Hour
-	maxTTL      = time.Duration(math.MaxInt32) * time.Second
-)
+// fsGroupForSecret is why restricted mode needs a non-zero fsGroup in the
+// backup Job.
+const fsGroupForSecret = "so that the non-root archiver can read the config Secret (files owned by root, mode 0400)"
 
 // WorldBackupArgs are the inputs of a WorldBackup: plain values, so the same
 // struct serves Go programs and the component-provider plugin. Empty optional
@@ -59,13 +54,10 @@ type WorldBackupArgs struct {
 	Timeout            string            `pulumi:"timeout,optional"`
 }
 
-// withDefaults returns a copy of a with every empty optional input set to
-// its default. The identity inputs (runAsUser, runAsGroup, fsGroup) depend
-// on the security mode and are resolved by Validate; timeout defaults to
-// deadline plus TimeoutMargin when deadline parses.
+// withDefaults returns a copy of a with every empty optional input that
+// only WorldBackup has set to its default; the inputs every component shares
+// get theirs from sharedInputs.withDefaults.
 func (a WorldBackupArgs) withDefaults() WorldBackupArgs {
-	setDefault(&a.Namespace, DefaultNamespace)
-	setDefault(&a.ServiceAccountName, DefaultServiceAccountName)
 	setDefault(&a.ConfigSecretName, DefaultConfigSecretName)
 	setDefault(&a.ConfigMountPath, DefaultConfigMountPath)
 	setDefault(&a.BackupRoot, DefaultBackupRoot)
@@ -73,24 +65,30 @@ func (a WorldBackupArgs) withDefaults() WorldBackupArgs {
 	if a.Server != "" {
 		setDefault(&a.WorldClaimName, naming.WorldClaim(a.Server))
 	}
-	setDefault(&a.Deadline, DefaultDeadline)
-	setDefault(&a.CPULimit, DefaultCPULimit)
-	setDefault(&a.MemoryLimit, DefaultMemoryLimit)
-	setDefault(&a.SecurityMode, DefaultSecurityMode)
-	setDefault(&a.TTLAfterFinished, DefaultTTLAfterFinished)
-	if a.BackoffLimit == nil {
-		a.BackoffLimit = new(DefaultBackoffLimit)
-	}
 	setDefault(&a.Compression, DefaultCompression)
-	if d, err := time.ParseDuration(a.Deadline); err == nil && a.Timeout == "" {
-		a.Timeout = (d + TimeoutMargin).String()
-	}
 	return a
 }
 
-func setDefault(v *string, def string) {
-	if *v == "" {
-		*v = def
+// shared returns the inputs of a that every component shares.
+func (a WorldBackupArgs) shared() sharedInputs {
+	return sharedInputs{
+		Namespace:          a.Namespace,
+		ServiceAccountName: a.ServiceAccountName,
+		Deadline:           a.Deadline,
+		Timeout:            a.Timeout,
+		TTLAfterFinished:   a.TTLAfterFinished,
+		BackoffLimit:       a.BackoffLimit,
+		CPULimit:           a.CPULimit,
+		MemoryLimit:        a.MemoryLimit,
+		SecurityMode:       a.SecurityMode,
+		RunAsUser:          a.RunAsUser,
+		RunAsGroup:         a.RunAsGroup,
+		FSGroup:            a.FSGroup,
+		NodeName:           a.NodeName,
+		NodeSelector:       a.NodeSelector,
+		Labels:             a.Labels,
+		Annotations:        a.Annotations,
+		SkipAwait:          a.SkipAwait,
 	}
 }
 
@@ -108,15 +106,14 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 	a = a.withDefaults()
 	p := &problems{component: "worldbackup"}
 
-	p.server("server", a.Server)
+	p.server("server", a.Server, naming.KindBackup)
 	p.runID("runId", a.RunID)
 	p.text("formerOwner", a.FormerOwner, 253)
 	p.image("image", a.Image)
 	if p.required("backupClaimName", a.BackupClaimName, "set it to the PersistentVolumeClaim that holds the archives, e.g. world-backups") {
 		p.dnsSubdomain("backupClaimName", a.BackupClaimName)
 	}
-	p.dnsLabel("namespace", a.Namespace)
-	p.dnsSubdomain("serviceAccountName", a.ServiceAccountName)
+	j := p.job(a.shared().withDefaults(), jobRules{run: "backup", baselineCaps: "DAC_OVERRIDE", fsGroupNeed: fsGroupForSecret})
 	p.dnsSubdomain("configSecretName", a.ConfigSecretName)
 	if a.WorldClaimName != naming.WorldClaim(a.Server) { // the derived name is as valid as server
 		p.dnsSubdomain("worldClaimName", a.WorldClaimName)
@@ -126,21 +123,6 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 		mount{"backupRoot", a.BackupRoot},
 		mount{"configMountPath", a.ConfigMountPath},
 	)
-	deadline, deadlineOK := p.duration("deadline", a.Deadline, time.Second, maxDeadline)
-	ttl, _ := p.duration("ttlAfterFinished", a.TTLAfterFinished, 0, maxTTL)
-	var timeout time.Duration
-	if deadlineOK {
-		var ok bool
-		if timeout, ok = p.duration("timeout", a.Timeout, time.Second, maxDeadline+TimeoutMargin); ok && timeout < deadline {
-			p.addf("timeout", "%q is shorter than deadline %q: Pulumi would stop waiting while the backup still runs; use at least the deadline, or set skipAwait", a.Timeout, a.Deadline)
-		}
-	}
-	cpu, _ := p.quantity("cpuLimit", a.CPULimit, "500m or 2")
-	mem, _ := p.quantity("memoryLimit", a.MemoryLimit, "512Mi or 2Gi")
-	id := p.identity(a.SecurityMode, a.RunAsUser, a.RunAsGroup, a.FSGroup)
-	if *a.BackoffLimit < 0 || *a.BackoffLimit > 100 {
-		p.addf("backoffLimit", "%d is out of range: use 0 to 100 (retries after a failed pod)", *a.BackoffLimit)
-	}
 	if _, err := layout.Extension(a.Compression); err != nil {
 		p.addf("compression", "%q is not supported: use zstd, gzip or none", a.Compression)
 	}
@@ -151,9 +133,6 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 		}
 		p.text("excludes", e, 4096)
 	}
-	p.placement(a.NodeName, a.NodeSelector)
-	p.labels("labels", a.Labels, jobspec.ReservedLabels)
-	p.annotations("annotations", a.Annotations, jobspec.ReservedAnnotations)
 
 	if err := p.err(); err != nil {
 		return resolvedBackup{}, err
@@ -167,9 +146,9 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 			Server:             a.Server,
 			FormerOwner:        a.FormerOwner,
 			RunID:              a.RunID,
-			Namespace:          a.Namespace,
+			Namespace:          j.Namespace,
 			Image:              a.Image,
-			ServiceAccountName: a.ServiceAccountName,
+			ServiceAccountName: j.ServiceAccountName,
 			WorldClaimName:     a.WorldClaimName,
 			BackupClaimName:    a.BackupClaimName,
 			ConfigSecretName:   a.ConfigSecretName,
@@ -178,17 +157,17 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 			ConfigMountPath:    a.ConfigMountPath,
 			Compression:        a.Compression,
 			Excludes:           a.Excludes,
-			Deadline:           deadline,
-			TTLAfterFinished:   ttl,
-			BackoffLimit:       int32(*a.BackoffLimit),
-			Resources:          jobspec.Resources{CPULimit: cpu, MemoryLimit: mem},
-			Identity:           id,
-			Placement:          jobspec.Placement{NodeName: a.NodeName, NodeSelector: a.NodeSelector},
-			Labels:             a.Labels,
-			Annotations:        a.Annotations,
-			SkipAwait:          a.SkipAwait,
+			Deadline:           j.Deadline,
+			TTLAfterFinished:   j.TTLAfterFinished,
+			BackoffLimit:       j.BackoffLimit,
+			Resources:          j.Resources,
+			Identity:           j.Identity,
+			Placement:          j.Placement,
+			Labels:             j.Labels,
+			Annotations:        j.Annotations,
+			SkipAwait:          j.SkipAwait,
 		},
-		Timeout:    timeout,
+		Timeout:    j.Timeout,
 		ArchiveRef: archiveRef,
 	}, nil
 }

@@ -416,13 +416,21 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 // nothing was registered.
 func checkInputError(t *testing.T, args WorldBackupArgs, wantInputs, wantText []string) {
 	t.Helper()
-	if err := args.Validate(); err == nil {
-		t.Fatal("Validate() = nil, want an error")
-	}
-	m, err := runMocked(t, func(ctx *pulumi.Context) error {
+	checkComponentInputError(t, args.Validate, func(ctx *pulumi.Context) error {
 		_, err := NewWorldBackup(ctx, "backup", args)
 		return err
-	})
+	}, wantInputs, wantText)
+}
+
+// checkComponentInputError checks that validate fails and that construct,
+// run under mocks, fails with an *InputError of exactly wantInputs, messages
+// containing wantText, and registers nothing.
+func checkComponentInputError(t *testing.T, validate func() error, construct pulumi.RunFunc, wantInputs, wantText []string) {
+	t.Helper()
+	if err := validate(); err == nil {
+		t.Fatal("Validate() = nil, want an error")
+	}
+	m, err := runMocked(t, construct)
 	var ie *InputError
 	if !errors.As(err, &ie) {
 		t.Fatalf("error = %v, want an *InputError", err)

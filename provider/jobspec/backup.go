@@ -17,7 +17,12 @@ const ComponentBackup = "backup"
 // ConfigFileName is the archiver's config file inside the config Secret.
 const ConfigFileName = "felis.toml"
 
-// Volume names of the backup Job.
+// BackupCapabilities are the capabilities the backup Job's root process
+// keeps in baseline mode: DAC_OVERRIDE only, to read files the game wrote
+// 0600 under its own UID.
+var BackupCapabilities = []corev1.Capability{"DAC_OVERRIDE"}
+
+// Volume names of the backup Job (the restore Job uses the same names).
 const (
 	WorldVolumeName  = "world"
 	BackupVolumeName = "backups"
@@ -89,11 +94,6 @@ func BackupArgs(b Backup) []string {
 // read-write, the config Secret read-only (0400), a small writable /tmp, no
 // service-account token, and the identity of b.Identity.Mode.
 func BuildBackup(b Backup) *batchv1.Job {
-	podAnnotations := Annotations(b.RunID, b.Annotations)
-	jobAnnotations := Annotations(b.RunID, b.Annotations)
-	if b.SkipAwait {
-		jobAnnotations[AnnotationSkipAwait] = "true"
-	}
 	tmpVolume, tmpMount := TmpVolume()
 
 	return &batchv1.Job{
@@ -102,7 +102,7 @@ func BuildBackup(b Backup) *batchv1.Job {
 			Name:        BackupJobName(b.Server, b.RunID),
 			Namespace:   b.Namespace,
 			Labels:      Labels(b.Server, ComponentBackup, b.Labels),
-			Annotations: jobAnnotations,
+			Annotations: JobAnnotations(b.RunID, b.Annotations, b.SkipAwait),
 		},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:            new(b.BackoffLimit),
@@ -114,7 +114,7 @@ func BuildBackup(b Backup) *batchv1.Job {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      Labels(b.Server, ComponentBackup, b.Labels),
-					Annotations: podAnnotations,
+					Annotations: Annotations(b.RunID, b.Annotations),
 				},
 				Spec: corev1.PodSpec{
 					RestartPolicy:                corev1.RestartPolicyNever,
@@ -130,7 +130,7 @@ func BuildBackup(b Backup) *batchv1.Job {
 						Command:                  []string{ArchiverPath},
 						Args:                     BackupArgs(b),
 						Resources:                ContainerResources(b.Resources),
-						SecurityContext:          ContainerSecurityContext(b.Identity),
+						SecurityContext:          ContainerSecurityContext(b.Identity, BackupCapabilities),
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: WorldVolumeName, MountPath: b.WorldRoot, ReadOnly: true},

@@ -2,9 +2,9 @@
 // pure functions from resolved, validated, plain arguments to *batchv1.Job.
 // It knows nothing of Pulumi: the components validate their inputs, call a
 // builder and register the result. Each Job's whole shape sits in one file
-// (backup.go for the backup Job); this file holds the parts every Job shares:
-// labels, identity (the two security modes), resources, placement and
-// volumes.
+// (backup.go for the backup Job, restore.go for the restore Job); this file
+// holds the parts every Job shares: labels, annotations, identity (the two
+// security modes), resources, placement and volumes.
 package jobspec
 
 import (
@@ -64,9 +64,11 @@ type SecurityMode string
 
 const (
 	// Baseline runs as root (runAsUser/runAsGroup 0 unless set) with every
-	// capability dropped except DAC_OVERRIDE, so it reads files that the game
-	// wrote 0600 under its own UID. It satisfies the baseline Pod Security
-	// Standard, not restricted.
+	// capability dropped except the few its Job needs: DAC_OVERRIDE for the
+	// backup, so it reads files that the game wrote 0600 under its own UID;
+	// CHOWN, DAC_OVERRIDE and FOWNER for the restore, so it writes the world
+	// back with its owners. It satisfies the baseline Pod Security Standard,
+	// not restricted.
 	Baseline SecurityMode = "baseline"
 	// Restricted runs as a non-root UID/GID (the game's) with every capability
 	// dropped. It satisfies the restricted Pod Security Standard.
@@ -127,6 +129,17 @@ func Annotations(runID string, extra map[string]string) map[string]string {
 	return a
 }
 
+// JobAnnotations returns the annotations of a Job (not of its pod
+// template): Annotations(runID, extra), plus pulumi.com/skipAwait "true"
+// when skipAwait.
+func JobAnnotations(runID string, extra map[string]string, skipAwait bool) map[string]string {
+	a := Annotations(runID, extra)
+	if skipAwait {
+		a[AnnotationSkipAwait] = "true"
+	}
+	return a
+}
+
 // PodSecurityContext returns the pod-level security context of id: the user,
 // group and fsGroup, runAsNonRoot in restricted mode, seccomp RuntimeDefault.
 func PodSecurityContext(id Identity) *corev1.PodSecurityContext {
@@ -148,10 +161,13 @@ func PodSecurityContext(id Identity) *corev1.PodSecurityContext {
 }
 
 // ContainerSecurityContext returns the container-level security context of
-// id: every capability dropped (plus DAC_OVERRIDE added in baseline mode), no
+// id: every capability dropped (plus baselineAdd, in baseline mode only), no
 // privilege escalation, not privileged, a read-only root filesystem, seccomp
-// RuntimeDefault, and runAsNonRoot in restricted mode.
-func ContainerSecurityContext(id Identity) *corev1.SecurityContext {
+// RuntimeDefault, and runAsNonRoot in restricted mode. Each Job passes the
+// few capabilities its root process needs (BackupCapabilities,
+// RestoreCapabilities); all of them must be in the baseline Pod Security
+// Standard's allowed list.
+func ContainerSecurityContext(id Identity, baselineAdd []corev1.Capability) *corev1.SecurityContext {
 	sc := &corev1.SecurityContext{
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		Privileged:               new(false),
@@ -163,7 +179,7 @@ func ContainerSecurityContext(id Identity) *corev1.SecurityContext {
 	case Restricted:
 		sc.RunAsNonRoot = new(true)
 	default:
-		sc.Capabilities.Add = []corev1.Capability{"DAC_OVERRIDE"}
+		sc.Capabilities.Add = slices.Clone(baselineAdd)
 	}
 	return sc
 }

@@ -1,0 +1,142 @@
+package jobspec
+
+import (
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/worldbackup/worldbackup/provider/naming"
+)
+
+// ComponentRestore is the app.kubernetes.io/component label of restore Jobs.
+const ComponentRestore = "restore"
+
+// RestoreCapabilities are the capabilities the restore Job's root process
+// keeps in baseline mode: CHOWN to give each restored file its owner from the
+// archive (the game's UID), FOWNER to then set its mode and times, and
+// DAC_OVERRIDE to move aside and remove the old world whatever its modes. All
+// three are in the baseline Pod Security Standard's allowed list.
+var RestoreCapabilities = []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "FOWNER"}
+
+// Restore holds the resolved, validated arguments of one restore Job. Paths
+// are absolute and clean (ArchiveRef under BackupRoot), names valid,
+// durations positive (TTL may be zero).
+type Restore struct {
+	Server string
+	RunID  string // the restore's own run ID: names the Job
+
+	ArchiveRef string // the archive's path in the pod, under BackupRoot
+	SHA256     string // its expected SHA-256, 64 lowercase hex digits
+	Replace    bool   // pass --replace: replace a world that is not empty
+	MaxBytes   int64  // --max-bytes; 0 = the archiver's default
+	MaxEntries int64  // --max-entries; 0 = the archiver's default
+
+	Namespace          string
+	Image              string
+	ServiceAccountName string
+
+	WorldClaimName  string
+	BackupClaimName string
+
+	WorldRoot  string // world claim mount, read-write; the restore target
+	BackupRoot string // backup claim mount, read-only
+
+	Deadline         time.Duration // activeDeadlineSeconds
+	TTLAfterFinished time.Duration // ttlSecondsAfterFinished
+	BackoffLimit     int32
+
+	Resources Resources
+	Identity  Identity
+	Placement Placement
+
+	Labels      map[string]string // extra labels, Job and pod
+	Annotations map[string]string // extra annotations, Job and pod
+	SkipAwait   bool              // annotate pulumi.com/skipAwait: "true" on the Job
+}
+
+// RestoreJobName returns the restore Job's name for server and runID.
+func RestoreJobName(server, runID string) string {
+	return naming.JobName(server, naming.KindRestore, runID)
+}
+
+// RestoreArgs returns the archiver's command-line arguments for r (after the
+// command ArchiverPath). The restore needs no database and no config file.
+func RestoreArgs(r Restore) []string {
+	args := []string{"restore", "--archive", r.ArchiveRef, "--sha256", r.SHA256, "--into", r.WorldRoot}
+	if r.Replace {
+		args = append(args, "--replace")
+	}
+	if r.MaxBytes > 0 {
+		args = append(args, "--max-bytes", strconv.FormatInt(r.MaxBytes, 10))
+	}
+	if r.MaxEntries > 0 {
+		args = append(args, "--max-entries", strconv.FormatInt(r.MaxEntries, 10))
+	}
+	return append(args, "--log-format", "json")
+}
+
+// BuildRestore returns the restore Job of r: one pod, never restarted in
+// place, running `archiver restore` with the backup claim read-only (at the
+// volume and at the mount), the world claim read-write, a small writable
+// /tmp, no config Secret (the restore needs no database), no
+// service-account token, and the identity of r.Identity.Mode.
+func BuildRestore(r Restore) *batchv1.Job {
+	tmpVolume, tmpMount := TmpVolume()
+
+	return &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        RestoreJobName(r.Server, r.RunID),
+			Namespace:   r.Namespace,
+			Labels:      Labels(r.Server, ComponentRestore, r.Labels),
+			Annotations: JobAnnotations(r.RunID, r.Annotations, r.SkipAwait),
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:            new(r.BackoffLimit),
+			ActiveDeadlineSeconds:   new(Seconds(r.Deadline)),
+			TTLSecondsAfterFinished: new(int32(Seconds(r.TTLAfterFinished))),
+			// A replacement pod starts only once the previous one has
+			// terminated, so two pods never write the same world (the
+			// archiver also locks it, and a rerun finishes or undoes a swap
+			// that a killed pod left half done).
+			PodReplacementPolicy: new(batchv1.Failed),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      Labels(r.Server, ComponentRestore, r.Labels),
+					Annotations: Annotations(r.RunID, r.Annotations),
+				},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                corev1.RestartPolicyNever,
+					ServiceAccountName:           r.ServiceAccountName,
+					AutomountServiceAccountToken: new(false),
+					EnableServiceLinks:           new(false),
+					NodeName:                     r.Placement.NodeName,
+					Affinity:                     NodeAffinity(r.Placement.NodeSelector),
+					SecurityContext:              PodSecurityContext(r.Identity),
+					Containers: []corev1.Container{{
+						Name:                     ContainerName,
+						Image:                    r.Image,
+						Command:                  []string{ArchiverPath},
+						Args:                     RestoreArgs(r),
+						Resources:                ContainerResources(r.Resources),
+						SecurityContext:          ContainerSecurityContext(r.Identity, RestoreCapabilities),
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: WorldVolumeName, MountPath: r.WorldRoot},
+							{Name: BackupVolumeName, MountPath: r.BackupRoot, ReadOnly: true},
+							tmpMount,
+						},
+					}},
+					Volumes: []corev1.Volume{
+						ClaimVolume(WorldVolumeName, r.WorldClaimName, false),
+						ClaimVolume(BackupVolumeName, r.BackupClaimName, true),
+						tmpVolume,
+					},
+				},
+			},
+		},
+	}
+}

@@ -1,0 +1,169 @@
+package provider
+
+import (
+	"fmt"
+
+	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+)
+
+// WorldRestoreType is the Pulumi type token of WorldRestore, the same from Go
+// and through the plugin (see WorldRestore.Annotate).
+const WorldRestoreType = "worldbackup:index:WorldRestore"
+
+// WorldRestore is one restore of an archive into a server's world: a
+// Kubernetes Job that runs `archiver restore`, which checks the archive's
+// SHA-256, extracts it safely into a staging folder on the world volume and
+// swaps it into place. The Job has no database access, no config Secret and
+// no service-account token: it processes an archive that may have been
+// tampered with. A new runId replaces the Job (a new restore); `pulumi up`
+// with nothing changed runs none.
+type WorldRestore struct {
+	pulumi.ResourceState
+
+	// JobName is the Job's metadata.name, <server>-restore-<suffix>.
+	JobName pulumi.StringOutput `pulumi:"jobName"`
+	// Namespace is the Job's namespace.
+	Namespace pulumi.StringOutput `pulumi:"namespace"`
+	// RunID is the run ID of the restore.
+	RunID pulumi.StringOutput `pulumi:"runId"`
+	// ArchiveRef is the restored archive's path in the pod (the input).
+	ArchiveRef pulumi.StringOutput `pulumi:"archiveRef"`
+}
+
+// NewWorldRestore validates args and registers a WorldRestore with its one
+// child, a kubernetes:batch/v1:Job named name+"-job". Invalid or missing
+// inputs give an *InputError listing them all, before anything is
+// registered. Providers passed in opts (pulumi.Provider, pulumi.Providers)
+// reach the Job through its parent. The Job's create/update timeout is the
+// timeout input; with skipAwait the Kubernetes provider does not wait for the
+// Job to finish.
+//
+// The outputs resolve once the Job is registered: after `pulumi up` has
+// waited for it (unless skipAwait), so a resource that depends on them (e.g.
+// the game server scaled back up) waits for the restore.
+func NewWorldRestore(ctx *pulumi.Context, name string, args WorldRestoreArgs, opts ...pulumi.ResourceOption) (*WorldRestore, error) {
+	r, err := args.resolve()
+	if err != nil {
+		return nil, err
+	}
+	job := jobspec.BuildRestore(r.Job)
+
+	comp := &WorldRestore{}
+	if err := ctx.RegisterComponentResource(WorldRestoreType, name, comp, opts...); err != nil {
+		return nil, fmt.Errorf("registering WorldRestore %q: %w", name, err)
+	}
+	res, err := registerChildJob(ctx, comp, name+"-job", job, r.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	comp.JobName = knownAfter(res, job.Name)
+	comp.Namespace = knownAfter(res, job.Namespace)
+	comp.RunID = knownAfter(res, r.Job.RunID)
+	comp.ArchiveRef = knownAfter(res, r.Job.ArchiveRef)
+	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
+		"jobName":    comp.JobName,
+		"namespace":  comp.Namespace,
+		"runId":      comp.RunID,
+		"archiveRef": comp.ArchiveRef,
+	}); err != nil {
+		return nil, fmt.Errorf("registering outputs of WorldRestore %q: %w", name, err)
+	}
+	return comp, nil
+}
+
+// Annotate describes WorldRestore and its outputs in the plugin's schema and
+// sets its token to worldbackup:index:WorldRestore.
+func (w *WorldRestore) Annotate(a infer.Annotator) {
+	a.SetToken("index", "WorldRestore")
+	a.Describe(w, "One restore of a world archive: a Kubernetes Job that runs `archiver restore`, which "+
+		"checks the archive's SHA-256 before reading it, extracts it into a staging folder on the world "+
+		"volume (refusing any entry that would land outside it: .. or absolute names, links leaving the "+
+		"world, devices, duplicates, tar bombs past maxBytes/maxEntries) and, only when the whole archive "+
+		"extracted cleanly, swaps it into place; a refused archive leaves the world untouched. The Job mounts "+
+		"the backup claim read-only and the world claim read-write, and has no database access, no config "+
+		"Secret and no service-account token. Stop the game server (scale it to 0) before restoring, and "+
+		"pin the Job with nodeName/nodeSelector when the world volume is ReadWriteOnce. A new runId "+
+		"replaces the Job and performs a new restore; `pulumi up` with nothing changed performs none.")
+	a.Describe(&w.JobName, "The Job's metadata.name: <server>-restore-<suffix>, the suffix derived from runId.")
+	a.Describe(&w.Namespace, "The namespace of the Job.")
+	a.Describe(&w.RunID, "The run ID of this restore.")
+	a.Describe(&w.ArchiveRef, "The restored archive's path in the pod (the archiveRef input).")
+}
+
+// Annotate describes every input of WorldRestore in the plugin's schema.
+func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
+	an.Describe(&a.Server, "The game server whose world is restored: a DNS-1123 label of at most 46 "+
+		"characters (lowercase letters, digits, '-'), usually its StatefulSet name. It names the world "+
+		"claim (unless worldClaimName is set) and the Job. The archive may come from another server's backup.")
+	an.Describe(&a.RunID, "The run ID of this restore (not of the backup): 1 to 128 characters from "+
+		"A-Z a-z 0-9 . _ -, starting with a letter or digit. It names the Job. A new runId performs a new "+
+		"restore; the same runId with the same inputs performs none. Changing archiveRef or sha256 also "+
+		"replaces the Job, and so restores again: give a new runId to make that explicit.")
+	an.Describe(&a.ArchiveRef, "The archive to restore: its absolute path in the pod, under backupRoot, "+
+		"e.g. /backups/survival/2025-06-01T0300Z.tar.zst. A WorldBackup's archiveRef output, or the "+
+		"archive_ref column of `archiver list`, is this path when both Jobs mount the backup claim at the "+
+		"same backupRoot. Passed as --archive.")
+	an.Describe(&a.SHA256, "The archive's expected SHA-256, 64 lowercase hex digits: the sha256 column of "+
+		"`archiver list` (the catalog's record). The archive is checked against it before anything is "+
+		"extracted; a mismatch fails the Job and leaves the world untouched. Passed as --sha256.")
+	an.Describe(&a.Replace, "Replace the world when its folder is not empty (--replace). Default: true, since "+
+		"restoring over the existing world is what a restore is for; the old world is kept aside until the "+
+		"new one is completely in place, then removed. Set false to restore only into an empty world "+
+		"volume: the Job then fails, touching nothing, when the world is not empty.")
+	an.Describe(&a.Image, "The archiver image, e.g. ghcr.io/worldbackup/archiver:v0.1.0. Its binary is "+
+		"/usr/local/bin/archiver.")
+	an.Describe(&a.BackupClaimName, "The PersistentVolumeClaim that holds the archives, mounted read-only "+
+		"(at the volume and at the mount) at backupRoot.")
+	an.Describe(&a.Namespace, "The namespace of the Job, where the world and backup claims live. Default: minecraft.")
+	an.Describe(&a.ServiceAccountName, "The Job's service account (pre-existing, with no permissions needed; "+
+		"its token is not mounted). Default: felis-restore.")
+	an.Describe(&a.BackupRoot, "Where the backup claim is mounted (read-only); archiveRef must be below it. "+
+		"Default: /backups.")
+	an.Describe(&a.WorldRoot, "Where the world claim is mounted (read-write): the folder the archive is "+
+		"restored into (--into). Default: /world.")
+	an.Describe(&a.WorldClaimName, "The world's PersistentVolumeClaim, mounted read-write. "+
+		"Default: world-<server>-0 (the StatefulSet claim of volume template world, ordinal 0).")
+	an.Describe(&a.Deadline, "How long the restore may run, a Go duration (activeDeadlineSeconds). Default: 30m.")
+	an.Describe(&a.CPULimit, "The container's CPU limit (a Kubernetes quantity); it requests 100m or "+
+		"the limit if lower. Default: 1.")
+	an.Describe(&a.MemoryLimit, "The container's memory limit (a Kubernetes quantity); it requests 256Mi "+
+		"or the limit if lower. Default: 1Gi.")
+	an.Describe(&a.SecurityMode, "baseline or restricted. baseline (default): root with every capability "+
+		"dropped except CHOWN, DAC_OVERRIDE and FOWNER, so it restores each file with the owner, mode and "+
+		"times the archive recorded (e.g. the game's UID) and replaces the old world whatever its modes; "+
+		"meets the baseline Pod Security Standard. restricted: runs as runAsUser/runAsGroup (default "+
+		"1000/1000, the game's UID/GID) with every capability dropped and runAsNonRoot, so every restored "+
+		"file belongs to that UID; meets the restricted Pod Security Standard. It must be able to read the "+
+		"archive: archives written by a restricted-mode backup (same UID/GID) are; those of a baseline-mode "+
+		"backup (root, mode 0640) are not, so restore them in baseline mode. Both: no privilege "+
+		"escalation, seccomp RuntimeDefault, read-only root filesystem.")
+	an.Describe(&a.RunAsUser, "The UID the archiver runs as. Default: 0 in baseline mode, 1000 in "+
+		"restricted mode (which refuses 0).")
+	an.Describe(&a.RunAsGroup, "The GID the archiver runs as. Default: 0 in baseline mode, 1000 in restricted mode.")
+	an.Describe(&a.FSGroup, "The pod's fsGroup: kubelet gives the world volume this group and makes it "+
+		"group-writable (fsGroupChangePolicy OnRootMismatch), so a non-root restore can write a volume whose "+
+		"root belongs to root. Omitted when 0. Default: omitted in baseline mode, runAsGroup in restricted mode.")
+	an.Describe(&a.TTLAfterFinished, "How long the finished Job is kept before Kubernetes deletes it, a Go "+
+		"duration (ttlSecondsAfterFinished). Default: 10m.")
+	an.Describe(&a.BackoffLimit, "How many times a failed pod is retried (a retry first finishes or undoes a "+
+		"swap its killed predecessor left half done). Default: 2.")
+	an.Describe(&a.MaxBytes, "Refuse the archive when its files hold more than this many bytes, a Kubernetes "+
+		"quantity, e.g. 64Gi (--max-bytes): a guard against tar bombs. Default: the archiver's, 64Gi.")
+	an.Describe(&a.MaxEntries, "Refuse the archive when it has more than this many entries (--max-entries). "+
+		"Default: the archiver's, 1000000.")
+	an.Describe(&a.NodeName, "Runs the pod on this node (bypassing the scheduler), e.g. the node of a "+
+		"ReadWriteOnce world volume. Exclusive with nodeSelector.")
+	an.Describe(&a.NodeSelector, "Node labels the pod's node must have, rendered as a required node "+
+		"affinity (so the pod lands where a ReadWriteOnce world volume can attach). Exclusive with nodeName.")
+	an.Describe(&a.Labels, "Extra labels on the Job and its pod. The app.kubernetes.io/* and "+
+		"worldbackup.dev/server labels are set by the component.")
+	an.Describe(&a.Annotations, "Extra annotations on the Job and its pod. worldbackup.dev/run-id is set "+
+		"by the component.")
+	an.Describe(&a.SkipAwait, "Do not wait for the Job to finish (annotation pulumi.com/skipAwait); "+
+		"`pulumi up` then does not report the restore's result. Default: false.")
+	an.Describe(&a.Timeout, "How long `pulumi up` waits for the Job, a Go duration, at least deadline. "+
+		"Default: deadline + 5m.")
+}

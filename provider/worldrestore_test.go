@@ -1,0 +1,500 @@
+package provider
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	batchv1 "k8s.io/api/batch/v1"
+	k8sresource "k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+)
+
+const testSHA256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+func validRestoreArgs() WorldRestoreArgs {
+	return WorldRestoreArgs{
+		Server:          "survival",
+		RunID:           "restore-20250601",
+		ArchiveRef:      "/backups/survival/20250601-0300.tar.zst",
+		SHA256:          testSHA256,
+		Image:           "ghcr.io/worldbackup/archiver:v0.1.0",
+		BackupClaimName: "world-backups",
+	}
+}
+
+// defaultRestore is the resolved form of validRestoreArgs, written out by
+// hand: the defaults of the contract.
+func defaultRestore() jobspec.Restore {
+	return jobspec.Restore{
+		Server:             "survival",
+		RunID:              "restore-20250601",
+		ArchiveRef:         "/backups/survival/20250601-0300.tar.zst",
+		SHA256:             testSHA256,
+		Replace:            true,
+		Namespace:          "minecraft",
+		Image:              "ghcr.io/worldbackup/archiver:v0.1.0",
+		ServiceAccountName: "felis-restore",
+		WorldClaimName:     "world-survival-0",
+		BackupClaimName:    "world-backups",
+		WorldRoot:          "/world",
+		BackupRoot:         "/backups",
+		Deadline:           30 * time.Minute,
+		TTLAfterFinished:   10 * time.Minute,
+		BackoffLimit:       2,
+		Resources:          jobspec.Resources{CPULimit: k8sresource.MustParse("1"), MemoryLimit: k8sresource.MustParse("1Gi")},
+		Identity:           jobspec.Identity{Mode: jobspec.Baseline},
+	}
+}
+
+// captureRestore records wr's outputs once they resolve.
+func captureRestore(wr *WorldRestore, wg *sync.WaitGroup, into *outputs) {
+	wg.Add(1)
+	pulumi.All(wr.JobName, wr.Namespace, wr.RunID, wr.ArchiveRef).ApplyT(func(v []any) error {
+		defer wg.Done()
+		*into = outputs{v[0].(string), v[1].(string), v[2].(string), v[3].(string)}
+		return nil
+	})
+}
+
+func TestWorldRestoreRegistersOneJob(t *testing.T) {
+	tests := []struct {
+		name        string
+		args        func() WorldRestoreArgs
+		want        func() jobspec.Restore
+		wantTimeout string
+	}{
+		{
+			name:        "defaults",
+			args:        validRestoreArgs,
+			want:        defaultRestore,
+			wantTimeout: "35m0s",
+		},
+		{
+			name: "every input set, restricted",
+			args: func() WorldRestoreArgs {
+				a := validRestoreArgs()
+				a.ArchiveRef = "/archives/creative/weekly.tar.gz"
+				a.Replace = new(false)
+				a.Namespace = "games"
+				a.ServiceAccountName = "restore-sa"
+				a.BackupRoot = "/archives"
+				a.WorldRoot = "/data/world"
+				a.WorldClaimName = "survival-data"
+				a.Deadline = "2h"
+				a.CPULimit = "2"
+				a.MemoryLimit = "2Gi"
+				a.SecurityMode = "restricted"
+				a.RunAsUser = new(1001)
+				a.RunAsGroup = new(1002)
+				a.FSGroup = new(1003)
+				a.TTLAfterFinished = "0s"
+				a.BackoffLimit = new(0)
+				a.MaxBytes = "8Gi"
+				a.MaxEntries = new(50000)
+				a.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-a"}
+				a.Labels = map[string]string{"team": "ops"}
+				a.Annotations = map[string]string{"note": "rollback"}
+				a.SkipAwait = true
+				a.Timeout = "3h"
+				return a
+			},
+			want: func() jobspec.Restore {
+				r := defaultRestore()
+				r.ArchiveRef = "/archives/creative/weekly.tar.gz"
+				r.Replace = false
+				r.Namespace = "games"
+				r.ServiceAccountName = "restore-sa"
+				r.BackupRoot = "/archives"
+				r.WorldRoot = "/data/world"
+				r.WorldClaimName = "survival-data"
+				r.Deadline = 2 * time.Hour
+				r.Resources = jobspec.Resources{CPULimit: k8sresource.MustParse("2"), MemoryLimit: k8sresource.MustParse("2Gi")}
+				r.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1001, RunAsGroup: 1002, FSGroup: 1003}
+				r.TTLAfterFinished = 0
+				r.BackoffLimit = 0
+				r.MaxBytes = 8 << 30
+				r.MaxEntries = 50000
+				r.Placement = jobspec.Placement{NodeSelector: map[string]string{"kubernetes.io/hostname": "node-a"}}
+				r.Labels = map[string]string{"team": "ops"}
+				r.Annotations = map[string]string{"note": "rollback"}
+				r.SkipAwait = true
+				return r
+			},
+			wantTimeout: "3h0m0s",
+		},
+		{
+			name: "restricted defaults to the game's UID and GID",
+			args: func() WorldRestoreArgs {
+				a := validRestoreArgs()
+				a.SecurityMode = "restricted"
+				a.NodeName = "node-b"
+				a.Replace = new(true)
+				return a
+			},
+			want: func() jobspec.Restore {
+				r := defaultRestore()
+				r.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1000, RunAsGroup: 1000, FSGroup: 1000}
+				r.Placement = jobspec.Placement{NodeName: "node-b"}
+				return r
+			},
+			wantTimeout: "35m0s",
+		},
+		{
+			// No config Secret to read, so restricted mode may omit fsGroup.
+			name: "restricted with fsGroup 0 omits it",
+			args: func() WorldRestoreArgs {
+				a := validRestoreArgs()
+				a.SecurityMode = "restricted"
+				a.FSGroup = new(0)
+				return a
+			},
+			want: func() jobspec.Restore {
+				r := defaultRestore()
+				r.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1000, RunAsGroup: 1000}
+				return r
+			},
+			wantTimeout: "35m0s",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got outputs
+			var wg sync.WaitGroup
+			m, err := runMocked(t, func(ctx *pulumi.Context) error {
+				wr, err := NewWorldRestore(ctx, "restore", tt.args())
+				if err != nil {
+					return err
+				}
+				captureRestore(wr, &wg, &got)
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("NewWorldRestore: %v", err)
+			}
+			wg.Wait()
+
+			comps := m.ofType(WorldRestoreType)
+			if len(comps) != 1 || comps[0].Custom {
+				t.Fatalf("components = %+v, want one WorldRestore", comps)
+			}
+			jobs := m.ofType("kubernetes:batch/v1:Job")
+			if len(jobs) != 1 || len(m.resources) != 2 {
+				t.Fatalf("registered %d resources with %d Jobs, want the component and one Job", len(m.resources), len(jobs))
+			}
+			job := jobs[0]
+			rpc := job.RegisterRPC
+			if job.Name != "restore-job" || !job.Custom {
+				t.Fatalf("Job registered as %q (custom %v), want custom restore-job", job.Name, job.Custom)
+			}
+			if want := "urn:pulumi:stack::project::worldbackup:index:WorldRestore::restore"; rpc.GetParent() != want {
+				t.Fatalf("Job parent = %q, want %q", rpc.GetParent(), want)
+			}
+			if rpc.GetVersion() != "4.32.0" {
+				t.Fatalf("Job provider version = %q, want 4.32.0 (the SDK's default)", rpc.GetVersion())
+			}
+			ct := rpc.GetCustomTimeouts()
+			if ct.GetCreate() != tt.wantTimeout || ct.GetUpdate() != tt.wantTimeout {
+				t.Fatalf("custom timeouts = %+v, want create/update %s", ct, tt.wantTimeout)
+			}
+			if job.Inputs.HasValue("status") {
+				t.Fatal("Job inputs have a status")
+			}
+			wantJob := jsonObject(t, jobspec.BuildRestore(tt.want()))
+			delete(wantJob, "status")
+			diffJSON(t, "Job inputs", jsonObject(t, job.Inputs.Mappable()), wantJob)
+
+			want := tt.want()
+			wantOut := outputs{jobspec.RestoreJobName(want.Server, want.RunID), want.Namespace, want.RunID, want.ArchiveRef}
+			if got != wantOut {
+				t.Fatalf("outputs = %+v, want %+v", got, wantOut)
+			}
+		})
+	}
+}
+
+// TestWorldRestoreInputsDecodeAsJob checks that the inputs the provider
+// receives decode strictly as a batch/v1 Job equal to the builder's, and
+// that its volumes keep their read-only flags through the conversion.
+func TestWorldRestoreInputsDecodeAsJob(t *testing.T) {
+	m, err := runMocked(t, func(ctx *pulumi.Context) error {
+		_, err := NewWorldRestore(ctx, "restore", validRestoreArgs())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(m.ofType("kubernetes:batch/v1:Job")[0].Inputs.Mappable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	var got batchv1.Job
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("inputs do not decode as a Job: %v", err)
+	}
+	want := jobspec.BuildRestore(defaultRestore())
+	if !reflect.DeepEqual(jsonObject(t, &got), jsonObject(t, want)) {
+		t.Fatalf("decoded Job differs from the builder's:\n%+v\n%+v", got, want)
+	}
+	pod := got.Spec.Template.Spec
+	for _, v := range pod.Volumes {
+		switch {
+		case v.Secret != nil:
+			t.Fatalf("the registered Job mounts Secret volume %q", v.Name)
+		case v.Name == jobspec.BackupVolumeName && !v.PersistentVolumeClaim.ReadOnly:
+			t.Fatal("the backup claim is writable at the volume")
+		case v.Name == jobspec.WorldVolumeName && v.PersistentVolumeClaim.ReadOnly:
+			t.Fatal("the world claim is read-only at the volume")
+		}
+	}
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Fatal("the registered Job mounts the service-account token")
+	}
+}
+
+func TestWorldRestoreMissingInputs(t *testing.T) {
+	tests := []struct {
+		name       string
+		modify     func(a *WorldRestoreArgs)
+		wantInputs []string
+		wantText   []string
+	}{
+		{"server", func(a *WorldRestoreArgs) { a.Server = "" }, []string{"server"},
+			[]string{"worldrestore: server is required: set it to the game server's name"}},
+		{"runId", func(a *WorldRestoreArgs) { a.RunID = "" }, []string{"runId"},
+			[]string{"worldrestore: runId is required: set it to a unique ID"}},
+		{"archiveRef", func(a *WorldRestoreArgs) { a.ArchiveRef = "" }, []string{"archiveRef"},
+			[]string{"worldrestore: archiveRef is required: set it to the archive's path in the pod", "WorldBackup's archiveRef output"}},
+		{"sha256", func(a *WorldRestoreArgs) { a.SHA256 = "" }, []string{"sha256"},
+			[]string{"worldrestore: sha256 is required: set it to the archive's SHA-256", "archiver list"}},
+		{"image", func(a *WorldRestoreArgs) { a.Image = "" }, []string{"image"},
+			[]string{"worldrestore: image is required: set it to the archiver image"}},
+		{"backupClaimName", func(a *WorldRestoreArgs) { a.BackupClaimName = "" }, []string{"backupClaimName"},
+			[]string{"worldrestore: backupClaimName is required: set it to the PersistentVolumeClaim"}},
+		{"all at once", func(a *WorldRestoreArgs) { *a = WorldRestoreArgs{} }, []string{"server", "runId", "sha256", "image", "backupClaimName", "archiveRef"},
+			[]string{"worldrestore: 6 invalid inputs:\n  - server is required", "\n  - archiveRef is required"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := validRestoreArgs()
+			tt.modify(&args)
+			checkRestoreInputError(t, args, tt.wantInputs, tt.wantText)
+		})
+	}
+}
+
+func TestWorldRestoreInvalidInputs(t *testing.T) {
+	tests := []struct {
+		name       string
+		modify     func(a *WorldRestoreArgs)
+		wantInputs []string
+		wantText   string
+	}{
+		{"server not a label", func(a *WorldRestoreArgs) { a.Server = "Survival_1" }, []string{"server"}, "<server>-restore-<suffix>"},
+		{"server too long for the Job name", func(a *WorldRestoreArgs) { a.Server = strings.Repeat("s", 47) }, []string{"server"}, "at most 46"},
+		{"runId with slash", func(a *WorldRestoreArgs) { a.RunID = "../x" }, []string{"runId"}, `runId "../x" is invalid`},
+		{"sha256 upper case", func(a *WorldRestoreArgs) { a.SHA256 = strings.ToUpper(testSHA256) }, []string{"sha256"}, `use the lower-case form "` + testSHA256 + `"`},
+		{"sha256 too short", func(a *WorldRestoreArgs) { a.SHA256 = testSHA256[:63] }, []string{"sha256"}, "is not a SHA-256: use 64 hex digits"},
+		{"sha256 not hex", func(a *WorldRestoreArgs) { a.SHA256 = strings.Repeat("g", 64) }, []string{"sha256"}, "is not a SHA-256"},
+		{"archiveRef relative", func(a *WorldRestoreArgs) { a.ArchiveRef = "survival/x.tar.zst" }, []string{"archiveRef"}, "use the absolute path of the archive in the pod"},
+		{"archiveRef unclean", func(a *WorldRestoreArgs) { a.ArchiveRef = "/backups/../etc/x.tar.zst" }, []string{"archiveRef"}, `clean form "/etc/x.tar.zst"`},
+		{"archiveRef outside backupRoot", func(a *WorldRestoreArgs) { a.ArchiveRef = "/archives/survival/x.tar.zst" }, []string{"archiveRef"},
+			`"/archives/survival/x.tar.zst" is not under backupRoot "/backups"`},
+		{"archiveRef a sibling of backupRoot", func(a *WorldRestoreArgs) { a.ArchiveRef = "/backups2/x.tar.zst" }, []string{"archiveRef"}, "not under backupRoot"},
+		{"archiveRef is backupRoot", func(a *WorldRestoreArgs) { a.ArchiveRef = "/backups" }, []string{"archiveRef"}, "not under backupRoot"},
+		{"archiveRef in the world", func(a *WorldRestoreArgs) { a.ArchiveRef = "/world/x.tar.zst" }, []string{"archiveRef"}, "not under backupRoot"},
+		{"archiveRef with newline", func(a *WorldRestoreArgs) { a.ArchiveRef = "/backups/x\n.tar.zst" }, []string{"archiveRef"}, "control characters"},
+		{"backupRoot moved without archiveRef", func(a *WorldRestoreArgs) { a.BackupRoot = "/archives" }, []string{"archiveRef"}, `not under backupRoot "/archives"`},
+		{"nested mounts", func(a *WorldRestoreArgs) { a.WorldRoot = "/backups/world" }, []string{"worldRoot"}, "overlaps backupRoot"},
+		{"world on /tmp", func(a *WorldRestoreArgs) { a.WorldRoot = "/tmp" }, []string{"worldRoot"}, "overlaps the scratch folder"},
+		{"relative backupRoot", func(a *WorldRestoreArgs) { a.BackupRoot = "backups" }, []string{"backupRoot"}, "absolute path"},
+		{"worldClaimName invalid", func(a *WorldRestoreArgs) { a.WorldClaimName = "World" }, []string{"worldClaimName"}, "worldClaimName"},
+		{"namespace invalid", func(a *WorldRestoreArgs) { a.Namespace = "mine.craft" }, []string{"namespace"}, `namespace "mine.craft" is invalid`},
+		{"timeout below deadline", func(a *WorldRestoreArgs) { a.Timeout = "10m" }, []string{"timeout"}, "while the restore still runs"},
+		{"deadline zero", func(a *WorldRestoreArgs) { a.Deadline = "0s" }, []string{"deadline"}, "too short"},
+		{"memoryLimit zero", func(a *WorldRestoreArgs) { a.MemoryLimit = "0" }, []string{"memoryLimit"}, "greater than zero"},
+		{"securityMode unknown", func(a *WorldRestoreArgs) { a.SecurityMode = "privileged" }, []string{"securityMode"}, "use baseline (root with CHOWN, DAC_OVERRIDE and FOWNER only)"},
+		{"restricted as root", func(a *WorldRestoreArgs) { a.SecurityMode = "restricted"; a.RunAsUser = new(0) }, []string{"runAsUser"}, "forbids"},
+		{"maxBytes not a quantity", func(a *WorldRestoreArgs) { a.MaxBytes = "lots" }, []string{"maxBytes"}, "not a Kubernetes quantity"},
+		{"maxBytes zero", func(a *WorldRestoreArgs) { a.MaxBytes = "0" }, []string{"maxBytes"}, "greater than zero"},
+		{"maxBytes too large", func(a *WorldRestoreArgs) { a.MaxBytes = "9Ei" }, []string{"maxBytes"}, "too large"},
+		{"maxEntries zero", func(a *WorldRestoreArgs) { a.MaxEntries = new(0) }, []string{"maxEntries"}, "out of range"},
+		{"negative backoffLimit", func(a *WorldRestoreArgs) { a.BackoffLimit = new(-1) }, []string{"backoffLimit"}, "out of range"},
+		{"nodeName and nodeSelector", func(a *WorldRestoreArgs) {
+			a.NodeName = "n1"
+			a.NodeSelector = map[string]string{"zone": "a"}
+		}, []string{"nodeName"}, "set only one"},
+		{"label reserved", func(a *WorldRestoreArgs) { a.Labels = map[string]string{"app.kubernetes.io/component": "x"} }, []string{"labels"}, "set by the component"},
+		{"annotation reserved", func(a *WorldRestoreArgs) { a.Annotations = map[string]string{"worldbackup.dev/run-id": "x"} }, []string{"annotations"}, "set by the component"},
+		{"several problems listed together", func(a *WorldRestoreArgs) {
+			a.SHA256 = "abc"
+			a.Deadline = "forever"
+			a.ArchiveRef = "x.tar.zst"
+		}, []string{"sha256", "deadline", "archiveRef"}, "3 invalid inputs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := validRestoreArgs()
+			tt.modify(&args)
+			checkRestoreInputError(t, args, tt.wantInputs, []string{tt.wantText})
+		})
+	}
+}
+
+func checkRestoreInputError(t *testing.T, args WorldRestoreArgs, wantInputs, wantText []string) {
+	t.Helper()
+	checkComponentInputError(t, args.Validate, func(ctx *pulumi.Context) error {
+		_, err := NewWorldRestore(ctx, "restore", args)
+		return err
+	}, wantInputs, wantText)
+}
+
+func TestWorldRestoreValidArgs(t *testing.T) {
+	if err := validRestoreArgs().Validate(); err != nil {
+		t.Fatalf("Validate() = %v", err)
+	}
+}
+
+// TestWorldRestoreTakesWorldBackupOutputs chains the two components the way
+// a program does: the restore's archiveRef is the backup's output, so the
+// restore Job depends on the backup Job and restores the path it wrote.
+func TestWorldRestoreTakesWorldBackupOutputs(t *testing.T) {
+	m, err := runMocked(t, func(ctx *pulumi.Context) error {
+		wb, err := NewWorldBackup(ctx, "backup", validArgs())
+		if err != nil {
+			return err
+		}
+		// The args are plain values: a Go program resolves the output first
+		// (as the plugin does for its callers).
+		var regErr error
+		done := make(chan struct{})
+		wb.ArchiveRef.ApplyT(func(ref string) error {
+			defer close(done)
+			a := validRestoreArgs()
+			a.ArchiveRef = ref
+			_, regErr = NewWorldRestore(ctx, "restore", a, pulumi.DependsOn([]pulumi.Resource{wb}))
+			return nil
+		})
+		<-done
+		return regErr
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var restore pulumi.MockResourceArgs
+	for _, j := range m.ofType("kubernetes:batch/v1:Job") {
+		if j.Name == "restore-job" {
+			restore = j
+		}
+	}
+	var job batchv1.Job
+	b, _ := json.Marshal(restore.Inputs.Mappable())
+	if err := json.Unmarshal(b, &job); err != nil {
+		t.Fatal(err)
+	}
+	args := job.Spec.Template.Spec.Containers[0].Args
+	if i := slices.Index(args, "--archive"); i < 0 || args[i+1] != "/backups/survival/20250601-0300.tar.zst" {
+		t.Fatalf("restore args = %q, want --archive with the backup's archiveRef", args)
+	}
+	// Depending on a component means depending on its children: the Job.
+	const backupJob = "urn:pulumi:stack::project::worldbackup:index:WorldBackup$kubernetes:batch/v1:Job::backup-job"
+	comps := m.ofType(WorldRestoreType)
+	if len(comps) != 1 || !slices.Contains(comps[0].RegisterRPC.GetDependencies(), backupJob) {
+		t.Fatalf("the WorldRestore does not depend on the backup Job: %+v", comps)
+	}
+}
+
+func TestWorldRestoreExplicitProvider(t *testing.T) {
+	const providerURN = "urn:pulumi:stack::project::pulumi:providers:kubernetes::"
+	tests := []struct {
+		name         string
+		opts         func(p *kubernetes.Provider) []pulumi.ResourceOption
+		wantProvider string
+	}{
+		{"pulumi.Provider", func(p *kubernetes.Provider) []pulumi.ResourceOption {
+			return []pulumi.ResourceOption{pulumi.Provider(p)}
+		}, providerURN + "cluster-a::cluster-a-id"},
+		{"pulumi.Providers", func(p *kubernetes.Provider) []pulumi.ResourceOption {
+			return []pulumi.ResourceOption{pulumi.Providers(p)}
+		}, providerURN + "cluster-a::cluster-a-id"},
+		{"no provider: the default", func(*kubernetes.Provider) []pulumi.ResourceOption { return nil }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := runMocked(t, func(ctx *pulumi.Context) error {
+				p, err := kubernetes.NewProvider(ctx, "cluster-a", &kubernetes.ProviderArgs{})
+				if err != nil {
+					return err
+				}
+				_, err = NewWorldRestore(ctx, "restore", validRestoreArgs(), tt.opts(p)...)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs := m.ofType("kubernetes:batch/v1:Job")
+			if len(jobs) != 1 {
+				t.Fatalf("Jobs = %d, want 1", len(jobs))
+			}
+			if jobs[0].Provider != tt.wantProvider {
+				t.Fatalf("Job provider = %q, want %q", jobs[0].Provider, tt.wantProvider)
+			}
+		})
+	}
+}
+
+// TestWorldRestoreOutputsDependOnJob checks that a resource taking an
+// output depends on the Job, so it waits for the restore during `pulumi up`.
+func TestWorldRestoreOutputsDependOnJob(t *testing.T) {
+	m, err := runMocked(t, func(ctx *pulumi.Context) error {
+		wr, err := NewWorldRestore(ctx, "restore", validRestoreArgs())
+		if err != nil {
+			return err
+		}
+		var consumer pulumi.CustomResourceState
+		return ctx.RegisterResource("test:index:Consumer", "consumer", pulumi.Map{"job": wr.JobName}, &consumer)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumers := m.ofType("test:index:Consumer")
+	if len(consumers) != 1 {
+		t.Fatalf("consumers = %d, want 1", len(consumers))
+	}
+	const jobURN = "urn:pulumi:stack::project::worldbackup:index:WorldRestore$kubernetes:batch/v1:Job::restore-job"
+	if deps := consumers[0].RegisterRPC.GetPropertyDependencies()["job"].GetUrns(); !slices.Contains(deps, jobURN) {
+		t.Fatalf("job depends on %q, want %q among them", deps, jobURN)
+	}
+	if got := consumers[0].Inputs[resource.PropertyKey("job")].StringValue(); got != "survival-restore-restore-20250601" {
+		t.Fatalf("job = %q", got)
+	}
+}
+
+// TestWorldRestoreSchemaThroughInfer serves NewWorldRestore with
+// infer.ComponentF, the way the plugin does, and checks its token and that
+// every input and output is documented.
+func TestWorldRestoreSchemaThroughInfer(t *testing.T) {
+	res := schemaOf(t, infer.ComponentF(NewWorldRestore), WorldRestoreType)
+	checkDocumented(t, res,
+		[]string{"server", "runId", "archiveRef", "sha256", "replace", "image", "backupClaimName", "namespace",
+			"serviceAccountName", "backupRoot", "worldRoot", "worldClaimName", "deadline", "cpuLimit",
+			"memoryLimit", "securityMode", "runAsUser", "runAsGroup", "fsGroup", "ttlAfterFinished",
+			"backoffLimit", "maxBytes", "maxEntries", "nodeName", "nodeSelector", "labels", "annotations",
+			"skipAwait", "timeout"},
+		[]string{"archiveRef", "backupClaimName", "image", "runId", "server", "sha256"},
+		[]string{"jobName", "namespace", "runId", "archiveRef"})
+	if !strings.Contains(res.InputProperties["replace"].Description, "Default: true") {
+		t.Errorf("replace's description does not give its default: %q", res.InputProperties["replace"].Description)
+	}
+}
