@@ -729,7 +729,7 @@ func TestBackupUsageErrors(t *testing.T) {
 		{"bad compression", base("--compression", "xz"), []string{`"xz"`}},
 		{"bad exclude", base("--exclude", "[x"), []string{"--exclude", `"[x"`}},
 		{"bad log format", base("--log-format", "xml"), []string{"json, text or auto"}},
-		{"restore not yet", []string{"restore", "--archive", "x"}, []string{"restore"}},
+		{"restore without checksum", []string{"restore", "--archive", "x", "--into", filepath.Join(dir, "backups")}, []string{"archiver restore: --sha256 is required"}},
 		{"verify needs one target", []string{"verify"}, []string{"exactly one of --run-id and --archive"}},
 		{"verify bad archive name", []string{"verify", "--archive", "/tmp/x.zip", "--sha256", strings.Repeat("a", 64)}, []string{".tar.zst"}},
 		{"list bad server", []string{"list", "--server", "A"}, []string{`"A"`}},
@@ -764,6 +764,7 @@ func TestHelpAndVersion(t *testing.T) {
 		{[]string{"--help"}, []string{"Exit codes:", "0  done", "1  failed", "2  usage"}},
 		{[]string{"backup", "--help"}, []string{"--run-id", "--archive-root", "--termination-log", "Exit codes"}},
 		{[]string{"verify", "-h"}, []string{"--sha256"}},
+		{[]string{"restore", "--help"}, []string{"--archive", "--sha256", "--into", "--replace", "--max-bytes", "--max-entries", "no database"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -1,6 +1,8 @@
-// Command archiver is the binary of the backup Job: it archives a Minecraft
-// world into the archive store and records the archive in the world_backups
-// catalog; it also applies the catalog's migrations, lists the recorded runs
+// Command archiver is the binary of the backup and restore Jobs: it archives
+// a Minecraft world into the archive store and records the archive in the
+// world_backups catalog, and restores a world from an archive (checked
+// against its SHA-256, extracted safely, swapped into place; no database
+// needed); it also applies the catalog's migrations, lists the recorded runs
 // and verifies archives. Run `archiver --help` for the commands and the exit
 // codes.
 package main
@@ -31,21 +33,23 @@ const (
 )
 
 const usage = `archiver archives a Minecraft world into a compressed tar file and records it
-in the world_backups catalog (PostgreSQL).
+in the world_backups catalog (PostgreSQL), and restores a world from such an archive.
 
 Usage:
   archiver backup --server S --run-id R [flags]  archive the world and record the run
   archiver migrate [flags]                       apply the catalog's schema migrations
   archiver list [--server S] [--json] [flags]    list the recorded runs
   archiver verify (--run-id R | --archive PATH)  check an archive against its row
-  archiver restore ...                           restore an archive (not available yet)
+  archiver restore --archive PATH --sha256 HEX --into DIR [--replace]
+                                                 restore a world from an archive (no database)
   archiver --version                             print the version
 
 Run "archiver COMMAND --help" for the flags of a command.
 
 Exit codes:
   0  done, or the run was already recorded (nothing written)
-  1  failed: the reason is logged (and, for backup, written to the termination log)
+  1  failed: the reason is logged (and, for backup, written to the termination log);
+     a refused archive names the entry and why, and leaves the world untouched
   2  usage or configuration error: a bad flag, run ID, server name or felis.toml
 `
 
@@ -72,11 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "verify":
 		return cmdVerify(ctx, args[1:], stdout, stderr)
 	case "restore":
-		// RESTORE: the restore subcommand (issue 7) goes here:
-		//   archiver restore --archive PATH --sha256 HEX --into DIR [--replace] [--max-bytes N] [--max-entries N]
-		// implemented with archiver/extract (safe extraction through os.Root).
-		fmt.Fprintln(stderr, "archiver: restore is not available in this version")
-		return exitUsage
+		return cmdRestore(ctx, args[1:], stdout, stderr)
 	case "--version", "-version", "version":
 		fmt.Fprintf(stdout, "archiver %s\n", version)
 		return exitOK
