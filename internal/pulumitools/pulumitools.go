@@ -1,0 +1,138 @@
+// Package pulumitools finds the Pulumi CLI and plugins that `make tools`
+// builds into .tools/ and runs Go programs through them with the Automation
+// API: a local file state backend, an empty passphrase, no prompts, no update
+// checks. The stack tests (through internal/stacktest) and `make demo` use it.
+package pulumitools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+// ErrMissing means the tools are not built; run `make tools`.
+var ErrMissing = errors.New("the Pulumi tools are not built: run `make tools`")
+
+// Tools are the locally built Pulumi binaries.
+type Tools struct {
+	Root       string // the repository root
+	Bin        string // .tools/bin: pulumi, its plugins and language hosts
+	PulumiHome string // .tools/pulumi-home: the Kubernetes plugin is installed here
+}
+
+// RepoRoot walks up from dir to the folder holding the module's go.mod.
+func RepoRoot(dir string) (string, error) {
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/worldbackup/worldbackup\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no worldbackup go.mod above " + dir)
+		}
+		dir = parent
+	}
+}
+
+// Find locates the tools under root, honouring WB_TOOLS and PULUMI_HOME as
+// scripts/env.sh does. The error wraps ErrMissing when they are not built.
+func Find(root string) (Tools, error) {
+	tools := filepath.Join(root, ".tools")
+	if v := os.Getenv("WB_TOOLS"); v != "" {
+		tools = v
+	}
+	home := filepath.Join(tools, "pulumi-home")
+	if v := os.Getenv("PULUMI_HOME"); v != "" {
+		home = v
+	}
+	t := Tools{Root: root, Bin: filepath.Join(tools, "bin"), PulumiHome: home}
+	if _, err := os.Stat(filepath.Join(t.Bin, "pulumi")); err != nil {
+		return t, fmt.Errorf("%w (no %s)", ErrMissing, filepath.Join(t.Bin, "pulumi"))
+	}
+	if m, _ := filepath.Glob(filepath.Join(home, "plugins", "resource-kubernetes-v*")); len(m) == 0 {
+		return t, fmt.Errorf("%w (no Kubernetes plugin in %s)", ErrMissing, home)
+	}
+	return t, nil
+}
+
+// Env is the environment every Pulumi command gets: a file backend under
+// stateDir, no passphrase, no update checks, the tools first on PATH.
+func (t Tools) Env(stateDir string) map[string]string {
+	return map[string]string{
+		"PULUMI_BACKEND_URL":                       "file://" + stateDir,
+		"PULUMI_CONFIG_PASSPHRASE":                 "",
+		"PULUMI_SKIP_UPDATE_CHECK":                 "1",
+		"PULUMI_DIY_BACKEND_NO_LOCK_WARNING":       "1",
+		"PULUMI_HOME":                              t.PulumiHome,
+		"PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "1",
+		"PATH": t.Bin + string(os.PathListSeparator) + os.Getenv("PATH"),
+	}
+}
+
+// InlineStack creates (or selects) a stack for program with the project
+// settings of the repository's Pulumi.yaml, so the engine checks config keys
+// against its config block, in workDir with its state under stateDir, and
+// sets config by path (`pulumi config set --path`, as a user would).
+func (t Tools) InlineStack(ctx context.Context, stack string, program pulumi.RunFunc, workDir, stateDir string, config map[string]string) (auto.Stack, error) {
+	proj, err := workspace.LoadProject(filepath.Join(t.Root, "Pulumi.yaml"))
+	if err != nil {
+		return auto.Stack{}, fmt.Errorf("loading Pulumi.yaml: %w", err)
+	}
+	proj.Main = "" // an inline program has no program folder
+	cmd, err := auto.NewPulumiCommand(&auto.PulumiCommandOptions{Root: filepath.Dir(t.Bin), SkipVersionCheck: true})
+	if err != nil {
+		return auto.Stack{}, fmt.Errorf("finding the Pulumi CLI: %w", err)
+	}
+	s, err := auto.UpsertStackInlineSource(ctx, stack, string(proj.Name), program,
+		auto.Project(*proj), auto.WorkDir(workDir), auto.Pulumi(cmd),
+		auto.PulumiHome(t.PulumiHome), auto.EnvVars(t.Env(stateDir)))
+	if err != nil {
+		return auto.Stack{}, fmt.Errorf("creating stack %s: %w", stack, err)
+	}
+	return s, SetConfig(ctx, s, config)
+}
+
+// SetConfig replaces the stack's config with cfg, keys taken as paths.
+func SetConfig(ctx context.Context, s auto.Stack, cfg map[string]string) error {
+	old, err := s.GetAllConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("reading config: %w", err)
+	}
+	for k := range old {
+		if err := s.RemoveConfig(ctx, k); err != nil {
+			return fmt.Errorf("removing config %s: %w", k, err)
+		}
+	}
+	m := auto.ConfigMap{}
+	for k, v := range cfg {
+		m[k] = auto.ConfigValue{Value: v}
+	}
+	if err := s.SetAllConfigWithOptions(ctx, m, &auto.ConfigOptions{Path: true}); err != nil {
+		return fmt.Errorf("setting config: %w", err)
+	}
+	return nil
+}
+
+// CLI runs the pulumi CLI non-interactively in dir with env added to this
+// process's environment, and returns its combined output.
+func (t Tools) CLI(ctx context.Context, dir string, env map[string]string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(t.Bin, "pulumi"), append(args, "--non-interactive")...)
+	cmd.Dir = dir
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("pulumi %s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), nil
+}

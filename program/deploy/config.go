@@ -1,0 +1,219 @@
+package deploy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Namespace is the Pulumi config namespace the program reads: the project
+// name in Pulumi.yaml.
+const Namespace = "worldbackup"
+
+// DefaultCluster is the cluster used when worldbackup:clusters is unset: the
+// ambient kubeconfig's current context.
+const DefaultCluster = "default"
+
+// Config is the program's stack config, parsed and validated once.
+type Config struct {
+	Image        string
+	BackupClaim  string
+	RunID        string // the trigger; each backup's run ID is derived from it
+	Servers      []Server
+	Clusters     []Cluster
+	RenderDir    string // non-empty: GitOps render mode
+	SecurityMode string
+	SkipAwait    bool
+}
+
+// Server is one world to back up, with optional per-server overrides of the
+// component's inputs.
+type Server struct {
+	Name           string            `json:"name"`
+	FormerOwner    string            `json:"formerOwner,omitempty"`
+	WorldClaimName string            `json:"worldClaimName,omitempty"`
+	NodeName       string            `json:"nodeName,omitempty"`
+	NodeSelector   map[string]string `json:"nodeSelector,omitempty"`
+	Excludes       []string          `json:"excludes,omitempty"`
+	Compression    string            `json:"compression,omitempty"`
+	SecurityMode   string            `json:"securityMode,omitempty"`
+	RunAsUser      *int              `json:"runAsUser,omitempty"`
+	RunAsGroup     *int              `json:"runAsGroup,omitempty"`
+	FSGroup        *int              `json:"fsGroup,omitempty"`
+	Deadline       string            `json:"deadline,omitempty"`
+	CPULimit       string            `json:"cpuLimit,omitempty"`
+	MemoryLimit    string            `json:"memoryLimit,omitempty"`
+}
+
+// Cluster is one Kubernetes cluster the backups run in (or, in render mode,
+// one sub-folder of rendered manifests).
+type Cluster struct {
+	Name       string `json:"name"`
+	Context    string `json:"context,omitempty"`
+	Kubeconfig string `json:"kubeconfig,omitempty"` // a path or the file's contents
+	Namespace  string `json:"namespace,omitempty"`
+}
+
+var clusterName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
+
+// keys are the worldbackup: keys the program reads, as declared in Pulumi.yaml.
+func keys() []string {
+	return []string{"image", "backupClaim", "servers", "runId", "clusters", "renderDir", "securityMode", "skipAwait"}
+}
+
+// ParseConfig reads the program's config through get, which returns a fully
+// qualified key's value (ctx.GetConfig in a program). present lists every
+// config key of the stack when the caller knows them (the CLI passes them to
+// a program in PULUMI_CONFIG), so that a key the program does not read is an
+// error rather than silently ignored; without it, keys that differ from a
+// known one only in case or separators (worldbackup:runid, run_id, run-id)
+// are still caught. Every problem is reported at once, each naming the key
+// and the fix.
+func ParseConfig(get func(key string) (string, bool), present []string) (Config, error) {
+	errs := unknownKeys(get, present)
+	str := func(key string) string {
+		v, _ := get(Namespace + ":" + key)
+		return strings.TrimSpace(v)
+	}
+	c := Config{
+		Image:        str("image"),
+		BackupClaim:  str("backupClaim"),
+		RunID:        str("runId"),
+		RenderDir:    str("renderDir"),
+		SecurityMode: str("securityMode"),
+	}
+	if v := str("skipAwait"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s:skipAwait must be true or false, not %q", Namespace, v))
+		}
+		c.SkipAwait = b
+	}
+	if err := decodeList(str("servers"), "servers", &c.Servers); err != nil {
+		errs = append(errs, err)
+	}
+	if err := decodeList(str("clusters"), "clusters", &c.Clusters); err != nil {
+		errs = append(errs, err)
+	}
+	c.withDefaults()
+	if err := c.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return c, errors.Join(errs...)
+}
+
+// unknownKeys reports worldbackup: keys that the program does not read.
+func unknownKeys(get func(string) (string, bool), present []string) []error {
+	fold := func(k string) string {
+		return strings.NewReplacer("_", "", "-", "", ".", "").Replace(strings.ToLower(k))
+	}
+	known := map[string]string{} // folded → proper
+	for _, k := range keys() {
+		known[fold(k)] = k
+	}
+	unknown := func(k string) error {
+		if proper, ok := known[fold(k)]; ok {
+			return fmt.Errorf("%s:%s is not a key this program reads: did you mean %s:%s?", Namespace, k, Namespace, proper)
+		}
+		return fmt.Errorf("%s:%s is not a key this program reads (it reads %s): remove it with `pulumi config rm %s:%s`",
+			Namespace, k, strings.Join(keys(), ", "), Namespace, k)
+	}
+	var errs []error
+	reported := map[string]bool{}
+	for _, full := range present {
+		name, ok := strings.CutPrefix(full, Namespace+":")
+		if !ok || slices.Contains(keys(), name) {
+			continue
+		}
+		reported[name] = true
+		errs = append(errs, unknown(name))
+	}
+	for _, k := range keys() {
+		snake := strings.ToLower(regexp.MustCompile(`([a-z])([A-Z])`).ReplaceAllString(k, "${1}_${2}"))
+		for _, v := range []string{strings.ToLower(k), snake, strings.ReplaceAll(snake, "_", "-")} {
+			if _, ok := get(Namespace + ":" + v); ok && v != k && !reported[v] {
+				reported[v] = true
+				errs = append(errs, unknown(v))
+			}
+		}
+	}
+	return errs
+}
+
+// decodeList decodes a JSON list of objects strictly: an unknown field (a
+// typo such as "nmae") is an error, not a silently ignored value.
+func decodeList[T any](raw, key string, into *[]T) error {
+	if raw == "" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return fmt.Errorf("%s:%s must be a list of objects (set it with `pulumi config set --path`, or as a YAML list in Pulumi.<stack>.yaml): %w", Namespace, key, err)
+	}
+	return nil
+}
+
+func (c *Config) withDefaults() {
+	if c.RunID == "" {
+		c.RunID = "initial"
+	}
+	if c.SecurityMode == "" {
+		c.SecurityMode = "baseline"
+	}
+	if len(c.Clusters) == 0 {
+		c.Clusters = []Cluster{{Name: DefaultCluster}}
+	}
+}
+
+// Validate reports every problem in c, each naming the config key to fix.
+// Inputs that the WorldBackup component checks itself (image format, server
+// name length, quantities) are left to it, so there is one rule per input.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s:"+format, append([]any{Namespace}, args...)...))
+	}
+	if c.Image == "" {
+		add("image is required: `pulumi config set worldbackup:image <registry>/worldbackup/archiver:<tag>` (see `make image`)")
+	}
+	if c.BackupClaim == "" {
+		add("backupClaim is required: `pulumi config set worldbackup:backupClaim <name of the PVC that receives the archives>`")
+	}
+	if len(c.Servers) == 0 {
+		add("servers is empty: list at least one server, e.g. `pulumi config set --path 'worldbackup:servers[0].name' lobby`")
+	}
+	seen := map[string]bool{}
+	for i, s := range c.Servers {
+		switch {
+		case s.Name == "":
+			add("servers[%d].name is required", i)
+		case seen[s.Name]:
+			add("servers[%d].name %q is listed twice: each server is backed up once per run, remove the duplicate", i, s.Name)
+		}
+		seen[s.Name] = true
+	}
+	clusters := map[string]bool{}
+	for i, cl := range c.Clusters {
+		switch {
+		case !clusterName.MatchString(cl.Name):
+			add("clusters[%d].name %q must be a short DNS label (lowercase letters, digits and '-', at most 32): it names the provider, the render sub-folder and the run IDs", i, cl.Name)
+		case clusters[cl.Name]:
+			add("clusters[%d].name %q is listed twice: remove the duplicate", i, cl.Name)
+		}
+		clusters[cl.Name] = true
+		if c.RenderDir != "" && (cl.Context != "" || cl.Kubeconfig != "") {
+			add("clusters[%d] (%s) sets a context or kubeconfig, but renderDir is set: render mode writes manifests instead of deploying. Remove worldbackup:renderDir to deploy, or the cluster's context/kubeconfig to render", i, cl.Name)
+		}
+	}
+	if c.RenderDir != "" && !filepath.IsAbs(c.RenderDir) && strings.HasPrefix(c.RenderDir, "~") {
+		add("renderDir %q: `~` is not expanded; use an absolute path or one relative to the project folder", c.RenderDir)
+	}
+	return errors.Join(errs...)
+}

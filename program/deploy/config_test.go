@@ -1,0 +1,104 @@
+package deploy
+
+import (
+	"strings"
+	"testing"
+)
+
+func getter(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestParseConfig(t *testing.T) {
+	valid := func() map[string]string {
+		return map[string]string{
+			"worldbackup:image":       "img:1",
+			"worldbackup:backupClaim": "backups",
+			"worldbackup:servers":     `[{"name":"lobby","formerOwner":"alex"},{"name":"survival","runAsUser":1000}]`,
+		}
+	}
+	t.Run("defaults", func(t *testing.T) {
+		c, err := ParseConfig(getter(valid()), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.RunID != "initial" || c.SecurityMode != "baseline" || len(c.Clusters) != 1 || c.Clusters[0].Name != DefaultCluster {
+			t.Errorf("defaults not applied: %+v", c)
+		}
+		if c.Servers[0].FormerOwner != "alex" || c.Servers[1].RunAsUser == nil || *c.Servers[1].RunAsUser != 1000 {
+			t.Errorf("servers parsed wrong: %+v", c.Servers)
+		}
+	})
+	tests := []struct {
+		name string
+		edit func(map[string]string)
+		want []string
+	}{
+		{"missing image and claim", func(m map[string]string) {
+			delete(m, "worldbackup:image")
+			delete(m, "worldbackup:backupClaim")
+		}, []string{"worldbackup:image is required", "worldbackup:backupClaim is required"}},
+		{"no servers", func(m map[string]string) { delete(m, "worldbackup:servers") }, []string{"servers is empty"}},
+		{"empty list", func(m map[string]string) { m["worldbackup:servers"] = "[]" }, []string{"servers is empty"}},
+		{"duplicate server", func(m map[string]string) { m["worldbackup:servers"] = `[{"name":"a"},{"name":"a"}]` }, []string{`servers[1].name "a" is listed twice`}},
+		{"unnamed server", func(m map[string]string) { m["worldbackup:servers"] = `[{"formerOwner":"a"}]` }, []string{"servers[0].name is required"}},
+		{"typo in a server", func(m map[string]string) { m["worldbackup:servers"] = `[{"nmae":"a"}]` }, []string{`unknown field "nmae"`}},
+		{"not a list", func(m map[string]string) { m["worldbackup:servers"] = `lobby` }, []string{"servers must be a list of objects"}},
+		{"bad skipAwait", func(m map[string]string) { m["worldbackup:skipAwait"] = "sometimes" }, []string{"skipAwait must be true or false"}},
+		{"unknown key", func(m map[string]string) { m["worldbackup:imag"] = "x" }, []string{"worldbackup:imag is not a key this program reads", "pulumi config rm worldbackup:imag"}},
+		{"misspelt key", func(m map[string]string) { m["worldbackup:run_id"] = "x" }, []string{"did you mean worldbackup:runId?"}},
+		{"context and renderDir", func(m map[string]string) {
+			m["worldbackup:renderDir"] = "/tmp/out"
+			m["worldbackup:clusters"] = `[{"name":"eu","context":"prod-eu"}]`
+		}, []string{"clusters[0] (eu) sets a context or kubeconfig, but renderDir is set"}},
+		{"bad cluster name", func(m map[string]string) { m["worldbackup:clusters"] = `[{"name":"EU West"}]` }, []string{`clusters[0].name "EU West" must be a short DNS label`}},
+		{"duplicate cluster", func(m map[string]string) { m["worldbackup:clusters"] = `[{"name":"eu"},{"name":"eu"}]` }, []string{`clusters[1].name "eu" is listed twice`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := valid()
+			tc.edit(m)
+			var present []string
+			for k := range m {
+				present = append(present, k)
+			}
+			_, err := ParseConfig(getter(m), present)
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// Inline programs get no key list: a key that differs from a known one only
+// in case or separators is still caught.
+func TestParseConfigCatchesMisspeltKeysWithoutAKeyList(t *testing.T) {
+	m := map[string]string{
+		"worldbackup:image":       "img:1",
+		"worldbackup:backupClaim": "backups",
+		"worldbackup:servers":     `[{"name":"lobby"}]`,
+		"worldbackup:runid":       "x",
+	}
+	_, err := ParseConfig(getter(m), nil)
+	if err == nil || !strings.Contains(err.Error(), "worldbackup:runid is not a key this program reads: did you mean worldbackup:runId?") {
+		t.Errorf("got %v", err)
+	}
+}
+
+func TestRunIDIsUniquePerClusterAndServer(t *testing.T) {
+	seen := map[string]bool{}
+	for _, cl := range []string{"eu", "us"} {
+		for _, s := range []string{"lobby", "survival"} {
+			id := RunID(cl, s, "20261130")
+			if seen[id] {
+				t.Errorf("run ID %s repeats", id)
+			}
+			seen[id] = true
+		}
+	}
+}

@@ -1,0 +1,135 @@
+// Package deploy is the worldbackup Pulumi program: it reads the stack config
+// (servers, clusters, image, volumes, the run trigger), declares one
+// WorldBackup per server per cluster, each with its cluster's Kubernetes
+// provider, and exports what each backup run produces. Program is what
+// `pulumi up` runs (via program/main.go) and what the stack tests run inline.
+package deploy
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/worldbackup/worldbackup/provider"
+)
+
+// Program is the Pulumi program: config in, components out, stack outputs.
+func Program(ctx *pulumi.Context) error {
+	cfg, err := ParseConfig(ctx.GetConfig, configKeys())
+	if err != nil {
+		return fmt.Errorf("invalid stack config (fix it with `pulumi config set`):\n%w", err)
+	}
+	return Deploy(ctx, cfg)
+}
+
+// configKeys lists the stack's config keys when the CLI passed them in
+// PULUMI_CONFIG (a program run by `pulumi up`); inline programs get none.
+func configKeys() []string {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(os.Getenv(pulumi.EnvConfig)), &m); err != nil {
+		return nil
+	}
+	return slices.Collect(maps.Keys(m))
+}
+
+// Deploy declares the backups that cfg asks for and exports `backups`: one
+// entry per backup with its cluster, server, runId, namespace, jobName and
+// archiveRef.
+func Deploy(ctx *pulumi.Context, cfg Config) error {
+	var backups pulumi.MapArray
+	for _, cl := range cfg.Clusters {
+		k8s, err := clusterProvider(ctx, cfg, cl)
+		if err != nil {
+			return err
+		}
+		for _, s := range cfg.Servers {
+			args := backupArgs(cfg, cl, s)
+			b, err := provider.NewWorldBackup(ctx, cl.Name+"-"+s.Name, args, pulumi.Provider(k8s))
+			if err != nil {
+				return fmt.Errorf("cluster %s, server %s: %w", cl.Name, s.Name, err)
+			}
+			backups = append(backups, pulumi.Map{
+				"cluster":    pulumi.String(cl.Name),
+				"server":     pulumi.String(s.Name),
+				"runId":      b.RunID,
+				"namespace":  b.Namespace,
+				"jobName":    b.JobName,
+				"archiveRef": b.ArchiveRef,
+			})
+		}
+	}
+	ctx.Export("backups", backups)
+	return nil
+}
+
+// RunID is the run ID (the catalog's idempotency key) of one server's backup
+// in one cluster for the trigger: unique across servers and clusters that
+// share a catalog, stable for a given trigger.
+func RunID(cluster, server, trigger string) string {
+	return cluster + "." + server + "." + trigger
+}
+
+// RenderPath is the folder one cluster's manifests are rendered into.
+func RenderPath(renderDir, cluster string) string {
+	return filepath.Join(renderDir, cluster)
+}
+
+func clusterProvider(ctx *pulumi.Context, cfg Config, cl Cluster) (*kubernetes.Provider, error) {
+	args := &kubernetes.ProviderArgs{}
+	if cl.Namespace != "" {
+		args.Namespace = pulumi.StringPtr(cl.Namespace)
+	}
+	if cfg.RenderDir != "" {
+		dir := cfg.RenderDir
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(ctx.RootDirectory(), dir)
+		}
+		args.RenderYamlToDirectory = pulumi.StringPtr(RenderPath(dir, cl.Name))
+	}
+	if cl.Context != "" {
+		args.Context = pulumi.StringPtr(cl.Context)
+	}
+	if cl.Kubeconfig != "" {
+		// A kubeconfig's contents carry credentials: keep them encrypted in state.
+		args.Kubeconfig = pulumi.ToSecret(pulumi.String(cl.Kubeconfig)).(pulumi.StringOutput).ToStringPtrOutput()
+	}
+	p, err := kubernetes.NewProvider(ctx, "cluster-"+cl.Name, args)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: creating its Kubernetes provider: %w", cl.Name, err)
+	}
+	return p, nil
+}
+
+func backupArgs(cfg Config, cl Cluster, s Server) provider.WorldBackupArgs {
+	mode := cfg.SecurityMode
+	if s.SecurityMode != "" {
+		mode = s.SecurityMode
+	}
+	return provider.WorldBackupArgs{
+		Server:          s.Name,
+		FormerOwner:     s.FormerOwner,
+		RunID:           RunID(cl.Name, s.Name, cfg.RunID),
+		Image:           cfg.Image,
+		BackupClaimName: cfg.BackupClaim,
+		Namespace:       cl.Namespace,
+		WorldClaimName:  s.WorldClaimName,
+		NodeName:        s.NodeName,
+		NodeSelector:    s.NodeSelector,
+		Excludes:        s.Excludes,
+		Compression:     s.Compression,
+		SecurityMode:    mode,
+		RunAsUser:       s.RunAsUser,
+		RunAsGroup:      s.RunAsGroup,
+		FSGroup:         s.FSGroup,
+		Deadline:        s.Deadline,
+		CPULimit:        s.CPULimit,
+		MemoryLimit:     s.MemoryLimit,
+		SkipAwait:       cfg.SkipAwait,
+	}
+}
