@@ -27,6 +27,7 @@ type Config struct {
 	RunID        string // the trigger; each backup's run ID is derived from it
 	Servers      []Server
 	Clusters     []Cluster
+	Restores     []Restore
 	RenderDir    string // non-empty: GitOps render mode
 	SecurityMode string
 	SkipAwait    bool
@@ -51,6 +52,16 @@ type Server struct {
 	MemoryLimit    string            `json:"memoryLimit,omitempty"`
 }
 
+// Restore asks for one archive to be restored into a server's world. The
+// archive ref and checksum come from the catalog (`archiver list`) or from a
+// WorldBackup's archiveRef output and its row.
+type Restore struct {
+	Server     string `json:"server"`
+	Cluster    string `json:"cluster,omitempty"` // required when there are several clusters
+	ArchiveRef string `json:"archiveRef"`
+	SHA256     string `json:"sha256"`
+}
+
 // Cluster is one Kubernetes cluster the backups run in (or, in render mode,
 // one sub-folder of rendered manifests).
 type Cluster struct {
@@ -64,7 +75,7 @@ var clusterName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
 
 // keys are the worldbackup: keys the program reads, as declared in Pulumi.yaml.
 func keys() []string {
-	return []string{"image", "backupClaim", "servers", "runId", "clusters", "renderDir", "securityMode", "skipAwait"}
+	return []string{"image", "backupClaim", "servers", "runId", "clusters", "restores", "renderDir", "securityMode", "skipAwait"}
 }
 
 // ParseConfig reads the program's config through get, which returns a fully
@@ -99,6 +110,9 @@ func ParseConfig(get func(key string) (string, bool), present []string) (Config,
 		errs = append(errs, err)
 	}
 	if err := decodeList(str("clusters"), "clusters", &c.Clusters); err != nil {
+		errs = append(errs, err)
+	}
+	if err := decodeList(str("restores"), "restores", &c.Restores); err != nil {
 		errs = append(errs, err)
 	}
 	c.withDefaults()
@@ -211,6 +225,23 @@ func (c Config) Validate() error {
 		if c.RenderDir != "" && (cl.Context != "" || cl.Kubeconfig != "") {
 			add("clusters[%d] (%s) sets a context or kubeconfig, but renderDir is set: render mode writes manifests instead of deploying. Remove worldbackup:renderDir to deploy, or the cluster's context/kubeconfig to render", i, cl.Name)
 		}
+	}
+	restored := map[string]bool{}
+	for i, r := range c.Restores {
+		if r.Server == "" || r.ArchiveRef == "" || r.SHA256 == "" {
+			add("restores[%d] needs server, archiveRef and sha256 (from `archiver list`, or a backup's archiveRef output and its row)", i)
+		}
+		if r.Cluster == "" && len(c.Clusters) > 1 {
+			add("restores[%d] (%s) must name its cluster: there are %d clusters", i, r.Server, len(c.Clusters))
+		}
+		if r.Cluster != "" && !clusters[r.Cluster] {
+			add("restores[%d].cluster %q is not one of worldbackup:clusters", i, r.Cluster)
+		}
+		key := r.Cluster + "/" + r.Server
+		if restored[key] {
+			add("restores[%d]: %s is restored twice in one run: keep one entry", i, r.Server)
+		}
+		restored[key] = true
 	}
 	if c.RenderDir != "" && !filepath.IsAbs(c.RenderDir) && strings.HasPrefix(c.RenderDir, "~") {
 		add("renderDir %q: `~` is not expanded; use an absolute path or one relative to the project folder", c.RenderDir)

@@ -45,6 +45,19 @@ func TestParseConfig(t *testing.T) {
 		{"typo in a server", func(m map[string]string) { m["worldbackup:servers"] = `[{"nmae":"a"}]` }, []string{`unknown field "nmae"`}},
 		{"not a list", func(m map[string]string) { m["worldbackup:servers"] = `lobby` }, []string{"servers must be a list of objects"}},
 		{"bad skipAwait", func(m map[string]string) { m["worldbackup:skipAwait"] = "sometimes" }, []string{"skipAwait must be true or false"}},
+		{"restore without checksum", func(m map[string]string) {
+			m["worldbackup:restores"] = `[{"server":"lobby","archiveRef":"/backups/lobby/a.tar.zst"}]`
+		}, []string{"restores[0] needs server, archiveRef and sha256"}},
+		{"restore without cluster among several", func(m map[string]string) {
+			m["worldbackup:clusters"] = `[{"name":"eu"},{"name":"us"}]`
+			m["worldbackup:restores"] = `[{"server":"lobby","archiveRef":"/backups/a","sha256":"ab"}]`
+		}, []string{"restores[0] (lobby) must name its cluster"}},
+		{"restore to an unknown cluster", func(m map[string]string) {
+			m["worldbackup:restores"] = `[{"server":"lobby","cluster":"mars","archiveRef":"/backups/a","sha256":"ab"}]`
+		}, []string{`restores[0].cluster "mars" is not one of worldbackup:clusters`}},
+		{"restored twice", func(m map[string]string) {
+			m["worldbackup:restores"] = `[{"server":"lobby","archiveRef":"/backups/a","sha256":"ab"},{"server":"lobby","archiveRef":"/backups/b","sha256":"cd"}]`
+		}, []string{"restores[1]: lobby is restored twice"}},
 		{"unknown key", func(m map[string]string) { m["worldbackup:imag"] = "x" }, []string{"worldbackup:imag is not a key this program reads", "pulumi config rm worldbackup:imag"}},
 		{"misspelt key", func(m map[string]string) { m["worldbackup:run_id"] = "x" }, []string{"did you mean worldbackup:runId?"}},
 		{"context and renderDir", func(m map[string]string) {

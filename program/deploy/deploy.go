@@ -38,34 +38,57 @@ func configKeys() []string {
 	return slices.Collect(maps.Keys(m))
 }
 
-// Deploy declares the backups that cfg asks for and exports `backups`: one
-// entry per backup with its cluster, server, runId, namespace, jobName and
-// archiveRef.
+// Deploy declares the backups and restores that cfg asks for and exports
+// `backups` (one entry per backup with its cluster, server, runId, namespace,
+// jobName and archiveRef) and `restores` (the same for each restore).
+//
+// A restore of a server that is also backed up in the same cluster waits for
+// that backup: the world is saved before it is replaced.
 func Deploy(ctx *pulumi.Context, cfg Config) error {
-	var backups pulumi.MapArray
+	var backups, restores pulumi.MapArray
 	for _, cl := range cfg.Clusters {
 		k8s, err := clusterProvider(ctx, cfg, cl)
 		if err != nil {
 			return err
 		}
+		saved := map[string]pulumi.Resource{}
 		for _, s := range cfg.Servers {
-			args := backupArgs(cfg, cl, s)
-			b, err := provider.NewWorldBackup(ctx, cl.Name+"-"+s.Name, args, pulumi.Provider(k8s))
+			b, err := provider.NewWorldBackup(ctx, cl.Name+"-"+s.Name, backupArgs(cfg, cl, s), pulumi.Provider(k8s))
 			if err != nil {
 				return fmt.Errorf("cluster %s, server %s: %w", cl.Name, s.Name, err)
 			}
-			backups = append(backups, pulumi.Map{
-				"cluster":    pulumi.String(cl.Name),
-				"server":     pulumi.String(s.Name),
-				"runId":      b.RunID,
-				"namespace":  b.Namespace,
-				"jobName":    b.JobName,
-				"archiveRef": b.ArchiveRef,
-			})
+			saved[s.Name] = b
+			backups = append(backups, outputs(cl.Name, s.Name, b.RunID, b.Namespace, b.JobName, b.ArchiveRef))
+		}
+		for _, r := range cfg.Restores {
+			if r.Cluster != "" && r.Cluster != cl.Name {
+				continue
+			}
+			opts := []pulumi.ResourceOption{pulumi.Provider(k8s)}
+			if b, ok := saved[r.Server]; ok {
+				opts = append(opts, pulumi.DependsOn([]pulumi.Resource{b}))
+			}
+			w, err := provider.NewWorldRestore(ctx, cl.Name+"-"+r.Server+"-restore", restoreArgs(cfg, cl, r), opts...)
+			if err != nil {
+				return fmt.Errorf("cluster %s, restore of %s: %w", cl.Name, r.Server, err)
+			}
+			restores = append(restores, outputs(cl.Name, r.Server, w.RunID, w.Namespace, w.JobName, w.ArchiveRef))
 		}
 	}
 	ctx.Export("backups", backups)
+	ctx.Export("restores", restores)
 	return nil
+}
+
+func outputs(cluster, server string, runID, namespace, jobName, archiveRef pulumi.StringOutput) pulumi.Map {
+	return pulumi.Map{
+		"cluster":    pulumi.String(cluster),
+		"server":     pulumi.String(server),
+		"runId":      runID,
+		"namespace":  namespace,
+		"jobName":    jobName,
+		"archiveRef": archiveRef,
+	}
 }
 
 // RunID is the run ID (the catalog's idempotency key) of one server's backup
@@ -104,6 +127,43 @@ func clusterProvider(ctx *pulumi.Context, cfg Config, cl Cluster) (*kubernetes.P
 		return nil, fmt.Errorf("cluster %s: creating its Kubernetes provider: %w", cl.Name, err)
 	}
 	return p, nil
+}
+
+// restoreArgs: the restore's run ID is derived from the archive's checksum,
+// so the same restore entry performs no second restore and a new archive a
+// new one.
+func restoreArgs(cfg Config, cl Cluster, r Restore) provider.WorldRestoreArgs {
+	server := Server{Name: r.Server}
+	for _, s := range cfg.Servers {
+		if s.Name == r.Server {
+			server = s
+		}
+	}
+	sum := r.SHA256
+	if len(sum) > 12 {
+		sum = sum[:12]
+	}
+	mode := cfg.SecurityMode
+	if server.SecurityMode != "" {
+		mode = server.SecurityMode
+	}
+	return provider.WorldRestoreArgs{
+		Server:          r.Server,
+		RunID:           RunID(cl.Name, r.Server, "restore-"+sum),
+		ArchiveRef:      r.ArchiveRef,
+		SHA256:          r.SHA256,
+		Image:           cfg.Image,
+		BackupClaimName: cfg.BackupClaim,
+		Namespace:       cl.Namespace,
+		WorldClaimName:  server.WorldClaimName,
+		NodeName:        server.NodeName,
+		NodeSelector:    server.NodeSelector,
+		SecurityMode:    mode,
+		RunAsUser:       server.RunAsUser,
+		RunAsGroup:      server.RunAsGroup,
+		FSGroup:         server.FSGroup,
+		SkipAwait:       cfg.SkipAwait,
+	}
 }
 
 func backupArgs(cfg Config, cl Cluster, s Server) provider.WorldBackupArgs {

@@ -342,6 +342,47 @@ func TestRenderedJobRunsArchiver(t *testing.T) {
 	if out, err := exec.Command("tar", "--zstd", "-tf", hostArchive).CombinedOutput(); err != nil {
 		t.Errorf("tar --zstd -tf: %v\n%s", err, out)
 	}
+
+	t.Run("the rendered restore Job brings the world back", func(t *testing.T) {
+		cfg["worldbackup:restores[0].server"] = "survival"
+		cfg["worldbackup:restores[0].cluster"] = o.cluster
+		cfg["worldbackup:restores[0].archiveRef"] = o.archiveRef
+		cfg["worldbackup:restores[0].sha256"] = row.SHA256
+		stacktest.SetConfig(t, stack, cfg)
+		up, err := stack.Up(ctx, optup.ProgressStreams(io.Discard))
+		if err != nil {
+			t.Fatalf("up: %v", err)
+		}
+		restores, ok := up.Outputs["restores"].Value.([]any)
+		if !ok || len(restores) != 1 {
+			t.Fatalf("stack exports restores %v, want one", up.Outputs["restores"].Value)
+		}
+		r := restores[0].(map[string]any)
+		job := readJob(t, filepath.Join(renderDir, o.cluster, "1-manifest", fmt.Sprintf("batch_v1-job-%s-%s.yaml", r["namespace"], r["jobName"])))
+		pod := job.Spec.Template.Spec
+		for _, v := range pod.Volumes {
+			if v.Secret != nil {
+				t.Errorf("the restore Job mounts Secret %s: it must have no database access", v.Secret.SecretName)
+			}
+		}
+		restored := filepath.Join(t.TempDir(), "world")
+		if err := os.Mkdir(restored, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		res, err := jobrun.Run(ctx, job, jobrun.Options{
+			Claims:   map[string]string{"world-survival-0": restored, backupClaim: backups},
+			Binaries: map[string]string{pod.Containers[0].Command[0]: archiver},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode != 0 {
+			t.Fatalf("the restore Job's container exited %d\nargs: %v\nstderr:\n%s", res.ExitCode, res.Args, res.Stderr)
+		}
+		if got, want := treeDigest(t, restored, "logs", "cache"), treeDigest(t, world, "logs", "cache"); got != want {
+			t.Error("the restored world differs from the backed-up one")
+		}
+	})
 }
 
 func buildArchiver(t *testing.T) string {
@@ -368,13 +409,21 @@ func fileSHA256(t *testing.T, path string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// treeDigest hashes every path, mode and content under dir.
-func treeDigest(t *testing.T, dir string) string {
+// treeDigest hashes every path, mode and content under dir, leaving out the
+// top-level folders named in skip and jar files (the default excludes).
+func treeDigest(t *testing.T, dir string, skip ...string) string {
 	t.Helper()
 	h := sha256.New()
 	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
 		if err != nil {
 			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if fi.IsDir() && slices.Contains(skip, rel) {
+			return filepath.SkipDir
+		}
+		if strings.HasSuffix(p, ".jar") || (p == dir) {
+			return nil
 		}
 		fmt.Fprintf(h, "%s %v %d\n", strings.TrimPrefix(p, dir), fi.Mode(), fi.Size())
 		if fi.Mode().IsRegular() {
