@@ -37,7 +37,8 @@ tools:
 
 ## schema: regenerate provider/cmd/pulumi-resource-worldbackup/schema.json.
 schema:
-	$(GO) run ./provider/cmd/pulumi-resource-worldbackup -schema > provider/cmd/pulumi-resource-worldbackup/schema.json
+	$(GO) run ./provider/cmd/pulumi-resource-worldbackup -schema > provider/cmd/pulumi-resource-worldbackup/schema.json.tmp
+	mv provider/cmd/pulumi-resource-worldbackup/schema.json.tmp provider/cmd/pulumi-resource-worldbackup/schema.json
 
 ## lint: gofmt and go vet.
 lint:

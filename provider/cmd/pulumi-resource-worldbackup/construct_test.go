@@ -1,0 +1,482 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blang/semver"
+	p "github.com/pulumi/pulumi-go-provider"
+	"github.com/pulumi/pulumi-go-provider/integration"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
+	"github.com/pulumi/pulumi/sdk/v3/go/property"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"google.golang.org/grpc/status"
+	k8sresource "k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/worldbackup/worldbackup/provider"
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+)
+
+const jobType = "kubernetes:batch/v1:Job"
+
+// registration is one resource registration seen by a mock monitor, in a
+// form shared by the plugin's and the Go SDK's mocks.
+type registration struct {
+	Type     string
+	Name     string
+	Inputs   map[string]any // JSON-like: numbers are float64
+	Provider string         // provider reference "<urn>::<id>", "" = default
+	Parent   string
+	Timeouts string // "create/update/delete"
+}
+
+func timeouts(rpcTimeouts interface {
+	GetCreate() string
+	GetUpdate() string
+	GetDelete() string
+}) string {
+	if reflect.ValueOf(rpcTimeouts).IsNil() {
+		return ""
+	}
+	return rpcTimeouts.GetCreate() + "/" + rpcTimeouts.GetUpdate() + "/" + rpcTimeouts.GetDelete()
+}
+
+// recorder collects registrations from either mock monitor.
+type recorder struct {
+	mu   sync.Mutex
+	regs []registration
+}
+
+func (r *recorder) add(reg registration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.regs = append(r.regs, reg)
+}
+
+func (r *recorder) ofType(typ string) []registration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []registration
+	for _, reg := range r.regs {
+		if reg.Type == typ {
+			out = append(out, reg)
+		}
+	}
+	return out
+}
+
+// goMocks is the Go SDK's mock monitor, as the provider package's tests use it.
+type goMocks struct{ rec *recorder }
+
+func (m goMocks) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	reg := registration{Type: args.TypeToken, Name: args.Name, Inputs: args.Inputs.Mappable(), Provider: args.Provider}
+	if rpc := args.RegisterRPC; rpc != nil {
+		reg.Parent, reg.Timeouts = rpc.GetParent(), timeouts(rpc.GetCustomTimeouts())
+	}
+	m.rec.add(reg)
+	id := ""
+	if args.Custom {
+		id = args.Name + "-id"
+	}
+	return id, args.Inputs, nil
+}
+
+func (goMocks) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) { return args.Args, nil }
+
+// goOutputs are a WorldBackup's outputs, as a Go program sees them.
+type goOutputs struct{ JobName, Namespace, RunID, ArchiveRef string }
+
+// constructGo runs NewWorldBackup in a Go program under pulumi.WithMocks,
+// with an explicit Kubernetes provider when withProvider is set.
+func constructGo(t *testing.T, name string, args provider.WorldBackupArgs, withProvider bool) (*recorder, goOutputs, error) {
+	t.Helper()
+	rec := &recorder{}
+	var out goOutputs
+	var wg sync.WaitGroup
+	var compErr error // NewWorldBackup's own error, as a Go program gets it
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		var opts []pulumi.ResourceOption
+		if withProvider {
+			k8s, err := kubernetes.NewProvider(ctx, "cluster-a", &kubernetes.ProviderArgs{})
+			if err != nil {
+				return err
+			}
+			opts = append(opts, pulumi.Provider(k8s))
+		}
+		wb, err := provider.NewWorldBackup(ctx, name, args, opts...)
+		if err != nil {
+			compErr = err
+			return err
+		}
+		wg.Add(1)
+		pulumi.All(wb.JobName, wb.Namespace, wb.RunID, wb.ArchiveRef).ApplyT(func(v []any) error {
+			defer wg.Done()
+			out = goOutputs{v[0].(string), v[1].(string), v[2].(string), v[3].(string)}
+			return nil
+		})
+		return nil
+	}, pulumi.WithMocks("project", "stack", goMocks{rec}))
+	if compErr != nil {
+		return rec, out, compErr
+	}
+	if err == nil {
+		wg.Wait()
+	}
+	return rec, out, err
+}
+
+// pluginMocks is pulumi-go-provider's mock monitor recording into rec. It
+// also answers pulumi:pulumi:getResource for the caller's Kubernetes
+// provider, as the engine does when the plugin's SDK rehydrates a provider
+// reference passed to Construct.
+func pluginMocks(rec *recorder) *integration.MockResourceMonitor {
+	return &integration.MockResourceMonitor{
+		CallF: func(args integration.MockCallArgs) (property.Map, error) {
+			i := strings.LastIndex(providerRef, "::")
+			if args.Token != "pulumi:pulumi:getResource" || args.Args.Get("urn").AsString() != providerRef[:i] {
+				return property.Map{}, fmt.Errorf("unexpected call %s(%v)", args.Token, args.Args)
+			}
+			return property.NewMap(map[string]property.Value{
+				"urn":   property.New(providerRef[:i]),
+				"id":    property.New(providerRef[i+2:]),
+				"state": property.New(property.Map{}),
+			}), nil
+		},
+		NewResourceF: func(args integration.MockResourceArgs) (string, property.Map, error) {
+			reg := registration{
+				Type:   string(args.TypeToken),
+				Name:   args.Name,
+				Inputs: resource.ToResourcePropertyMap(args.Inputs).Mappable(),
+			}
+			if args.Provider.Urn != "" {
+				reg.Provider = string(args.Provider.Urn) + "::" + string(args.Provider.ID)
+			}
+			if rpc := args.RegisterRPC; rpc != nil {
+				reg.Parent, reg.Timeouts = rpc.GetParent(), timeouts(rpc.GetCustomTimeouts())
+			}
+			rec.add(reg)
+			id := ""
+			if args.Custom {
+				id = args.Name + "-id"
+			}
+			return id, args.Inputs, nil
+		},
+	}
+}
+
+// providerRef is the explicit Kubernetes provider both sides pass.
+const providerRef = "urn:pulumi:stack::project::pulumi:providers:kubernetes::cluster-a::cluster-a-id"
+
+// constructPlugin constructs a WorldBackup through the plugin's provider on
+// pulumi-go-provider's integration server, with inputs as another language
+// sends them, and an explicit Kubernetes provider when withProvider is set.
+func constructPlugin(t *testing.T, name string, inputs map[string]any, withProvider bool) (*recorder, p.ConstructResponse, error) {
+	t.Helper()
+	prov, err := newProvider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	server, err := integration.NewServer(t.Context(), packageName, semver.MustParse(version),
+		integration.WithProvider(prov), integration.WithMocks(pluginMocks(rec)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := p.ConstructRequest{
+		Urn:    resource.NewURN("stack", "project", "", provider.WorldBackupType, name),
+		Inputs: resource.FromResourcePropertyMap(resource.NewPropertyMapFromMap(inputs)),
+	}
+	if withProvider {
+		i := strings.LastIndex(providerRef, "::")
+		req.Providers = map[tokens.Package]p.ProviderReference{
+			"kubernetes": {Urn: resource.URN(providerRef[:i]), ID: resource.ID(providerRef[i+2:])},
+		}
+	}
+	resp, err := server.Construct(req)
+	return rec, resp, err
+}
+
+// jobObject is the JSON object of the builder's Job for b, as the
+// Kubernetes provider receives it: no status.
+func jobObject(t *testing.T, b jobspec.Backup) map[string]any {
+	t.Helper()
+	raw, err := json.Marshal(jobspec.BuildBackup(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "status")
+	return m
+}
+
+func sameJSON(t *testing.T, what string, got, want any) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		g, _ := json.MarshalIndent(got, "", "  ")
+		w, _ := json.MarshalIndent(want, "", "  ")
+		t.Errorf("%s differ:\ngot:  %s\nwant: %s", what, g, w)
+	}
+}
+
+// defaultBackup is the builder's arguments for the required inputs only,
+// written out by hand: the defaults of the Job contract.
+func defaultBackup() jobspec.Backup {
+	return jobspec.Backup{
+		Server:             "survival",
+		RunID:              "20250601-0300",
+		Namespace:          "minecraft",
+		Image:              "ghcr.io/worldbackup/archiver:v0.1.0",
+		ServiceAccountName: "felis-restore",
+		WorldClaimName:     "world-survival-0",
+		BackupClaimName:    "world-backups",
+		ConfigSecretName:   "felis-config",
+		WorldRoot:          "/world",
+		BackupRoot:         "/backups",
+		ConfigMountPath:    "/etc/felis",
+		Compression:        "zstd",
+		Deadline:           30 * time.Minute,
+		TTLAfterFinished:   10 * time.Minute,
+		BackoffLimit:       2,
+		Resources:          jobspec.Resources{CPULimit: k8sresource.MustParse("1"), MemoryLimit: k8sresource.MustParse("1Gi")},
+		Identity:           jobspec.Identity{Mode: jobspec.Baseline},
+	}
+}
+
+func requiredInputs() map[string]any {
+	return map[string]any{
+		"server":          "survival",
+		"runId":           "20250601-0300",
+		"image":           "ghcr.io/worldbackup/archiver:v0.1.0",
+		"backupClaimName": "world-backups",
+	}
+}
+
+func requiredArgs() provider.WorldBackupArgs {
+	return provider.WorldBackupArgs{
+		Server:          "survival",
+		RunID:           "20250601-0300",
+		Image:           "ghcr.io/worldbackup/archiver:v0.1.0",
+		BackupClaimName: "world-backups",
+	}
+}
+
+// TestConstructMatchesGo constructs WorldBackup through the plugin with the
+// inputs another language sends and checks that the Job it registers (type,
+// name, parent, provider, timeouts, every input) and the component's outputs
+// are those of the Go component for the same args, and that the Job is the
+// pure builder's for the hand-resolved args.
+func TestConstructMatchesGo(t *testing.T) {
+	tests := []struct {
+		name         string
+		inputs       map[string]any
+		args         provider.WorldBackupArgs
+		want         jobspec.Backup
+		withProvider bool
+		wantTimeout  string
+	}{
+		{
+			name:        "required inputs only",
+			inputs:      requiredInputs(),
+			args:        requiredArgs(),
+			want:        defaultBackup(),
+			wantTimeout: "35m0s",
+		},
+		{
+			name: "every input set, restricted, explicit provider",
+			inputs: func() map[string]any {
+				m := requiredInputs()
+				for k, v := range map[string]any{
+					"formerOwner": "Notch", "namespace": "games", "serviceAccountName": "backup-sa",
+					"configSecretName": "felis-prod", "configMountPath": "/run/felis", "backupRoot": "/archives",
+					"worldRoot": "/data/world", "worldClaimName": "survival-data", "deadline": "1h",
+					"cpuLimit": "2", "memoryLimit": "2Gi", "securityMode": "restricted",
+					"runAsUser": 1001, "runAsGroup": 1002, "fsGroup": 1003, "ttlAfterFinished": "0s",
+					"backoffLimit": 0, "compression": "gzip", "excludes": []any{"*.jar", "cache/"},
+					"nodeSelector": map[string]any{"kubernetes.io/hostname": "node-a"},
+					"labels":       map[string]any{"team": "ops"}, "annotations": map[string]any{"note": "weekly"},
+					"skipAwait": true, "timeout": "2h",
+				} {
+					m[k] = v
+				}
+				return m
+			}(),
+			args: func() provider.WorldBackupArgs {
+				a := requiredArgs()
+				a.FormerOwner, a.Namespace, a.ServiceAccountName = "Notch", "games", "backup-sa"
+				a.ConfigSecretName, a.ConfigMountPath, a.BackupRoot = "felis-prod", "/run/felis", "/archives"
+				a.WorldRoot, a.WorldClaimName, a.Deadline = "/data/world", "survival-data", "1h"
+				a.CPULimit, a.MemoryLimit, a.SecurityMode = "2", "2Gi", "restricted"
+				a.RunAsUser, a.RunAsGroup, a.FSGroup = new(1001), new(1002), new(1003)
+				a.TTLAfterFinished, a.BackoffLimit, a.Compression = "0s", new(0), "gzip"
+				a.Excludes = []string{"*.jar", "cache/"}
+				a.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-a"}
+				a.Labels, a.Annotations = map[string]string{"team": "ops"}, map[string]string{"note": "weekly"}
+				a.SkipAwait, a.Timeout = true, "2h"
+				return a
+			}(),
+			want: func() jobspec.Backup {
+				b := defaultBackup()
+				b.FormerOwner, b.Namespace, b.ServiceAccountName = "Notch", "games", "backup-sa"
+				b.ConfigSecretName, b.ConfigMountPath, b.BackupRoot = "felis-prod", "/run/felis", "/archives"
+				b.WorldRoot, b.WorldClaimName, b.Deadline = "/data/world", "survival-data", time.Hour
+				b.Resources = jobspec.Resources{CPULimit: k8sresource.MustParse("2"), MemoryLimit: k8sresource.MustParse("2Gi")}
+				b.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1001, RunAsGroup: 1002, FSGroup: 1003}
+				b.TTLAfterFinished, b.BackoffLimit, b.Compression = 0, 0, "gzip"
+				b.Excludes = []string{"*.jar", "cache/"}
+				b.Placement = jobspec.Placement{NodeSelector: map[string]string{"kubernetes.io/hostname": "node-a"}}
+				b.Labels, b.Annotations, b.SkipAwait = map[string]string{"team": "ops"}, map[string]string{"note": "weekly"}, true
+				return b
+			}(),
+			withProvider: true,
+			wantTimeout:  "2h0m0s",
+		},
+		{
+			name: "baseline pinned to a node, no compression",
+			inputs: func() map[string]any {
+				m := requiredInputs()
+				m["nodeName"], m["compression"], m["runAsUser"], m["deadline"] = "node-b", "none", 0, "45m"
+				return m
+			}(),
+			args: func() provider.WorldBackupArgs {
+				a := requiredArgs()
+				a.NodeName, a.Compression, a.RunAsUser, a.Deadline = "node-b", "none", new(0), "45m"
+				return a
+			}(),
+			want: func() jobspec.Backup {
+				b := defaultBackup()
+				b.Placement, b.Compression, b.Deadline = jobspec.Placement{NodeName: "node-b"}, "none", 45*time.Minute
+				return b
+			}(),
+			wantTimeout: "50m0s",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			goRec, goOut, err := constructGo(t, "survival", tc.args, tc.withProvider)
+			if err != nil {
+				t.Fatalf("Go component: %v", err)
+			}
+			plRec, resp, err := constructPlugin(t, "survival", tc.inputs, tc.withProvider)
+			if err != nil {
+				t.Fatalf("plugin Construct: %v", err)
+			}
+
+			goJobs, plJobs := goRec.ofType(jobType), plRec.ofType(jobType)
+			if len(goJobs) != 1 || len(plJobs) != 1 {
+				t.Fatalf("Jobs registered: Go %d, plugin %d; want 1 each", len(goJobs), len(plJobs))
+			}
+			goJob, plJob := goJobs[0], plJobs[0]
+			sameJSON(t, "Job inputs (plugin vs builder)", plJob.Inputs, withTypeMeta(jobObject(t, tc.want)))
+			sameJSON(t, "Job inputs (plugin vs Go component)", plJob.Inputs, goJob.Inputs)
+
+			comps := plRec.ofType(provider.WorldBackupType)
+			if len(comps) != 1 {
+				t.Fatalf("plugin registered %d WorldBackup components, want 1", len(comps))
+			}
+			wantProvider := ""
+			if tc.withProvider {
+				wantProvider = providerRef
+			}
+			for _, c := range []struct {
+				what, got, want string
+			}{
+				{"Job name", plJob.Name, "survival-job"},
+				{"Job name (Go)", goJob.Name, "survival-job"},
+				{"Job parent", plJob.Parent, string(resp.Urn)},
+				{"Job parent type", resource.URN(plJob.Parent).Type().String(), provider.WorldBackupType},
+				{"Job provider", plJob.Provider, wantProvider},
+				{"Job provider (Go)", goJob.Provider, wantProvider},
+				{"Job timeouts", plJob.Timeouts, tc.wantTimeout + "/" + tc.wantTimeout + "/"},
+				{"Job timeouts (Go)", goJob.Timeouts, tc.wantTimeout + "/" + tc.wantTimeout + "/"},
+			} {
+				if c.got != c.want {
+					t.Errorf("%s = %q, want %q", c.what, c.got, c.want)
+				}
+			}
+
+			state := resource.ToResourcePropertyMap(resp.State).Mappable()
+			sameJSON(t, "outputs (plugin vs Go component)", state, map[string]any{
+				"jobName": goOut.JobName, "namespace": goOut.Namespace, "runId": goOut.RunID, "archiveRef": goOut.ArchiveRef,
+			})
+			if goOut.JobName != jobspec.BackupJobName(tc.want.Server, tc.want.RunID) {
+				t.Errorf("jobName output %q, want the builder's %q", goOut.JobName, jobspec.BackupJobName(tc.want.Server, tc.want.RunID))
+			}
+		})
+	}
+}
+
+func withTypeMeta(m map[string]any) map[string]any {
+	m["apiVersion"], m["kind"] = "batch/v1", "Job"
+	return m
+}
+
+// TestConstructInputErrors: a missing or invalid input fails the plugin's
+// Construct with the Go component's message, and nothing is registered.
+func TestConstructInputErrors(t *testing.T) {
+	tests := []struct {
+		name   string
+		edit   func(m map[string]any, a *provider.WorldBackupArgs)
+		wantIn []string // fragments the message must contain
+	}{
+		{"missing backupClaimName", func(m map[string]any, a *provider.WorldBackupArgs) {
+			delete(m, "backupClaimName")
+			a.BackupClaimName = ""
+		}, []string{"backupClaimName is required"}},
+		{"missing image", func(m map[string]any, a *provider.WorldBackupArgs) {
+			delete(m, "image")
+			a.Image = ""
+		}, []string{"image is required"}},
+		{"missing server and runId", func(m map[string]any, a *provider.WorldBackupArgs) {
+			delete(m, "server")
+			delete(m, "runId")
+			a.Server, a.RunID = "", ""
+		}, []string{"2 invalid inputs", "server is required", "runId is required"}},
+		{"invalid server", func(m map[string]any, a *provider.WorldBackupArgs) {
+			m["server"] = "Survival_1"
+			a.Server = "Survival_1"
+		}, []string{`server "Survival_1" is invalid`}},
+		{"timeout shorter than deadline", func(m map[string]any, a *provider.WorldBackupArgs) {
+			m["timeout"], m["deadline"] = "10m", "1h"
+			a.Timeout, a.Deadline = "10m", "1h"
+		}, []string{"timeout", "shorter than deadline"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			inputs, args := requiredInputs(), requiredArgs()
+			tc.edit(inputs, &args)
+
+			_, _, goErr := constructGo(t, "survival", args, false)
+			var inputErr *provider.InputError
+			if !errors.As(goErr, &inputErr) {
+				t.Fatalf("the Go component's error is %v, want an *InputError", goErr)
+			}
+			for _, w := range tc.wantIn {
+				if !strings.Contains(goErr.Error(), w) {
+					t.Errorf("Go error %q lacks %q", goErr, w)
+				}
+			}
+			rec, _, err := constructPlugin(t, "survival", inputs, false)
+			if err == nil {
+				t.Fatal("the plugin's Construct succeeded")
+			}
+			// The engine shows the gRPC status message to the user.
+			if msg := status.Convert(err).Message(); msg != goErr.Error() {
+				t.Errorf("plugin error differs from the Go component's\nplugin: %s\nGo:     %s", msg, goErr)
+			}
+			if n := len(rec.regs); n != 0 {
+				t.Errorf("the plugin registered %d resources before failing: %+v", n, rec.regs)
+			}
+		})
+	}
+}
