@@ -180,6 +180,12 @@ const providerRef = "urn:pulumi:stack::project::pulumi:providers:kubernetes::clu
 // sends them, and an explicit Kubernetes provider when withProvider is set.
 func constructPlugin(t *testing.T, name string, inputs map[string]any, withProvider bool) (*recorder, p.ConstructResponse, error) {
 	t.Helper()
+	return constructPluginType(t, provider.WorldBackupType, name, inputs, withProvider)
+}
+
+// constructPluginType constructs the component of type token typ.
+func constructPluginType(t *testing.T, typ, name string, inputs map[string]any, withProvider bool) (*recorder, p.ConstructResponse, error) {
+	t.Helper()
 	prov, err := newProvider()
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +197,7 @@ func constructPlugin(t *testing.T, name string, inputs map[string]any, withProvi
 		t.Fatal(err)
 	}
 	req := p.ConstructRequest{
-		Urn:    resource.NewURN("stack", "project", "", provider.WorldBackupType, name),
+		Urn:    resource.NewURN("stack", "project", "", tokens.Type(typ), name),
 		Inputs: resource.FromResourcePropertyMap(resource.NewPropertyMapFromMap(inputs)),
 	}
 	if withProvider {
@@ -478,5 +484,49 @@ func TestConstructInputErrors(t *testing.T) {
 				t.Errorf("the plugin registered %d resources before failing: %+v", n, rec.regs)
 			}
 		})
+	}
+}
+
+// TestConstructRestore: the plugin serves WorldRestore too, the same Job as
+// the pure builder's restore shape, and the same errors as the Go component.
+func TestConstructRestore(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	inputs := map[string]any{
+		"server": "survival", "runId": "r1", "archiveRef": "/backups/survival/r1.tar.zst", "sha256": sum,
+		"image": "registry.example/archiver:1", "backupClaimName": "backups",
+	}
+	rec, _, err := constructPluginType(t, provider.WorldRestoreType, "survival-restore", inputs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := rec.ofType("kubernetes:batch/v1:Job")
+	if len(jobs) != 1 {
+		t.Fatalf("registered %d Jobs, want 1", len(jobs))
+	}
+	if jobs[0].Provider != providerRef {
+		t.Errorf("the Job uses provider %q, want %q", jobs[0].Provider, providerRef)
+	}
+	b, _ := json.Marshal(jobs[0].Inputs)
+	for _, want := range []string{`"restore"`, `"--sha256"`, `"` + sum + `"`, `"--into"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the restore Job lacks %s: %s", want, b)
+		}
+	}
+	if strings.Contains(string(b), `"secret"`) {
+		t.Errorf("the restore Job mounts a Secret: %s", b)
+	}
+
+	delete(inputs, "sha256")
+	goErr := provider.WorldRestoreArgs{Server: "survival", RunID: "r1", ArchiveRef: "/backups/survival/r1.tar.zst",
+		Image: "registry.example/archiver:1", BackupClaimName: "backups"}.Validate()
+	if goErr == nil {
+		t.Fatal("the Go component accepts a restore without sha256")
+	}
+	_, _, err = constructPluginType(t, provider.WorldRestoreType, "survival-restore", inputs, false)
+	if err == nil {
+		t.Fatal("the plugin constructs a restore without sha256")
+	}
+	if msg := status.Convert(err).Message(); msg != goErr.Error() {
+		t.Errorf("plugin error differs from the Go component's\nplugin: %s\nGo:     %s", msg, goErr)
 	}
 }

@@ -1,5 +1,6 @@
 // Command pulumi-resource-worldbackup is the worldbackup component-provider
-// plugin: it serves the components of package provider (WorldBackup) to
+// plugin: it serves the components of package provider (WorldBackup and
+// WorldRestore) to
 // Pulumi programs in every language (TypeScript, Python, YAML, ...), using
 // pulumi-go-provider's infer.ComponentF on the very constructors that Go
 // programs call, so there is one implementation of the Job logic.
@@ -91,12 +92,14 @@ func newProvider() (p.Provider, error) {
 	prov, err := infer.NewProviderBuilder().
 		WithDisplayName("worldbackup").
 		WithDescription("Declarative, on-demand backups of Minecraft/Paper server worlds on Kubernetes: "+
-			"each WorldBackup is one backup run, a Kubernetes Job that archives a world and records it in a catalog.").
+			"each WorldBackup is one backup run, a Kubernetes Job that archives a world and records it in a catalog; "+
+			"each WorldRestore a Job that restores an archive into a world, with no database access.").
 		WithKeywords("kubernetes", "minecraft", "backup", "category/utility", "kind/component").
 		WithRepository("https://github.com/worldbackup/worldbackup").
 		WithGoImportPath("github.com/worldbackup/worldbackup/sdk/go/worldbackup").
 		WithComponents(
 			infer.ComponentF(provider.NewWorldBackup),
+			infer.ComponentF(provider.NewWorldRestore),
 		).
 		Build()
 	if err != nil {
