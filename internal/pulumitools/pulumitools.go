@@ -78,13 +78,21 @@ func (t Tools) Env(stateDir string) map[string]string {
 }
 
 // InlineStack creates (or selects) a stack for program with the project
-// settings of the repository's Pulumi.yaml, so the engine checks config keys
-// against its config block, in workDir with its state under stateDir, and
-// sets config by path (`pulumi config set --path`, as a user would).
+// settings of the repository's Pulumi.yaml, so its config block applies; see
+// ProjectStack.
 func (t Tools) InlineStack(ctx context.Context, stack string, program pulumi.RunFunc, workDir, stateDir string, config map[string]string) (auto.Stack, error) {
-	proj, err := workspace.LoadProject(filepath.Join(t.Root, "Pulumi.yaml"))
+	return t.ProjectStack(ctx, t.Root, stack, program, workDir, stateDir, config)
+}
+
+// ProjectStack creates (or selects) a stack for the inline program with the
+// project settings of projectDir/Pulumi.yaml (its config block's types and
+// defaults apply as for `pulumi up` in that folder), in workDir with its
+// state under stateDir, and sets config by path (`pulumi config set --path`,
+// as a user would).
+func (t Tools) ProjectStack(ctx context.Context, projectDir, stack string, program pulumi.RunFunc, workDir, stateDir string, config map[string]string) (auto.Stack, error) {
+	proj, err := workspace.LoadProject(filepath.Join(projectDir, "Pulumi.yaml"))
 	if err != nil {
-		return auto.Stack{}, fmt.Errorf("loading Pulumi.yaml: %w", err)
+		return auto.Stack{}, fmt.Errorf("loading %s: %w", filepath.Join(projectDir, "Pulumi.yaml"), err)
 	}
 	proj.Main = "" // an inline program has no program folder
 	cmd, err := auto.NewPulumiCommand(&auto.PulumiCommandOptions{Root: filepath.Dir(t.Bin), SkipVersionCheck: true})

@@ -49,6 +49,17 @@ func (tt Tools) InlineStack(t testing.TB, stack string, program pulumi.RunFunc, 
 	return s
 }
 
+// ProjectStack is InlineStack with the project of projectDir/Pulumi.yaml
+// (an example's own project) instead of the repository's.
+func (tt Tools) ProjectStack(t testing.TB, projectDir, stack string, program pulumi.RunFunc, config map[string]string) auto.Stack {
+	t.Helper()
+	s, err := tt.Tools.ProjectStack(t.Context(), projectDir, stack, program, t.TempDir(), t.TempDir(), config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // CLI runs the pulumi CLI in dir, failing the test on error.
 func (tt Tools) CLI(t testing.TB, dir string, env map[string]string, args ...string) string {
 	t.Helper()

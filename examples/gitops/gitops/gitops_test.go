@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/worldbackup/worldbackup/examples/gitops/gitops"
-	"github.com/worldbackup/worldbackup/examples/internal/extest"
 	"github.com/worldbackup/worldbackup/internal/jobrun"
 	"github.com/worldbackup/worldbackup/internal/stacktest"
 )
@@ -124,7 +123,7 @@ func TestRenderedFolderIsAKustomization(t *testing.T) {
 	tools := stacktest.Require(t)
 	ctx := t.Context()
 	dir := t.TempDir()
-	stack := extest.InlineStack(t, tools, "..", "gitops", gitops.Program, config(dir, "r1"))
+	stack := tools.ProjectStack(t, "..", "gitops", gitops.Program, config(dir, "r1"))
 
 	if _, err := stack.Preview(ctx, optpreview.ProgressStreams(io.Discard)); err != nil {
 		t.Fatalf("preview: %v", err)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 
-	"github.com/worldbackup/worldbackup/examples/internal/extest"
 	"github.com/worldbackup/worldbackup/examples/multi-cluster/multicluster"
 	"github.com/worldbackup/worldbackup/internal/jobrun"
 	"github.com/worldbackup/worldbackup/internal/stacktest"
@@ -26,7 +25,7 @@ const project = "worldbackup-multi-cluster"
 func TestProgramRendersEachClusterIntoItsFolder(t *testing.T) {
 	tools := stacktest.Require(t)
 	renderDir := t.TempDir()
-	stack := extest.InlineStack(t, tools, "..", "render", multicluster.Program, map[string]string{
+	stack := tools.ProjectStack(t, "..", "render", multicluster.Program, map[string]string{
 		project + ":image":     "registry.example/archiver:test",
 		project + ":runId":     "r1",
 		project + ":renderDir": renderDir,
