@@ -18,7 +18,10 @@ go build -o bin/archiver ./archiver/cmd/archiver
 
 if [ -z "${DATABASE_URL:-}" ]; then
   if command -v pg_isready >/dev/null && pg_isready -q -h 127.0.0.1 -p 5432 -t 3; then
-    export DATABASE_URL="postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+    # A database of the demo's own on the local server, so its rows stay apart.
+    psql -h 127.0.0.1 -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'worldbackup_demo'" | grep -q 1 ||
+      createdb -h 127.0.0.1 -U postgres worldbackup_demo
+    export DATABASE_URL="postgres://postgres@127.0.0.1:5432/worldbackup_demo?sslmode=disable"
   else
     pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
     [ -n "$pgbin" ] || { echo "demo: no PostgreSQL: set DATABASE_URL, or install the server (apt-get install postgresql)"; exit 2; }
