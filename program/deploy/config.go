@@ -195,7 +195,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%s:"+format, append([]any{Namespace}, args...)...))
 	}
 	if c.Image == "" {
-		add("image is required: `pulumi config set worldbackup:image <registry>/worldbackup/archiver:<tag>` (see `make image`)")
+		add("image is required: build and push the archiver image with `make image-push REGISTRY=<registry>`, then `pulumi config set worldbackup:image <the reference it prints>`")
 	}
 	if c.BackupClaim == "" {
 		add("backupClaim is required: `pulumi config set worldbackup:backupClaim <name of the PVC that receives the archives>`")
