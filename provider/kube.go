@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	k8sbatchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
@@ -40,6 +41,43 @@ func registerChildJob(ctx *pulumi.Context, parent pulumi.Resource, name string, 
 		pulumi.Parent(parent),
 		pulumi.Timeouts(&pulumi.CustomTimeouts{Create: t, Update: t}),
 	)
+}
+
+// jobOutputs are the outputs of a component that is one Job, each known
+// after the Job is registered.
+type jobOutputs struct {
+	JobName, Namespace, RunID, ArchiveRef pulumi.StringOutput
+}
+
+// registerJobComponent registers comp as the component typ named name (opts
+// its options) with job as its one child, named name+"-job", with timeout as
+// its create and update timeout; it records and returns the outputs every
+// component has: the Job's name and namespace, runID and archiveRef.
+func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.ComponentResource, job *batchv1.Job,
+	timeout time.Duration, runID, archiveRef string, opts ...pulumi.ResourceOption) (jobOutputs, error) {
+	kind := typ[strings.LastIndex(typ, ":")+1:] // e.g. WorldBackup
+	if err := ctx.RegisterComponentResource(typ, name, comp, opts...); err != nil {
+		return jobOutputs{}, fmt.Errorf("registering %s %q: %w", kind, name, err)
+	}
+	res, err := registerChildJob(ctx, comp, name+"-job", job, timeout)
+	if err != nil {
+		return jobOutputs{}, err
+	}
+	out := jobOutputs{
+		JobName:    knownAfter(res, job.Name),
+		Namespace:  knownAfter(res, job.Namespace),
+		RunID:      knownAfter(res, runID),
+		ArchiveRef: knownAfter(res, archiveRef),
+	}
+	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
+		"jobName":    out.JobName,
+		"namespace":  out.Namespace,
+		"runId":      out.RunID,
+		"archiveRef": out.ArchiveRef,
+	}); err != nil {
+		return jobOutputs{}, fmt.Errorf("registering outputs of %s %q: %w", kind, name, err)
+	}
+	return out, nil
 }
 
 // knownAfter returns the known value v as an output that depends on res, so

@@ -8,8 +8,6 @@
 package provider
 
 import (
-	"fmt"
-
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -56,25 +54,11 @@ func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts
 	job := jobspec.BuildBackup(r.Job)
 
 	comp := &WorldBackup{}
-	if err := ctx.RegisterComponentResource(WorldBackupType, name, comp, opts...); err != nil {
-		return nil, fmt.Errorf("registering WorldBackup %q: %w", name, err)
-	}
-	res, err := registerChildJob(ctx, comp, name+"-job", job, r.Timeout)
+	out, err := registerJobComponent(ctx, WorldBackupType, name, comp, job, r.Timeout, r.Job.RunID, r.ArchiveRef, opts...)
 	if err != nil {
 		return nil, err
 	}
-	comp.JobName = knownAfter(res, job.Name)
-	comp.Namespace = knownAfter(res, job.Namespace)
-	comp.RunID = knownAfter(res, r.Job.RunID)
-	comp.ArchiveRef = knownAfter(res, r.ArchiveRef)
-	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
-		"jobName":    comp.JobName,
-		"namespace":  comp.Namespace,
-		"runId":      comp.RunID,
-		"archiveRef": comp.ArchiveRef,
-	}); err != nil {
-		return nil, fmt.Errorf("registering outputs of WorldBackup %q: %w", name, err)
-	}
+	comp.JobName, comp.Namespace, comp.RunID, comp.ArchiveRef = out.JobName, out.Namespace, out.RunID, out.ArchiveRef
 	return comp, nil
 }
 

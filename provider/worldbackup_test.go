@@ -1,8 +1,6 @@
 package provider
 
 import (
-	"encoding/json"
-	"errors"
 	"reflect"
 	"slices"
 	"strings"
@@ -11,54 +9,12 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
-	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	batchv1 "k8s.io/api/batch/v1"
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/worldbackup/worldbackup/provider/internal/jobtest"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
-
-// mocks records every resource registration.
-type mocks struct {
-	mu        sync.Mutex
-	resources []pulumi.MockResourceArgs
-}
-
-func (m *mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.resources = append(m.resources, args)
-	id := ""
-	if args.Custom {
-		id = args.Name + "-id"
-	}
-	return id, args.Inputs, nil
-}
-
-func (m *mocks) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
-	return args.Args, nil
-}
-
-// ofType returns the recorded registrations of type typ.
-func (m *mocks) ofType(typ string) []pulumi.MockResourceArgs {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []pulumi.MockResourceArgs
-	for _, r := range m.resources {
-		if r.TypeToken == typ {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-func runMocked(t *testing.T, program pulumi.RunFunc) (*mocks, error) {
-	t.Helper()
-	m := &mocks{}
-	err := pulumi.RunErr(program, pulumi.WithMocks("project", "stack", m))
-	return m, err
-}
 
 func validArgs() WorldBackupArgs {
 	return WorldBackupArgs{
@@ -67,73 +23,6 @@ func validArgs() WorldBackupArgs {
 		Image:           "ghcr.io/worldbackup/archiver:v0.1.0",
 		BackupClaimName: "world-backups",
 	}
-}
-
-// jsonObject returns v's JSON form decoded into a map (numbers as float64).
-func jsonObject(t *testing.T, v any) map[string]any {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-// wantJobObject is the JSON object of the Job the mock should receive.
-func wantJobObject(t *testing.T, b jobspec.Backup) map[string]any {
-	t.Helper()
-	m := jsonObject(t, jobspec.BuildBackup(b))
-	delete(m, "status")
-	return m
-}
-
-func diffJSON(t *testing.T, what string, got, want map[string]any) {
-	t.Helper()
-	if !reflect.DeepEqual(got, want) {
-		g, _ := json.MarshalIndent(got, "", "  ")
-		w, _ := json.MarshalIndent(want, "", "  ")
-		t.Fatalf("%s differ:\ngot:  %s\nwant: %s", what, g, w)
-	}
-}
-
-// defaultBackup is the resolved form of validArgs, written out by hand: the
-// defaults of the contract.
-func defaultBackup() jobspec.Backup {
-	return jobspec.Backup{
-		Server:             "survival",
-		RunID:              "20250601-0300",
-		Namespace:          "minecraft",
-		Image:              "ghcr.io/worldbackup/archiver:v0.1.0",
-		ServiceAccountName: "felis-restore",
-		WorldClaimName:     "world-survival-0",
-		BackupClaimName:    "world-backups",
-		ConfigSecretName:   "felis-config",
-		WorldRoot:          "/world",
-		BackupRoot:         "/backups",
-		ConfigMountPath:    "/etc/felis",
-		Compression:        "zstd",
-		Deadline:           30 * time.Minute,
-		TTLAfterFinished:   10 * time.Minute,
-		BackoffLimit:       2,
-		Resources:          jobspec.Resources{CPULimit: k8sresource.MustParse("1"), MemoryLimit: k8sresource.MustParse("1Gi")},
-		Identity:           jobspec.Identity{Mode: jobspec.Baseline},
-	}
-}
-
-type outputs struct{ jobName, namespace, runID, archiveRef string }
-
-// capture records wb's outputs once they resolve.
-func capture(wb *WorldBackup, wg *sync.WaitGroup, into *outputs) {
-	wg.Add(1)
-	pulumi.All(wb.JobName, wb.Namespace, wb.RunID, wb.ArchiveRef).ApplyT(func(v []any) error {
-		defer wg.Done()
-		*into = outputs{v[0].(string), v[1].(string), v[2].(string), v[3].(string)}
-		return nil
-	})
 }
 
 func TestWorldBackupRegistersOneJob(t *testing.T) {
@@ -147,7 +36,7 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 		{
 			name:        "defaults",
 			args:        validArgs,
-			want:        defaultBackup,
+			want:        jobtest.DefaultBackup,
 			wantTimeout: "35m0s",
 			wantRef:     "/backups/survival/20250601-0300.tar.zst",
 		},
@@ -181,7 +70,7 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 				return a
 			},
 			want: func() jobspec.Backup {
-				b := defaultBackup()
+				b := jobtest.DefaultBackup()
 				b.FormerOwner = "Notch"
 				b.Namespace = "games"
 				b.ServiceAccountName = "backup-sa"
@@ -216,7 +105,7 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 				return a
 			},
 			want: func() jobspec.Backup {
-				b := defaultBackup()
+				b := jobtest.DefaultBackup()
 				b.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1000, RunAsGroup: 1000, FSGroup: 1000}
 				b.Compression = "none"
 				b.Placement = jobspec.Placement{NodeName: "node-b"}
@@ -233,7 +122,7 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 				a.RunAsUser = new(0)
 				return a
 			},
-			want:        defaultBackup,
+			want:        jobtest.DefaultBackup,
 			wantTimeout: "35m0s",
 			wantRef:     "/backups/survival/20250601-0300.tar.zst",
 		},
@@ -247,7 +136,7 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				capture(wb, &wg, &got)
+				captureOutputs(&wg, &got, wb.JobName, wb.Namespace, wb.RunID, wb.ArchiveRef)
 				return nil
 			})
 			if err != nil {
@@ -255,38 +144,7 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 			}
 			wg.Wait()
 
-			comps := m.ofType(WorldBackupType)
-			if len(comps) != 1 || comps[0].Custom {
-				t.Fatalf("components = %+v, want one WorldBackup", comps)
-			}
-			jobs := m.ofType("kubernetes:batch/v1:Job")
-			if len(jobs) != 1 || len(m.resources) != 2 {
-				t.Fatalf("registered %d resources with %d Jobs, want the component and one Job", len(m.resources), len(jobs))
-			}
-			job := jobs[0]
-			rpc := job.RegisterRPC
-			if job.Name != "backup-job" || !job.Custom {
-				t.Fatalf("Job registered as %q (custom %v), want custom backup-job", job.Name, job.Custom)
-			}
-			if want := "urn:pulumi:stack::project::worldbackup:index:WorldBackup::backup"; rpc.GetParent() != want {
-				t.Fatalf("Job parent = %q, want %q", rpc.GetParent(), want)
-			}
-			if rpc.GetVersion() != "4.32.0" {
-				t.Fatalf("Job provider version = %q, want 4.32.0 (the SDK's default)", rpc.GetVersion())
-			}
-			ct := rpc.GetCustomTimeouts()
-			if ct.GetCreate() != tt.wantTimeout || ct.GetUpdate() != tt.wantTimeout {
-				t.Fatalf("custom timeouts = %+v, want create/update %s", ct, tt.wantTimeout)
-			}
-			for _, key := range []resource.PropertyKey{"apiVersion", "kind", "metadata", "spec"} {
-				if !job.Inputs.HasValue(key) {
-					t.Fatalf("Job inputs lack %q", key)
-				}
-			}
-			if job.Inputs.HasValue("status") {
-				t.Fatal("Job inputs have a status")
-			}
-			diffJSON(t, "Job inputs", jsonObject(t, job.Inputs.Mappable()), wantJobObject(t, tt.want()))
+			checkOneJob(t, m, WorldBackupType, "backup", tt.wantTimeout, jobspec.BuildBackup(tt.want()))
 
 			want := tt.want()
 			wantOut := outputs{jobspec.BackupJobName(want.Server, want.RunID), want.Namespace, want.RunID, tt.wantRef}
@@ -307,19 +165,10 @@ func TestWorldBackupInputsDecodeAsJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := json.Marshal(m.ofType("kubernetes:batch/v1:Job")[0].Inputs.Mappable())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	var got batchv1.Job
-	if err := dec.Decode(&got); err != nil {
-		t.Fatalf("inputs do not decode as a Job: %v", err)
-	}
-	want := jobspec.BuildBackup(defaultBackup())
+	got := decodeJob(t, m.ofType("kubernetes:batch/v1:Job")[0], true)
+	want := jobspec.BuildBackup(jobtest.DefaultBackup())
 	// Quantities compare by their canonical form.
-	if !reflect.DeepEqual(jsonObject(t, &got), jsonObject(t, want)) {
+	if !reflect.DeepEqual(jobtest.JSONObject(t, &got), jobtest.JSONObject(t, want)) {
 		t.Fatalf("decoded Job differs from the builder's:\n%+v\n%+v", got, want)
 	}
 }
@@ -422,37 +271,6 @@ func checkInputError(t *testing.T, args WorldBackupArgs, wantInputs, wantText []
 	}, wantInputs, wantText)
 }
 
-// checkComponentInputError checks that validate fails and that construct,
-// run under mocks, fails with an *InputError of exactly wantInputs, messages
-// containing wantText, and registers nothing.
-func checkComponentInputError(t *testing.T, validate func() error, construct pulumi.RunFunc, wantInputs, wantText []string) {
-	t.Helper()
-	if err := validate(); err == nil {
-		t.Fatal("Validate() = nil, want an error")
-	}
-	m, err := runMocked(t, construct)
-	var ie *InputError
-	if !errors.As(err, &ie) {
-		t.Fatalf("error = %v, want an *InputError", err)
-	}
-	if !slices.Equal(ie.Inputs(), wantInputs) {
-		t.Fatalf("inputs with problems = %q, want %q (%v)", ie.Inputs(), wantInputs, err)
-	}
-	for _, want := range wantText {
-		if !strings.Contains(err.Error(), want) {
-			t.Fatalf("error %q does not contain %q", err, want)
-		}
-	}
-	for _, p := range ie.Problems {
-		if !strings.HasPrefix(p.Message, p.Input+" ") {
-			t.Fatalf("message %q does not start with its input %q", p.Message, p.Input)
-		}
-	}
-	if len(m.resources) != 0 {
-		t.Fatalf("registered %d resources despite invalid inputs", len(m.resources))
-	}
-}
-
 func TestWorldBackupValidArgs(t *testing.T) {
 	if err := validArgs().Validate(); err != nil {
 		t.Fatalf("Validate() = %v", err)
@@ -473,7 +291,7 @@ func TestWorldBackupTwoServers(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			capture(wb, &wg, s.into)
+			captureOutputs(&wg, s.into, wb.JobName, wb.Namespace, wb.RunID, wb.ArchiveRef)
 		}
 		return nil
 	})
@@ -488,11 +306,7 @@ func TestWorldBackupTwoServers(t *testing.T) {
 	names := map[string]bool{}
 	claims := map[string]bool{}
 	for _, j := range jobs {
-		var job batchv1.Job
-		b, _ := json.Marshal(j.Inputs.Mappable())
-		if err := json.Unmarshal(b, &job); err != nil {
-			t.Fatal(err)
-		}
+		job := decodeJob(t, j, false)
 		names[job.Name] = true
 		claims[job.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ClaimName] = true
 		if !strings.HasSuffix(j.RegisterRPC.GetParent(), "::"+strings.TrimSuffix(j.Name, "-job")) {
@@ -514,44 +328,10 @@ func TestWorldBackupTwoServers(t *testing.T) {
 }
 
 func TestWorldBackupExplicitProvider(t *testing.T) {
-	const providerURN = "urn:pulumi:stack::project::pulumi:providers:kubernetes::"
-	tests := []struct {
-		name         string
-		opts         func(p *kubernetes.Provider) []pulumi.ResourceOption
-		wantProvider string
-	}{
-		{"pulumi.Provider", func(p *kubernetes.Provider) []pulumi.ResourceOption {
-			return []pulumi.ResourceOption{pulumi.Provider(p)}
-		}, providerURN + "cluster-a::cluster-a-id"},
-		{"pulumi.Providers", func(p *kubernetes.Provider) []pulumi.ResourceOption {
-			return []pulumi.ResourceOption{pulumi.Providers(p)}
-		}, providerURN + "cluster-a::cluster-a-id"},
-		{"no provider: the default", func(*kubernetes.Provider) []pulumi.ResourceOption { return nil }, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m, err := runMocked(t, func(ctx *pulumi.Context) error {
-				p, err := kubernetes.NewProvider(ctx, "cluster-a", &kubernetes.ProviderArgs{
-					Namespace: pulumi.String("minecraft"),
-				})
-				if err != nil {
-					return err
-				}
-				_, err = NewWorldBackup(ctx, "backup", validArgs(), tt.opts(p)...)
-				return err
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			jobs := m.ofType("kubernetes:batch/v1:Job")
-			if len(jobs) != 1 {
-				t.Fatalf("Jobs = %d, want 1", len(jobs))
-			}
-			if jobs[0].Provider != tt.wantProvider {
-				t.Fatalf("Job provider = %q, want %q", jobs[0].Provider, tt.wantProvider)
-			}
-		})
-	}
+	checkExplicitProvider(t, &kubernetes.ProviderArgs{Namespace: pulumi.String("minecraft")}, func(ctx *pulumi.Context, opts ...pulumi.ResourceOption) error {
+		_, err := NewWorldBackup(ctx, "backup", validArgs(), opts...)
+		return err
+	})
 }
 
 // TestWorldBackupTwoClusters is the multi-cluster case: one program, two

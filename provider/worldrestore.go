@@ -1,8 +1,6 @@
 package provider
 
 import (
-	"fmt"
-
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -52,25 +50,11 @@ func NewWorldRestore(ctx *pulumi.Context, name string, args WorldRestoreArgs, op
 	job := jobspec.BuildRestore(r.Job)
 
 	comp := &WorldRestore{}
-	if err := ctx.RegisterComponentResource(WorldRestoreType, name, comp, opts...); err != nil {
-		return nil, fmt.Errorf("registering WorldRestore %q: %w", name, err)
-	}
-	res, err := registerChildJob(ctx, comp, name+"-job", job, r.Timeout)
+	out, err := registerJobComponent(ctx, WorldRestoreType, name, comp, job, r.Timeout, r.Job.RunID, r.Job.ArchiveRef, opts...)
 	if err != nil {
 		return nil, err
 	}
-	comp.JobName = knownAfter(res, job.Name)
-	comp.Namespace = knownAfter(res, job.Namespace)
-	comp.RunID = knownAfter(res, r.Job.RunID)
-	comp.ArchiveRef = knownAfter(res, r.Job.ArchiveRef)
-	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
-		"jobName":    comp.JobName,
-		"namespace":  comp.Namespace,
-		"runId":      comp.RunID,
-		"archiveRef": comp.ArchiveRef,
-	}); err != nil {
-		return nil, fmt.Errorf("registering outputs of WorldRestore %q: %w", name, err)
-	}
+	comp.JobName, comp.Namespace, comp.RunID, comp.ArchiveRef = out.JobName, out.Namespace, out.RunID, out.ArchiveRef
 	return comp, nil
 }
 

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"encoding/json"
 	"reflect"
 	"slices"
 	"strings"
@@ -13,57 +12,21 @@ import (
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	batchv1 "k8s.io/api/batch/v1"
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/worldbackup/worldbackup/provider/internal/jobtest"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
-
-const testSHA256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
 func validRestoreArgs() WorldRestoreArgs {
 	return WorldRestoreArgs{
 		Server:          "survival",
 		RunID:           "restore-20250601",
 		ArchiveRef:      "/backups/survival/20250601-0300.tar.zst",
-		SHA256:          testSHA256,
+		SHA256:          jobtest.SHA256,
 		Image:           "ghcr.io/worldbackup/archiver:v0.1.0",
 		BackupClaimName: "world-backups",
 	}
-}
-
-// defaultRestore is the resolved form of validRestoreArgs, written out by
-// hand: the defaults of the contract.
-func defaultRestore() jobspec.Restore {
-	return jobspec.Restore{
-		Server:             "survival",
-		RunID:              "restore-20250601",
-		ArchiveRef:         "/backups/survival/20250601-0300.tar.zst",
-		SHA256:             testSHA256,
-		Replace:            true,
-		Namespace:          "minecraft",
-		Image:              "ghcr.io/worldbackup/archiver:v0.1.0",
-		ServiceAccountName: "felis-restore",
-		WorldClaimName:     "world-survival-0",
-		BackupClaimName:    "world-backups",
-		WorldRoot:          "/world",
-		BackupRoot:         "/backups",
-		Deadline:           30 * time.Minute,
-		TTLAfterFinished:   10 * time.Minute,
-		BackoffLimit:       2,
-		Resources:          jobspec.Resources{CPULimit: k8sresource.MustParse("1"), MemoryLimit: k8sresource.MustParse("1Gi")},
-		Identity:           jobspec.Identity{Mode: jobspec.Baseline},
-	}
-}
-
-// captureRestore records wr's outputs once they resolve.
-func captureRestore(wr *WorldRestore, wg *sync.WaitGroup, into *outputs) {
-	wg.Add(1)
-	pulumi.All(wr.JobName, wr.Namespace, wr.RunID, wr.ArchiveRef).ApplyT(func(v []any) error {
-		defer wg.Done()
-		*into = outputs{v[0].(string), v[1].(string), v[2].(string), v[3].(string)}
-		return nil
-	})
 }
 
 func TestWorldRestoreRegistersOneJob(t *testing.T) {
@@ -76,7 +39,7 @@ func TestWorldRestoreRegistersOneJob(t *testing.T) {
 		{
 			name:        "defaults",
 			args:        validRestoreArgs,
-			want:        defaultRestore,
+			want:        jobtest.DefaultRestore,
 			wantTimeout: "35m0s",
 		},
 		{
@@ -109,7 +72,7 @@ func TestWorldRestoreRegistersOneJob(t *testing.T) {
 				return a
 			},
 			want: func() jobspec.Restore {
-				r := defaultRestore()
+				r := jobtest.DefaultRestore()
 				r.ArchiveRef = "/archives/creative/weekly.tar.gz"
 				r.Replace = false
 				r.Namespace = "games"
@@ -142,7 +105,7 @@ func TestWorldRestoreRegistersOneJob(t *testing.T) {
 				return a
 			},
 			want: func() jobspec.Restore {
-				r := defaultRestore()
+				r := jobtest.DefaultRestore()
 				r.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1000, RunAsGroup: 1000, FSGroup: 1000}
 				r.Placement = jobspec.Placement{NodeName: "node-b"}
 				return r
@@ -159,7 +122,7 @@ func TestWorldRestoreRegistersOneJob(t *testing.T) {
 				return a
 			},
 			want: func() jobspec.Restore {
-				r := defaultRestore()
+				r := jobtest.DefaultRestore()
 				r.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1000, RunAsGroup: 1000}
 				return r
 			},
@@ -175,7 +138,7 @@ func TestWorldRestoreRegistersOneJob(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				captureRestore(wr, &wg, &got)
+				captureOutputs(&wg, &got, wr.JobName, wr.Namespace, wr.RunID, wr.ArchiveRef)
 				return nil
 			})
 			if err != nil {
@@ -183,35 +146,7 @@ func TestWorldRestoreRegistersOneJob(t *testing.T) {
 			}
 			wg.Wait()
 
-			comps := m.ofType(WorldRestoreType)
-			if len(comps) != 1 || comps[0].Custom {
-				t.Fatalf("components = %+v, want one WorldRestore", comps)
-			}
-			jobs := m.ofType("kubernetes:batch/v1:Job")
-			if len(jobs) != 1 || len(m.resources) != 2 {
-				t.Fatalf("registered %d resources with %d Jobs, want the component and one Job", len(m.resources), len(jobs))
-			}
-			job := jobs[0]
-			rpc := job.RegisterRPC
-			if job.Name != "restore-job" || !job.Custom {
-				t.Fatalf("Job registered as %q (custom %v), want custom restore-job", job.Name, job.Custom)
-			}
-			if want := "urn:pulumi:stack::project::worldbackup:index:WorldRestore::restore"; rpc.GetParent() != want {
-				t.Fatalf("Job parent = %q, want %q", rpc.GetParent(), want)
-			}
-			if rpc.GetVersion() != "4.32.0" {
-				t.Fatalf("Job provider version = %q, want 4.32.0 (the SDK's default)", rpc.GetVersion())
-			}
-			ct := rpc.GetCustomTimeouts()
-			if ct.GetCreate() != tt.wantTimeout || ct.GetUpdate() != tt.wantTimeout {
-				t.Fatalf("custom timeouts = %+v, want create/update %s", ct, tt.wantTimeout)
-			}
-			if job.Inputs.HasValue("status") {
-				t.Fatal("Job inputs have a status")
-			}
-			wantJob := jsonObject(t, jobspec.BuildRestore(tt.want()))
-			delete(wantJob, "status")
-			diffJSON(t, "Job inputs", jsonObject(t, job.Inputs.Mappable()), wantJob)
+			checkOneJob(t, m, WorldRestoreType, "restore", tt.wantTimeout, jobspec.BuildRestore(tt.want()))
 
 			want := tt.want()
 			wantOut := outputs{jobspec.RestoreJobName(want.Server, want.RunID), want.Namespace, want.RunID, want.ArchiveRef}
@@ -233,18 +168,9 @@ func TestWorldRestoreInputsDecodeAsJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := json.Marshal(m.ofType("kubernetes:batch/v1:Job")[0].Inputs.Mappable())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	var got batchv1.Job
-	if err := dec.Decode(&got); err != nil {
-		t.Fatalf("inputs do not decode as a Job: %v", err)
-	}
-	want := jobspec.BuildRestore(defaultRestore())
-	if !reflect.DeepEqual(jsonObject(t, &got), jsonObject(t, want)) {
+	got := decodeJob(t, m.ofType("kubernetes:batch/v1:Job")[0], true)
+	want := jobspec.BuildRestore(jobtest.DefaultRestore())
+	if !reflect.DeepEqual(jobtest.JSONObject(t, &got), jobtest.JSONObject(t, want)) {
 		t.Fatalf("decoded Job differs from the builder's:\n%+v\n%+v", got, want)
 	}
 	pod := got.Spec.Template.Spec
@@ -304,8 +230,8 @@ func TestWorldRestoreInvalidInputs(t *testing.T) {
 		{"server not a label", func(a *WorldRestoreArgs) { a.Server = "Survival_1" }, []string{"server"}, "<server>-restore-<suffix>"},
 		{"server too long for the Job name", func(a *WorldRestoreArgs) { a.Server = strings.Repeat("s", 47) }, []string{"server"}, "at most 46"},
 		{"runId with slash", func(a *WorldRestoreArgs) { a.RunID = "../x" }, []string{"runId"}, `runId "../x" is invalid`},
-		{"sha256 upper case", func(a *WorldRestoreArgs) { a.SHA256 = strings.ToUpper(testSHA256) }, []string{"sha256"}, `use the lower-case form "` + testSHA256 + `"`},
-		{"sha256 too short", func(a *WorldRestoreArgs) { a.SHA256 = testSHA256[:63] }, []string{"sha256"}, "is not a SHA-256: use 64 hex digits"},
+		{"sha256 upper case", func(a *WorldRestoreArgs) { a.SHA256 = strings.ToUpper(jobtest.SHA256) }, []string{"sha256"}, `use the lower-case form "` + jobtest.SHA256 + `"`},
+		{"sha256 too short", func(a *WorldRestoreArgs) { a.SHA256 = jobtest.SHA256[:63] }, []string{"sha256"}, "is not a SHA-256: use 64 hex digits"},
 		{"sha256 not hex", func(a *WorldRestoreArgs) { a.SHA256 = strings.Repeat("g", 64) }, []string{"sha256"}, "is not a SHA-256"},
 		{"archiveRef relative", func(a *WorldRestoreArgs) { a.ArchiveRef = "survival/x.tar.zst" }, []string{"archiveRef"}, "use the absolute path of the archive in the pod"},
 		{"archiveRef unclean", func(a *WorldRestoreArgs) { a.ArchiveRef = "/backups/../etc/x.tar.zst" }, []string{"archiveRef"}, `clean form "/etc/x.tar.zst"`},
@@ -398,11 +324,7 @@ func TestWorldRestoreTakesWorldBackupOutputs(t *testing.T) {
 			restore = j
 		}
 	}
-	var job batchv1.Job
-	b, _ := json.Marshal(restore.Inputs.Mappable())
-	if err := json.Unmarshal(b, &job); err != nil {
-		t.Fatal(err)
-	}
+	job := decodeJob(t, restore, false)
 	args := job.Spec.Template.Spec.Containers[0].Args
 	if i := slices.Index(args, "--archive"); i < 0 || args[i+1] != "/backups/survival/20250601-0300.tar.zst" {
 		t.Fatalf("restore args = %q, want --archive with the backup's archiveRef", args)
@@ -416,42 +338,10 @@ func TestWorldRestoreTakesWorldBackupOutputs(t *testing.T) {
 }
 
 func TestWorldRestoreExplicitProvider(t *testing.T) {
-	const providerURN = "urn:pulumi:stack::project::pulumi:providers:kubernetes::"
-	tests := []struct {
-		name         string
-		opts         func(p *kubernetes.Provider) []pulumi.ResourceOption
-		wantProvider string
-	}{
-		{"pulumi.Provider", func(p *kubernetes.Provider) []pulumi.ResourceOption {
-			return []pulumi.ResourceOption{pulumi.Provider(p)}
-		}, providerURN + "cluster-a::cluster-a-id"},
-		{"pulumi.Providers", func(p *kubernetes.Provider) []pulumi.ResourceOption {
-			return []pulumi.ResourceOption{pulumi.Providers(p)}
-		}, providerURN + "cluster-a::cluster-a-id"},
-		{"no provider: the default", func(*kubernetes.Provider) []pulumi.ResourceOption { return nil }, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m, err := runMocked(t, func(ctx *pulumi.Context) error {
-				p, err := kubernetes.NewProvider(ctx, "cluster-a", &kubernetes.ProviderArgs{})
-				if err != nil {
-					return err
-				}
-				_, err = NewWorldRestore(ctx, "restore", validRestoreArgs(), tt.opts(p)...)
-				return err
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			jobs := m.ofType("kubernetes:batch/v1:Job")
-			if len(jobs) != 1 {
-				t.Fatalf("Jobs = %d, want 1", len(jobs))
-			}
-			if jobs[0].Provider != tt.wantProvider {
-				t.Fatalf("Job provider = %q, want %q", jobs[0].Provider, tt.wantProvider)
-			}
-		})
-	}
+	checkExplicitProvider(t, &kubernetes.ProviderArgs{}, func(ctx *pulumi.Context, opts ...pulumi.ResourceOption) error {
+		_, err := NewWorldRestore(ctx, "restore", validRestoreArgs(), opts...)
+		return err
+	})
 }
 
 // TestWorldRestoreOutputsDependOnJob checks that a resource taking an

@@ -1,4 +1,4 @@
-package jobspec
+package jobspec_test
 
 import (
 	"reflect"
@@ -12,88 +12,23 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/pod-security-admission/api"
-	"k8s.io/pod-security-admission/policy"
+
+	"github.com/worldbackup/worldbackup/provider/internal/jobtest"
+	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
 
-// baseBackup is a resolved backup with the contract's defaults.
-func baseBackup() Backup {
-	return Backup{
-		Server:             "survival",
-		RunID:              "20250601-0300",
-		Namespace:          "minecraft",
-		Image:              "ghcr.io/worldbackup/archiver:v0.1.0",
-		ServiceAccountName: "felis-restore",
-		WorldClaimName:     "world-survival-0",
-		BackupClaimName:    "world-backups",
-		ConfigSecretName:   "felis-config",
-		WorldRoot:          "/world",
-		BackupRoot:         "/backups",
-		ConfigMountPath:    "/etc/felis",
-		Compression:        "zstd",
-		Deadline:           30 * time.Minute,
-		TTLAfterFinished:   10 * time.Minute,
-		BackoffLimit:       2,
-		Resources:          Resources{CPULimit: resource.MustParse("1"), MemoryLimit: resource.MustParse("1Gi")},
-		Identity:           Identity{Mode: Baseline},
-	}
-}
-
-func restrictedBackup() Backup {
-	b := baseBackup()
-	b.Identity = Identity{Mode: Restricted, RunAsUser: 1000, RunAsGroup: 1000, FSGroup: 1000}
+func restrictedBackup() jobspec.Backup {
+	b := jobtest.DefaultBackup()
+	b.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1000, RunAsGroup: 1000, FSGroup: 1000}
 	return b
-}
-
-func container(t *testing.T, job *batchv1.Job) corev1.Container {
-	t.Helper()
-	cs := job.Spec.Template.Spec.Containers
-	if len(cs) != 1 {
-		t.Fatalf("containers = %d, want 1", len(cs))
-	}
-	return cs[0]
-}
-
-func volume(t *testing.T, job *batchv1.Job, name string) corev1.Volume {
-	t.Helper()
-	for _, v := range job.Spec.Template.Spec.Volumes {
-		if v.Name == name {
-			return v
-		}
-	}
-	t.Fatalf("no volume %q in %+v", name, job.Spec.Template.Spec.Volumes)
-	return corev1.Volume{}
-}
-
-func mountAt(t *testing.T, job *batchv1.Job, name string) corev1.VolumeMount {
-	t.Helper()
-	for _, m := range container(t, job).VolumeMounts {
-		if m.Name == name {
-			return m
-		}
-	}
-	t.Fatalf("no mount of volume %q", name)
-	return corev1.VolumeMount{}
-}
-
-func eq[T any](t *testing.T, what string, got, want T) {
-	t.Helper()
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("%s = %#v, want %#v", what, got, want)
-	}
 }
 
 // TestBuildBackupContract checks every row of the Job contract on the default
 // (baseline) backup Job.
 func TestBuildBackupContract(t *testing.T) {
-	job := BuildBackup(baseBackup())
+	job := jobspec.BuildBackup(jobtest.DefaultBackup())
 	pod := job.Spec.Template.Spec
-	tests := []struct {
-		name  string
-		check func(t *testing.T)
-	}{
-		{"type meta", func(t *testing.T) {
-			eq(t, "apiVersion/kind", job.APIVersion+" "+job.Kind, "batch/v1 Job")
-		}},
+	tests := []contractRow{
 		{"name and namespace", func(t *testing.T) {
 			eq(t, "name", job.Name, "survival-backup-20250601-0300")
 			eq(t, "namespace", job.Namespace, "minecraft")
@@ -101,31 +36,20 @@ func TestBuildBackupContract(t *testing.T) {
 				t.Fatalf("name %q: %v", job.Name, errs)
 			}
 		}},
-		{"service account without token", func(t *testing.T) {
-			eq(t, "serviceAccountName", pod.ServiceAccountName, "felis-restore")
-			eq(t, "automountServiceAccountToken", pod.AutomountServiceAccountToken, new(false))
-		}},
 		{"world claim read-only at /world", func(t *testing.T) {
-			v := volume(t, job, WorldVolumeName)
+			v := volume(t, job, jobspec.WorldVolumeName)
 			eq(t, "world volume", v.PersistentVolumeClaim, &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "world-survival-0", ReadOnly: true})
-			eq(t, "world mount", mountAt(t, job, WorldVolumeName), corev1.VolumeMount{Name: WorldVolumeName, MountPath: "/world", ReadOnly: true})
+			eq(t, "world mount", mountAt(t, job, jobspec.WorldVolumeName), corev1.VolumeMount{Name: jobspec.WorldVolumeName, MountPath: "/world", ReadOnly: true})
 		}},
 		{"backup claim read-write at /backups", func(t *testing.T) {
-			v := volume(t, job, BackupVolumeName)
+			v := volume(t, job, jobspec.BackupVolumeName)
 			eq(t, "backup volume", v.PersistentVolumeClaim, &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "world-backups"})
-			eq(t, "backup mount", mountAt(t, job, BackupVolumeName), corev1.VolumeMount{Name: BackupVolumeName, MountPath: "/backups"})
+			eq(t, "backup mount", mountAt(t, job, jobspec.BackupVolumeName), corev1.VolumeMount{Name: jobspec.BackupVolumeName, MountPath: "/backups"})
 		}},
 		{"config Secret read-only 0400 at /etc/felis", func(t *testing.T) {
-			v := volume(t, job, ConfigVolumeName)
+			v := volume(t, job, jobspec.ConfigVolumeName)
 			eq(t, "config volume", v.Secret, &corev1.SecretVolumeSource{SecretName: "felis-config", DefaultMode: new(int32(0o400))})
-			eq(t, "config mount", mountAt(t, job, ConfigVolumeName), corev1.VolumeMount{Name: ConfigVolumeName, MountPath: "/etc/felis", ReadOnly: true})
-		}},
-		{"writable /tmp emptyDir", func(t *testing.T) {
-			v := volume(t, job, TmpVolumeName)
-			if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.String() != "64Mi" {
-				t.Fatalf("tmp volume = %+v, want emptyDir with sizeLimit 64Mi", v.VolumeSource)
-			}
-			eq(t, "tmp mount", mountAt(t, job, TmpVolumeName), corev1.VolumeMount{Name: TmpVolumeName, MountPath: "/tmp"})
+			eq(t, "config mount", mountAt(t, job, jobspec.ConfigVolumeName), corev1.VolumeMount{Name: jobspec.ConfigVolumeName, MountPath: "/etc/felis", ReadOnly: true})
 		}},
 		{"exactly these volumes", func(t *testing.T) {
 			var names []string
@@ -144,13 +68,6 @@ func TestBuildBackupContract(t *testing.T) {
 			eq(t, "image", c.Image, "ghcr.io/worldbackup/archiver:v0.1.0")
 			eq(t, "env", len(c.Env)+len(c.EnvFrom), 0)
 		}},
-		{"baseline pod security context", func(t *testing.T) {
-			eq(t, "pod securityContext", pod.SecurityContext, &corev1.PodSecurityContext{
-				RunAsUser:      new(int64(0)),
-				RunAsGroup:     new(int64(0)),
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			})
-		}},
 		{"baseline container security context", func(t *testing.T) {
 			eq(t, "container securityContext", container(t, job).SecurityContext, &corev1.SecurityContext{
 				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"DAC_OVERRIDE"}},
@@ -160,50 +77,8 @@ func TestBuildBackupContract(t *testing.T) {
 				SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			})
 		}},
-		{"resources", func(t *testing.T) {
-			r := container(t, job).Resources
-			eq(t, "cpu limit", r.Limits.Cpu().String(), "1")
-			eq(t, "memory limit", r.Limits.Memory().String(), "1Gi")
-			eq(t, "cpu request", r.Requests.Cpu().String(), "100m")
-			eq(t, "memory request", r.Requests.Memory().String(), "256Mi")
-		}},
-		{"deadline, TTL, backoff, restart", func(t *testing.T) {
-			eq(t, "activeDeadlineSeconds", job.Spec.ActiveDeadlineSeconds, new(int64(1800)))
-			eq(t, "ttlSecondsAfterFinished", job.Spec.TTLSecondsAfterFinished, new(int32(600)))
-			eq(t, "backoffLimit", job.Spec.BackoffLimit, new(int32(2)))
-			eq(t, "restartPolicy", pod.RestartPolicy, corev1.RestartPolicyNever)
-			eq(t, "podReplacementPolicy", job.Spec.PodReplacementPolicy, new(batchv1.Failed))
-		}},
-		{"termination message", func(t *testing.T) {
-			eq(t, "terminationMessagePolicy", container(t, job).TerminationMessagePolicy, corev1.TerminationMessageFallbackToLogsOnError)
-		}},
-		{"labels on Job and pod", func(t *testing.T) {
-			want := map[string]string{
-				"app.kubernetes.io/name":       "worldbackup",
-				"app.kubernetes.io/instance":   "survival",
-				"app.kubernetes.io/component":  "backup",
-				"app.kubernetes.io/managed-by": "pulumi",
-				"worldbackup.dev/server":       "survival",
-			}
-			eq(t, "job labels", job.Labels, want)
-			eq(t, "pod labels", job.Spec.Template.Labels, want)
-		}},
-		{"run ID annotation on Job and pod, no skipAwait", func(t *testing.T) {
-			want := map[string]string{"worldbackup.dev/run-id": "20250601-0300"}
-			eq(t, "job annotations", job.Annotations, want)
-			eq(t, "pod annotations", job.Spec.Template.Annotations, want)
-		}},
-		{"no placement by default", func(t *testing.T) {
-			eq(t, "nodeName", pod.NodeName, "")
-			eq(t, "affinity", pod.Affinity, (*corev1.Affinity)(nil))
-		}},
-		{"nothing from the host", func(t *testing.T) {
-			if pod.HostNetwork || pod.HostPID || pod.HostIPC {
-				t.Fatal("pod uses host namespaces")
-			}
-			eq(t, "enableServiceLinks", pod.EnableServiceLinks, new(false))
-		}},
 	}
+	tests = append(tests, sharedContract(job, jobspec.ComponentBackup, "20250601-0300")...)
 	for _, tt := range tests {
 		t.Run(tt.name, tt.check)
 	}
@@ -213,10 +88,10 @@ func TestBuildBackupContract(t *testing.T) {
 func TestBuildBackupVariants(t *testing.T) {
 	tests := []struct {
 		name   string
-		modify func(b *Backup)
+		modify func(b *jobspec.Backup)
 		check  func(t *testing.T, job *batchv1.Job)
 	}{
-		{"former owner, gzip and excludes in args", func(b *Backup) {
+		{"former owner, gzip and excludes in args", func(b *jobspec.Backup) {
 			b.FormerOwner = "Notch"
 			b.Compression = "gzip"
 			b.Excludes = []string{"*.jar", "logs/"}
@@ -225,12 +100,12 @@ func TestBuildBackupVariants(t *testing.T) {
 				"--former-owner", "Notch", "--world", "/world", "--config", "/etc/felis/felis.toml", "--archive-root", "/backups",
 				"--compression", "gzip", "--exclude", "*.jar", "--exclude", "logs/", "--log-format", "json"})
 		}},
-		{"custom paths reach mounts and args", func(b *Backup) {
+		{"custom paths reach mounts and args", func(b *jobspec.Backup) {
 			b.WorldRoot, b.BackupRoot, b.ConfigMountPath = "/data/world", "/data/archives", "/run/felis"
 		}, func(t *testing.T, job *batchv1.Job) {
-			eq(t, "world mount", mountAt(t, job, WorldVolumeName).MountPath, "/data/world")
-			eq(t, "backup mount", mountAt(t, job, BackupVolumeName).MountPath, "/data/archives")
-			eq(t, "config mount", mountAt(t, job, ConfigVolumeName).MountPath, "/run/felis")
+			eq(t, "world mount", mountAt(t, job, jobspec.WorldVolumeName).MountPath, "/data/world")
+			eq(t, "backup mount", mountAt(t, job, jobspec.BackupVolumeName).MountPath, "/data/archives")
+			eq(t, "config mount", mountAt(t, job, jobspec.ConfigVolumeName).MountPath, "/run/felis")
 			args := strings.Join(container(t, job).Args, " ")
 			for _, want := range []string{"--world /data/world", "--archive-root /data/archives", "--config /run/felis/felis.toml"} {
 				if !strings.Contains(args, want) {
@@ -238,30 +113,30 @@ func TestBuildBackupVariants(t *testing.T) {
 				}
 			}
 		}},
-		{"skipAwait annotates the Job only", func(b *Backup) { b.SkipAwait = true }, func(t *testing.T, job *batchv1.Job) {
+		{"skipAwait annotates the Job only", func(b *jobspec.Backup) { b.SkipAwait = true }, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "job skipAwait", job.Annotations["pulumi.com/skipAwait"], "true")
 			if _, ok := job.Spec.Template.Annotations["pulumi.com/skipAwait"]; ok {
 				t.Fatal("pod template has pulumi.com/skipAwait")
 			}
 		}},
-		{"extra labels and annotations, ours win", func(b *Backup) {
-			b.Labels = map[string]string{"team": "ops", LabelServer: "spoofed"}
-			b.Annotations = map[string]string{"note": "x", AnnotationRunID: "spoofed"}
+		{"extra labels and annotations, ours win", func(b *jobspec.Backup) {
+			b.Labels = map[string]string{"team": "ops", jobspec.LabelServer: "spoofed"}
+			b.Annotations = map[string]string{"note": "x", jobspec.AnnotationRunID: "spoofed"}
 		}, func(t *testing.T, job *batchv1.Job) {
 			for _, l := range []map[string]string{job.Labels, job.Spec.Template.Labels} {
 				eq(t, "team label", l["team"], "ops")
-				eq(t, "server label", l[LabelServer], "survival")
+				eq(t, "server label", l[jobspec.LabelServer], "survival")
 			}
 			for _, a := range []map[string]string{job.Annotations, job.Spec.Template.Annotations} {
 				eq(t, "note annotation", a["note"], "x")
-				eq(t, "run-id annotation", a[AnnotationRunID], "20250601-0300")
+				eq(t, "run-id annotation", a[jobspec.AnnotationRunID], "20250601-0300")
 			}
 		}},
-		{"node name", func(b *Backup) { b.Placement.NodeName = "node-a" }, func(t *testing.T, job *batchv1.Job) {
+		{"node name", func(b *jobspec.Backup) { b.Placement.NodeName = "node-a" }, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "nodeName", job.Spec.Template.Spec.NodeName, "node-a")
 			eq(t, "affinity", job.Spec.Template.Spec.Affinity, (*corev1.Affinity)(nil))
 		}},
-		{"node selector as required affinity", func(b *Backup) {
+		{"node selector as required affinity", func(b *jobspec.Backup) {
 			b.Placement.NodeSelector = map[string]string{"zone": "a", "kubernetes.io/hostname": "node-a"}
 		}, func(t *testing.T, job *batchv1.Job) {
 			spec := job.Spec.Template.Spec
@@ -275,7 +150,7 @@ func TestBuildBackupVariants(t *testing.T) {
 				}}},
 			}})
 		}},
-		{"restricted identity", func(b *Backup) { *b = restrictedBackup() }, func(t *testing.T, job *batchv1.Job) {
+		{"restricted identity", func(b *jobspec.Backup) { *b = restrictedBackup() }, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "pod securityContext", job.Spec.Template.Spec.SecurityContext, &corev1.PodSecurityContext{
 				RunAsUser:           new(int64(1000)),
 				RunAsGroup:          new(int64(1000)),
@@ -293,17 +168,17 @@ func TestBuildBackupVariants(t *testing.T) {
 				SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			})
 		}},
-		{"baseline with fsGroup", func(b *Backup) { b.Identity.FSGroup = 2000 }, func(t *testing.T, job *batchv1.Job) {
+		{"baseline with fsGroup", func(b *jobspec.Backup) { b.Identity.FSGroup = 2000 }, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "fsGroup", job.Spec.Template.Spec.SecurityContext.FSGroup, new(int64(2000)))
 		}},
-		{"limits below default requests cap the requests", func(b *Backup) {
-			b.Resources = Resources{CPULimit: resource.MustParse("50m"), MemoryLimit: resource.MustParse("100Mi")}
+		{"limits below default requests cap the requests", func(b *jobspec.Backup) {
+			b.Resources = jobspec.Resources{CPULimit: resource.MustParse("50m"), MemoryLimit: resource.MustParse("100Mi")}
 		}, func(t *testing.T, job *batchv1.Job) {
 			r := container(t, job).Resources
 			eq(t, "cpu request", r.Requests.Cpu().String(), "50m")
 			eq(t, "memory request", r.Requests.Memory().String(), "100Mi")
 		}},
-		{"durations round up to seconds", func(b *Backup) {
+		{"durations round up to seconds", func(b *jobspec.Backup) {
 			b.Deadline = 90*time.Second + time.Millisecond
 			b.TTLAfterFinished = 0
 			b.BackoffLimit = 0
@@ -312,18 +187,18 @@ func TestBuildBackupVariants(t *testing.T) {
 			eq(t, "ttlSecondsAfterFinished", *job.Spec.TTLSecondsAfterFinished, int32(0))
 			eq(t, "backoffLimit", *job.Spec.BackoffLimit, int32(0))
 		}},
-		{"run ID with upper case gets a hashed valid name", func(b *Backup) { b.RunID = "Nightly.2025_06" }, func(t *testing.T, job *batchv1.Job) {
+		{"run ID with upper case gets a hashed valid name", func(b *jobspec.Backup) { b.RunID = "Nightly.2025_06" }, func(t *testing.T, job *batchv1.Job) {
 			if !strings.HasPrefix(job.Name, "survival-backup-nightly-2025-06-") || len(job.Name) > 63 {
 				t.Fatalf("name = %q", job.Name)
 			}
-			eq(t, "run-id annotation", job.Spec.Template.Annotations[AnnotationRunID], "Nightly.2025_06")
+			eq(t, "run-id annotation", job.Spec.Template.Annotations[jobspec.AnnotationRunID], "Nightly.2025_06")
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := baseBackup()
+			b := jobtest.DefaultBackup()
 			tt.modify(&b)
-			tt.check(t, BuildBackup(b))
+			tt.check(t, jobspec.BuildBackup(b))
 		})
 	}
 }
@@ -332,13 +207,13 @@ func TestBuildBackupVariants(t *testing.T) {
 // the pod template's annotation and the archiver's args, so a new run ID
 // replaces the Job, and that the same inputs give the same Job.
 func TestBuildBackupNewRunNewJob(t *testing.T) {
-	a := BuildBackup(baseBackup())
-	if again := BuildBackup(baseBackup()); !reflect.DeepEqual(a, again) {
+	a := jobspec.BuildBackup(jobtest.DefaultBackup())
+	if again := jobspec.BuildBackup(jobtest.DefaultBackup()); !reflect.DeepEqual(a, again) {
 		t.Fatal("BuildBackup is not deterministic")
 	}
-	b2 := baseBackup()
+	b2 := jobtest.DefaultBackup()
 	b2.RunID = "20250602-0300"
-	b := BuildBackup(b2)
+	b := jobspec.BuildBackup(b2)
 	if a.Name == b.Name {
 		t.Fatalf("two run IDs share the Job name %q", a.Name)
 	}
@@ -353,21 +228,17 @@ func TestBuildBackupNewRunNewJob(t *testing.T) {
 // TestBuildBackupPodSecurity evaluates the pod template against the Pod
 // Security Standards at the latest version.
 func TestBuildBackupPodSecurity(t *testing.T) {
-	evaluator, err := policy.NewEvaluator(policy.DefaultChecks())
-	if err != nil {
-		t.Fatal(err)
-	}
 	tests := []struct {
 		name    string
-		backup  Backup
+		backup  jobspec.Backup
 		level   api.Level
 		allowed bool
 	}{
-		{"baseline mode passes baseline", baseBackup(), api.LevelBaseline, true},
-		{"baseline mode fails restricted", baseBackup(), api.LevelRestricted, false},
+		{"baseline mode passes baseline", jobtest.DefaultBackup(), api.LevelBaseline, true},
+		{"baseline mode fails restricted", jobtest.DefaultBackup(), api.LevelRestricted, false},
 		{"restricted mode passes baseline", restrictedBackup(), api.LevelBaseline, true},
 		{"restricted mode passes restricted", restrictedBackup(), api.LevelRestricted, true},
-		{"restricted mode with node selector passes restricted", func() Backup {
+		{"restricted mode with node selector passes restricted", func() jobspec.Backup {
 			b := restrictedBackup()
 			b.Placement.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-a"}
 			return b
@@ -375,9 +246,8 @@ func TestBuildBackupPodSecurity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tmpl := BuildBackup(tt.backup).Spec.Template
-			results := evaluator.EvaluatePod(api.LevelVersion{Level: tt.level, Version: api.LatestVersion()}, &tmpl.ObjectMeta, &tmpl.Spec)
-			agg := policy.AggregateCheckResults(results)
+			tmpl := jobspec.BuildBackup(tt.backup).Spec.Template
+			agg := jobtest.PodSecurity(t, tmpl, tt.level)
 			if agg.Allowed != tt.allowed {
 				t.Fatalf("allowed = %v, want %v; forbidden: %v %v", agg.Allowed, tt.allowed, agg.ForbiddenReasons, agg.ForbiddenDetails)
 			}
@@ -396,8 +266,8 @@ func TestBuildBackupPodSecurity(t *testing.T) {
 }
 
 func TestLabelsTolerateInvalidValues(t *testing.T) {
-	l := Labels(strings.Repeat("s", 70), ComponentBackup, nil)
-	for _, k := range []string{LabelInstance, LabelServer} {
+	l := jobspec.Labels(strings.Repeat("s", 70), jobspec.ComponentBackup, nil)
+	for _, k := range []string{jobspec.LabelInstance, jobspec.LabelServer} {
 		if errs := validation.IsValidLabelValue(l[k]); len(errs) > 0 {
 			t.Fatalf("label %s = %q: %v", k, l[k], errs)
 		}

@@ -1,4 +1,4 @@
-package jobspec
+package jobspec_test
 
 import (
 	"reflect"
@@ -12,52 +12,23 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/pod-security-admission/api"
-	"k8s.io/pod-security-admission/policy"
+
+	"github.com/worldbackup/worldbackup/provider/internal/jobtest"
+	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
 
-const testSHA256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
-
-// baseRestore is a resolved restore with the contract's defaults.
-func baseRestore() Restore {
-	return Restore{
-		Server:             "survival",
-		RunID:              "restore-20250601",
-		ArchiveRef:         "/backups/survival/20250601-0300.tar.zst",
-		SHA256:             testSHA256,
-		Replace:            true,
-		Namespace:          "minecraft",
-		Image:              "ghcr.io/worldbackup/archiver:v0.1.0",
-		ServiceAccountName: "felis-restore",
-		WorldClaimName:     "world-survival-0",
-		BackupClaimName:    "world-backups",
-		WorldRoot:          "/world",
-		BackupRoot:         "/backups",
-		Deadline:           30 * time.Minute,
-		TTLAfterFinished:   10 * time.Minute,
-		BackoffLimit:       2,
-		Resources:          Resources{CPULimit: resource.MustParse("1"), MemoryLimit: resource.MustParse("1Gi")},
-		Identity:           Identity{Mode: Baseline},
-	}
-}
-
-func restrictedRestore() Restore {
-	r := baseRestore()
-	r.Identity = Identity{Mode: Restricted, RunAsUser: 1000, RunAsGroup: 1000, FSGroup: 1000}
+func restrictedRestore() jobspec.Restore {
+	r := jobtest.DefaultRestore()
+	r.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1000, RunAsGroup: 1000, FSGroup: 1000}
 	return r
 }
 
 // TestBuildRestoreContract checks every row of the restore Job's contract on
 // the default (baseline) restore Job.
 func TestBuildRestoreContract(t *testing.T) {
-	job := BuildRestore(baseRestore())
+	job := jobspec.BuildRestore(jobtest.DefaultRestore())
 	pod := job.Spec.Template.Spec
-	tests := []struct {
-		name  string
-		check func(t *testing.T)
-	}{
-		{"type meta", func(t *testing.T) {
-			eq(t, "apiVersion/kind", job.APIVersion+" "+job.Kind, "batch/v1 Job")
-		}},
+	tests := []contractRow{
 		{"name and namespace", func(t *testing.T) {
 			eq(t, "name", job.Name, "survival-restore-restore-20250601")
 			eq(t, "namespace", job.Namespace, "minecraft")
@@ -65,19 +36,15 @@ func TestBuildRestoreContract(t *testing.T) {
 				t.Fatalf("name %q: %v", job.Name, errs)
 			}
 		}},
-		{"service account without token", func(t *testing.T) {
-			eq(t, "serviceAccountName", pod.ServiceAccountName, "felis-restore")
-			eq(t, "automountServiceAccountToken", pod.AutomountServiceAccountToken, new(false))
-		}},
 		{"world claim read-write at /world", func(t *testing.T) {
-			v := volume(t, job, WorldVolumeName)
+			v := volume(t, job, jobspec.WorldVolumeName)
 			eq(t, "world volume", v.PersistentVolumeClaim, &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "world-survival-0"})
-			eq(t, "world mount", mountAt(t, job, WorldVolumeName), corev1.VolumeMount{Name: WorldVolumeName, MountPath: "/world"})
+			eq(t, "world mount", mountAt(t, job, jobspec.WorldVolumeName), corev1.VolumeMount{Name: jobspec.WorldVolumeName, MountPath: "/world"})
 		}},
 		{"backup claim read-only at volume and mount, at /backups", func(t *testing.T) {
-			v := volume(t, job, BackupVolumeName)
+			v := volume(t, job, jobspec.BackupVolumeName)
 			eq(t, "backup volume", v.PersistentVolumeClaim, &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "world-backups", ReadOnly: true})
-			eq(t, "backup mount", mountAt(t, job, BackupVolumeName), corev1.VolumeMount{Name: BackupVolumeName, MountPath: "/backups", ReadOnly: true})
+			eq(t, "backup mount", mountAt(t, job, jobspec.BackupVolumeName), corev1.VolumeMount{Name: jobspec.BackupVolumeName, MountPath: "/backups", ReadOnly: true})
 		}},
 		{"no Secret, no config, no projected token", func(t *testing.T) {
 			for _, v := range pod.Volumes {
@@ -86,20 +53,13 @@ func TestBuildRestoreContract(t *testing.T) {
 				}
 			}
 			for _, m := range container(t, job).VolumeMounts {
-				if m.Name == ConfigVolumeName || strings.HasPrefix(m.MountPath, "/etc") || strings.HasPrefix(m.MountPath, "/var/run/secrets") {
+				if m.Name == jobspec.ConfigVolumeName || strings.HasPrefix(m.MountPath, "/etc") || strings.HasPrefix(m.MountPath, "/var/run/secrets") {
 					t.Fatalf("mount %+v looks like a config or token mount", m)
 				}
 			}
 			if slices.Contains(container(t, job).Args, "--config") {
 				t.Fatal("args pass --config")
 			}
-		}},
-		{"writable /tmp emptyDir", func(t *testing.T) {
-			v := volume(t, job, TmpVolumeName)
-			if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.String() != "64Mi" {
-				t.Fatalf("tmp volume = %+v, want emptyDir with sizeLimit 64Mi", v.VolumeSource)
-			}
-			eq(t, "tmp mount", mountAt(t, job, TmpVolumeName), corev1.VolumeMount{Name: TmpVolumeName, MountPath: "/tmp"})
 		}},
 		{"exactly these volumes", func(t *testing.T) {
 			var names []string
@@ -113,16 +73,9 @@ func TestBuildRestoreContract(t *testing.T) {
 			c := container(t, job)
 			eq(t, "command", c.Command, []string{"/usr/local/bin/archiver"})
 			eq(t, "args", c.Args, []string{"restore", "--archive", "/backups/survival/20250601-0300.tar.zst",
-				"--sha256", testSHA256, "--into", "/world", "--replace", "--log-format", "json"})
+				"--sha256", jobtest.SHA256, "--into", "/world", "--replace", "--log-format", "json"})
 			eq(t, "image", c.Image, "ghcr.io/worldbackup/archiver:v0.1.0")
 			eq(t, "env", len(c.Env)+len(c.EnvFrom), 0)
-		}},
-		{"baseline pod security context", func(t *testing.T) {
-			eq(t, "pod securityContext", pod.SecurityContext, &corev1.PodSecurityContext{
-				RunAsUser:      new(int64(0)),
-				RunAsGroup:     new(int64(0)),
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			})
 		}},
 		{"baseline container security context: CHOWN, DAC_OVERRIDE, FOWNER only", func(t *testing.T) {
 			eq(t, "container securityContext", container(t, job).SecurityContext, &corev1.SecurityContext{
@@ -133,50 +86,8 @@ func TestBuildRestoreContract(t *testing.T) {
 				SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			})
 		}},
-		{"resources", func(t *testing.T) {
-			r := container(t, job).Resources
-			eq(t, "cpu limit", r.Limits.Cpu().String(), "1")
-			eq(t, "memory limit", r.Limits.Memory().String(), "1Gi")
-			eq(t, "cpu request", r.Requests.Cpu().String(), "100m")
-			eq(t, "memory request", r.Requests.Memory().String(), "256Mi")
-		}},
-		{"deadline, TTL, backoff, restart", func(t *testing.T) {
-			eq(t, "activeDeadlineSeconds", job.Spec.ActiveDeadlineSeconds, new(int64(1800)))
-			eq(t, "ttlSecondsAfterFinished", job.Spec.TTLSecondsAfterFinished, new(int32(600)))
-			eq(t, "backoffLimit", job.Spec.BackoffLimit, new(int32(2)))
-			eq(t, "restartPolicy", pod.RestartPolicy, corev1.RestartPolicyNever)
-			eq(t, "podReplacementPolicy", job.Spec.PodReplacementPolicy, new(batchv1.Failed))
-		}},
-		{"termination message", func(t *testing.T) {
-			eq(t, "terminationMessagePolicy", container(t, job).TerminationMessagePolicy, corev1.TerminationMessageFallbackToLogsOnError)
-		}},
-		{"labels on Job and pod", func(t *testing.T) {
-			want := map[string]string{
-				"app.kubernetes.io/name":       "worldbackup",
-				"app.kubernetes.io/instance":   "survival",
-				"app.kubernetes.io/component":  "restore",
-				"app.kubernetes.io/managed-by": "pulumi",
-				"worldbackup.dev/server":       "survival",
-			}
-			eq(t, "job labels", job.Labels, want)
-			eq(t, "pod labels", job.Spec.Template.Labels, want)
-		}},
-		{"run ID annotation on Job and pod, no skipAwait", func(t *testing.T) {
-			want := map[string]string{"worldbackup.dev/run-id": "restore-20250601"}
-			eq(t, "job annotations", job.Annotations, want)
-			eq(t, "pod annotations", job.Spec.Template.Annotations, want)
-		}},
-		{"no placement by default", func(t *testing.T) {
-			eq(t, "nodeName", pod.NodeName, "")
-			eq(t, "affinity", pod.Affinity, (*corev1.Affinity)(nil))
-		}},
-		{"nothing from the host", func(t *testing.T) {
-			if pod.HostNetwork || pod.HostPID || pod.HostIPC {
-				t.Fatal("pod uses host namespaces")
-			}
-			eq(t, "enableServiceLinks", pod.EnableServiceLinks, new(false))
-		}},
 	}
+	tests = append(tests, sharedContract(job, jobspec.ComponentRestore, "restore-20250601")...)
 	for _, tt := range tests {
 		t.Run(tt.name, tt.check)
 	}
@@ -186,23 +97,23 @@ func TestBuildRestoreContract(t *testing.T) {
 func TestBuildRestoreVariants(t *testing.T) {
 	tests := []struct {
 		name   string
-		modify func(r *Restore)
+		modify func(r *jobspec.Restore)
 		check  func(t *testing.T, job *batchv1.Job)
 	}{
-		{"replace off, caps on", func(r *Restore) {
+		{"replace off, caps on", func(r *jobspec.Restore) {
 			r.Replace = false
 			r.MaxBytes = 8 << 30
 			r.MaxEntries = 50000
 		}, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "args", container(t, job).Args, []string{"restore", "--archive", "/backups/survival/20250601-0300.tar.zst",
-				"--sha256", testSHA256, "--into", "/world", "--max-bytes", "8589934592", "--max-entries", "50000", "--log-format", "json"})
+				"--sha256", jobtest.SHA256, "--into", "/world", "--max-bytes", "8589934592", "--max-entries", "50000", "--log-format", "json"})
 		}},
-		{"custom paths reach mounts and args", func(r *Restore) {
+		{"custom paths reach mounts and args", func(r *jobspec.Restore) {
 			r.WorldRoot, r.BackupRoot = "/data/world", "/data/archives"
 			r.ArchiveRef = "/data/archives/survival/x.tar.gz"
 		}, func(t *testing.T, job *batchv1.Job) {
-			eq(t, "world mount", mountAt(t, job, WorldVolumeName), corev1.VolumeMount{Name: WorldVolumeName, MountPath: "/data/world"})
-			eq(t, "backup mount", mountAt(t, job, BackupVolumeName), corev1.VolumeMount{Name: BackupVolumeName, MountPath: "/data/archives", ReadOnly: true})
+			eq(t, "world mount", mountAt(t, job, jobspec.WorldVolumeName), corev1.VolumeMount{Name: jobspec.WorldVolumeName, MountPath: "/data/world"})
+			eq(t, "backup mount", mountAt(t, job, jobspec.BackupVolumeName), corev1.VolumeMount{Name: jobspec.BackupVolumeName, MountPath: "/data/archives", ReadOnly: true})
 			args := strings.Join(container(t, job).Args, " ")
 			for _, want := range []string{"--into /data/world", "--archive /data/archives/survival/x.tar.gz"} {
 				if !strings.Contains(args, want) {
@@ -210,41 +121,41 @@ func TestBuildRestoreVariants(t *testing.T) {
 				}
 			}
 		}},
-		{"custom claims", func(r *Restore) {
+		{"custom claims", func(r *jobspec.Restore) {
 			r.WorldClaimName, r.BackupClaimName = "survival-data", "offsite"
 		}, func(t *testing.T, job *batchv1.Job) {
-			eq(t, "world claim", volume(t, job, WorldVolumeName).PersistentVolumeClaim.ClaimName, "survival-data")
-			eq(t, "backup claim", volume(t, job, BackupVolumeName).PersistentVolumeClaim.ClaimName, "offsite")
+			eq(t, "world claim", volume(t, job, jobspec.WorldVolumeName).PersistentVolumeClaim.ClaimName, "survival-data")
+			eq(t, "backup claim", volume(t, job, jobspec.BackupVolumeName).PersistentVolumeClaim.ClaimName, "offsite")
 		}},
-		{"skipAwait annotates the Job only", func(r *Restore) { r.SkipAwait = true }, func(t *testing.T, job *batchv1.Job) {
+		{"skipAwait annotates the Job only", func(r *jobspec.Restore) { r.SkipAwait = true }, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "job skipAwait", job.Annotations["pulumi.com/skipAwait"], "true")
 			if _, ok := job.Spec.Template.Annotations["pulumi.com/skipAwait"]; ok {
 				t.Fatal("pod template has pulumi.com/skipAwait")
 			}
 		}},
-		{"extra labels and annotations, ours win", func(r *Restore) {
-			r.Labels = map[string]string{"team": "ops", LabelComponent: "spoofed"}
-			r.Annotations = map[string]string{"note": "x", AnnotationRunID: "spoofed"}
+		{"extra labels and annotations, ours win", func(r *jobspec.Restore) {
+			r.Labels = map[string]string{"team": "ops", jobspec.LabelComponent: "spoofed"}
+			r.Annotations = map[string]string{"note": "x", jobspec.AnnotationRunID: "spoofed"}
 		}, func(t *testing.T, job *batchv1.Job) {
 			for _, l := range []map[string]string{job.Labels, job.Spec.Template.Labels} {
 				eq(t, "team label", l["team"], "ops")
-				eq(t, "component label", l[LabelComponent], "restore")
+				eq(t, "component label", l[jobspec.LabelComponent], "restore")
 			}
 			for _, a := range []map[string]string{job.Annotations, job.Spec.Template.Annotations} {
 				eq(t, "note annotation", a["note"], "x")
-				eq(t, "run-id annotation", a[AnnotationRunID], "restore-20250601")
+				eq(t, "run-id annotation", a[jobspec.AnnotationRunID], "restore-20250601")
 			}
 		}},
-		{"node name", func(r *Restore) { r.Placement.NodeName = "node-a" }, func(t *testing.T, job *batchv1.Job) {
+		{"node name", func(r *jobspec.Restore) { r.Placement.NodeName = "node-a" }, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "nodeName", job.Spec.Template.Spec.NodeName, "node-a")
 			eq(t, "affinity", job.Spec.Template.Spec.Affinity, (*corev1.Affinity)(nil))
 		}},
-		{"node selector as required affinity", func(r *Restore) {
+		{"node selector as required affinity", func(r *jobspec.Restore) {
 			r.Placement.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-a"}
 		}, func(t *testing.T, job *batchv1.Job) {
-			eq(t, "affinity", job.Spec.Template.Spec.Affinity, NodeAffinity(map[string]string{"kubernetes.io/hostname": "node-a"}))
+			eq(t, "affinity", job.Spec.Template.Spec.Affinity, jobspec.NodeAffinity(map[string]string{"kubernetes.io/hostname": "node-a"}))
 		}},
-		{"restricted identity: nothing added", func(r *Restore) { *r = restrictedRestore() }, func(t *testing.T, job *batchv1.Job) {
+		{"restricted identity: nothing added", func(r *jobspec.Restore) { *r = restrictedRestore() }, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "pod securityContext", job.Spec.Template.Spec.SecurityContext, &corev1.PodSecurityContext{
 				RunAsUser:           new(int64(1000)),
 				RunAsGroup:          new(int64(1000)),
@@ -262,14 +173,14 @@ func TestBuildRestoreVariants(t *testing.T) {
 				SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			})
 		}},
-		{"limits below default requests cap the requests", func(r *Restore) {
-			r.Resources = Resources{CPULimit: resource.MustParse("50m"), MemoryLimit: resource.MustParse("100Mi")}
+		{"limits below default requests cap the requests", func(r *jobspec.Restore) {
+			r.Resources = jobspec.Resources{CPULimit: resource.MustParse("50m"), MemoryLimit: resource.MustParse("100Mi")}
 		}, func(t *testing.T, job *batchv1.Job) {
 			rr := container(t, job).Resources
 			eq(t, "cpu request", rr.Requests.Cpu().String(), "50m")
 			eq(t, "memory request", rr.Requests.Memory().String(), "100Mi")
 		}},
-		{"durations round up to seconds", func(r *Restore) {
+		{"durations round up to seconds", func(r *jobspec.Restore) {
 			r.Deadline = 2*time.Hour + time.Millisecond
 			r.TTLAfterFinished = 0
 			r.BackoffLimit = 0
@@ -278,18 +189,18 @@ func TestBuildRestoreVariants(t *testing.T) {
 			eq(t, "ttlSecondsAfterFinished", *job.Spec.TTLSecondsAfterFinished, int32(0))
 			eq(t, "backoffLimit", *job.Spec.BackoffLimit, int32(0))
 		}},
-		{"run ID with upper case gets a hashed valid name", func(r *Restore) { r.RunID = "Rollback.2025_06" }, func(t *testing.T, job *batchv1.Job) {
+		{"run ID with upper case gets a hashed valid name", func(r *jobspec.Restore) { r.RunID = "Rollback.2025_06" }, func(t *testing.T, job *batchv1.Job) {
 			if !strings.HasPrefix(job.Name, "survival-restore-rollback-2025-06-") || len(job.Name) > 63 {
 				t.Fatalf("name = %q", job.Name)
 			}
-			eq(t, "run-id annotation", job.Spec.Template.Annotations[AnnotationRunID], "Rollback.2025_06")
+			eq(t, "run-id annotation", job.Spec.Template.Annotations[jobspec.AnnotationRunID], "Rollback.2025_06")
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := baseRestore()
+			r := jobtest.DefaultRestore()
 			tt.modify(&r)
-			tt.check(t, BuildRestore(r))
+			tt.check(t, jobspec.BuildRestore(r))
 		})
 	}
 }
@@ -298,25 +209,25 @@ func TestBuildRestoreVariants(t *testing.T) {
 // and the pod template, and the archive and checksum the args, so each
 // replaces the Job; and that the same inputs give the same Job.
 func TestBuildRestoreNewRunNewJob(t *testing.T) {
-	a := BuildRestore(baseRestore())
-	if again := BuildRestore(baseRestore()); !reflect.DeepEqual(a, again) {
+	a := jobspec.BuildRestore(jobtest.DefaultRestore())
+	if again := jobspec.BuildRestore(jobtest.DefaultRestore()); !reflect.DeepEqual(a, again) {
 		t.Fatal("BuildRestore is not deterministic")
 	}
-	r2 := baseRestore()
+	r2 := jobtest.DefaultRestore()
 	r2.RunID = "restore-20250602"
-	b := BuildRestore(r2)
+	b := jobspec.BuildRestore(r2)
 	if a.Name == b.Name {
 		t.Fatalf("two run IDs share the Job name %q", a.Name)
 	}
 	if reflect.DeepEqual(a.Spec.Template.Annotations, b.Spec.Template.Annotations) {
 		t.Fatal("pod template annotations do not change with the run ID")
 	}
-	r3 := baseRestore()
+	r3 := jobtest.DefaultRestore()
 	r3.SHA256 = strings.Repeat("0", 64)
-	if reflect.DeepEqual(a.Spec.Template, BuildRestore(r3).Spec.Template) {
+	if reflect.DeepEqual(a.Spec.Template, jobspec.BuildRestore(r3).Spec.Template) {
 		t.Fatal("the pod template does not change with the checksum")
 	}
-	if BuildRestore(baseRestore()).Name == BackupJobName("survival", "restore-20250601") {
+	if jobspec.BuildRestore(jobtest.DefaultRestore()).Name == jobspec.BackupJobName("survival", "restore-20250601") {
 		t.Fatal("a restore Job and a backup Job of the same run ID share a name")
 	}
 }
@@ -324,21 +235,17 @@ func TestBuildRestoreNewRunNewJob(t *testing.T) {
 // TestBuildRestorePodSecurity evaluates the pod template against the Pod
 // Security Standards at the latest version.
 func TestBuildRestorePodSecurity(t *testing.T) {
-	evaluator, err := policy.NewEvaluator(policy.DefaultChecks())
-	if err != nil {
-		t.Fatal(err)
-	}
 	tests := []struct {
 		name    string
-		restore Restore
+		restore jobspec.Restore
 		level   api.Level
 		allowed bool
 	}{
-		{"baseline mode passes baseline", baseRestore(), api.LevelBaseline, true},
-		{"baseline mode fails restricted", baseRestore(), api.LevelRestricted, false},
+		{"baseline mode passes baseline", jobtest.DefaultRestore(), api.LevelBaseline, true},
+		{"baseline mode fails restricted", jobtest.DefaultRestore(), api.LevelRestricted, false},
 		{"restricted mode passes baseline", restrictedRestore(), api.LevelBaseline, true},
 		{"restricted mode passes restricted", restrictedRestore(), api.LevelRestricted, true},
-		{"restricted mode with node name passes restricted", func() Restore {
+		{"restricted mode with node name passes restricted", func() jobspec.Restore {
 			r := restrictedRestore()
 			r.Placement.NodeName = "node-a"
 			return r
@@ -346,9 +253,8 @@ func TestBuildRestorePodSecurity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tmpl := BuildRestore(tt.restore).Spec.Template
-			results := evaluator.EvaluatePod(api.LevelVersion{Level: tt.level, Version: api.LatestVersion()}, &tmpl.ObjectMeta, &tmpl.Spec)
-			agg := policy.AggregateCheckResults(results)
+			tmpl := jobspec.BuildRestore(tt.restore).Spec.Template
+			agg := jobtest.PodSecurity(t, tmpl, tt.level)
 			if agg.Allowed != tt.allowed {
 				t.Fatalf("allowed = %v, want %v; forbidden: %v %v", agg.Allowed, tt.allowed, agg.ForbiddenReasons, agg.ForbiddenDetails)
 			}
@@ -371,17 +277,17 @@ func TestBuildRestorePodSecurity(t *testing.T) {
 func TestRestoreAndBackupShareHardening(t *testing.T) {
 	for _, mode := range []string{"baseline", "restricted"} {
 		t.Run(mode, func(t *testing.T) {
-			b, r := baseBackup(), baseRestore()
+			b, r := jobtest.DefaultBackup(), jobtest.DefaultRestore()
 			if mode == "restricted" {
 				b, r = restrictedBackup(), restrictedRestore()
 			}
 			r.RunID = b.RunID
-			backup, restore := BuildBackup(b), BuildRestore(r)
+			backup, restore := jobspec.BuildBackup(b), jobspec.BuildRestore(r)
 			// Blank out what legitimately differs.
 			for _, j := range []*batchv1.Job{backup, restore} {
 				j.Name = ""
-				delete(j.Labels, LabelComponent)
-				delete(j.Spec.Template.Labels, LabelComponent)
+				delete(j.Labels, jobspec.LabelComponent)
+				delete(j.Spec.Template.Labels, jobspec.LabelComponent)
 				spec := &j.Spec.Template.Spec
 				spec.Volumes = nil
 				c := &spec.Containers[0]

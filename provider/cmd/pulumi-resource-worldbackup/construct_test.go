@@ -22,6 +22,7 @@ import (
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/worldbackup/worldbackup/provider"
+	"github.com/worldbackup/worldbackup/provider/internal/jobtest"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
 
@@ -210,55 +211,6 @@ func constructPluginType(t *testing.T, typ, name string, inputs map[string]any, 
 	return rec, resp, err
 }
 
-// jobObject is the JSON object of the builder's Job for b, as the
-// Kubernetes provider receives it: no status.
-func jobObject(t *testing.T, b jobspec.Backup) map[string]any {
-	t.Helper()
-	raw, err := json.Marshal(jobspec.BuildBackup(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	delete(m, "status")
-	return m
-}
-
-func sameJSON(t *testing.T, what string, got, want any) {
-	t.Helper()
-	if !reflect.DeepEqual(got, want) {
-		g, _ := json.MarshalIndent(got, "", "  ")
-		w, _ := json.MarshalIndent(want, "", "  ")
-		t.Errorf("%s differ:\ngot:  %s\nwant: %s", what, g, w)
-	}
-}
-
-// defaultBackup is the builder's arguments for the required inputs only,
-// written out by hand: the defaults of the Job contract.
-func defaultBackup() jobspec.Backup {
-	return jobspec.Backup{
-		Server:             "survival",
-		RunID:              "20250601-0300",
-		Namespace:          "minecraft",
-		Image:              "ghcr.io/worldbackup/archiver:v0.1.0",
-		ServiceAccountName: "felis-restore",
-		WorldClaimName:     "world-survival-0",
-		BackupClaimName:    "world-backups",
-		ConfigSecretName:   "felis-config",
-		WorldRoot:          "/world",
-		BackupRoot:         "/backups",
-		ConfigMountPath:    "/etc/felis",
-		Compression:        "zstd",
-		Deadline:           30 * time.Minute,
-		TTLAfterFinished:   10 * time.Minute,
-		BackoffLimit:       2,
-		Resources:          jobspec.Resources{CPULimit: k8sresource.MustParse("1"), MemoryLimit: k8sresource.MustParse("1Gi")},
-		Identity:           jobspec.Identity{Mode: jobspec.Baseline},
-	}
-}
-
 func requiredInputs() map[string]any {
 	return map[string]any{
 		"server":          "survival",
@@ -295,7 +247,7 @@ func TestConstructMatchesGo(t *testing.T) {
 			name:        "required inputs only",
 			inputs:      requiredInputs(),
 			args:        requiredArgs(),
-			want:        defaultBackup(),
+			want:        jobtest.DefaultBackup(),
 			wantTimeout: "35m0s",
 		},
 		{
@@ -332,7 +284,7 @@ func TestConstructMatchesGo(t *testing.T) {
 				return a
 			}(),
 			want: func() jobspec.Backup {
-				b := defaultBackup()
+				b := jobtest.DefaultBackup()
 				b.FormerOwner, b.Namespace, b.ServiceAccountName = "Notch", "games", "backup-sa"
 				b.ConfigSecretName, b.ConfigMountPath, b.BackupRoot = "felis-prod", "/run/felis", "/archives"
 				b.WorldRoot, b.WorldClaimName, b.Deadline = "/data/world", "survival-data", time.Hour
@@ -360,7 +312,7 @@ func TestConstructMatchesGo(t *testing.T) {
 				return a
 			}(),
 			want: func() jobspec.Backup {
-				b := defaultBackup()
+				b := jobtest.DefaultBackup()
 				b.Placement, b.Compression, b.Deadline = jobspec.Placement{NodeName: "node-b"}, "none", 45*time.Minute
 				return b
 			}(),
@@ -383,8 +335,8 @@ func TestConstructMatchesGo(t *testing.T) {
 				t.Fatalf("Jobs registered: Go %d, plugin %d; want 1 each", len(goJobs), len(plJobs))
 			}
 			goJob, plJob := goJobs[0], plJobs[0]
-			sameJSON(t, "Job inputs (plugin vs builder)", plJob.Inputs, withTypeMeta(jobObject(t, tc.want)))
-			sameJSON(t, "Job inputs (plugin vs Go component)", plJob.Inputs, goJob.Inputs)
+			jobtest.SameJSON(t, "Job inputs (plugin vs builder)", plJob.Inputs, withTypeMeta(jobtest.JobObject(t, jobspec.BuildBackup(tc.want))))
+			jobtest.SameJSON(t, "Job inputs (plugin vs Go component)", plJob.Inputs, goJob.Inputs)
 
 			comps := plRec.ofType(provider.WorldBackupType)
 			if len(comps) != 1 {
@@ -412,7 +364,7 @@ func TestConstructMatchesGo(t *testing.T) {
 			}
 
 			state := resource.ToResourcePropertyMap(resp.State).Mappable()
-			sameJSON(t, "outputs (plugin vs Go component)", state, map[string]any{
+			jobtest.SameJSON(t, "outputs (plugin vs Go component)", state, map[string]any{
 				"jobName": goOut.JobName, "namespace": goOut.Namespace, "runId": goOut.RunID, "archiveRef": goOut.ArchiveRef,
 			})
 			if goOut.JobName != jobspec.BackupJobName(tc.want.Server, tc.want.RunID) {
