@@ -34,6 +34,9 @@ const writeBuffer = 1 << 20
 type Local struct {
 	root string
 	fs   fileSystem
+	// flushEvery is the amount of data written between background syncs
+	// of an archive being written (flushChunk; tests lower it).
+	flushEvery int64
 }
 
 // NewLocal returns a store rooted at the absolute folder root (created on
@@ -42,7 +45,7 @@ func NewLocal(root string) (*Local, error) {
 	if !filepath.IsAbs(root) {
 		return nil, fmt.Errorf("archive root %q must be an absolute path", root)
 	}
-	return &Local{root: filepath.Clean(root), fs: osFS{}}, nil
+	return &Local{root: filepath.Clean(root), fs: osFS{}, flushEvery: flushChunk}, nil
 }
 
 // Root returns the store's root folder.
@@ -86,12 +89,17 @@ func (l *Local) Put(ctx context.Context, key string, write func(io.Writer) error
 		}
 	}()
 
-	cw := &countingWriter{w: f, fd: -1}
-	if osf, ok := f.(*os.File); ok {
-		cw.fd = int(osf.Fd())
+	cw := &countingWriter{w: f, every: l.flushEvery}
+	if cw.every <= 0 {
+		cw.every = flushChunk
 	}
+	if datasync := datasyncOf(f); datasync != nil {
+		cw.flush = startFlusher(datasync)
+	}
+	// The flusher must be stopped before the file is closed: it syncs its fd.
+	defer cw.flush.stop()
 	bw := bufio.NewWriterSize(cw, writeBuffer)
-	if err := write(bw); err != nil {
+	if err := write(passLarge{bw: bw, w: cw}); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -99,6 +107,9 @@ func (l *Local) Put(ctx context.Context, key string, write func(io.Writer) error
 	}
 	if err := bw.Flush(); err != nil {
 		return 0, fmt.Errorf("writing %q: %w", tmp, err)
+	}
+	if err := cw.flush.stop(); err != nil {
+		return 0, fmt.Errorf("syncing %q: %w", tmp, err)
 	}
 	if err := f.Sync(); err != nil {
 		return 0, fmt.Errorf("syncing %q: %w", tmp, err)
@@ -259,30 +270,126 @@ func isTempOf(name, prefix string) bool {
 	return err == nil
 }
 
-// writeBehindChunk is how much written data countingWriter lets pile up
-// before it starts its write-back.
-const writeBehindChunk = 8 << 20
+// flushChunk is how much written data Put lets pile up before it has the
+// file synced in the background. Starting the write-back alone
+// (sync_file_range every 8 MiB) left the final fsync 0.15 s of a 400 MB
+// archive to wait for; a background fdatasync every 32 MiB leaves it 10 ms.
+const flushChunk = 32 << 20
 
-// countingWriter counts the bytes written to a file and starts the
-// write-back of every completed chunk while the stream goes on (write-
-// behind), so the final fsync has little left to do and dirty pages do not
-// pile up in memory.
+// countingWriter counts the bytes written to a file and, each time another
+// `every` bytes were written, has the file synced in the background
+// (write-behind): the disk writes the archive while the stream goes on, so
+// the final fsync has little left to do and dirty pages do not pile up in
+// memory. Its first error sticks.
 type countingWriter struct {
 	w       io.Writer
-	fd      int // -1: no write-behind
+	flush   *flusher // nil: no write-behind
+	every   int64
 	n       int64
-	started int64 // bytes whose write-back was started
+	flushed int64 // bytes written when the last background sync was asked for
+	err     error
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
 	n, err := c.w.Write(p)
 	c.n += int64(n)
-	if c.fd >= 0 && c.n-c.started >= writeBehindChunk {
-		// Only a hint: errors surface at the fsync.
-		_ = unix.SyncFileRange(c.fd, c.started, c.n-c.started, unix.SYNC_FILE_RANGE_WRITE)
-		c.started = c.n
+	c.err = err
+	if c.n-c.flushed >= c.every {
+		c.flush.request()
+		c.flushed = c.n
 	}
 	return n, err
+}
+
+// passLarge is the writer Put hands out: it batches small writes in bw, but
+// passes a write at least as large as bw's buffer, with nothing buffered,
+// straight to w, saving a copy.
+type passLarge struct {
+	bw *bufio.Writer
+	w  io.Writer // bw's writer
+}
+
+func (p passLarge) Write(b []byte) (int, error) {
+	if len(b) >= p.bw.Size() && p.bw.Buffered() == 0 {
+		return p.w.Write(b)
+	}
+	return p.bw.Write(b)
+}
+
+// flusher syncs a file (fdatasync) on a goroutine of its own when asked,
+// while the file is still being written. A request made while a sync runs
+// is merged into the next one. It keeps the first error: a failed
+// write-back is reported once per open file, so the final fsync might not
+// see it again.
+type flusher struct {
+	sync func() error
+	kick chan struct{}
+	done chan struct{}
+	once sync.Once
+	err  error // written by run, read after done is closed
+}
+
+// startFlusher starts a flusher calling datasync.
+func startFlusher(datasync func() error) *flusher {
+	f := &flusher{sync: datasync, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	go f.run()
+	return f
+}
+
+// datasyncOf returns the function that syncs f's data (fdatasync), or nil
+// when f has none.
+func datasyncOf(f file) func() error {
+	switch f := f.(type) {
+	case interface{ Datasync() error }: // test seam
+		return f.Datasync
+	case *os.File:
+		fd := int(f.Fd())
+		return func() error {
+			for {
+				if err := unix.Fdatasync(fd); err != unix.EINTR {
+					return err
+				}
+			}
+		}
+	default:
+		return nil
+	}
+}
+
+func (f *flusher) run() {
+	defer close(f.done)
+	for range f.kick {
+		if f.err == nil {
+			f.err = f.sync()
+		}
+	}
+}
+
+// request asks for a sync of what was written so far, without waiting. A
+// nil flusher does nothing.
+func (f *flusher) request() {
+	if f == nil {
+		return
+	}
+	select {
+	case f.kick <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
+// stop waits for the sync in progress, ends the goroutine and returns the
+// first error of the background syncs. It may be called more than once; a
+// nil flusher returns nil.
+func (f *flusher) stop() error {
+	if f == nil {
+		return nil
+	}
+	f.once.Do(func() { close(f.kick) })
+	<-f.done
+	return f.err
 }
 
 // fileSystem is what Local does to the disk; tests inject failures.

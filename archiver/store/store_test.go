@@ -1,14 +1,18 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/worldbackup/worldbackup/archiver/store/storetest"
 )
@@ -59,6 +63,9 @@ type faultFS struct {
 	closeErr   error
 	renameErr  error
 	syncDirErr error
+	// datasyncErr fails the background syncs of the file being written.
+	datasyncErr error
+	datasyncs   atomic.Int32 // background syncs made
 }
 
 type faultFile struct {
@@ -84,6 +91,16 @@ func (f *faultFile) Sync() error {
 		return f.fs.syncErr
 	}
 	return f.File.Sync()
+}
+
+// Datasync is what Put's write-behind calls, on a goroutine of its own,
+// while the file is written.
+func (f *faultFile) Datasync() error {
+	f.fs.datasyncs.Add(1)
+	if f.fs.datasyncErr != nil {
+		return f.fs.datasyncErr
+	}
+	return unix.Fdatasync(int(f.File.Fd()))
 }
 
 func (f *faultFile) Close() error {
@@ -125,6 +142,8 @@ func TestLocalPutFailures(t *testing.T) {
 		{name: "write error", fs: &faultFS{writeErr: syscall.EIO}, want: syscall.EIO},
 		{name: "disk full midway", fs: &faultFS{writeErr: syscall.ENOSPC, writeAfter: 1 << 20}, want: syscall.ENOSPC},
 		{name: "sync error", fs: &faultFS{syncErr: syscall.EIO}, want: syscall.EIO},
+		// A failed write-back is reported once: to the background sync.
+		{name: "background sync error", fs: &faultFS{datasyncErr: syscall.EIO}, want: syscall.EIO},
 		{name: "close error", fs: &faultFS{closeErr: syscall.EDQUOT}, want: syscall.EDQUOT},
 		{name: "rename error", fs: &faultFS{renameErr: syscall.EXDEV}, want: syscall.EXDEV},
 		{name: "folder sync error", fs: &faultFS{syncDirErr: syscall.EIO}, want: syscall.EIO},
@@ -148,6 +167,7 @@ func TestLocalPutFailures(t *testing.T) {
 					}
 				}
 				l.fs = tt.fs
+				l.flushEvery = 1 << 20
 				_, err = l.Put(t.Context(), "srv/run.tar.zst", func(w io.Writer) error {
 					for range 4 {
 						if _, err := w.Write(make([]byte, 1<<20)); err != nil {
@@ -174,6 +194,47 @@ func TestLocalPutFailures(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestLocalPutWritesBehind: while the archive is written, Put has it synced
+// in the background, and the archive is whole.
+func TestLocalPutWritesBehind(t *testing.T) {
+	root := t.TempDir()
+	l, err := NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &faultFS{}
+	l.fs = fs
+	l.flushEvery = 1 << 20
+	want := make([]byte, 0, 5<<20)
+	size, err := l.Put(t.Context(), "srv/run.tar.zst", func(w io.Writer) error {
+		// Large writes (passed straight through) and small ones (buffered).
+		for i, n := range []int{2 << 20, 1, 3 << 19, 4096, 1 << 20, 7} {
+			b := bytes.Repeat([]byte{byte(i + 1)}, n)
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+			want = append(want, b...)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size != int64(len(want)) {
+		t.Errorf("Put returned size %d, want %d", size, len(want))
+	}
+	got, err := os.ReadFile(filepath.Join(root, "srv/run.tar.zst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("the archive holds %d bytes that differ from the %d written", len(got), len(want))
+	}
+	if n := fs.datasyncs.Load(); n < 1 {
+		t.Errorf("%d background syncs while writing %d bytes, flushing every %d", n, len(want), l.flushEvery)
 	}
 }
 

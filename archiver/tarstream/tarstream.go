@@ -13,17 +13,16 @@
 // warning, so the archive stays valid. Any other read error fails the stream
 // with the file's path.
 //
-// Memory use is fixed: file data moves through one read buffer and the
-// compressor's bounded buffers, whatever the size of the world.
+// Memory use is fixed: file data moves through one read buffer, the
+// compressor's bounded buffers and the few buffers that hand the compressed
+// stream to the goroutine hashing and writing it, whatever the size of the
+// world.
 package tarstream
 
 import (
 	"archive/tar"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"hash"
 	"io"
 	"path/filepath"
 	"sync/atomic"
@@ -94,8 +93,9 @@ func Write(ctx context.Context, dst io.Writer, root string, o Options) (Result, 
 	if err != nil {
 		return Result{}, err
 	}
-	hw := &hashWriter{w: dst, h: sha256.New(), n: &o.Progress.OutputBytes}
-	cw, err := newCompressor(hw, o.Compression)
+	sk := newSink(dst, &o.Progress.OutputBytes)
+	defer sk.abort() // stops the sink's goroutine on the error paths
+	cw, err := newCompressor(sk, o.Compression)
 	if err != nil {
 		return Result{}, err
 	}
@@ -121,24 +121,13 @@ func Write(ctx context.Context, dst io.Writer, root string, o Options) (Result, 
 	if err := cw.Close(); err != nil {
 		return Result{}, fmt.Errorf("finishing %s stream: %w", o.Compression, err)
 	}
+	if err := sk.close(); err != nil {
+		return Result{}, fmt.Errorf("writing the archive: %w", err)
+	}
 	w.res.Size = o.Progress.OutputBytes.Load()
-	w.res.SHA256 = hex.EncodeToString(hw.h.Sum(nil))
+	w.res.SHA256 = sk.sum()
 	return w.res, nil
 }
 
 // readBuffer is the size of the one buffer file data is read through.
 const readBuffer = 256 << 10
-
-// hashWriter hashes and counts what passes through it.
-type hashWriter struct {
-	w io.Writer
-	h hash.Hash
-	n *atomic.Int64
-}
-
-func (hw *hashWriter) Write(p []byte) (int, error) {
-	n, err := hw.w.Write(p)
-	hw.h.Write(p[:n])
-	hw.n.Add(int64(n))
-	return n, err
-}

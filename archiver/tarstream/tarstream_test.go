@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -262,6 +263,52 @@ func TestWriteRoundTrip(t *testing.T) {
 	}
 }
 
+// TestWriteFileGrowsAtBufferEdges: a file that grows while read is stored
+// with its size at open and one warning, and one that does not grow gives
+// none, whatever its size against the read buffer.
+func TestWriteFileGrowsAtBufferEdges(t *testing.T) {
+	for _, size := range []int{0, 1, readBuffer - 1, readBuffer, readBuffer + 1, 2 * readBuffer} {
+		for _, grows := range []bool{false, true} {
+			t.Run(fmt.Sprintf("size=%d/grows=%v", size, grows), func(t *testing.T) {
+				root := t.TempDir()
+				name := filepath.Join(root, "r.0.0.mca")
+				data := randBytes(t, size)
+				if err := os.WriteFile(name, data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				hook := func(string) {
+					if !grows {
+						return
+					}
+					f, err := os.OpenFile(name, os.O_APPEND|os.O_WRONLY, 0)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					f.Write([]byte("appended while read"))
+					f.Close()
+				}
+				var out bytes.Buffer
+				res, err := Write(t.Context(), &out, root, Options{Compression: None, afterHeader: hook})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := 0
+				if grows {
+					want = 1
+				}
+				if res.Warnings != int64(want) {
+					t.Errorf("%d warnings, want %d", res.Warnings, want)
+				}
+				got := readArchive(t, out.Bytes(), None)["r.0.0.mca"]
+				if !bytes.Equal(got.data, data) {
+					t.Errorf("archived %d bytes that differ from the %d at open", len(got.data), len(data))
+				}
+			})
+		}
+	}
+}
+
 // TestWriteHeaders checks header details GNU tar relies on.
 func TestWriteHeaders(t *testing.T) {
 	tr := makeTree(t)
@@ -418,6 +465,55 @@ func TestWriteCanceled(t *testing.T) {
 	_, err := Write(ctx, io.Discard, tr.root, Options{})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v, want context.Canceled", err)
+	}
+}
+
+// failingWriter accepts after bytes, then fails with err; with a nil err it
+// reports a short write instead.
+type failingWriter struct {
+	after, n int
+	err      error
+}
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if f.n+len(p) <= f.after {
+		f.n += len(p)
+		return len(p), nil
+	}
+	n := max(f.after-f.n, 0)
+	f.n += n
+	return n, f.err
+}
+
+// TestWriteDestinationFails: an error of the destination, which the stream
+// writes to on a goroutine of its own, fails Write, at the start of the
+// stream or in the middle.
+func TestWriteDestinationFails(t *testing.T) {
+	root := t.TempDir()
+	// Incompressible, so every compression writes several MiB.
+	if err := os.WriteFile(filepath.Join(root, "r.0.0.mca"), randBytes(t, 8<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		after int
+		err   error
+		want  error
+	}{
+		{name: "first write", after: 0, err: syscall.ENOSPC, want: syscall.ENOSPC},
+		{name: "midway", after: 3 << 20, err: syscall.EIO, want: syscall.EIO},
+		{name: "short write", after: 1<<20 + 17, want: io.ErrShortWrite},
+	}
+	for _, c := range Compressions {
+		for _, tt := range tests {
+			t.Run(string(c)+"/"+tt.name, func(t *testing.T) {
+				dst := &failingWriter{after: tt.after, err: tt.err}
+				_, err := Write(t.Context(), dst, root, Options{Compression: c})
+				if !errors.Is(err, tt.want) {
+					t.Fatalf("error %v, want one wrapping %v", err, tt.want)
+				}
+			})
+		}
 	}
 }
 
