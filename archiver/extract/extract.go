@@ -12,7 +12,7 @@
 // Names that are empty, absolute, contain NUL bytes or a ".." component, or
 // start at the top level with ".worldbackup-" (reserved for the staging
 // folders). Symlinks with an absolute target or one that could resolve out
-// of the root (see checkSymlinkTarget: only leading ".." are allowed, no
+// of the root (see safelink.Check: only leading ".." are allowed, no
 // deeper than the link's folder). Hardlinks whose target is not an earlier
 // regular-file entry. Any entry whose parent path crosses a symlink, even one
 // pointing inside the root: entries are written only through real folders.

@@ -21,6 +21,8 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
+
+	"github.com/worldbackup/worldbackup/archiver/safelink"
 )
 
 // copyBufSize is the buffer for file content.
@@ -294,7 +296,7 @@ func (x *extractor) entry(hdr *tar.Header, tr io.Reader) error {
 		if name == "" {
 			return x.refuse("a symlink entry names the target folder itself")
 		}
-		if err := checkSymlinkTarget(name, hdr.Linkname); err != nil {
+		if err := safelink.Check(name, hdr.Linkname); err != nil {
 			return x.refuse("%v", err)
 		}
 		return x.symlink(name, hdr)

@@ -72,7 +72,8 @@ type Result struct {
 	Excluded int64
 	// Skipped counts the special files (fifos, sockets, devices) left out.
 	Skipped int64
-	// Warnings counts the files that vanished or changed during the walk.
+	// Warnings counts the files that vanished or changed during the walk,
+	// and the symlinks that a restore would refuse (see package safelink).
 	Warnings int64
 }
 

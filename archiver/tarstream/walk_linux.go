@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
+
+	"github.com/worldbackup/worldbackup/archiver/safelink"
 )
 
 // walker walks the world through directory file descriptors: every entry is
@@ -264,6 +266,13 @@ func (w *walker) symlink(dirfd int, name, rel string, st *unix.Stat_t) error {
 			return nil
 		}
 		return fmt.Errorf("reading link %q: %w", w.full(rel), err)
+	}
+	if err := safelink.Check(rel, target); err != nil {
+		// Stored as it is (a backup keeps the world as it is), but the
+		// user learns now that our restore will refuse the archive.
+		w.log.Warn("symlink stored as a link, but `archiver restore` refuses archives with such links: remove it or exclude it",
+			"path", rel, "target", target, "reason", err.Error())
+		w.res.Warnings++
 	}
 	hdr := header(rel, st, tar.TypeSymlink)
 	hdr.Linkname = target
