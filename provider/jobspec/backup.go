@@ -111,6 +111,7 @@ func BuildBackup(b Backup) *batchv1.Job {
 			// A replacement pod starts only once the previous one has
 			// terminated, so two pods never write the same run's archive.
 			PodReplacementPolicy: new(batchv1.Failed),
+			PodFailurePolicy:     PodFailurePolicy(),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      Labels(b.Server, ComponentBackup, b.Labels),

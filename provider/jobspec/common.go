@@ -8,6 +8,7 @@
 package jobspec
 
 import (
+	batchv1 "k8s.io/api/batch/v1"
 	"maps"
 	"slices"
 	"time"
@@ -249,6 +250,32 @@ func SecretVolume(name, secret string) corev1.Volume {
 			DefaultMode: new(int32(0o400)),
 		}},
 	}
+}
+
+// UsageExitCode is the archiver's exit code for a usage or configuration
+// error (a bad flag, server name, run ID or felis.toml).
+const UsageExitCode = 2
+
+// PodFailurePolicy fails the Job at once when the archiver exits with
+// UsageExitCode, since a retry would fail the same way, and does not count
+// pods that were evicted or preempted against backoffLimit.
+func PodFailurePolicy() *batchv1.PodFailurePolicy {
+	return &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
+		{
+			Action: batchv1.PodFailurePolicyActionFailJob,
+			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+				ContainerName: new(ContainerName),
+				Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
+				Values:        []int32{UsageExitCode},
+			},
+		},
+		{
+			Action: batchv1.PodFailurePolicyActionIgnore,
+			OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{
+				{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue},
+			},
+		},
+	}}
 }
 
 // TmpVolume returns the writable scratch emptyDir and its mount at TmpPath.

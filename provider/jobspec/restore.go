@@ -103,6 +103,7 @@ func BuildRestore(r Restore) *batchv1.Job {
 			// archiver also locks it, and a rerun finishes or undoes a swap
 			// that a killed pod left half done).
 			PodReplacementPolicy: new(batchv1.Failed),
+			PodFailurePolicy:     PodFailurePolicy(),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      Labels(r.Server, ComponentRestore, r.Labels),
