@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
@@ -45,7 +44,8 @@ type Report struct {
 // Archive reads r to its end and checks it against want. The error wraps
 // ErrMismatch and/or ErrCorrupt and says what differs.
 func Archive(ctx context.Context, r io.Reader, want Want) (Report, error) {
-	hr := &hashReader{r: r, h: sha256.New()}
+	h := sha256.New()
+	hr := &countReader{r: io.TeeReader(r, h)}
 	buf := make([]byte, copyBuffer)
 	rep, parseErr := parse(ctx, hr, want.Compression, buf)
 	// Read what the decompressor left, so size and digest cover the file.
@@ -53,7 +53,7 @@ func Archive(ctx context.Context, r io.Reader, want Want) (Report, error) {
 		return rep, fmt.Errorf("reading archive: %w", err)
 	}
 	rep.Size = hr.n
-	rep.SHA256 = hex.EncodeToString(hr.h.Sum(nil))
+	rep.SHA256 = hex.EncodeToString(h.Sum(nil))
 	if err := ctx.Err(); err != nil {
 		return rep, err
 	}
@@ -133,20 +133,7 @@ func parse(ctx context.Context, r io.Reader, c tarstream.Compression, buf []byte
 	return rep, nil
 }
 
-// hashReader hashes and counts what is read through it.
-type hashReader struct {
-	r io.Reader
-	h hash.Hash
-	n int64
-}
-
-func (hr *hashReader) Read(p []byte) (int, error) {
-	n, err := hr.r.Read(p)
-	hr.h.Write(p[:n])
-	hr.n += int64(n)
-	return n, err
-}
-
+// countReader counts what is read through it.
 type countReader struct {
 	r io.Reader
 	n int64
