@@ -1,77 +1,76 @@
 #!/usr/bin/env bash
 # Builds the Pulumi CLI, the Kubernetes provider plugin and the YAML language
-# host from the Go module proxy into .tools/ (git-ignored), and installs the
-# plugin into the project-local PULUMI_HOME (.tools/pulumi-home).
+# host from the Go module proxy into the tool cache outside the checkout
+# (scripts/lib/toolcache.sh: ${XDG_CACHE_HOME:-~/.cache}/worldbackup/tools,
+# one folder per tool, version and Go version), links them into $WB_TOOLS/bin
+# (.tools/bin by default) and installs the plugin into PULUMI_HOME
+# ($WB_CACHE/pulumi-home by default). A second checkout on the same machine
+# builds nothing.
 #
 # Versions are pinned in one place each: the go.mod of tools/pulumi-cli,
 # tools/pulumi-kubernetes and tools/pulumi-yaml. The Kubernetes plugin is
 # stamped with the version that the pulumi-kubernetes SDK in the root go.mod
 # asks for, so the engine finds it without downloading anything.
 #
-# A no-op when everything is built for the pinned versions. Prints the paths
-# that the rest of the project uses (see scripts/env.sh).
+#   scripts/tools.sh                      build what is missing (make tools)
+#   scripts/tools.sh moddir DIR MODULE    print MODULE's folder for the tools module DIR, downloaded first
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 . scripts/env.sh
-
+. scripts/lib/toolcache.sh
 export GOFLAGS=-buildvcs=false
-mkdir -p "$WB_TOOLS/bin" "$PULUMI_HOME"
 
-modver() { (cd "$1" && go list -m -f '{{.Version}}' "$2"); }
-cli_version=$(modver tools/pulumi-cli github.com/pulumi/pulumi/pkg/v3)
-k8s_version=$(modver . github.com/pulumi/pulumi-kubernetes/sdk/v4)
-k8s_version=${k8s_version#v}  # the plugin reports 4.32.0; its install folder says v4.32.0
-yaml_version=$(modver tools/pulumi-yaml github.com/pulumi/pulumi-yaml)
-
-# built PATH VERSION: true when PATH was built for VERSION; mark records it.
-built() { [ -x "$WB_TOOLS/$1" ] && [ "$(cat "$WB_TOOLS/$1.version" 2>/dev/null)" = "$2" ]; }
-mark() { echo "$2" > "$WB_TOOLS/$1.version"; }
-say() { echo "tools: $*" >&2; }
-
-if command -v pulumi >/dev/null 2>&1 && [ "$(command -v pulumi)" != "$WB_TOOLS/bin/pulumi" ]; then
-  say "a pulumi is on PATH at $(command -v pulumi); the project uses its own $WB_TOOLS/bin/pulumi $cli_version"
+if [ "${1:-}" = moddir ]; then
+  moddir "$2" "$3"
+  exit
 fi
 
-if built bin/pulumi "$cli_version"; then
-  say "pulumi $cli_version: built"
-else
-  say "building pulumi $cli_version (about 7 minutes cold)"
-  (cd tools/pulumi-cli && go build -o "$WB_TOOLS/bin/pulumi" \
+cli_version=$(modver tools/pulumi-cli/go.mod github.com/pulumi/pulumi/pkg/v3)
+k8s_version=$(modver go.mod github.com/pulumi/pulumi-kubernetes/sdk/v4)
+k8s_version=${k8s_version#v}  # the plugin reports 4.32.0; its install folder says v4.32.0
+yaml_version=$(modver tools/pulumi-yaml/go.mod github.com/pulumi/pulumi-yaml)
+for v in cli_version k8s_version yaml_version; do
+  [ -n "${!v}" ] || { say "cannot read $v from the go.mod files"; exit 1; }
+done
+
+build_cli() {
+  (cd tools/pulumi-cli && go build -o "$out/pulumi" \
     -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$cli_version" \
     github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
-  mark bin/pulumi "$cli_version"
-fi
-
-# The Kubernetes plugin is kept off PATH (the engine would warn that it uses a
-# plugin from $PATH); the engine finds it installed in PULUMI_HOME.
-mkdir -p "$WB_TOOLS/plugins"
-if built plugins/pulumi-resource-kubernetes "v$k8s_version"; then
-  say "pulumi-resource-kubernetes v$k8s_version: built"
-else
-  say "building pulumi-resource-kubernetes v$k8s_version (about 10 minutes cold)"
-  src=$(cd tools/pulumi-kubernetes && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi-kubernetes/provider/v4)
+}
+build_k8s() {
+  local src
+  src=$(moddir tools/pulumi-kubernetes github.com/pulumi/pulumi-kubernetes/provider/v4)
   (cd tools/pulumi-kubernetes &&
     go run ./gen -version "$k8s_version" -src "$src/cmd/pulumi-resource-kubernetes" -out cmd/pulumi-resource-kubernetes &&
-    go build -o "$WB_TOOLS/plugins/pulumi-resource-kubernetes" \
+    go build -o "$out/pulumi-resource-kubernetes" \
       -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$k8s_version" \
       ./cmd/pulumi-resource-kubernetes)
-  mark plugins/pulumi-resource-kubernetes "v$k8s_version"
-  rm -rf "$PULUMI_HOME/plugins/resource-kubernetes-v$k8s_version"*
-fi
+}
+build_yaml() {
+  (cd tools/pulumi-yaml && go build -o "$out/pulumi-language-yaml" -ldflags "-s -w" \
+    github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml)
+}
 
-if [ -d "$PULUMI_HOME/plugins/resource-kubernetes-v$k8s_version" ]; then
+cli=$(tool_build pulumi "$cli_version" build_cli)
+k8s=$(tool_build pulumi-resource-kubernetes "$k8s_version" build_k8s)
+yaml=$(tool_build pulumi-language-yaml "$yaml_version" build_yaml)
+
+# The checkout's view: links into the cache. The Kubernetes plugin is kept off
+# PATH (the engine would warn that it uses a plugin from $PATH); the engine
+# finds it installed in PULUMI_HOME.
+mkdir -p "$WB_TOOLS/bin" "$PULUMI_HOME"
+ln -sfn "$cli/pulumi" "$WB_TOOLS/bin/pulumi"
+ln -sfn "$yaml/pulumi-language-yaml" "$WB_TOOLS/bin/pulumi-language-yaml"
+
+# The installed plugin remembers which cache entry it came from, so a new Go
+# version (a new entry) reinstalls it.
+plugin_dir=$PULUMI_HOME/plugins/resource-kubernetes-v$k8s_version
+if [ "$(cat "$plugin_dir.source" 2>/dev/null)" = "$k8s" ] && [ -x "$plugin_dir/pulumi-resource-kubernetes" ]; then
   say "kubernetes plugin v$k8s_version: installed in $PULUMI_HOME"
 else
-  "$WB_TOOLS/bin/pulumi" plugin install resource kubernetes "v$k8s_version" \
-    -f "$WB_TOOLS/plugins/pulumi-resource-kubernetes" >&2
-fi
-
-if built bin/pulumi-language-yaml "$yaml_version"; then
-  say "pulumi-language-yaml $yaml_version: built"
-else
-  say "building pulumi-language-yaml $yaml_version"
-  (cd tools/pulumi-yaml && go build -o "$WB_TOOLS/bin/pulumi-language-yaml" -ldflags "-s -w" \
-    github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml)
-  mark bin/pulumi-language-yaml "$yaml_version"
+  rm -rf "$plugin_dir" "$plugin_dir".*
+  "$cli/pulumi" plugin install resource kubernetes "v$k8s_version" -f "$k8s/pulumi-resource-kubernetes" >&2
+  echo "$k8s" > "$plugin_dir.source"
 fi

@@ -1,5 +1,5 @@
 // Package pulumitools finds the Pulumi CLI and plugins that `make tools`
-// builds into .tools/ and runs Go programs through them with the Automation
+// builds (into the tool cache, linked from .tools/bin) and runs Go programs through them with the Automation
 // API: a local file state backend, an empty passphrase, no prompts, no update
 // checks. The stack tests (through internal/stacktest) and `make demo` use it.
 package pulumitools
@@ -24,8 +24,8 @@ var ErrMissing = errors.New("the Pulumi tools are not built: run `make tools`")
 // Tools are the locally built Pulumi binaries.
 type Tools struct {
 	Root       string // the repository root
-	Bin        string // .tools/bin: pulumi, its plugins and language hosts
-	PulumiHome string // .tools/pulumi-home: the Kubernetes plugin is installed here
+	Bin        string // .tools/bin: pulumi and the YAML language host (links into the tool cache)
+	PulumiHome string // $WB_CACHE/pulumi-home: the Kubernetes plugin is installed here
 }
 
 // RepoRoot walks up from dir to the folder holding the module's go.mod.
@@ -42,16 +42,34 @@ func RepoRoot(dir string) (string, error) {
 	}
 }
 
-// Find locates the tools under root, honouring WB_TOOLS and PULUMI_HOME as
-// scripts/env.sh does. The error wraps ErrMissing when they are not built.
+// CacheDir is the machine-wide cache that scripts/env.sh calls WB_CACHE:
+// $WB_CACHE, else $XDG_CACHE_HOME/worldbackup, else ~/.cache/worldbackup.
+func CacheDir() (string, error) {
+	if v := os.Getenv("WB_CACHE"); v != "" {
+		return v, nil
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("finding the tool cache: %w", err)
+	}
+	return filepath.Join(dir, "worldbackup"), nil
+}
+
+// Find locates the tools for the checkout at root, honouring WB_TOOLS,
+// WB_CACHE and PULUMI_HOME as scripts/env.sh does. The error wraps
+// ErrMissing when they are not built.
 func Find(root string) (Tools, error) {
 	tools := filepath.Join(root, ".tools")
 	if v := os.Getenv("WB_TOOLS"); v != "" {
 		tools = v
 	}
-	home := filepath.Join(tools, "pulumi-home")
-	if v := os.Getenv("PULUMI_HOME"); v != "" {
-		home = v
+	home := os.Getenv("PULUMI_HOME")
+	if home == "" {
+		cache, err := CacheDir()
+		if err != nil {
+			return Tools{}, err
+		}
+		home = filepath.Join(cache, "pulumi-home")
 	}
 	t := Tools{Root: root, Bin: filepath.Join(tools, "bin"), PulumiHome: home}
 	if _, err := os.Stat(filepath.Join(t.Bin, "pulumi")); err != nil {

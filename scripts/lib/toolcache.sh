@@ -1,0 +1,73 @@
+# Sourced by scripts/tools.sh and scripts/cluster-tools.sh: the cache of tools
+# built from the Go module proxy, shared by every checkout on the machine.
+#
+# An entry is a folder $WB_TOOL_CACHE/<name>-<version>-<go version>/ holding
+# the tool's files. It is built under a temp name beside it and renamed into
+# place only when the build succeeded, so a killed or failed build is never
+# taken for a built tool; a leftover temp folder is removed by the next build.
+# One build at a time per cache (flock), so two clones building at once wait
+# for each other instead of building twice.
+#
+#   WB_CACHE       default ${XDG_CACHE_HOME:-$HOME/.cache}/worldbackup
+#   WB_TOOL_CACHE  default $WB_CACHE/tools
+
+WB_CACHE=${WB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/worldbackup}
+WB_TOOL_CACHE=${WB_TOOL_CACHE:-$WB_CACHE/tools}
+export WB_CACHE WB_TOOL_CACHE
+
+say() { echo "tools: $*" >&2; }
+
+# go_version: the Go toolchain's version (go1.26.8), part of every cache key.
+go_version() { go env GOVERSION; }
+
+# modver GOMOD MODULE: MODULE's version as GOMOD requires it, read from the
+# file itself (no module download, no network).
+modver() {
+  awk -v m="$2" '{for (i = 1; i < NF; i++) if ($i == m) {print $(i+1); exit}}' "$1"
+}
+
+# moddir TOOLDIR MODULE: the folder of MODULE in the module cache, downloaded
+# first. `go list -m -f {{.Dir}}` alone prints "" for a module that is not in
+# the cache yet, which is what broke a fresh machine once.
+moddir() {
+  (
+    cd "$1" || exit 1
+    go mod download "$2" || { echo "tools: downloading $2 for $1 failed" >&2; exit 1; }
+    dir=$(go list -m -f '{{.Dir}}' "$2")
+    [ -n "$dir" ] && [ -d "$dir" ] || { echo "tools: $2 is not in the module cache after download" >&2; exit 1; }
+    echo "$dir"
+  )
+}
+
+# tool_dir NAME VERSION: the entry's folder (whether or not it is built).
+tool_dir() { echo "$WB_TOOL_CACHE/$1-$2-$(go_version)"; }
+
+# tool_build NAME VERSION CMD...: builds the entry unless it exists. CMD runs
+# with $out set to an empty temp folder that it fills; on success the folder
+# is renamed to $(tool_dir NAME VERSION). Prints the entry's folder.
+tool_build() {
+  local name=$1 version=$2; shift 2
+  local dir; dir=$(tool_dir "$name" "$version")
+  mkdir -p "$WB_TOOL_CACHE"
+  if [ -d "$dir" ]; then
+    say "$name $version: cached in $dir"
+    echo "$dir"; return 0
+  fi
+  (
+    flock 9
+    if [ -d "$dir" ]; then exit 0; fi  # built by another checkout while we waited
+    rm -rf "$dir".tmp.*
+    out=$(mktemp -d "$dir.tmp.XXXXXX")
+    export out
+    say "building $name $version into $dir"
+    start=$SECONDS
+    if ! "$@"; then
+      rm -rf "$out"
+      say "building $name $version failed"
+      exit 1
+    fi
+    mv -T "$out" "$dir"
+    say "built $name $version in $((SECONDS - start)) s"
+  ) 9>"$WB_TOOL_CACHE/.lock" >&2 || return 1
+  echo "$dir"
+}
