@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
-.PHONY: demo build test bench image image-push tools schema lint
+.PHONY: demo build test bench image image-push tools doctor schema lint
 
 ## demo: build what is needed and perform one backup run with `pulumi up` (render mode) on a sample world.
 demo:
@@ -31,9 +31,13 @@ image:
 image-push:
 	scripts/image.sh push "$(REGISTRY)"
 
-## tools: the Pulumi CLI, Kubernetes provider plugin and YAML language host, built from the Go module proxy into .tools/.
+## tools: the Pulumi CLI, Kubernetes provider plugin and YAML language host, built from the Go module proxy into the tool cache (~/.cache/worldbackup/tools), linked from .tools/bin.
 tools:
 	scripts/tools.sh
+
+## doctor: what this machine has and lacks for the demo and the tests, with the command that installs each missing piece.
+doctor:
+	scripts/doctor.sh test
 
 ## schema: regenerate provider/cmd/pulumi-resource-worldbackup/schema.json.
 schema:

@@ -12,6 +12,7 @@ export GOFLAGS=-buildvcs=false
 demo=$root/.demo
 mkdir -p "$demo"
 
+scripts/doctor.sh demo
 scripts/tools.sh
 echo "demo: building the archiver"
 go build -o bin/archiver ./archiver/cmd/archiver

@@ -16,6 +16,7 @@ log_dir=${TEST_LOG_DIR:-$root/.tools/test-logs}
 mkdir -p "$log_dir"
 log=$log_dir/go-test.log
 
+scripts/doctor.sh test || { echo "0 passed, 1 failed"; exit 1; }
 scripts/tools.sh || { echo "test: building the Pulumi tools failed (see above)"; exit 1; }
 
 if [ -z "${DATABASE_URL:-}" ]; then

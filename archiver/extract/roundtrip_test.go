@@ -3,6 +3,7 @@ package extract
 import (
 	"bytes"
 	"fmt"
+	"github.com/worldbackup/worldbackup/internal/testenv"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -105,14 +106,7 @@ func backup(tb testing.TB, src string, c tarstream.Compression) (string, string)
 // gnuTar builds an archive of src with GNU tar and the zstd program.
 func gnuTar(tb testing.TB, src string) (string, string) {
 	tb.Helper()
-	for _, tool := range []string{"tar", "zstd"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				tb.Fatalf("%s not found and CI=true: apt-get install tar zstd", tool)
-			}
-			tb.Skipf("%s not found: apt-get install tar zstd", tool)
-		}
-	}
+	testenv.RequireCommands(tb, "tar zstd", "tar", "zstd")
 	path := filepath.Join(tb.TempDir(), "world.tar.zst")
 	out, err := exec.Command("tar", "--zstd", "--format=posix", "-cf", path, "-C", src, ".").CombinedOutput()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/worldbackup/worldbackup/internal/testenv"
 	"io"
 	"io/fs"
 	"log"
@@ -220,9 +221,7 @@ func TestImage(t *testing.T) {
 	})
 
 	t.Run("entrypoint runs as a non-root UID", func(t *testing.T) {
-		if os.Geteuid() != 0 {
-			t.Skip("not root: the previous subtest already ran the entrypoint as a non-root UID")
-		}
+		testenv.RequireRoot(t, "switching to UID 1000 to run the entrypoint")
 		cfg, err := img.ConfigFile()
 		if err != nil {
 			t.Fatal(err)

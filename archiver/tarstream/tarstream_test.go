@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/worldbackup/worldbackup/internal/testenv"
 	"io"
 	"net"
 	"os"
@@ -558,9 +559,7 @@ func TestWriteUnreadable(t *testing.T) {
 // TestWriteReadsOwnerOnlyAsRoot: a 0600 file of another user (Paper's
 // level.dat) is read when running as root.
 func TestWriteReadsOwnerOnlyAsRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testenv.RequireRoot(t, "reading another user's 0600 file")
 	root := t.TempDir()
 	p := filepath.Join(root, "level.dat")
 	os.WriteFile(p, []byte("level"), 0o600)

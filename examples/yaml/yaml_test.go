@@ -6,6 +6,7 @@ package yaml_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/worldbackup/worldbackup/internal/testenv"
 	"io"
 	"os"
 	"os/exec"
@@ -165,12 +166,8 @@ func readObject(t *testing.T, path string) map[string]any {
 func requireLanguageHost(t *testing.T, tools stacktest.Tools) {
 	t.Helper()
 	host := filepath.Join(tools.Bin, "pulumi-language-yaml")
-	if _, err := os.Stat(host); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no YAML language host at %s: run `make tools`", host)
-		}
-		t.Skipf("no YAML language host at %s: run `make tools`", host)
-	}
+	_, err := os.Stat(host)
+	testenv.Require(t, err == nil, "no YAML language host at "+host, "make tools")
 }
 
 // buildPlugin builds pulumi-resource-worldbackup into a temp folder, the

@@ -6,6 +6,7 @@ package stacktest
 
 import (
 	"errors"
+	"github.com/worldbackup/worldbackup/internal/testenv"
 	"os"
 	"testing"
 
@@ -31,8 +32,8 @@ func Require(t testing.TB) Tools {
 	}
 	tools, err := pulumitools.Find(root)
 	switch {
-	case errors.Is(err, pulumitools.ErrMissing) && os.Getenv("CI") != "true":
-		t.Skip(err)
+	case errors.Is(err, pulumitools.ErrMissing):
+		testenv.Require(t, false, err.Error(), "make tools")
 	case err != nil:
 		t.Fatal(err)
 	}

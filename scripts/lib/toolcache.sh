@@ -26,17 +26,16 @@ modver() {
   awk -v m="$2" '{for (i = 1; i < NF; i++) if ($i == m) {print $(i+1); exit}}' "$1"
 }
 
-# moddir TOOLDIR MODULE: the folder of MODULE in the module cache, downloaded
-# first. `go list -m -f {{.Dir}}` alone prints "" for a module that is not in
-# the cache yet, which is what broke a fresh machine once.
+# moddir TOOLDIR MODULE: the folder of MODULE (as TOOLDIR's go.mod pins it)
+# in the module cache, downloaded first. `go list -m -f {{.Dir}}` alone
+# prints "" for a module that is not in the cache yet, which is what broke a
+# fresh machine once; `go mod download -json` fetches it and says where.
 moddir() {
-  (
-    cd "$1" || exit 1
-    go mod download "$2" || { echo "tools: downloading $2 for $1 failed" >&2; exit 1; }
-    dir=$(go list -m -f '{{.Dir}}' "$2")
-    [ -n "$dir" ] && [ -d "$dir" ] || { echo "tools: $2 is not in the module cache after download" >&2; exit 1; }
-    echo "$dir"
-  )
+  local json dir
+  json=$(cd "$1" && go mod download -json "$2") || { say "downloading $2 for $1 failed"; echo "$json" >&2; return 1; }
+  dir=$(printf '%s\n' "$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
+  [ -n "$dir" ] && [ -f "$dir/go.mod" ] || { say "$2 is not in the module cache after download"; echo "$json" >&2; return 1; }
+  echo "$dir"
 }
 
 # tool_dir NAME VERSION: the entry's folder (whether or not it is built).

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/worldbackup/worldbackup/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -307,13 +308,7 @@ func TestRestoreUsageErrors(t *testing.T) {
 // need skips the test when ok is false, or fails it in CI.
 func need(t *testing.T, ok bool, what string) {
 	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s (required in CI)", what)
-	}
-	t.Skip(what)
+	testenv.Require(t, ok, what, "")
 }
 
 // TestRestoreAsTheJobRuns runs the restore as the restore Job's pod does:

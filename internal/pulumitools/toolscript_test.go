@@ -1,0 +1,170 @@
+package pulumitools
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// script runs bash -c body in the repository root with env added, and
+// returns its stdout. The tool cache library is sourced first.
+func script(t *testing.T, env []string, body string) (string, error) {
+	t.Helper()
+	root := repoRoot(t)
+	cmd := exec.CommandContext(t.Context(), "bash", "-c", "set -euo pipefail; . scripts/lib/toolcache.sh; "+body)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Logf("stderr:\n%s", stderr.String())
+	}
+	return strings.TrimSpace(string(out)), err
+}
+
+// TestModdirDownloadsIntoAnEmptyModuleCache is the fresh-machine failure:
+// asking for a tool module's folder with an empty GOMODCACHE must download
+// it, not print an empty path.
+func TestModdirDownloadsIntoAnEmptyModuleCache(t *testing.T) {
+	modcache := t.TempDir()
+	root := repoRoot(t)
+	cmd := exec.CommandContext(t.Context(), "bash", "scripts/tools.sh", "moddir", "tools/pulumi-yaml", "github.com/pulumi/pulumi-yaml")
+	cmd.Dir = root
+	// -modcacherw: the module cache is writable, so t.TempDir can remove it.
+	cmd.Env = append(os.Environ(), "GOMODCACHE="+modcache, "GOFLAGS=-modcacherw")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("tools.sh moddir: %v\n%s", err, err.(*exec.ExitError).Stderr)
+	}
+	dir := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(dir, modcache+string(filepath.Separator)) {
+		t.Fatalf("moddir printed %q, want a folder inside the empty module cache %s", dir, modcache)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cmd", "pulumi-language-yaml")); err != nil {
+		t.Fatalf("the downloaded module has no cmd/pulumi-language-yaml: %v", err)
+	}
+}
+
+func TestModver(t *testing.T) {
+	got, err := script(t, nil, "modver tools/pulumi-yaml/go.mod github.com/pulumi/pulumi-yaml; modver go.mod github.com/pulumi/pulumi-kubernetes/sdk/v4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(got, "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "v1.") || !strings.HasPrefix(lines[1], "v4.") {
+		t.Fatalf("modver printed %q, want the pinned pulumi-yaml v1.x and pulumi-kubernetes sdk v4.x", got)
+	}
+}
+
+// TestToolBuild: an entry appears only when its build succeeded, is keyed
+// by name, version and Go version, and is never built twice.
+func TestToolBuild(t *testing.T) {
+	cache := t.TempDir()
+	env := []string{"WB_TOOL_CACHE=" + cache}
+	count := filepath.Join(t.TempDir(), "count")
+	builders := `
+good() { echo x >> ` + count + `; echo built > "$out/tool"; }
+bad() { echo partial > "$out/tool"; return 1; }
+`
+	if _, err := script(t, env, builders+"tool_build demo 1.0 bad"); err == nil {
+		t.Fatal("a failing build was reported as built")
+	}
+	if ents, _ := os.ReadDir(cache); len(ents) != 1 || ents[0].Name() != ".lock" {
+		t.Fatalf("a failed build left %v in the cache, want only the lock", names(ents))
+	}
+	dir, err := script(t, env, builders+"tool_build demo 1.0 good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gover, _ := exec.Command("go", "env", "GOVERSION").Output()
+	if want := filepath.Join(cache, "demo-1.0-"+strings.TrimSpace(string(gover))); dir != want {
+		t.Fatalf("entry %q, want %q", dir, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "tool")); err != nil || string(b) != "built\n" {
+		t.Fatalf("entry holds %q, %v", b, err)
+	}
+	again, err := script(t, env, builders+"tool_build demo 1.0 good")
+	if err != nil || again != dir {
+		t.Fatalf("second call: %q, %v; want %q", again, err, dir)
+	}
+	if b, _ := os.ReadFile(count); string(b) != "x\n" {
+		t.Fatalf("the good builder ran %d times, want once", strings.Count(string(b), "x"))
+	}
+	if other, _ := script(t, env, builders+"tool_dir demo 2.0"); other == dir {
+		t.Fatal("another version maps to the same entry")
+	}
+}
+
+// TestToolBuildKilled: a build killed with SIGKILL halfway leaves no entry,
+// and the next build removes its temp folder and builds.
+func TestToolBuildKilled(t *testing.T) {
+	cache := t.TempDir()
+	started := filepath.Join(t.TempDir(), "started")
+	root := repoRoot(t)
+	cmd := exec.Command("bash", "-c", `. scripts/lib/toolcache.sh
+slow() { echo partial > "$out/tool"; touch `+started+`; sleep 60; }
+tool_build demo 1.0 slow`)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "WB_TOOL_CACHE="+cache)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			t.Fatal("the build never started")
+		}
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	cmd.Wait()
+
+	dir, err := script(t, []string{"WB_TOOL_CACHE=" + cache}, "tool_dir demo 1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("a killed build left the entry %s: %v", dir, err)
+	}
+	if _, err := script(t, []string{"WB_TOOL_CACHE=" + cache}, `good() { echo built > "$out/tool"; }; tool_build demo 1.0 good`); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(cache)
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".tmp.") {
+			t.Errorf("the killed build's temp folder %s is still there", e.Name())
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "tool")); err != nil || string(b) != "built\n" {
+		t.Fatalf("rebuilt entry holds %q, %v", b, err)
+	}
+}
+
+func names(ents []os.DirEntry) []string {
+	var n []string
+	for _, e := range ents {
+		n = append(n, e.Name())
+	}
+	return n
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := RepoRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
