@@ -223,4 +223,3 @@ func Generation(region []byte) (uint64, error) {
 	}
 	return first, nil
 }
-
