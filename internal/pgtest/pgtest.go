@@ -55,7 +55,11 @@ var shared struct {
 // exits with the tests' result. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main without the exit, for harnesses that wrap it (internal/kubenode):
+// it runs the tests, stops the private server and returns the exit code.
+func Run(m *testing.M) int {
 	shared.mu.Lock()
 	shared.mainCalled = true
 	shared.mu.Unlock()
@@ -74,7 +78,7 @@ func Main(m *testing.M) {
 			}
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // URL returns the URL of a fresh, empty database for this test, created on
