@@ -84,9 +84,19 @@ tools=(
 if [ "$mode" = check ]; then
   missing=0
   for t in "${tools[@]}"; do
-    read -r name version _ _ <<<"$t"
+    read -r name version _ bins <<<"$t"
     dir=$(tool_dir "$name" "$version")
-    if [ -d "$dir" ]; then say "$name $version: built ($dir)"; else say "$name $version: missing"; missing=1; fi
+    if ! [ -d "$dir" ]; then say "$name $version: missing"; missing=1; continue; fi
+    sub=bin; [ "$name" = cni-plugins ] && sub=cni
+    unlinked=
+    for b in $bins; do
+      [ "$(readlink "$WB_TOOLS/cluster/$sub/$b")" = "$dir/$b" ] || unlinked+=" $b"
+    done
+    if [ -n "$unlinked" ]; then
+      say "$name $version: built ($dir) but not linked into $WB_TOOLS/cluster/$sub:$unlinked"; missing=1
+    else
+      say "$name $version: built ($dir)"
+    fi
   done
   if ! [ -e /usr/include/seccomp.h ] && ! [ -d "$(tool_dir runc "$runc_version")" ]; then
     say "runc needs libseccomp-dev to build: apt-get install -y libseccomp-dev"
