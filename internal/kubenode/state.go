@@ -162,7 +162,7 @@ func (s *state) teardown(log func(string, ...any)) error {
 	keep(killByExe(s.Bins))
 	rest := slices.Clone(s.Procs)
 	slices.Reverse(rest)
-	stopProcs(rest, 3*time.Second) // the data is thrown away: no need for a graceful shutdown
+	stopProcs(rest, 3*time.Second)  // the data is thrown away: no need for a graceful shutdown
 	keep(killCgroupTasks(s.Cgroup)) // anything a dying shim left
 
 	// Only the folders the node made: a fixed path that existed before may
