@@ -14,11 +14,11 @@ import (
 type walker struct {
 	root  string
 	tw    *tar.Writer
+	in    *stage
 	ex    matcher
 	log   hclog.Logger
 	prog  *Progress
 	hook  func(rel string)
-	buf   []byte
 	links map[fileID]string
 	res   Result
 }
