@@ -298,7 +298,7 @@ type archiveWriter struct {
 	direct  bool     // O_DIRECT is on
 	flush   *flusher // nil: no write-behind
 	every   int64
-	buf     []byte // aligned to directAlign
+	buf     []byte // aligned to directAlign; allocated on the first small write
 	n       int64
 	flushed int64 // bytes written when the last background sync was asked for
 	err     error
@@ -309,7 +309,7 @@ func newArchiveWriter(f file, every int64, direct bool) *archiveWriter {
 	if every <= 0 {
 		every = flushChunk
 	}
-	w := &archiveWriter{f: f, every: every, buf: alignedBuffer(writeBuffer)}
+	w := &archiveWriter{f: f, every: every}
 	if datasync := datasyncOf(f); datasync != nil {
 		w.flush = startFlusher(datasync)
 	}
@@ -372,8 +372,11 @@ func (w *archiveWriter) Write(p []byte) (int, error) {
 	if w.err != nil {
 		return 0, w.err
 	}
-	if len(w.buf) == 0 && len(p) >= cap(w.buf) && (!w.direct || aligned(p)) {
+	if len(w.buf) == 0 && len(p) >= writeBuffer && (!w.direct || aligned(p)) {
 		return w.write(p)
+	}
+	if w.buf == nil {
+		w.buf = alignedBuffer(writeBuffer)
 	}
 	var n int
 	for len(p) > 0 {

@@ -161,7 +161,9 @@ func (s *stage) close() error {
 	return s.err
 }
 
-// hashWriter writes to w and hashes (and counts) what w accepted.
+// hashWriter writes to w and hashes (and counts) what it writes. The
+// hash of a buffer runs while the buffer is being written (both only read
+// it): with O_DIRECT the write is mostly a wait for the disk.
 type hashWriter struct {
 	w io.Writer
 	h interface{ Write([]byte) (int, error) }
@@ -169,8 +171,17 @@ type hashWriter struct {
 }
 
 func (hw hashWriter) consume(b []byte) error {
-	n, err := hw.w.Write(b)
-	hw.h.Write(b[:n])
+	var n int
+	var err error
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		n, err = hw.w.Write(b)
+	}()
+	// On a short write the hash covers bytes that were not written, but
+	// then the stream fails and its archive is discarded.
+	hw.h.Write(b)
+	<-written
 	hw.n.Add(int64(n))
 	if err == nil && n < len(b) {
 		err = io.ErrShortWrite
