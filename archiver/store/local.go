@@ -439,6 +439,7 @@ func (w *archiveWriter) directOff() error {
 		return w.err
 	}
 	w.direct = false
+	w.flushed = w.n // what was written directly needs no write-behind
 	return nil
 }
 
