@@ -2,65 +2,78 @@ package tarstream
 
 import (
 	"io"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 )
 
-// Buffers between the stages of the stream. The tar stream is handed to the
-// compressor, and the compressed stream to the hash and the destination, in
-// large buffers through small channels: each stage runs on a goroutine of
-// its own, so that on two cores reading and tarring the files overlap
-// compressing, hashing and writing the archive, and the hand-offs (a
-// channel operation each) are few.
+// Buffers between the steps of the stream. The tar stream is handed to the
+// compressor, and the compressed stream to the hash and to the destination,
+// in large buffers through small channels: each step runs on a goroutine of
+// its own, so that on two cores reading and tarring the files, compressing,
+// hashing and writing the archive all overlap, and the hand-offs (a channel
+// operation each) are few.
 const (
 	// stageBuffer is the size of one buffer. Output buffers are aligned
 	// to bufferAlign, so a destination writing with O_DIRECT (store.Local)
 	// can write them as they are.
 	stageBuffer = 2 << 20
-	// stageBuffers is the number of buffers of each stage: one being
-	// filled, one being consumed, one waiting in between.
-	stageBuffers = 3
 	// bufferAlign is the alignment of the output buffers: the page size,
 	// a multiple of every block device's logical block size.
 	bufferAlign = 4096
 )
 
-// stage passes what is written to it, in order, to consume, which runs on
-// a goroutine of its own. Writes are gathered into a few pooled buffers,
-// handed over through a bounded channel: when consume is slower than the
-// writer, Write blocks rather than buffer more.
+// stage passes what is written to it, in order, through its steps: each
+// step sees every buffer in turn, after the step before it, on a goroutine
+// of its own. Writes are gathered into a fixed set of buffers (one per step
+// plus two: one being filled, one waiting), handed over through bounded
+// channels: when a step is slower than the writer, Write blocks rather than
+// buffer more.
 //
 // Write is not safe for concurrent use. close, or abort after an error,
-// stops the goroutine.
+// stops the goroutines.
 type stage struct {
-	consume func([]byte) error
+	buf  []byte        // being filled; nil once closed
+	free chan []byte   // buffers ready to be filled
+	in   chan []byte   // buffers for the first step, in order
+	done chan struct{} // closed when every step has returned
 
-	buf  []byte      // being filled; nil once closed
-	free chan []byte // buffers ready to be filled
-	full chan []byte // buffers to consume, in order
-	done chan struct{}
-
-	// err is the first error of consume, set by the goroutine before
-	// failed is set or done is closed, and read only after either.
+	errOnce sync.Once
+	// err is the first error of a step, set before failed is set or done
+	// is closed, and read only after either.
 	err     error
 	failed  atomic.Bool
 	aborted atomic.Bool // drop what is still queued: the stream is void
 }
 
-// newStage starts a stage of stageBuffers buffers of size bytes each,
-// aligned to align bytes (1: no alignment).
-func newStage(size, align int, consume func([]byte) error) *stage {
+// newStage starts a stage whose buffers hold size bytes each, aligned to
+// align bytes (1: no alignment), and whose steps are steps, in order.
+func newStage(size, align int, steps ...func([]byte) error) *stage {
+	n := len(steps) + 2
 	s := &stage{
-		consume: consume,
-		free:    make(chan []byte, stageBuffers),
-		full:    make(chan []byte, stageBuffers),
-		done:    make(chan struct{}),
+		free: make(chan []byte, n),
+		in:   make(chan []byte, n),
+		done: make(chan struct{}),
 	}
 	s.buf = alignedBuffer(size, align)
-	for range stageBuffers - 1 {
+	for range n - 1 {
 		s.free <- alignedBuffer(size, align)
 	}
-	go s.run()
+	var wg sync.WaitGroup
+	from := s.in
+	for i, step := range steps {
+		to := s.free
+		if i < len(steps)-1 {
+			to = make(chan []byte, n)
+		}
+		in := from
+		wg.Go(func() { s.run(step, in, to) })
+		from = to
+	}
+	go func() {
+		wg.Wait()
+		close(s.done)
+	}()
 	return s
 }
 
@@ -78,18 +91,27 @@ func alignedBuffer(size, align int) []byte {
 	return b[off : off : off+size]
 }
 
-// run consumes the full buffers in order and hands them back. After an
-// error it drains the rest without consuming, so Write never waits forever.
-func (s *stage) run() {
-	defer close(s.done)
-	for b := range s.full {
-		if s.err == nil && !s.aborted.Load() {
-			if err := s.consume(b); err != nil {
-				s.err = err
-				s.failed.Store(true)
+// run is one step: it passes the buffers from from to step and on to to,
+// in order, and closes to after from is closed (unless to is s.free).
+// After an error (of any step) it only passes the buffers on, so Write never
+// waits forever.
+func (s *stage) run(step func([]byte) error, from <-chan []byte, to chan<- []byte) {
+	for b := range from {
+		if !s.failed.Load() && !s.aborted.Load() {
+			if err := step(b); err != nil {
+				s.errOnce.Do(func() {
+					s.err = err
+					s.failed.Store(true)
+				})
 			}
 		}
-		s.free <- b[:0]
+		if to == s.free {
+			b = b[:0]
+		}
+		to <- b
+	}
+	if to != s.free {
+		close(to)
 	}
 }
 
@@ -105,12 +127,12 @@ func (s *stage) space() []byte {
 
 // handOver queues the buffer being filled and takes a free one.
 func (s *stage) handOver() {
-	s.full <- s.buf
+	s.in <- s.buf
 	s.buf = <-s.free
 }
 
-// Write adds p to the stage. It fails with consume's error once consume
-// has failed; the bytes of p may then be lost.
+// Write adds p to the stage. It fails with a step's error once a step has
+// failed; the bytes of p may then be lost.
 func (s *stage) Write(p []byte) (int, error) {
 	if s.failed.Load() {
 		return 0, s.err
@@ -137,51 +159,46 @@ func (s *stage) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// abort stops the goroutine without consuming what is still queued, when
-// the stream failed; it does nothing after close.
+// abort stops the goroutines without passing what is still queued through
+// the steps, when the stream failed; it does nothing after close.
 func (s *stage) abort() {
 	s.aborted.Store(true)
 	_ = s.close()
 }
 
-// close consumes what is buffered, waits until everything is consumed, and
-// returns the first error of consume. A second call only returns that error
-// again.
+// close passes what is buffered through the steps, waits until every step
+// is done with everything, and returns the first error of a step. A second
+// call only returns that error again.
 func (s *stage) close() error {
 	if s.buf == nil {
 		<-s.done
 		return s.err
 	}
 	if len(s.buf) > 0 {
-		s.full <- s.buf
+		s.in <- s.buf
 	}
 	s.buf = nil
-	close(s.full)
+	close(s.in)
 	<-s.done
 	return s.err
 }
 
-// hashWriter writes to w and hashes (and counts) what it writes. The
-// hash of a buffer runs while the buffer is being written (both only read
-// it): with O_DIRECT the write is mostly a wait for the disk.
+// hashWriter holds the last two steps of the stream: the hash of the
+// compressed stream, and its write to the destination, which (with
+// O_DIRECT) is mostly a wait for the disk while the next buffer is hashed.
 type hashWriter struct {
 	w io.Writer
-	h interface{ Write([]byte) (int, error) }
+	h io.Writer
 	n *atomic.Int64
 }
 
-func (hw hashWriter) consume(b []byte) error {
-	var n int
-	var err error
-	written := make(chan struct{})
-	go func() {
-		defer close(written)
-		n, err = hw.w.Write(b)
-	}()
-	// On a short write the hash covers bytes that were not written, but
-	// then the stream fails and its archive is discarded.
+func (hw hashWriter) hash(b []byte) error {
 	hw.h.Write(b)
-	<-written
+	return nil
+}
+
+func (hw hashWriter) write(b []byte) error {
+	n, err := hw.w.Write(b)
 	hw.n.Add(int64(n))
 	if err == nil && n < len(b) {
 		err = io.ErrShortWrite

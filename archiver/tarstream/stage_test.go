@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 )
@@ -21,13 +22,18 @@ func TestStage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var got []byte
+			// Two steps, like the hash and the write: each sees every
+			// byte, in order.
+			var got, got2 []byte
 			unaligned := 0
 			s := newStage(size, bufferAlign, func(b []byte) error {
 				if uintptr(unsafe.Pointer(&b[0]))%bufferAlign != 0 {
 					unaligned++
 				}
 				got = append(got, b...)
+				return nil
+			}, func(b []byte) error {
+				got2 = append(got2, b...)
 				return nil
 			})
 			rng := rand.New(rand.NewPCG(1, 2))
@@ -54,7 +60,10 @@ func TestStage(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, want) {
-				t.Errorf("consumed %d bytes that differ from the %d written", len(got), len(want))
+				t.Errorf("the first step saw %d bytes that differ from the %d written", len(got), len(want))
+			}
+			if !bytes.Equal(got2, want) {
+				t.Errorf("the second step saw %d bytes that differ from the %d written", len(got2), len(want))
 			}
 			if unaligned > 0 {
 				t.Errorf("%d buffers were not aligned to %d bytes", unaligned, bufferAlign)
@@ -63,14 +72,17 @@ func TestStage(t *testing.T) {
 	}
 }
 
-// TestStageFails: after consume fails, Write returns its error (never
-// blocks), and close returns it too.
+// TestStageFails: after a step fails, Write returns its error (never
+// blocks), close returns it too, and no step sees another buffer.
 func TestStageFails(t *testing.T) {
 	boom := errors.New("boom")
-	calls := 0
+	var calls, later atomic.Int32
 	s := newStage(4096, 1, func([]byte) error {
-		calls++
+		calls.Add(1)
 		return boom
+	}, func([]byte) error {
+		later.Add(1)
+		return nil
 	})
 	var err error
 	for range 1000 {
@@ -84,7 +96,10 @@ func TestStageFails(t *testing.T) {
 	if err := s.close(); !errors.Is(err, boom) {
 		t.Errorf("close: %v, want %v", err, boom)
 	}
-	if calls != 1 {
-		t.Errorf("consume called %d times, want once (nothing after it failed)", calls)
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the failing step ran %d times, want once (nothing after it failed)", n)
+	}
+	if n := later.Load(); n != 0 {
+		t.Errorf("the step after the failing one ran %d times, want none", n)
 	}
 }

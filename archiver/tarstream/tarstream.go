@@ -13,12 +13,12 @@
 // warning, so the archive stays valid. Any other read error fails the stream
 // with the file's path.
 //
-// Three goroutines share the work: one walks the world, reads the files and
-// writes the tar stream; one compresses it; one hashes the compressed stream
-// and writes it to the destination. They hand each other a few large
+// Four goroutines share the work: one walks the world, reads the files and
+// writes the tar stream; one compresses it; one hashes the compressed stream;
+// one writes it to the destination. They hand each other a few large
 // buffers, so memory use is fixed whatever the size of the world: file data
 // is read straight into the compressor's input buffers, then moves through
-// the compressor's bounded window and the buffers that hand the compressed
+// the compressor's bounded window and the buffers that carry the compressed
 // stream to the hash and the destination.
 package tarstream
 
@@ -99,11 +99,13 @@ func Write(ctx context.Context, dst io.Writer, root string, o Options) (Result, 
 	if err != nil {
 		return Result{}, err
 	}
-	// Two stages after this goroutine (which walks, reads and tars): the
-	// compressor, fed the tar stream in large buffers, and the hash and
-	// write of the compressed stream, fed in large aligned buffers.
+	// Three steps after this goroutine (which walks, reads and tars), each
+	// on a goroutine of its own: the compressor, fed the tar stream in
+	// large buffers, then the hash and the write of the compressed stream,
+	// fed in large aligned buffers.
 	h := sha256.New()
-	sk := newStage(stageBuffer, bufferAlign, hashWriter{w: dst, h: h, n: &o.Progress.OutputBytes}.consume)
+	hw := hashWriter{w: dst, h: h, n: &o.Progress.OutputBytes}
+	sk := newStage(stageBuffer, bufferAlign, hw.hash, hw.write)
 	defer sk.abort() // stops the goroutine on the error paths
 	cw, err := newCompressor(sk, o.Compression)
 	if err != nil {
