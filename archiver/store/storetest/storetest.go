@@ -8,9 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/worldbackup/worldbackup/archiver/store"
 )
 
 // Store is the surface of an archive store the suite exercises.
@@ -187,8 +188,8 @@ func testCleanPending(t *testing.T, s Store) {
 		t.Errorf("CleanTemps removed %v, want one temp", removed)
 	}
 	close(proceed)
-	if err := <-errc; err == nil {
-		t.Fatal("Put succeeded after its temp data was discarded")
+	if err := <-errc; !errors.Is(err, store.ErrDiscarded) {
+		t.Fatalf("Put after its temp data was discarded: %v, want an error wrapping store.ErrDiscarded", err)
 	}
 	mustBeAbsent(t, s, "srv/run.tar")
 	mustHaveNoTemps(t, s, "srv/run.tar")
@@ -275,25 +276,38 @@ func testLock(t *testing.T, s Store) {
 	if _, err := s.Lock(ctx, "srv/run.tar"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("second Lock: %v, want it to wait until its context ends", err)
 	}
-	// ...and gets the lock once the first holder lets go.
-	var wg sync.WaitGroup
-	got := make(chan func(), 1)
-	wg.Go(func() {
+	// ...and gets the lock once the first holder lets go. A waiter whose
+	// Lock fails fails the test rather than hanging it.
+	type locked struct {
+		unlock func()
+		err    error
+	}
+	got := make(chan locked, 1)
+	go func() {
 		u, err := s.Lock(t.Context(), "srv/run.tar")
-		if err != nil {
-			t.Errorf("Lock after unlock: %v", err)
-			return
-		}
-		got <- u
-	})
+		got <- locked{u, err}
+	}()
 	select {
-	case <-got:
+	case l := <-got:
+		if l.err != nil {
+			t.Fatalf("waiting Lock: %v", l.err)
+		}
 		t.Fatal("second Lock succeeded while the first was held")
 	case <-time.After(100 * time.Millisecond):
 	}
 	unlock()
-	wg.Wait()
-	u := <-got
+	wait, cancelWait := context.WithTimeout(t.Context(), lockWait)
+	defer cancelWait()
+	var u func()
+	select {
+	case l := <-got:
+		if l.err != nil {
+			t.Fatalf("Lock after unlock: %v", l.err)
+		}
+		u = l.unlock
+	case <-wait.Done():
+		t.Fatalf("Lock still waiting %v after the holder unlocked", lockWait)
+	}
 	u()
 	unlock() // a second call is harmless
 	u2, err := s.Lock(t.Context(), "srv/run.tar")
@@ -302,3 +316,6 @@ func testLock(t *testing.T, s Store) {
 	}
 	u2()
 }
+
+// lockWait bounds the wait for a lock its holder let go of.
+const lockWait = 10 * time.Second
