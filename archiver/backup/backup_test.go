@@ -132,7 +132,7 @@ func newRunner(t *testing.T, s Store, c Catalog) (*Runner, *bytes.Buffer) {
 // archiveNames lists the entries of a zstd archive.
 func archiveNames(t *testing.T, b []byte) []string {
 	t.Helper()
-	dr, err := tarstream.NewDecompressor(bytes.NewReader(b), tarstream.Zstd)
+	dr, err := tarstream.Decompress(bytes.NewReader(b), tarstream.Zstd, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,13 +70,15 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/worldbackup/worldbackup/archiver/tarstream"
 )
 
 // Defaults for the caps.
 const (
-	DefaultMaxBytes         int64 = 64 << 30  // 64 GiB of file content
-	DefaultMaxEntries       int64 = 1_000_000 // archive members
-	DefaultMaxDecoderMemory int64 = 128 << 20 // zstd window: covers every level and --long=27
+	DefaultMaxBytes         int64 = 64 << 30                   // 64 GiB of file content
+	DefaultMaxEntries       int64 = 1_000_000                  // archive members
+	DefaultMaxDecoderMemory       = tarstream.DefaultMaxWindow // zstd window: covers every level and --long=27
 )
 
 // Layout says where the staging folder goes; see the package comment.
