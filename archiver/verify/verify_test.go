@@ -70,9 +70,11 @@ func TestArchive(t *testing.T) {
 			// The row was made from the file with its trailing bytes: the
 			// checksum matches, the archive is refused all the same (as a
 			// restore refuses it).
-			name:        "garbage appended, checksum matching",
-			mutate:      func(b []byte) []byte { return append(b, "trailing garbage"...) },
-			want:        func(good []byte) Want { return Want{Size: -1, SHA256: digest(append(bytes.Clone(good), "trailing garbage"...))} },
+			name:   "garbage appended, checksum matching",
+			mutate: func(b []byte) []byte { return append(b, "trailing garbage"...) },
+			want: func(good []byte) Want {
+				return Want{Size: -1, SHA256: digest(append(bytes.Clone(good), "trailing garbage"...))}
+			},
 			wantCorrupt: true,
 			wantText:    []string{"does not end where its stream ends"},
 		},
