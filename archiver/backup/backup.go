@@ -6,12 +6,14 @@
 //
 //  1. look up the run ID in the catalog: a row means the run is done, and
 //     nothing is written;
-//  2. lock the archive's key in the store (a retry of the same run waits for
-//     the attempt in progress, then finds its row);
+//  2. lock the run, <server>/<run id>, in the store (a retry of the same
+//     run waits for the attempt in progress, then finds its row, whatever
+//     compression either asked for);
 //  3. remove the temp files of killed earlier attempts;
 //  4. stream world → tar → compression → SHA-256 into a temp file, then
 //     fsync, rename to <server>/<run id>.tar.zst (internal/layout) and
-//     fsync the folder;
+//     fsync the folder; a world without files is refused (it would restore
+//     as an empty world) unless AllowEmpty;
 //  5. insert the row (ON CONFLICT DO NOTHING); if that fails, remove the
 //     archive.
 package backup
@@ -62,6 +64,11 @@ type Params struct {
 	World       string // the world folder
 	Compression tarstream.Compression
 	Excludes    []string
+	// Avoid are folders never archived, found by device and inode (see
+	// tarstream.Options.Avoid): the archive root.
+	Avoid []string
+	// AllowEmpty records a world without files; by default such a run fails.
+	AllowEmpty bool
 	// ProgressInterval is the time between progress log lines; default 5s.
 	ProgressInterval time.Duration
 }
@@ -189,19 +196,31 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) error {
 	if err != nil {
 		return err
 	}
-	log.Debug("locking the run", "key", key)
-	unlock, err := r.store.Lock(ctx, key)
+	// The lock is the run's, not the archive's: two attempts of one run
+	// with different compressions must not both write.
+	runKey := p.Server + "/" + p.RunID
+	log.Debug("locking the run", "key", runKey)
+	unlock, err := r.store.Lock(ctx, runKey)
 	if err != nil {
-		return fmt.Errorf("locking the run's archive: %w", err)
+		return fmt.Errorf("locking the run: %w", err)
 	}
 	defer unlock()
 	// An attempt that held the lock may have finished the run meanwhile.
 	if done, err := r.recorded(ctx, log, p, s); done || err != nil {
 		return err
 	}
-	removed, err := r.store.CleanTemps(ctx, key)
-	if err != nil {
-		return fmt.Errorf("removing temp files of earlier attempts: %w", err)
+	// Earlier attempts may have used another compression.
+	var removed []string
+	for _, c := range tarstream.Compressions {
+		k, err := layout.ArchiveName(p.Server, p.RunID, string(c))
+		if err != nil {
+			return err
+		}
+		rm, err := r.store.CleanTemps(ctx, k)
+		removed = append(removed, rm...)
+		if err != nil {
+			return fmt.Errorf("removing temp files of earlier attempts: %w", err)
+		}
 	}
 	if len(removed) > 0 {
 		log.Info("removed temp files of an earlier attempt", "paths", removed)
@@ -220,7 +239,13 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) error {
 			Excludes:    p.Excludes,
 			Log:         log.Named("tar"),
 			Progress:    prog,
+			Avoid:       p.Avoid,
 		})
+		if err == nil && res.Files == 0 && !p.AllowEmpty {
+			err = fmt.Errorf("%w: %s holds no file%s; restored with --replace, this archive would empty the world: "+
+				"check the world folder and the excludes, or pass --allow-empty to record it anyway",
+				ErrEmptyWorld, p.World, excludedNote(res.Excluded))
+		}
 		return err
 	})
 	stop()
@@ -278,6 +303,17 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) error {
 		"excluded", res.Excluded, "skipped", res.Skipped, "warnings", res.Warnings,
 		"duration", d.Round(time.Millisecond).String(), "mb_per_s", s.MBPerSecond)
 	return nil
+}
+
+// ErrEmptyWorld is wrapped by the error of a run whose world has no files
+// (empty, or everything excluded) and that did not allow it.
+var ErrEmptyWorld = errors.New("refusing an empty backup")
+
+func excludedNote(excluded int64) string {
+	if excluded == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d entries excluded)", excluded)
 }
 
 // recorded looks the run up; when it has a row it fills s and returns true.

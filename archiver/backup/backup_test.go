@@ -446,3 +446,85 @@ func (s *safeBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestRunConcurrentCompressions: two attempts of one run with different
+// compressions at once: the run lock is the run's, so one writes and
+// records, the other finds the row; no archive is left without a row.
+func TestRunConcurrentCompressions(t *testing.T) {
+	world := makeWorld(t)
+	for range 5 {
+		mem := store.NewMem()
+		cat := newFakeCatalog()
+		r, _ := newRunner(t, mem, cat)
+		var wg sync.WaitGroup
+		results := make([]Summary, 2)
+		errs := make([]error, 2)
+		for i, c := range []tarstream.Compression{tarstream.Zstd, tarstream.Gzip} {
+			wg.Go(func() {
+				p := params(world)
+				p.Compression = c
+				results[i], errs[i] = r.Run(t.Context(), p)
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("attempt %d: %v", i, err)
+			}
+		}
+		rec, ok := cat.rows["run-1"]
+		if len(cat.rows) != 1 || !ok {
+			t.Fatalf("rows %v, want one", cat.rows)
+		}
+		if keys := mem.Keys(); len(keys) != 1 || mem.Ref(keys[0]) != rec.ArchiveRef {
+			t.Fatalf("archives %v, want only the recorded %s", keys, rec.ArchiveRef)
+		}
+	}
+}
+
+func TestRunEmptyWorld(t *testing.T) {
+	tests := []struct {
+		name     string
+		world    func(t *testing.T) string
+		excludes []string
+	}{
+		{name: "no files", world: func(t *testing.T) string {
+			w := t.TempDir()
+			os.MkdirAll(filepath.Join(w, "world", "region"), 0o755)
+			return w
+		}},
+		{name: "everything excluded", world: makeWorld, excludes: []string{"*"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := params(tt.world(t))
+			if tt.excludes != nil {
+				p.Excludes = tt.excludes
+			}
+			mem := store.NewMem()
+			cat := newFakeCatalog()
+			r, _ := newRunner(t, mem, cat)
+			s, err := r.Run(t.Context(), p)
+			if !errors.Is(err, ErrEmptyWorld) || !strings.Contains(err.Error(), "--allow-empty") {
+				t.Fatalf("Run: %v, want ErrEmptyWorld saying --allow-empty", err)
+			}
+			if s.Status != StatusFailed || len(mem.Keys()) != 0 || cat.inserts != 0 {
+				t.Fatalf("status %s, archives %v, %d inserts: want failed, nothing written", s.Status, mem.Keys(), cat.inserts)
+			}
+			mustHaveNoTemps(t, mem, "survival/run-1.tar.zst")
+
+			p.AllowEmpty = true
+			s, err = r.Run(t.Context(), p)
+			if err != nil || s.Status != StatusDone || s.FileCount != 0 || len(cat.rows) != 1 {
+				t.Fatalf("with AllowEmpty: %v, summary %+v, rows %v", err, s, cat.rows)
+			}
+		})
+	}
+}
+
+func mustHaveNoTemps(t *testing.T, s *store.Mem, key string) {
+	t.Helper()
+	if removed, err := s.CleanTemps(t.Context(), key); err != nil || len(removed) > 0 {
+		t.Fatalf("temps of %s: %v %v", key, removed, err)
+	}
+}
