@@ -7,6 +7,7 @@
 //	local_path = "/backups"      # optional when --archive-root is given
 //	compression = "zstd"         # zstd | gzip | none
 //	excludes = ["*.jar", "cache/", "logs/", "*.tmp"]
+//	allow_empty = false          # record a world without files
 //
 // Unknown keys are errors. Every error names the file and the key; the
 // database URL, which holds a password, never appears in an error or in the
@@ -25,6 +26,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 )
@@ -67,6 +69,9 @@ type Archive struct {
 	// Excludes are glob patterns of world entries to leave out; default
 	// tarstream.DefaultExcludes. An explicit empty list excludes nothing.
 	Excludes []string `toml:"excludes"`
+	// AllowEmpty records a world without files (empty, or everything
+	// excluded); by default such a backup fails.
+	AllowEmpty bool `toml:"allow_empty"`
 }
 
 // Load reads, completes with defaults and validates the file at path.
@@ -102,7 +107,7 @@ func Parse(path, raw string) (Config, error) {
 		for i, k := range undecoded {
 			keys[i] = k.String()
 		}
-		return Config{}, fmt.Errorf("%s: unknown key %s (known keys: database.url, archive.local_path, archive.compression, archive.excludes)",
+		return Config{}, fmt.Errorf("%s: unknown key %s (known keys: database.url, archive.local_path, archive.compression, archive.excludes, archive.allow_empty)",
 			path, strings.Join(quoteAll(keys), ", "))
 	}
 	return c, nil
@@ -167,12 +172,58 @@ func checkURL(s string) error {
 		if u.Host == "" && !strings.Contains(u.RawQuery, "host=") {
 			return errors.New("has no host")
 		}
-		return nil
 	case strings.Contains(s, "="):
-		return nil // key=value form; pgx checks it when connecting
 	default:
 		return errors.New(`is neither a postgres:// URL nor a "key=value ..." connection string`)
 	}
+	// Parsed as the catalog will parse it, so that a bad parameter is a
+	// configuration error (exit 2), not a failed run retried in vain.
+	if _, err := pgconn.ParseConfig(s); err != nil {
+		return errors.New(describeParseError(err, s))
+	}
+	return nil
+}
+
+// describeParseError says what pgconn found wrong with the connection
+// string s, without quoting s or its password.
+func describeParseError(err error, s string) string {
+	const generic = "is not a valid PostgreSQL connection string"
+	var pce *pgconn.ParseConfigError
+	if !errors.As(err, &pce) {
+		return generic
+	}
+	bare := *pce
+	bare.ConnString = "" // pgconn's own redaction is best effort
+	msg := strings.TrimPrefix(bare.Error(), "cannot parse ``: ")
+	if strings.HasPrefix(msg, "failed to parse as") {
+		// The inner error of a malformed string may quote any part of it.
+		return generic + " (check its quoting and special characters; percent-encode them in the password)"
+	}
+	for _, secret := range secrets(s) {
+		if len(secret) >= 3 && strings.Contains(msg, secret) {
+			return generic + ": a parameter is invalid (not shown: the message would quote the password)"
+		}
+	}
+	return generic + ": " + msg
+}
+
+// secrets returns the passwords written in the connection string s.
+func secrets(s string) []string {
+	var out []string
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		if p, ok := u.User.Password(); ok {
+			out = append(out, p)
+		}
+		if p := u.Query().Get("password"); p != "" {
+			out = append(out, p)
+		}
+	}
+	for _, f := range strings.Fields(s) {
+		if v, ok := strings.CutPrefix(f, "password="); ok {
+			out = append(out, strings.Trim(v, `'`))
+		}
+	}
+	return out
 }
 
 // decodeError turns a TOML error into one naming the file, line and key,

@@ -50,8 +50,12 @@ url = "host=db user=felis password=` + secret + ` dbname=felis"
 local_path = "/backups"
 compression = "gzip"
 excludes = []
+allow_empty = true
 `),
 			check: func(t *testing.T, c Config) {
+				if !c.Archive.AllowEmpty {
+					t.Error("allow_empty not read")
+				}
 				if c.Archive.Compression != tarstream.Gzip || c.Archive.LocalPath != "/backups" {
 					t.Errorf("archive %+v", c.Archive)
 				}
@@ -124,6 +128,31 @@ local_pth = "/backups"
 			name:    "not a connection string",
 			toml:    ptr("[database]\nurl = \"" + secret + "\"\n"),
 			wantErr: []string{"felis.toml", "[database] url", "neither"},
+		},
+		{
+			name:    "bad sslmode",
+			toml:    ptr("[database]\nurl = \"postgres://u:" + secret + "@db/x?sslmode=bogus\"\n"),
+			wantErr: []string{"felis.toml", "[database] url", "sslmode is invalid"},
+		},
+		{
+			name:    "bad connect_timeout",
+			toml:    ptr("[database]\nurl = \"postgres://u:" + secret + "@db/x?connect_timeout=abc\"\n"),
+			wantErr: []string{"felis.toml", "[database] url", "invalid connect_timeout"},
+		},
+		{
+			name:    "bad port",
+			toml:    ptr("[database]\nurl = \"postgres://u:" + secret + "@db:99999/x\"\n"),
+			wantErr: []string{"felis.toml", "[database] url", "invalid port"},
+		},
+		{
+			name:    "bad sslmode, key=value form",
+			toml:    ptr("[database]\nurl = \"host=db password=" + secret + " sslmode=bogus\"\n"),
+			wantErr: []string{"felis.toml", "[database] url", "sslmode is invalid"},
+		},
+		{
+			name:    "bad port, key=value form",
+			toml:    ptr("[database]\nurl = \"host=db password=" + secret + " port=99999\"\n"),
+			wantErr: []string{"felis.toml", "[database] url", "invalid port"},
 		},
 		{
 			name:    "relative local_path",
