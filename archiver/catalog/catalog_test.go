@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -368,5 +369,113 @@ func TestOpenWrongPassword(t *testing.T) {
 	_, err = db.Lookup(ctx, "x") // world_backups does not exist yet
 	if err == nil || strings.Contains(err.Error(), right) {
 		t.Fatalf("Lookup error %v: want an error without the password", err)
+	}
+}
+
+// TestCallsAreBounded: a server that accepts and never answers, one that
+// stops answering mid-run, and a locked table each fail the call within its
+// bound instead of hanging it.
+func TestCallsAreBounded(t *testing.T) {
+	short := Timeouts{Connect: 300 * time.Millisecond, Statement: 2 * time.Second, Lock: 200 * time.Millisecond, Call: time.Second}
+	// within fails the test when fn takes far longer than its bound (10x:
+	// a loose check that it is bounded at all, not a timing assertion).
+	within := func(t *testing.T, fn func() error) error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- fn() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("the call is still waiting after 30s")
+			return nil
+		}
+	}
+
+	t.Run("server accepts and never answers", func(t *testing.T) {
+		hole := pgtest.NewBlackhole(t)
+		err := within(t, func() error {
+			db, err := OpenWith(t.Context(), "postgres://felis:pw@"+hole.Addr()+"/felis?sslmode=disable", nil, short)
+			if err == nil {
+				db.Close()
+			}
+			return err
+		})
+		if err == nil {
+			t.Fatal("Open through a blackhole succeeded")
+		}
+		if !strings.Contains(err.Error(), "connecting to database") {
+			t.Errorf("error %q", err)
+		}
+	})
+
+	t.Run("server stops answering after connecting", func(t *testing.T) {
+		u := pgtest.URL(t)
+		proxy := pgtest.NewProxy(t, pgtest.Target(t, u))
+		db, err := OpenWith(t.Context(), proxy.URL(t, u), nil, short)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.Migrate(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		proxy.Blackhole()
+		err = within(t, func() error {
+			_, err := db.Insert(t.Context(), record("r1", "survival", time.Now()))
+			return err
+		})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Insert through a silent server: %v, want a deadline error", err)
+		}
+	})
+
+	t.Run("locked table", func(t *testing.T) {
+		u := pgtest.URL(t)
+		db, err := OpenWith(t.Context(), u, nil, short)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.Migrate(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		locker, err := pgx.Connect(t.Context(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer locker.Close(context.Background())
+		tx, err := locker.Begin(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(context.Background())
+		if _, err := tx.Exec(t.Context(), "LOCK TABLE world_backups IN ACCESS EXCLUSIVE MODE"); err != nil {
+			t.Fatal(err)
+		}
+		err = within(t, func() error {
+			_, err := db.Insert(t.Context(), record("r1", "survival", time.Now()))
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), "lock timeout") {
+			t.Errorf("Insert into a locked table: %v, want a lock timeout", err)
+		}
+	})
+}
+
+// The defaults reach the server as runtime parameters.
+func TestDefaultTimeouts(t *testing.T) {
+	db := open(t, pgtest.URL(t))
+	for name, want := range map[string]string{"statement_timeout": "1min", "lock_timeout": "15s"} {
+		var got string
+		if err := db.pool.QueryRow(t.Context(), "SHOW "+name).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s = %s, want %s", name, got, want)
+		}
+	}
+	if got := db.pool.Config().ConnConfig.ConnectTimeout; got != DefaultConnectTimeout {
+		t.Errorf("connect timeout %v, want %v", got, DefaultConnectTimeout)
 	}
 }
