@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -195,6 +196,11 @@ func extract(ctx context.Context, f io.Reader, st *staging, o Options, res *Resu
 			return err
 		}
 		res.Entries++
+	}
+	if o.RunID != "" {
+		if err := x.writeMarker(); err != nil {
+			return err
+		}
 	}
 	if err := x.finishDirs(); err != nil {
 		return err
@@ -518,6 +524,19 @@ func (x *extractor) hardlink(name string, hdr *tar.Header) error {
 	return nil
 }
 
+// writeMarker writes the restore marker at the top of the staging folder,
+// before the folders' times are applied.
+func (x *extractor) writeMarker() error {
+	b, err := json.Marshal(marker{RunID: x.o.RunID, SHA256: x.o.SHA256, RestoredAt: time.Now().UTC()})
+	if err != nil {
+		return fmt.Errorf("encoding the restore marker: %w", err)
+	}
+	if err := x.root.WriteFile(MarkerName, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing the restore marker: %w", err)
+	}
+	return nil
+}
+
 // dirHandle returns an open handle on the directory dir (a real directory
 // created by this extraction), caching the last one.
 func (x *extractor) dirHandle(dir string) (*os.File, error) {
@@ -613,11 +632,13 @@ func (x *extractor) applyDir(f *os.File, name string, m *dirMeta) error {
 			return wrapDir(name, err)
 		}
 	}
-	if err := f.Chmod(m.mode); err != nil {
+	// Times first: "." relative to the folder's own handle is the folder,
+	// which a process that is not root can no longer look up once the
+	// folder's mode lacks x (0000, 0600).
+	if err := unix.UtimesNanoAt(int(f.Fd()), ".", timespecs(m.mtime, m.atime), 0); err != nil {
 		return wrapDir(name, err)
 	}
-	// "." relative to the folder's own handle is the folder.
-	return wrapDir(name, unix.UtimesNanoAt(int(f.Fd()), ".", timespecs(m.mtime, m.atime), 0))
+	return wrapDir(name, f.Chmod(m.mode))
 }
 
 func wrapDir(name string, err error) error {

@@ -37,6 +37,12 @@ fsync and rename, then records the run in world_backups. A run whose row
 exists already writes nothing and exits 0; a retry of the same run ID removes
 the temp files of a killed earlier attempt. If the row cannot be inserted, the
 archive is removed. A one-line JSON summary is written to the termination log.
+
+The archive root must exist (a missing one is an unmounted volume: exit 2);
+<root>/<server> is created. A folder of the world that is the archive root
+(the same device and inode: a bind mount) is skipped with a warning; a world
+that is the archive root is refused (exit 2). A world without files (empty,
+or everything excluded) fails (exit 1) unless --allow-empty.
 `
 
 // defaultTerminationLog is where Kubernetes reads a container's
@@ -48,7 +54,7 @@ type backupFlags struct {
 	world, configPath          string
 	archiveRoot, compression   string
 	excludes                   stringList
-	noMigrate                  bool
+	noMigrate, allowEmpty      bool
 	logFormat                  logFormat
 	terminationLog             string
 	progressInterval           time.Duration
@@ -66,6 +72,7 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.StringVar(&f.compression, "compression", "", "zstd, gzip or none; overrides [archive] compression (default zstd)")
 	fs.Var(&f.excludes, "exclude", "glob of entries to leave out, repeatable; replaces [archive] excludes (default *.jar, cache/, logs/, *.tmp)")
 	fs.BoolVar(&f.noMigrate, "no-migrate", false, "do not apply the catalog's migrations first")
+	fs.BoolVar(&f.allowEmpty, "allow-empty", false, "record a world without files (empty, or everything excluded); overrides [archive] allow_empty")
 	fs.Var(&f.logFormat, "log-format", "json, text or auto (json when stderr is not a terminal)")
 	fs.StringVar(&f.terminationLog, "termination-log", defaultTerminationLog,
 		"file for the one-line JSON summary; skipped when its folder is missing (the default path: when the file is missing)")
@@ -87,6 +94,9 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	tlog.write(log, s)
 	if err != nil {
 		log.Error("backup failed", "server", p.Server, "run_id", p.RunID, "error", err)
+		if errors.Is(err, store.ErrNoRoot) || errors.Is(err, tarstream.ErrSelfContaining) {
+			return exitUsage // no retry can help: the volumes are wrong
+		}
 		return exitFailed
 	}
 	return exitOK
@@ -147,6 +157,13 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 	if within(root, world) {
 		return backup.Params{}, "", config.Config{}, fmt.Errorf("archive root %q is inside the world %q: the archive would archive itself", root, world)
 	}
+	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+		return backup.Params{}, "", config.Config{}, fmt.Errorf("%w: %q is not an existing folder (is the backup volume mounted?)", store.ErrNoRoot, root)
+	}
+	if sameFolder(root, world) {
+		return backup.Params{}, "", config.Config{}, fmt.Errorf("archive root %q is the world %q (one folder, or one volume mounted twice): the archive would archive itself", root, world)
+	}
+	root = filepath.Clean(root)
 	p := backup.Params{
 		Server:           f.server,
 		RunID:            f.runID,
@@ -154,12 +171,25 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 		World:            world,
 		Compression:      cfg.Archive.Compression,
 		Excludes:         cfg.Archive.Excludes,
+		Avoid:            []string{root, filepath.Join(root, f.server)},
+		AllowEmpty:       f.allowEmpty || cfg.Archive.AllowEmpty,
 		ProgressInterval: f.progressInterval,
 	}
 	if err := p.Validate(); err != nil {
 		return backup.Params{}, "", config.Config{}, err
 	}
-	return p, filepath.Clean(root), cfg, nil
+	return p, root, cfg, nil
+}
+
+// sameFolder reports whether a and b are one folder (device and inode),
+// whatever their paths.
+func sameFolder(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
 }
 
 // runBackup connects to the catalog and performs the run.

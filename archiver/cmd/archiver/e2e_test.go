@@ -107,6 +107,10 @@ func newEnv(t *testing.T, url string) *env {
 		url:    url,
 		tlog:   filepath.Join(dir, "termination-log"),
 	}
+	// The archive root is a mounted volume: it exists before the run.
+	if err := os.Mkdir(e.root, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	writeConfig(t, e.config, fmt.Sprintf("[database]\nurl = %q\n[archive]\nlocal_path = \"/nonexistent\"\n", url))
 	return e
 }

@@ -161,8 +161,9 @@ func TestRestoreEndToEnd(t *testing.T) {
 	}
 }
 
-// TestRestoreRefusals checks that each refusal exits 1 with a message that
-// says what is wrong, and leaves the target untouched.
+// TestRestoreRefusals checks that each refusal exits 3 (a failure 1) with a
+// message that says what is wrong and world_state unchanged, and leaves the
+// target untouched.
 func TestRestoreRefusals(t *testing.T) {
 	_, archive, sum := backedUpWorld(t, "zstd", ".tar.zst")
 	wrong := []byte(sum) // another 64 lowercase hex digits
@@ -175,30 +176,46 @@ func TestRestoreRefusals(t *testing.T) {
 		{name: "world/level.dat", body: "fine"},
 		{name: "world/../../escape.dat", body: "escaped"},
 	})
+	// The bytes after the end are covered by the checksum: refused anyway.
+	good, err := os.ReadFile(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trailing := filepath.Join(t.TempDir(), "trailing.tar.zst")
+	if err := os.WriteFile(trailing, append(good, "trailing garbage"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	trailingSum := sha256sum(t, trailing)
 	tests := []struct {
 		name    string
 		args    func(into string) []string
+		code    int
 		want    []string
 		escaped string // a path beside the target that must not appear
 	}{
 		{"wrong sha256", func(into string) []string { return restoreArgs(archive, string(wrong), into, "--replace") },
-			[]string{"checksum mismatch", "nothing was extracted", string(wrong)}, ""},
+			3, []string{"checksum mismatch", "nothing was extracted", string(wrong)}, ""},
 		{"not empty without --replace", func(into string) []string { return restoreArgs(archive, sum, into) },
-			[]string{"is not empty: pass --replace"}, ""},
+			1, []string{"is not empty: pass --replace"}, ""},
 		{"entry escaping the target", func(into string) []string { return restoreArgs(evil, evilSum, into, "--replace") },
-			[]string{"archive refused", `"entry":"world/../../escape.dat"`, `"index":2`, `"reason":`}, "escape.dat"},
+			3, []string{"archive refused", `"entry":"world/../../escape.dat"`, `"index":2`, `"reason":`}, "escape.dat"},
 		{"too many entries", func(into string) []string { return restoreArgs(archive, sum, into, "--replace", "--max-entries", "10") },
-			[]string{"archive refused", "10"}, ""},
+			3, []string{"archive refused", "10"}, ""},
 		{"too many bytes", func(into string) []string { return restoreArgs(archive, sum, into, "--replace", "--max-bytes", "1024") },
-			[]string{"archive refused", "1024"}, ""},
+			3, []string{"archive refused", "1024"}, ""},
+		{"bytes after the end", func(into string) []string { return restoreArgs(trailing, trailingSum, into, "--replace") },
+			3, []string{"archive refused", "does not end where its stream ends"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			into := filepath.Join(t.TempDir(), "world")
 			before := oldWorld(t, into)
 			res := archiver(t, tt.args(into)...)
-			if res.code != 1 {
-				t.Fatalf("restore exited %d, want 1:\n%s", res.code, res.stderr)
+			if res.code != tt.code {
+				t.Fatalf("restore exited %d, want %d:\n%s", res.code, tt.code, res.stderr)
+			}
+			if n := strings.Count(res.stderr, `"world_state"`); n != 1 || !strings.Contains(res.stderr, `"world_state":"unchanged"`) {
+				t.Errorf("want one world_state, unchanged:\n%s", res.stderr)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(res.stderr, w) {
@@ -229,8 +246,8 @@ func TestRestoreRefusesLinkOutOfWorld(t *testing.T) {
 	into := filepath.Join(t.TempDir(), "world")
 	before := oldWorld(t, into)
 	res := archiver(t, restoreArgs(archive, rows(t, e.url)[0].SHA256, into, "--replace")...)
-	if res.code != 1 {
-		t.Fatalf("restore exited %d, want 1:\n%s", res.code, res.stderr)
+	if res.code != 3 {
+		t.Fatalf("restore exited %d, want 3:\n%s", res.code, res.stderr)
 	}
 	for _, w := range []string{"archive refused", `"entry":"` + linkOutOfWorld + `"`, `\"/etc/passwd\" is absolute`} {
 		if !strings.Contains(res.stderr, w) {
