@@ -130,13 +130,13 @@ func badCases() []badCase {
 		// such archives, so restore does too
 		{name: "garbage after zstd", archive: func(tb testing.TB) []byte {
 			return append(zstdBytes(tb, buildTar(tb, reg("a", "x"))), "trailing garbage"...)
-		}, want: "does not end where its stream ends"},
+		}, want: "does not end cleanly after its tar stream"},
 		{name: "zeros after zstd", archive: func(tb testing.TB) []byte {
 			return append(zstdBytes(tb, buildTar(tb, reg("a", "x"))), make([]byte, 64)...)
-		}, want: "does not end where its stream ends"},
+		}, want: "does not end cleanly after its tar stream"},
 		{name: "garbage after gzip", archive: func(tb testing.TB) []byte {
 			return append(gzipBytes(tb, buildTar(tb, reg("a", "x"))), "trailing garbage"...)
-		}, want: "does not end where its stream ends"},
+		}, want: "does not end cleanly after its tar stream"},
 		{name: "garbage after tar", archive: func(tb testing.TB) []byte {
 			return append(buildTar(tb, reg("a", "x")), "trailing garbage"...)
 		}, want: "non-zero data"},

@@ -25,7 +25,7 @@ const HeadSize = 512
 
 // ErrTrailingData is wrapped by the error of an archive that does not end
 // where its tar stream and compressed stream end.
-var ErrTrailingData = errors.New("the archive does not end where its stream ends")
+var ErrTrailingData = errors.New("the archive does not end cleanly after its tar stream")
 
 var (
 	zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}

@@ -64,7 +64,7 @@ func TestArchive(t *testing.T) {
 			mutate:       func(b []byte) []byte { return append(b, "trailing garbage"...) },
 			wantMismatch: true,
 			wantCorrupt:  true,
-			wantText:     []string{"size is", "does not end where its stream ends"},
+			wantText:     []string{"size is", "does not end cleanly after its tar stream"},
 		},
 		{
 			// The row was made from the file with its trailing bytes: the
@@ -76,7 +76,7 @@ func TestArchive(t *testing.T) {
 				return Want{Size: -1, SHA256: digest(append(bytes.Clone(good), "trailing garbage"...))}
 			},
 			wantCorrupt: true,
-			wantText:    []string{"does not end where its stream ends"},
+			wantText:    []string{"does not end cleanly after its tar stream"},
 		},
 		{
 			name:         "wrong digest in the row",

@@ -765,10 +765,10 @@ func TestHelpAndVersion(t *testing.T) {
 		want []string
 	}{
 		{[]string{"--version"}, []string{"archiver " + testVersion}},
-		{[]string{"--help"}, []string{"Exit codes:", "0  done", "1  failed", "2  usage"}},
-		{[]string{"backup", "--help"}, []string{"--run-id", "--archive-root", "--termination-log", "Exit codes"}},
+		{[]string{"--help"}, []string{"Exit codes:", "0  done", "1  failed", "2  usage", "3  archive refused"}},
+		{[]string{"backup", "--help"}, []string{"--run-id", "--archive-root", "--termination-log", "--allow-empty", "Exit codes", "3 archive refused"}},
 		{[]string{"verify", "-h"}, []string{"--sha256"}},
-		{[]string{"restore", "--help"}, []string{"--archive", "--sha256", "--into", "--replace", "--max-bytes", "--max-entries", "no database"}},
+		{[]string{"restore", "--help"}, []string{"--archive", "--sha256", "--into", "--replace", "--max-bytes", "--max-entries", "--run-id", "world_state", "no database"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -814,8 +814,8 @@ func TestVerifyDetectsDamage(t *testing.T) {
 				{"verify", "--config", e.config, "--archive", archive},
 			} {
 				res := archiver(t, args...)
-				if res.code != 1 || !strings.Contains(res.stderr, tt.want) {
-					t.Errorf("%v exited %d, want 1 with %q:\n%s", args[1:], res.code, tt.want, res.stderr)
+				if res.code != 3 || !strings.Contains(res.stderr, tt.want) {
+					t.Errorf("%v exited %d, want 3 with %q:\n%s", args[1:], res.code, tt.want, res.stderr)
 				}
 			}
 		})

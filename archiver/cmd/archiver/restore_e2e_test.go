@@ -204,7 +204,7 @@ func TestRestoreRefusals(t *testing.T) {
 		{"too many bytes", func(into string) []string { return restoreArgs(archive, sum, into, "--replace", "--max-bytes", "1024") },
 			3, []string{"archive refused", "1024"}, ""},
 		{"bytes after the end", func(into string) []string { return restoreArgs(trailing, trailingSum, into, "--replace") },
-			3, []string{"archive refused", "does not end where its stream ends"}, ""},
+			3, []string{"archive refused", "does not end cleanly after its tar stream"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
