@@ -13,28 +13,7 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/worldbackup/worldbackup/archiver/store/storetest"
 )
-
-var (
-	_ storetest.Store = (*Local)(nil)
-	_ storetest.Store = (*Mem)(nil)
-)
-
-func TestLocalConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) storetest.Store {
-		l, err := NewLocal(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	})
-}
-
-func TestMemConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) storetest.Store { return NewMem() })
-}
 
 // listAll returns every name below root, relative, sorted.
 func listAll(t *testing.T, root string) []string {
