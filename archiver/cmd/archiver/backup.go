@@ -234,20 +234,10 @@ type terminationLog struct {
 // maxTerminationMessage is Kubernetes' limit on a termination message.
 const maxTerminationMessage = 4096
 
-// write writes s as one JSON line. It writes only when the path's folder
-// exists, and, for the default path, only when the file exists (the kubelet
-// creates it), so a run outside a pod never litters /dev.
+// write writes s as one JSON line, shortening a long error to fit.
 func (t terminationLog) write(log hclog.Logger, s backup.Summary) {
 	if t.path == "" {
 		return
-	}
-	if _, err := os.Stat(filepath.Dir(t.path)); err != nil {
-		log.Debug("no termination log folder; summary not written", "path", t.path)
-		return
-	}
-	flags := os.O_WRONLY | os.O_TRUNC
-	if t.explicit {
-		flags |= os.O_CREATE
 	}
 	b, err := json.Marshal(s)
 	// Shorten a long error to fit (escaping may take a few rounds).
@@ -262,6 +252,24 @@ func (t terminationLog) write(log hclog.Logger, s backup.Summary) {
 	if err != nil {
 		log.Error("encoding the summary", "error", err)
 		return
+	}
+	t.writeLine(log, b)
+}
+
+// writeLine writes b and a newline. It writes only when the path's folder
+// exists, and, for the default path, only when the file exists (the kubelet
+// creates it), so a run outside a pod never litters /dev.
+func (t terminationLog) writeLine(log hclog.Logger, b []byte) {
+	if t.path == "" {
+		return
+	}
+	if _, err := os.Stat(filepath.Dir(t.path)); err != nil {
+		log.Debug("no termination log folder; summary not written", "path", t.path)
+		return
+	}
+	flags := os.O_WRONLY | os.O_TRUNC
+	if t.explicit {
+		flags |= os.O_CREATE
 	}
 	f, err := os.OpenFile(t.path, flags, 0o644)
 	if err != nil {
