@@ -18,6 +18,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/backup"
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/config"
+	"github.com/worldbackup/worldbackup/archiver/rcon"
 	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 	"github.com/worldbackup/worldbackup/internal/layout"
@@ -25,8 +26,9 @@ import (
 
 // The real parts satisfy the interfaces the backup run consumes.
 var (
-	_ backup.Store   = (*store.Local)(nil)
-	_ backup.Catalog = (*catalog.DB)(nil)
+	_ backup.Store    = (*store.Local)(nil)
+	_ backup.Catalog  = (*catalog.DB)(nil)
+	_ backup.Quiescer = rcon.Quiescer{}
 )
 
 const backupHelp = `Usage: archiver backup --server S --run-id R [flags]
@@ -37,6 +39,10 @@ fsync and rename, then records the run in world_backups. A run whose row
 exists already writes nothing and exits 0; a retry of the same run ID removes
 the temp files of a killed earlier attempt. If the row cannot be inserted, the
 archive is removed. A one-line JSON summary is written to the termination log.
+
+With --rcon (or [rcon] in felis.toml) the game server is quiesced while the
+world is read: save-off and save-all flush before, save-on after the archive
+is written and before the row, on every exit path.
 `
 
 // defaultTerminationLog is where Kubernetes reads a container's
@@ -52,6 +58,8 @@ type backupFlags struct {
 	logFormat                  logFormat
 	terminationLog             string
 	progressInterval           time.Duration
+	rconAddr, rconPasswordFile string
+	rconRequired               bool
 }
 
 func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -70,6 +78,9 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.StringVar(&f.terminationLog, "termination-log", defaultTerminationLog,
 		"file for the one-line JSON summary; skipped when its folder is missing (the default path: when the file is missing)")
 	fs.DurationVar(&f.progressInterval, "progress-interval", backup.DefaultProgressInterval, "time between progress log lines")
+	fs.StringVar(&f.rconAddr, "rcon", "", "host:port of the game server's RCON: autosave off while the world is read; overrides [rcon] address")
+	fs.StringVar(&f.rconPasswordFile, "rcon-password-file", "", "file holding the RCON password (a mounted Secret); overrides [rcon] password_file")
+	fs.BoolVar(&f.rconRequired, "rcon-required", true, "fail when the game server cannot be reached (false: warn and back up without quiescing); overrides [rcon] required")
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
@@ -83,7 +94,14 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitUsage
 	}
 
-	s, err := runBackup(ctx, log, cfg, root, p, !f.noMigrate)
+	quiescer, err := rconSetup(fs, &f, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "archiver backup: %s\n", err)
+		tlog.write(log, backup.Summary{Status: backup.StatusFailed, Server: f.server, RunID: f.runID, Error: err.Error()})
+		return exitUsage
+	}
+
+	s, err := runBackup(ctx, log, cfg, root, p, !f.noMigrate, quiescer)
 	tlog.write(log, s)
 	if err != nil {
 		log.Error("backup failed", "server", p.Server, "run_id", p.RunID, "error", err)
@@ -163,7 +181,7 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 }
 
 // runBackup connects to the catalog and performs the run.
-func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, root string, p backup.Params, migrate bool) (backup.Summary, error) {
+func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, root string, p backup.Params, migrate bool, q backup.Quiescer) (backup.Summary, error) {
 	start := time.Now()
 	fail := func(err error) (backup.Summary, error) {
 		return backup.Summary{
@@ -189,7 +207,45 @@ func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, root st
 	if err != nil {
 		return fail(err)
 	}
-	return backup.New(st, db, log).Run(ctx, p)
+	r := backup.New(st, db, log)
+	if q != nil {
+		r = r.WithQuiescer(q)
+	}
+	return r.Run(ctx, p)
+}
+
+// rconSetup merges the --rcon flags over [rcon] and reads the password
+// file. It returns nil when no game server is to be quiesced; its errors
+// are usage errors.
+func rconSetup(fs *flag.FlagSet, f *backupFlags, cfg config.Config) (backup.Quiescer, error) {
+	rc := cfg.Rcon
+	if flagSet(fs, "rcon") {
+		rc.Address = f.rconAddr
+	}
+	if flagSet(fs, "rcon-password-file") {
+		rc.PasswordFile = f.rconPasswordFile
+	}
+	if flagSet(fs, "rcon-required") {
+		rc.Required = &f.rconRequired
+	}
+	if !rc.Enabled() {
+		if rc.PasswordFile != "" {
+			return nil, errors.New("--rcon-password-file needs --rcon (or [rcon] address): the game server's host:port")
+		}
+		return nil, nil
+	}
+	if rc.PasswordFile == "" {
+		return nil, errors.New("--rcon needs --rcon-password-file (or [rcon] password_file): the file of the mounted Secret that holds the RCON password")
+	}
+	pw, err := rcon.ReadPassword(rc.PasswordFile)
+	if err != nil {
+		return nil, err
+	}
+	rcfg := rcon.Config{Addr: rc.Address, Password: pw, Required: rc.IsRequired()}
+	if err := rcfg.Validate(); err != nil {
+		return nil, err
+	}
+	return rcon.Quiescer{Config: rcfg}, nil
 }
 
 // within reports whether path is dir or below it, following the symbolic
