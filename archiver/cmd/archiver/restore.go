@@ -79,6 +79,11 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	log := newLogger(format, stderr)
 
+	// A running server keeps writing its world: never restore under it.
+	if err := extract.WorldInUse(*into); err != nil {
+		log.Error("restore refused; the world folder is untouched", "into", *into, "error", err)
+		return exitFailed
+	}
 	res, err := extract.Restore(ctx, log, o)
 	if err != nil {
 		var refused *extract.RefusedError
