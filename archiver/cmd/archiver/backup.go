@@ -18,6 +18,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/backup"
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/config"
+	"github.com/worldbackup/worldbackup/archiver/prune"
 	"github.com/worldbackup/worldbackup/archiver/rcon"
 	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
@@ -60,6 +61,14 @@ type backupFlags struct {
 	progressInterval           time.Duration
 	rconAddr, rconPasswordFile string
 	rconRequired               bool
+	retention                  retentionFlags
+}
+
+// jobSummary is the termination message of a backup: the run's summary and,
+// when a retention policy was given, what the prune after it did.
+type jobSummary struct {
+	backup.Summary
+	Prune *pruneSummary `json:"prune,omitempty"`
 }
 
 func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -81,6 +90,7 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.StringVar(&f.rconAddr, "rcon", "", "host:port of the game server's RCON: autosave off while the world is read; overrides [rcon] address")
 	fs.StringVar(&f.rconPasswordFile, "rcon-password-file", "", "file holding the RCON password (a mounted Secret); overrides [rcon] password_file")
 	fs.BoolVar(&f.rconRequired, "rcon-required", true, "fail when the game server cannot be reached (false: warn and back up without quiescing); overrides [rcon] required")
+	f.retention.add(fs)
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
@@ -90,21 +100,31 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	p, root, cfg, err := backupSetup(fs, &f)
 	if err != nil {
 		fmt.Fprintf(stderr, "archiver backup: %s\n", err)
-		tlog.write(log, backup.Summary{Status: backup.StatusFailed, Server: f.server, RunID: f.runID, Error: err.Error()})
+		tlog.write(log, jobSummary{Summary: backup.Summary{Status: backup.StatusFailed, Server: f.server, RunID: f.runID, Error: err.Error()}})
 		return exitUsage
 	}
 
 	quiescer, err := rconSetup(fs, &f, cfg)
+	var pruneOpts *prune.Options
+	if err == nil && f.retention.given(fs) {
+		var o prune.Options
+		o, err = f.retention.options(fs, p.Server)
+		pruneOpts = &o
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "archiver backup: %s\n", err)
-		tlog.write(log, backup.Summary{Status: backup.StatusFailed, Server: f.server, RunID: f.runID, Error: err.Error()})
+		tlog.write(log, jobSummary{Summary: backup.Summary{Status: backup.StatusFailed, Server: f.server, RunID: f.runID, Error: err.Error()}})
 		return exitUsage
 	}
 
-	s, err := runBackup(ctx, log, cfg, root, p, !f.noMigrate, quiescer)
+	s, err := runBackup(ctx, log, cfg, root, p, !f.noMigrate, quiescer, pruneOpts)
 	tlog.write(log, s)
 	if err != nil {
 		log.Error("backup failed", "server", p.Server, "run_id", p.RunID, "error", err)
+		return exitFailed
+	}
+	if s.Prune != nil && s.Prune.Error != "" {
+		log.Error("the backup is recorded, but the prune after it failed", "server", p.Server, "error", s.Prune.Error)
 		return exitFailed
 	}
 	return exitOK
@@ -180,14 +200,17 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 	return p, filepath.Clean(root), cfg, nil
 }
 
-// runBackup connects to the catalog and performs the run.
-func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, root string, p backup.Params, migrate bool, q backup.Quiescer) (backup.Summary, error) {
+// runBackup connects to the catalog and performs the run, then, with
+// pruneOpts, the prune (also when the run was already recorded). A failed
+// prune does not fail the run: it is reported in the summary's Prune.
+func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, root string, p backup.Params, migrate bool,
+	q backup.Quiescer, pruneOpts *prune.Options) (jobSummary, error) {
 	start := time.Now()
-	fail := func(err error) (backup.Summary, error) {
-		return backup.Summary{
+	fail := func(err error) (jobSummary, error) {
+		return jobSummary{Summary: backup.Summary{
 			Status: backup.StatusFailed, Server: p.Server, RunID: p.RunID, Compression: string(p.Compression),
 			DurationSeconds: time.Since(start).Seconds(), Error: err.Error(),
-		}, err
+		}}, err
 	}
 	db, err := catalog.Open(ctx, cfg.Database.URL, log)
 	if err != nil {
@@ -211,7 +234,18 @@ func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, root st
 	if q != nil {
 		r = r.WithQuiescer(q)
 	}
-	return r.Run(ctx, p)
+	s, err := r.Run(ctx, p)
+	js := jobSummary{Summary: s}
+	if err != nil || pruneOpts == nil {
+		return js, err
+	}
+	rep, err := prune.Prune(ctx, db, st, *pruneOpts, log)
+	js.Prune = &pruneSummary{Status: "done", Server: rep.Server, RowsDeleted: rep.RowsDeleted,
+		FilesRemoved: rep.FilesRemoved, BytesFreed: rep.BytesFreed}
+	if err != nil {
+		js.Prune.Status, js.Prune.Error = "failed", err.Error()
+	}
+	return js, nil
 }
 
 // rconSetup merges the --rcon flags over [rcon] and reads the password
@@ -291,7 +325,7 @@ type terminationLog struct {
 const maxTerminationMessage = 4096
 
 // write writes s as one JSON line, shortening a long error to fit.
-func (t terminationLog) write(log hclog.Logger, s backup.Summary) {
+func (t terminationLog) write(log hclog.Logger, s jobSummary) {
 	if t.path == "" {
 		return
 	}

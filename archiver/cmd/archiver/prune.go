@@ -44,24 +44,75 @@ type pruneSummary struct {
 	Error        string `json:"error,omitempty"`
 }
 
+// retentionFlags are the policy flags of prune, also taken by backup.
+type retentionFlags struct {
+	policy        retention.Policy
+	within, grace string
+}
+
+// add registers the flags on fs.
+func (r *retentionFlags) add(fs *flag.FlagSet) {
+	fs.IntVar(&r.policy.Last, "keep-last", 0, "keep the N newest runs")
+	fs.IntVar(&r.policy.Hourly, "keep-hourly", 0, "keep the newest run of each of the last N hours that have one")
+	fs.IntVar(&r.policy.Daily, "keep-daily", 0, "keep the newest run of each of the last N days that have one")
+	fs.IntVar(&r.policy.Weekly, "keep-weekly", 0, "keep the newest run of each of the last N ISO weeks that have one")
+	fs.IntVar(&r.policy.Monthly, "keep-monthly", 0, "keep the newest run of each of the last N months that have one")
+	fs.IntVar(&r.policy.Yearly, "keep-yearly", 0, "keep the newest run of each of the last N years that have one")
+	fs.StringVar(&r.within, "keep-within", "", "keep every run finished within this long of the newest (30d, 2w, 36h)")
+	fs.IntVar(&r.policy.MinKeep, "min-keep", 0, "never fewer runs than this, at least 1 (required with any keep rule)")
+	fs.StringVar(&r.grace, "grace", prune.DefaultGrace.String(), "keep runs and archive files younger than this")
+}
+
+// given reports whether any retention flag was set on the command line.
+func (r *retentionFlags) given(fs *flag.FlagSet) bool {
+	for _, n := range []string{"keep-last", "keep-hourly", "keep-daily", "keep-weekly", "keep-monthly", "keep-yearly", "keep-within", "min-keep", "grace"} {
+		if flagSet(fs, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// options checks the flags and returns the prune options for server.
+func (r *retentionFlags) options(fs *flag.FlagSet, server string) (prune.Options, error) {
+	opts := prune.Options{Server: server, Policy: r.policy}
+	var errs []error
+	if !flagSet(fs, "min-keep") {
+		errs = append(errs, errors.New("--min-keep is required: the number of archives never removed (e.g. --min-keep 3)"))
+	}
+	if r.within != "" {
+		d, err := retention.ParseDuration(r.within)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--keep-within: %w", err))
+		}
+		opts.Policy.Within = d
+	}
+	g, err := retention.ParseDuration(r.grace)
+	switch {
+	case err != nil:
+		errs = append(errs, fmt.Errorf("--grace: %w", err))
+	case g <= 0:
+		errs = append(errs, errors.New("--grace must be positive: at least the longest backup deadline, so a run that is still writing keeps its archive"))
+	}
+	opts.Grace = g
+	if len(errs) == 0 {
+		if err := opts.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return opts, errors.Join(errs...)
+}
+
 func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	format := logFormat("auto")
-	var opts prune.Options
-	var within, grace, archiveRoot, tlogPath string
-	var asJSON bool
+	var rf retentionFlags
+	var server, archiveRoot, tlogPath string
+	var asJSON, dryRun bool
 	fs := newFlagSet("prune", pruneHelp, stderr)
 	configPath := fs.String("config", config.DefaultPath, "felis.toml")
-	fs.StringVar(&opts.Server, "server", "", "server whose archives to expire (required)")
-	fs.IntVar(&opts.Policy.Last, "keep-last", 0, "keep the N newest runs")
-	fs.IntVar(&opts.Policy.Hourly, "keep-hourly", 0, "keep the newest run of each of the last N hours that have one")
-	fs.IntVar(&opts.Policy.Daily, "keep-daily", 0, "keep the newest run of each of the last N days that have one")
-	fs.IntVar(&opts.Policy.Weekly, "keep-weekly", 0, "keep the newest run of each of the last N ISO weeks that have one")
-	fs.IntVar(&opts.Policy.Monthly, "keep-monthly", 0, "keep the newest run of each of the last N months that have one")
-	fs.IntVar(&opts.Policy.Yearly, "keep-yearly", 0, "keep the newest run of each of the last N years that have one")
-	fs.StringVar(&within, "keep-within", "", "keep every run finished within this long of the newest (30d, 2w, 36h)")
-	fs.IntVar(&opts.Policy.MinKeep, "min-keep", 0, "never fewer runs than this, at least 1 (required)")
-	fs.StringVar(&grace, "grace", prune.DefaultGrace.String(), "keep runs and archive files younger than this")
-	fs.BoolVar(&opts.DryRun, "dry-run", false, "decide and print, change nothing")
+	fs.StringVar(&server, "server", "", "server whose archives to expire (required)")
+	rf.add(fs)
+	fs.BoolVar(&dryRun, "dry-run", false, "decide and print, change nothing")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&archiveRoot, "archive-root", "", "archive root folder; overrides [archive] local_path")
 	fs.StringVar(&tlogPath, "termination-log", defaultTerminationLog, "file for the one-line JSON summary")
@@ -72,12 +123,21 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	tlog := terminationLog{path: tlogPath, explicit: flagSet(fs, "termination-log")}
 	log := newLogger(format, stderr)
 	fail := func(code int, err error) int {
-		b, _ := json.Marshal(pruneSummary{Status: "failed", Server: opts.Server, DryRun: opts.DryRun, Error: err.Error()})
+		b, _ := json.Marshal(pruneSummary{Status: "failed", Server: server, DryRun: dryRun, Error: err.Error()})
 		tlog.writeLine(log, b)
 		return code
 	}
 
-	cfg, root, err := pruneSetup(fs, &opts, within, grace, archiveRoot, *configPath)
+	opts, err := rf.options(fs, server)
+	opts.DryRun = dryRun
+	if server == "" {
+		err = errors.Join(errors.New("--server is required"), err)
+	}
+	var cfg config.Config
+	var root string
+	if err == nil {
+		cfg, root, err = loadArchiveConfig(*configPath, archiveRoot)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "archiver prune: %s\n", err)
 		return fail(exitUsage, err)
@@ -108,36 +168,10 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return exitOK
 }
 
-// pruneSetup checks the flags and loads the config; its errors are usage
+// loadArchiveConfig loads felis.toml and returns it with the archive root
+// (archiveRoot when given, else [archive] local_path); its errors are usage
 // errors.
-func pruneSetup(fs *flag.FlagSet, opts *prune.Options, within, grace, archiveRoot, configPath string) (config.Config, string, error) {
-	var errs []error
-	if opts.Server == "" {
-		errs = append(errs, errors.New("--server is required"))
-	}
-	if !flagSet(fs, "min-keep") {
-		errs = append(errs, errors.New("--min-keep is required: the number of archives never removed (e.g. --min-keep 3)"))
-	}
-	if within != "" {
-		d, err := retention.ParseDuration(within)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--keep-within: %w", err))
-		}
-		opts.Policy.Within = d
-	}
-	g, err := retention.ParseDuration(grace)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("--grace: %w", err))
-	}
-	opts.Grace = g
-	if len(errs) == 0 {
-		if err := opts.Validate(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return config.Config{}, "", errors.Join(errs...)
-	}
+func loadArchiveConfig(configPath, archiveRoot string) (config.Config, string, error) {
 	cfg, err := config.Load(configPath)
 	if err != nil {
 		return config.Config{}, "", err

@@ -132,3 +132,45 @@ func TestPruneUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestBackupThenPrune: a backup with a retention policy prunes after the
+// run, in the same process, and says so in its termination message.
+func TestBackupThenPrune(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateWorld(t, e.world)
+	old := []string{"r1", "r2", "r3"}
+	for _, id := range old {
+		if r := archiver(t, e.backupArgs(id)...); r.code != 0 {
+			t.Fatalf("backup %s: exit %d: %s", id, r.code, r.stderr)
+		}
+	}
+	backdate(t, e, old, 2*time.Hour)
+
+	r := archiver(t, e.backupArgs("r4", "--keep-last", "2", "--min-keep", "1")...)
+	if r.code != 0 {
+		t.Fatalf("backup with retention: exit %d: %s", r.code, r.stderr)
+	}
+	var got []string
+	for _, row := range rows(t, e.url) {
+		got = append(got, row.RunID)
+	}
+	if fmt.Sprint(got) != "[r3 r4]" {
+		t.Fatalf("rows %v, want [r3 r4]", got)
+	}
+	if got, want := files(t, filepath.Join(e.root, "survival")), []string{"r3.tar.zst", "r4.tar.zst"}; !slices.Equal(got, want) {
+		t.Fatalf("files %v, want %v", got, want)
+	}
+	s := summary(t, e.tlog)
+	p, _ := s["prune"].(map[string]any)
+	if s["status"] != "done" || p == nil || p["status"] != "done" || p["rows_deleted"] != 2.0 {
+		t.Fatalf("termination message %v: want the run done and 2 rows pruned", s)
+	}
+
+	// A policy without --min-keep is a usage error before anything runs.
+	if r := archiver(t, e.backupArgs("r5", "--keep-last", "2")...); r.code != 2 || !strings.Contains(r.stderr, "--min-keep is required") {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if len(rows(t, e.url)) != 2 {
+		t.Fatal("a refused backup ran")
+	}
+}
