@@ -56,6 +56,14 @@ type Catalog interface {
 	Insert(ctx context.Context, r catalog.Record) (inserted bool, err error)
 }
 
+// Quiescer makes the game server stop writing the world while it is read
+// (RCON save-off and save-all flush). Quiesce returns the function that
+// turns writing back on, which the run calls on every exit path once, or nil
+// when there is nothing to resume (a server that is stopped).
+type Quiescer interface {
+	Quiesce(ctx context.Context, log hclog.Logger) (resume func(context.Context) error, err error)
+}
+
 // Params describe one run.
 type Params struct {
 	Server      string // DNS-1123 label
@@ -149,10 +157,11 @@ type Summary struct {
 
 // Runner performs runs against one store and one catalog.
 type Runner struct {
-	store Store
-	cat   Catalog
-	log   hclog.Logger
-	now   func() time.Time
+	store   Store
+	cat     Catalog
+	quiesce Quiescer // nil: the world is read as it is
+	log     hclog.Logger
+	now     func() time.Time
 }
 
 // New returns a Runner.
@@ -161,6 +170,14 @@ func New(store Store, cat Catalog, log hclog.Logger) *Runner {
 		log = hclog.NewNullLogger()
 	}
 	return &Runner{store: store, cat: cat, log: log.Named("backup"), now: time.Now}
+}
+
+// WithQuiescer has each run quiesce the game server through q from before
+// the world is read until the archive is written, before the row is
+// inserted.
+func (r *Runner) WithQuiescer(q Quiescer) *Runner {
+	r.quiesce = q
+	return r
 }
 
 // cleanupTimeout bounds the removal of an archive whose row could not be
@@ -182,7 +199,7 @@ func (r *Runner) Run(ctx context.Context, p Params) (Summary, error) {
 	return s, err
 }
 
-func (r *Runner) run(ctx context.Context, p Params, s *Summary) error {
+func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -226,6 +243,21 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) error {
 		log.Info("removed temp files of an earlier attempt", "paths", removed)
 	}
 
+	// From here on the server may have autosave off: resume it on every
+	// exit path (an error, a canceled context, a panic), once.
+	resume, err := r.startQuiesce(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if resume == nil {
+			return
+		}
+		if rerr := resume(ctx); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("turning autosave back on: %w", rerr))
+		}
+	}()
+
 	ref := r.store.Ref(key)
 	log.Info("backup started", "world", p.World, "archive", ref, "compression", p.Compression)
 	started := r.now()
@@ -255,6 +287,15 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) error {
 	finished := r.now()
 	if size != res.Size {
 		return r.discard(ctx, log, key, fmt.Errorf("archive %s holds %d bytes, but %d were streamed", ref, size, res.Size))
+	}
+	// The archive is complete: let the server save again before the row
+	// is inserted. A server left with autosave off fails the run.
+	if resume != nil {
+		rerr := resume(ctx)
+		resume = nil
+		if rerr != nil {
+			return r.discard(ctx, log, key, fmt.Errorf("turning autosave back on: %w", rerr))
+		}
 	}
 
 	rec := catalog.Record{
@@ -314,6 +355,18 @@ func excludedNote(excluded int64) string {
 		return ""
 	}
 	return fmt.Sprintf(" (%d entries excluded)", excluded)
+}
+
+// startQuiesce quiesces the game server when the runner has a Quiescer.
+func (r *Runner) startQuiesce(ctx context.Context, log hclog.Logger) (func(context.Context) error, error) {
+	if r.quiesce == nil {
+		return nil, nil
+	}
+	resume, err := r.quiesce.Quiesce(ctx, log)
+	if err != nil {
+		return nil, fmt.Errorf("quiescing the game server: %w", err)
+	}
+	return resume, nil
 }
 
 // recorded looks the run up; when it has a row it fills s and returns true.

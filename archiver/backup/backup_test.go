@@ -528,3 +528,85 @@ func mustHaveNoTemps(t *testing.T, s *store.Mem, key string) {
 		t.Fatalf("temps of %s: %v %v", key, removed, err)
 	}
 }
+
+// fakeQuiescer records the order of quiesce, resume and insert in events.
+type fakeQuiescer struct {
+	events     *[]string
+	quiesceErr error
+	resumeErr  error
+	stopped    bool // the server is down: nothing to resume
+}
+
+func (q *fakeQuiescer) Quiesce(ctx context.Context, log hclog.Logger) (func(context.Context) error, error) {
+	*q.events = append(*q.events, "quiesce")
+	if q.quiesceErr != nil {
+		return nil, q.quiesceErr
+	}
+	if q.stopped {
+		return nil, nil
+	}
+	return func(context.Context) error {
+		*q.events = append(*q.events, "resume")
+		return q.resumeErr
+	}, nil
+}
+
+// TestRunQuiesce: the game server is quiesced before the world is read and
+// resumed once on every exit path after that, before the row is inserted.
+func TestRunQuiesce(t *testing.T) {
+	tests := []struct {
+		name       string
+		q          fakeQuiescer
+		params     func(p *Params)
+		setup      func(c *fakeCatalog, mem *store.Mem)
+		wantEvents string
+		wantErr    string
+		wantRow    bool
+	}{
+		{name: "resumed before the row", wantEvents: "[quiesce resume insert]", wantRow: true},
+		{name: "server stopped", q: fakeQuiescer{stopped: true}, wantEvents: "[quiesce insert]", wantRow: true},
+		{name: "quiesce fails: nothing read", q: fakeQuiescer{quiesceErr: errors.New("rcon password refused")},
+			wantEvents: "[quiesce]", wantErr: "quiescing the game server: rcon password refused"},
+		{name: "archive fails: resumed", params: func(p *Params) { p.World = "/nonexistent/world" },
+			wantEvents: "[quiesce resume]", wantErr: "/nonexistent/world"},
+		{name: "resume fails: no archive, no row", q: fakeQuiescer{resumeErr: errors.New("autosave still OFF")},
+			wantEvents: "[quiesce resume]", wantErr: "turning autosave back on: autosave still OFF"},
+		{name: "insert fails: resumed once", setup: func(c *fakeCatalog, _ *store.Mem) { c.insertErr = errors.New("db gone") },
+			wantEvents: "[quiesce resume insert]", wantErr: "db gone"},
+		{name: "already recorded: not quiesced", setup: func(c *fakeCatalog, _ *store.Mem) {
+			c.rows["run-1"] = catalog.Record{RunID: "run-1", Server: "survival"}
+		}, wantEvents: "[]", wantRow: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var events []string
+			mem := store.NewMem()
+			cat := newFakeCatalog()
+			cat.onInsert = func() { events = append(events, "insert") }
+			if tt.setup != nil {
+				tt.setup(cat, mem)
+			}
+			p := params(makeWorld(t))
+			if tt.params != nil {
+				tt.params(&p)
+			}
+			q := tt.q
+			q.events = &events
+			r, _ := newRunner(t, mem, cat)
+			_, err := r.WithQuiescer(&q).Run(t.Context(), p)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("Run: %v, want error %q", err, tt.wantErr)
+			}
+			if got := fmt.Sprint(events); got != tt.wantEvents {
+				t.Fatalf("events %s, want %s", got, tt.wantEvents)
+			}
+			_, hasRow := cat.rows["run-1"]
+			if hasRow != tt.wantRow {
+				t.Fatalf("row: %v, want %v", hasRow, tt.wantRow)
+			}
+			if keys := mem.Keys(); !tt.wantRow && len(keys) != 0 {
+				t.Fatalf("a failed run left archives %v", keys)
+			}
+		})
+	}
+}

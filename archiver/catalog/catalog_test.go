@@ -479,3 +479,104 @@ func TestDefaultTimeouts(t *testing.T) {
 		t.Errorf("connect timeout %v, want %v", got, DefaultConnectTimeout)
 	}
 }
+
+func TestPruneServer(t *testing.T) {
+	db := migrated(t)
+	ctx := t.Context()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, r := range []Record{record("a1", "alpha", t0), record("a2", "alpha", t0.Add(time.Hour)), record("b1", "beta", t0)} {
+		if _, err := db.Insert(ctx, r); err != nil {
+			t.Fatalf("insert %d: %v", i, err)
+		}
+	}
+	t.Run("decide sees the server's rows oldest first", func(t *testing.T) {
+		var seen []string
+		deleted, err := db.PruneServer(ctx, "alpha", func(rs []Record) ([]string, error) {
+			for _, r := range rs {
+				seen = append(seen, r.RunID)
+			}
+			return nil, nil
+		})
+		if err != nil || len(deleted) != 0 {
+			t.Fatalf("PruneServer = %v, %v; want nothing deleted", deleted, err)
+		}
+		if fmt.Sprint(seen) != "[a1 a2]" {
+			t.Fatalf("decide saw %v, want [a1 a2]", seen)
+		}
+	})
+	t.Run("an error from decide rolls back", func(t *testing.T) {
+		_, err := db.PruneServer(ctx, "alpha", func([]Record) ([]string, error) { return []string{"a1"}, errors.New("boom") })
+		if err == nil || !strings.Contains(err.Error(), "boom") {
+			t.Fatalf("err = %v, want boom", err)
+		}
+		if _, err := db.Lookup(ctx, "a1"); err != nil {
+			t.Fatalf("a1 after a failed prune: %v", err)
+		}
+	})
+	t.Run("a run of another server is never deleted", func(t *testing.T) {
+		_, err := db.PruneServer(ctx, "alpha", func([]Record) ([]string, error) { return []string{"b1"}, nil })
+		if err == nil || !strings.Contains(err.Error(), "0 of 1 rows deleted") {
+			t.Fatalf("err = %v, want a refusal", err)
+		}
+		if _, err := db.Lookup(ctx, "b1"); err != nil {
+			t.Fatalf("b1: %v", err)
+		}
+	})
+	t.Run("deletes and returns the rows", func(t *testing.T) {
+		deleted, err := db.PruneServer(ctx, "alpha", func([]Record) ([]string, error) { return []string{"a1"}, nil })
+		if err != nil || len(deleted) != 1 || deleted[0].RunID != "a1" || deleted[0].ArchiveRef != "/backups/alpha/a1.tar.zst" {
+			t.Fatalf("PruneServer = %+v, %v; want a1's row", deleted, err)
+		}
+		if _, err := db.Lookup(ctx, "a1"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("a1 after prune: %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("two prunes of one server do not interleave", func(t *testing.T) {
+		inFirst, release := make(chan struct{}), make(chan struct{})
+		var wg sync.WaitGroup
+		var secondSaw []string
+		var secondErr error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := db.PruneServer(ctx, "alpha", func([]Record) ([]string, error) {
+				close(inFirst)
+				<-release
+				return []string{"a2"}, nil
+			})
+			if err != nil {
+				t.Errorf("first prune: %v", err)
+			}
+		}()
+		<-inFirst
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, secondErr = db.PruneServer(ctx, "alpha", func(rs []Record) ([]string, error) {
+				for _, r := range rs {
+					secondSaw = append(secondSaw, r.RunID)
+				}
+				return nil, nil
+			})
+		}()
+		// Another server's prune is not blocked meanwhile.
+		if _, err := db.PruneServer(ctx, "beta", func([]Record) ([]string, error) { return nil, nil }); err != nil {
+			t.Fatalf("prune of beta while alpha is pruned: %v", err)
+		}
+		// Wait until the second prune waits for the lock, then let the first go.
+		for waiting := 0; waiting == 0; {
+			if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(release)
+		wg.Wait()
+		if secondErr != nil {
+			t.Fatalf("second prune: %v", secondErr)
+		}
+		if len(secondSaw) != 0 {
+			t.Fatalf("the second prune saw %v: it ran before the first committed", secondSaw)
+		}
+	})
+}

@@ -9,6 +9,11 @@
 //	excludes = ["*.jar", "cache/", "logs/", "*.tmp"]
 //	allow_empty = false          # record a world without files
 //
+//	[rcon]                       # optional: quiesce the game server while it is read
+//	address = "survival:25575"
+//	password_file = "/etc/felis-rcon/rcon-password"
+//	required = true              # false: an unreachable server is a warning
+//
 // Unknown keys are errors. Every error names the file and the key; the
 // database URL, which holds a password, never appears in an error or in the
 // formatted Config.
@@ -18,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -38,6 +44,7 @@ const DefaultPath = "/etc/felis/felis.toml"
 type Config struct {
 	Database Database `toml:"database"`
 	Archive  Archive  `toml:"archive"`
+	Rcon     Rcon     `toml:"rcon"`
 
 	path string // the file it was read from, for errors
 }
@@ -74,6 +81,22 @@ type Archive struct {
 	AllowEmpty bool `toml:"allow_empty"`
 }
 
+// Rcon is the [rcon] table: how to reach the game server's RCON listener
+// to turn its autosave off while the world is read. The password is never
+// in this file: it is read from PasswordFile, a mounted Secret.
+type Rcon struct {
+	Address      string `toml:"address"`
+	PasswordFile string `toml:"password_file"`
+	// Required: an unreachable server fails the backup (default true).
+	Required *bool `toml:"required"`
+}
+
+// Enabled reports whether a game server is to be quiesced.
+func (r Rcon) Enabled() bool { return r.Address != "" }
+
+// IsRequired reports whether an unreachable server fails the backup.
+func (r Rcon) IsRequired() bool { return r.Required == nil || *r.Required }
+
 // Load reads, completes with defaults and validates the file at path.
 func Load(path string) (Config, error) {
 	raw, err := os.ReadFile(path)
@@ -107,7 +130,7 @@ func Parse(path, raw string) (Config, error) {
 		for i, k := range undecoded {
 			keys[i] = k.String()
 		}
-		return Config{}, fmt.Errorf("%s: unknown key %s (known keys: database.url, archive.local_path, archive.compression, archive.excludes, archive.allow_empty)",
+		return Config{}, fmt.Errorf("%s: unknown key %s (known keys: database.url, archive.local_path, archive.compression, archive.excludes, archive.allow_empty, rcon.address, rcon.password_file, rcon.required)",
 			path, strings.Join(quoteAll(keys), ", "))
 	}
 	return c, nil
@@ -144,6 +167,17 @@ func (c Config) Validate() error {
 	}
 	if err := tarstream.ValidateExcludes(c.Archive.Excludes); err != nil {
 		bad("[archive] excludes", "%s", err)
+	}
+	if r := c.Rcon; r.Enabled() || r.PasswordFile != "" || r.Required != nil {
+		if host, port, err := net.SplitHostPort(r.Address); err != nil || host == "" || port == "" {
+			bad("[rcon] address", "%q: want host:port, e.g. \"survival:25575\"", r.Address)
+		}
+		switch {
+		case r.PasswordFile == "":
+			bad("[rcon] password_file", "missing: the file of the mounted Secret that holds the RCON password")
+		case !filepath.IsAbs(r.PasswordFile):
+			bad("[rcon] password_file", "%q is not an absolute path", r.PasswordFile)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -170,6 +170,39 @@ local_pth = "/backups"
 			wantErr: []string{"felis.toml", "[archive] excludes", `"["`},
 		},
 		{
+			name: "rcon",
+			toml: ptr("[database]\nurl = \"postgres://db/x\"\n[rcon]\naddress = \"survival:25575\"\npassword_file = \"/etc/felis-rcon/rcon-password\"\n"),
+			check: func(t *testing.T, c Config) {
+				if !c.Rcon.Enabled() || !c.Rcon.IsRequired() || c.Rcon.PasswordFile != "/etc/felis-rcon/rcon-password" {
+					t.Errorf("rcon %+v: want enabled and required by default", c.Rcon)
+				}
+			},
+		},
+		{
+			name: "rcon not required",
+			toml: ptr("[database]\nurl = \"postgres://db/x\"\n[rcon]\naddress = \"mc:25575\"\npassword_file = \"/p\"\nrequired = false\n"),
+			check: func(t *testing.T, c Config) {
+				if c.Rcon.IsRequired() {
+					t.Error("required = false was not read")
+				}
+			},
+		},
+		{
+			name:    "rcon without password file",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[rcon]\naddress = \"mc:25575\"\n"),
+			wantErr: []string{"[rcon] password_file", "missing"},
+		},
+		{
+			name:    "rcon password in the file",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[rcon]\naddress = \"mc:25575\"\npassword = \"hunter2\"\n"),
+			wantErr: []string{"unknown key", "rcon.password", "rcon.password_file"},
+		},
+		{
+			name:    "rcon bad address",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[rcon]\naddress = \"mc\"\npassword_file = \"p\"\n"),
+			wantErr: []string{"[rcon] address", "host:port", "[rcon] password_file", "absolute"},
+		},
+		{
 			name:    "several errors at once",
 			toml:    ptr("[archive]\ncompression = \"xz\"\nlocal_path = \"rel\"\n"),
 			wantErr: []string{"[database] url", "[archive] compression", "[archive] local_path"},

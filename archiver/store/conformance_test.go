@@ -7,8 +7,8 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/store/storetest"
 )
 
-// Both stores pass the conformance suite (an external test package:
-// storetest imports store for its sentinel errors).
+// Every store runs the same conformance suite (an external test package,
+// because the suite names store.Object and store.ErrDiscarded).
 var (
 	_ storetest.Store = (*store.Local)(nil)
 	_ storetest.Store = (*store.Mem)(nil)

@@ -566,9 +566,9 @@ func bigSparseFile(t *testing.T, world string, size int64) string {
 }
 
 // startBackup starts a backup and waits until its temp file appears.
-func startBackup(t *testing.T, e *env, runID string) (*exec.Cmd, *bytes.Buffer) {
+func startBackup(t *testing.T, e *env, runID string, extra ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), archiverBin, e.backupArgs(runID)...)
+	cmd := exec.CommandContext(t.Context(), archiverBin, e.backupArgs(runID, extra...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

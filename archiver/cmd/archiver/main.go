@@ -43,6 +43,8 @@ Usage:
   archiver verify (--run-id R | --archive PATH)  check an archive against its row
   archiver restore --archive PATH --sha256 HEX --into DIR [--replace]
                                                  restore a world from an archive (no database)
+  archiver prune --server S --min-keep K [--keep-last N] [--keep-daily D] ...
+                                                 expire old archives (restic's forget rules)
   archiver --version                             print the version
 
 Run "archiver COMMAND --help" for the flags of a command.
@@ -83,6 +85,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdVerify(ctx, args[1:], stdout, stderr)
 	case "restore":
 		return cmdRestore(ctx, args[1:], stdout, stderr)
+	case "prune":
+		return cmdPrune(ctx, args[1:], stdout, stderr)
 	case "--version", "-version", "version":
 		fmt.Fprintf(stdout, "archiver %s\n", version)
 		return exitOK

@@ -89,6 +89,11 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	log := newLogger(format, stderr)
 
+	// A running server keeps writing its world: never restore under it.
+	if err := extract.WorldInUse(*into); err != nil {
+		log.Error("restore refused: the world is in use", "into", *into, "world_state", extract.StateUnchanged, "error", err)
+		return exitFailed
+	}
 	res, err := extract.Restore(ctx, log, o)
 	if err != nil {
 		state := extract.WorldState(err)

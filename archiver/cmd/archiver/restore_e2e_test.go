@@ -6,10 +6,10 @@ package main
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"github.com/worldbackup/worldbackup/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/worldbackup/worldbackup/internal/pgtest"
+	"github.com/worldbackup/worldbackup/internal/testenv"
 )
 
 // linkOutOfWorld is the symlink generateWorld plants whose target, an
@@ -467,4 +468,44 @@ func withoutOwners(m map[string]node) map[string]node {
 		out[k] = n
 	}
 	return out
+}
+
+// TestRestoreRefusesWorldInUse: a running server holds a POSIX lock on
+// world/session.lock (Java's FileChannel.lock); a restore into that folder
+// is refused and touches nothing.
+func TestRestoreRefusesWorldInUse(t *testing.T) {
+	testenv.RequireCommands(t, "python3", "python3")
+	_, archive, sum := backedUpWorld(t, "zstd", ".tar.zst")
+	into := filepath.Join(t.TempDir(), "server")
+	oldWorld(t, into)
+	lockFile := filepath.Join(into, "world", "session.lock")
+	if err := os.WriteFile(lockFile, []byte("\u2603"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, into, nil)
+	// Another process holds the lock, as the game server would.
+	holder := exec.CommandContext(t.Context(), "python3", "-c",
+		"import fcntl,sys; f=open(sys.argv[1],'r+'); fcntl.lockf(f, fcntl.LOCK_EX); print('locked', flush=True); sys.stdin.read()", lockFile)
+	stdin, _ := holder.StdinPipe()
+	stdout, _ := holder.StdoutPipe()
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); holder.Wait() }()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "locked\n" {
+		t.Fatalf("lock holder: %q, %v", line, err)
+	}
+
+	res := archiver(t, restoreArgs(archive, sum, into, "--replace")...)
+	if res.code != 1 || !strings.Contains(res.stderr, "in use by a running server") || !strings.Contains(res.stderr, "session.lock") {
+		t.Fatalf("exit %d, want 1 naming the lock:\n%s", res.code, res.stderr)
+	}
+	untouched(t, into, before, "server")
+
+	// Once the server stopped, the same restore works.
+	stdin.Close()
+	holder.Wait()
+	if res := archiver(t, restoreArgs(archive, sum, into, "--replace")...); res.code != 0 {
+		t.Fatalf("restore after the server stopped: exit %d:\n%s", res.code, res.stderr)
+	}
 }

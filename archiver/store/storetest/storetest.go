@@ -22,6 +22,7 @@ type Store interface {
 	Remove(ctx context.Context, key string) error
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
 	Lock(ctx context.Context, key string) (unlock func(), err error)
+	List(ctx context.Context, dir string) ([]store.Object, error)
 }
 
 // Run runs the conformance suite; newStore returns an empty store.
@@ -40,6 +41,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"invalid keys", testInvalidKeys},
 		{"refs", testRefs},
 		{"lock is exclusive", testLock},
+		{"list shows committed archives only", testList},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, newStore(t)) })
@@ -319,3 +321,50 @@ func testLock(t *testing.T, s Store) {
 
 // lockWait bounds the wait for a lock its holder let go of.
 const lockWait = 10 * time.Second
+
+func testList(t *testing.T, s Store) {
+	ctx := t.Context()
+	if got, err := s.List(ctx, "srv"); err != nil || len(got) != 0 {
+		t.Fatalf("List of an empty store = %v, %v; want nothing, nil", got, err)
+	}
+	before := time.Now().Add(-time.Second)
+	put(t, s, "srv/b.tar.zst", []byte("bb"))
+	put(t, s, "srv/a.tar", []byte("a"))
+	put(t, s, "other/c.tar", []byte("c"))
+	put(t, s, "srv/sub/d.tar", []byte("d"))
+	// A pending Put is not listed.
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Put(ctx, "srv/pending.tar", func(w io.Writer) error {
+			w.Write([]byte("half"))
+			close(started)
+			<-release
+			return errors.New("abandoned")
+		})
+		done <- err
+	}()
+	<-started
+	got, err := s.List(ctx, "srv")
+	close(release)
+	<-done
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	var keys []string
+	for _, o := range got {
+		keys = append(keys, o.Key)
+		if o.ModTime.Before(before) || o.ModTime.After(time.Now().Add(time.Second)) {
+			t.Errorf("%s: ModTime %v is not the time of its Put", o.Key, o.ModTime)
+		}
+	}
+	if want := []string{"srv/a.tar", "srv/b.tar.zst"}; strings.Join(keys, " ") != strings.Join(want, " ") {
+		t.Fatalf("List(srv) = %v, want %v", keys, want)
+	}
+	if got[1].Size != 2 {
+		t.Errorf("size of srv/b.tar.zst = %d, want 2", got[1].Size)
+	}
+	if _, err := s.List(ctx, "../x"); err == nil {
+		t.Error("List(../x) succeeded, want an invalid key error")
+	}
+}
