@@ -17,7 +17,10 @@
 #   BENCH_SEED=1               world seed
 #   BENCH_DIR=.bench           scratch folder (git-ignored)
 #   BENCH_ARCHIVER             an archiver binary to measure instead of building
-#                              ./archiver/cmd/archiver (to compare two versions)
+#                              ./archiver/cmd/archiver
+#   BENCH_BEFORE               another archiver binary (say, main's) measured in the
+#                              same rounds, for before/after figures: each round then
+#                              runs three commands, in rotating order
 #   BENCH_DATABASE_URL         catalog database, used as is; otherwise
 #   DATABASE_URL               used as is when set; otherwise the local server
 #                              127.0.0.1:5432 (user postgres, trust auth), on which
@@ -38,6 +41,7 @@ BENCH_GZIP=${BENCH_GZIP:-0}
 BENCH_SEED=${BENCH_SEED:-1}
 BENCH_DIR=${BENCH_DIR:-$root/.bench}
 BENCH_ARCHIVER=${BENCH_ARCHIVER:-}
+BENCH_BEFORE=${BENCH_BEFORE:-}
 BENCH_DB_NAME=worldbackup_bench
 SERVER=bench
 
@@ -93,6 +97,11 @@ else
   say "building bin/archiver"
   go build -o bin/archiver ./archiver/cmd/archiver
   archiver=$root/bin/archiver
+fi
+before=
+if [[ -n $BENCH_BEFORE ]]; then
+  [[ -x $BENCH_BEFORE ]] || die "BENCH_BEFORE=$BENCH_BEFORE: not an executable file"
+  before=$(cd "$(dirname "$BENCH_BEFORE")" && pwd)/$(basename "$BENCH_BEFORE")
 fi
 
 # --- worlds -------------------------------------------------------------------
@@ -164,13 +173,14 @@ maxof() { sort -g | tail -1; }
 entries() { sed 's,^\./,,; s,/$,,' | awk 'length($0) > 0 && $0 != "." { n++ } END { print n + 0 }'; }
 
 run=0
-# run_archiver SIZE WORLD: one archiver backup; appends "wall rss cpu bytes" to $out/archiver.SIZE.
+# run_archiver SIZE WORLD [BINARY NAME]: one archiver backup; appends "wall
+# rss cpu bytes" to $out/NAME.SIZE (default: $archiver, archiver).
 run_archiver() {
-  local size=$1 w=$2 rid t0 t1
+  local size=$1 w=$2 bin=${3:-$archiver} name=${4:-archiver} rid t0 t1
   run=$((run + 1))
   rid="$SERVER-$size-$(date -u +%Y%m%dT%H%M%S)-$$-$run"
   t0=$(now)
-  if ! /usr/bin/time -f "$TIMEFMT" -o "$out/time" "$archiver" backup \
+  if ! /usr/bin/time -f "$TIMEFMT" -o "$out/time" "$bin" backup \
       --server "$SERVER" --run-id "$rid" --world "$w" --config "$config" \
       --archive-root "$BENCH_DIR/archives" --compression zstd --log-format text \
       --termination-log "$out/termination.json" 2>"$out/archiver.log"; then
@@ -180,8 +190,8 @@ run_archiver() {
   t1=$(now)
   local a="$BENCH_DIR/archives/$SERVER/$rid.tar.zst"
   [[ -f $a ]] || die "archiver backup exited 0 but $a does not exist (log: $out/archiver.log)"
-  echo "$(elapsed "$t0" "$t1") $(rss "$out/time") $(cpu "$out/time") $(stat -c %s "$a")" >>"$out/archiver.$size"
-  if [[ ! -f $out/sample.$size.tar.zst ]]; then mv "$a" "$out/sample.$size.tar.zst"; else rm -f "$a"; fi
+  echo "$(elapsed "$t0" "$t1") $(rss "$out/time") $(cpu "$out/time") $(stat -c %s "$a")" >>"$out/$name.$size"
+  if [[ $name == archiver && ! -f $out/sample.$size.tar.zst ]]; then mv "$a" "$out/sample.$size.tar.zst"; else rm -f "$a"; fi
 }
 # run_pipeline SIZE WORLD: one tar | zstd -1 -T0; appends "wall rss cpu bytes"
 # to $out/pipeline.SIZE (RSS: the larger of tar's and zstd's).
@@ -214,14 +224,20 @@ for size in "${sizes[@]}"; do
     -type f ! -name '*.jar' ! -name '*.tmp' -printf '%s\n' | awk '{ n++; s += $1 } END { print n, s }')
   say "$size: warming the page cache (one read pass over $w)"
   find "$w" -type f -exec cat {} + >/dev/null
-  : >"$out/archiver.$size"; : >"$out/pipeline.$size"
+  : >"$out/archiver.$size"; : >"$out/pipeline.$size"; : >"$out/before.$size"
   for ((i = 1; i <= BENCH_PAIRS; i++)); do
-    if ((i % 2)); then
+    if [[ -n $before ]]; then
+      case $((i % 3)) in
+        1) run_archiver "$size" "$w"; run_pipeline "$size" "$w"; run_archiver "$size" "$w" "$before" before ;;
+        2) run_pipeline "$size" "$w"; run_archiver "$size" "$w" "$before" before; run_archiver "$size" "$w" ;;
+        0) run_archiver "$size" "$w" "$before" before; run_archiver "$size" "$w"; run_pipeline "$size" "$w" ;;
+      esac
+    elif ((i % 2)); then
       run_archiver "$size" "$w"; run_pipeline "$size" "$w"
     else
       run_pipeline "$size" "$w"; run_archiver "$size" "$w"
     fi
-    say "$size: pair $i/$BENCH_PAIRS: archiver $(tail -1 "$out/archiver.$size" | cut -d' ' -f1) s, tar | zstd $(tail -1 "$out/pipeline.$size" | cut -d' ' -f1) s"
+    say "$size: round $i/$BENCH_PAIRS: archiver $(tail -1 "$out/archiver.$size" | cut -d' ' -f1) s, tar | zstd $(tail -1 "$out/pipeline.$size" | cut -d' ' -f1) s$([[ -n $before ]] && echo ", before $(tail -1 "$out/before.$size" | cut -d' ' -f1) s")"
   done
   [[ $BENCH_GZIP == 0 ]] || { say "$size: tar czf"; : >"$out/gzip.$size"; run_gzip "$size" "$w"; }
   # Outside the timing: the archiver's archive lists the same entries as tar's.
@@ -239,10 +255,10 @@ load_after=$(uptime)
 # --- report -------------------------------------------------------------------
 report="$BENCH_DIR/results/$(date -u +%Y%m%dT%H%M%SZ).txt"
 {
-  echo "worldbackup benchmark, $(date -u '+%Y-%m-%d %H:%M UTC'), $BENCH_PAIRS alternated pairs per size"
+  echo "worldbackup benchmark, $(date -u '+%Y-%m-%d %H:%M UTC'), $BENCH_PAIRS rounds per size, the order alternated"
   echo "machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) RAM, archives on $(df -T "$BENCH_DIR" | awk 'NR == 2 { print $2 }')"
   echo "load:    before: ${load_before#*load average: }   after: ${load_after#*load average: }   (1, 5, 15 min)"
-  echo "tools:   $(go version | cut -d' ' -f3), $(tar --version | head -1), zstd $(zstd -V | grep -o 'v[0-9.]*' | head -1), $("$archiver" --version 2>/dev/null || echo archiver)"
+  echo "tools:   $(go version | cut -d' ' -f3), $(tar --version | head -1), zstd $(zstd -V | grep -o 'v[0-9.]*' | head -1), archiver: $archiver$([[ -n $before ]] && echo ", before: $before")"
   echo "cache:   each world was read once before timing: all tools read it from the page cache."
   echo "input:   the default excludes (*.jar, cache/, logs/, *.tmp) apply to all; MB/s = archived file bytes /"
   echo "         median wall time (MB = 10^6 bytes). The archiver also fsyncs its archive and inserts the"
@@ -253,10 +269,10 @@ report="$BENCH_DIR/results/$(date -u +%Y%m%dT%H%M%SZ).txt"
   echo
   printf '%-8s  %-24s %10s %7s %14s %8s %12s  %s\n' world tool "median s" "MB/s" "peak RSS MiB" "CPU s" "archive MiB" "all runs, s"
   for s in "${sizes[@]}"; do
-    for t in archiver pipeline gzip; do
+    for t in archiver before pipeline gzip; do
       f="$out/$t.$s"
       [[ -s $f ]] || continue
-      case $t in archiver) name="archiver backup (zstd)" ;; pipeline) name="tar -cf - | zstd -1 -T0" ;; gzip) name="tar czf" ;; esac
+      case $t in archiver) name="archiver backup (zstd)" ;; before) name="before: archiver backup" ;; pipeline) name="tar -cf - | zstd -1 -T0" ;; gzip) name="tar czf" ;; esac
       wall=$(cut -d' ' -f1 "$f" | median)
       awk -v size="$s" -v tool="$name" -v wall="$wall" -v rss="$(cut -d' ' -f2 "$f" | maxof)" \
         -v cpus="$(cut -d' ' -f3 "$f" | median)" -v ab="$(cut -d' ' -f4 "$f" | median)" -v ib="${inbytes[$s]}" \
@@ -273,6 +289,12 @@ report="$BENCH_DIR/results/$(date -u +%Y%m%dT%H%M%SZ).txt"
     ((r > maxrss)) && maxrss=$r
     awk -v s="$s" -v r="$ratio" -v all="$(paste -d' ' "$out/archiver.$s" "$out/pipeline.$s" | awk '{ printf "%.2f ", $1 / $5 }')" \
       'BEGIN { printf "summary: at %s the archiver takes %.2f of the wall time of tar | zstd -1 -T0 (median of pairwise ratios: %s; target <= 0.75): %s\n", s, r, all, (r <= 0.75 ? "met" : "missed") }'
+    if [[ -s $out/before.$s ]]; then
+      ratio=$(paste -d' ' "$out/before.$s" "$out/pipeline.$s" | awk '{ printf "%.3f\n", $1 / $5 }' | median)
+      r=$(cut -d' ' -f2 "$out/before.$s" | maxof)
+      awk -v s="$s" -v r="$ratio" -v rss="$r" -v all="$(paste -d' ' "$out/before.$s" "$out/pipeline.$s" | awk '{ printf "%.2f ", $1 / $5 }')" \
+        'BEGIN { printf "before:  at %s the before archiver takes %.2f of the wall time of tar | zstd -1 -T0 (pairwise: %s), peak RSS %.1f MiB\n", s, r, all, rss / 1024 }'
+    fi
   done
   awk -v r="$maxrss" 'BEGIN { printf "summary: archiver peak RSS %.1f MiB over all runs (target <= 64 MiB): %s\n", r / 1024, (r <= 65536 ? "met" : "missed") }'
   for c in "${checks[@]}"; do echo "check: $c"; done
