@@ -353,10 +353,17 @@ func alignedBuffer(size int) []byte {
 	return b[off : off : off+size]
 }
 
-// directFS are the file systems (statfs magic) on which archiveWriter
-// uses O_DIRECT: those known to write unaligned tails and mix direct and
-// buffered writes to one file correctly.
-var directFS = map[int64]string{0xEF53: "ext4", 0x58465342: "xfs"}
+// directFS reports whether archiveWriter uses O_DIRECT on the file system
+// of statfs type magic: ext4 and XFS, known to mix direct and buffered
+// writes to one file correctly.
+func directFS(magic int64) bool {
+	switch magic {
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC:
+		return true
+	default:
+		return false
+	}
+}
 
 // fder is a file with a descriptor (*os.File).
 type fder interface{ Fd() uintptr }
@@ -370,7 +377,7 @@ func setDirect(f fder, on bool) error {
 		if err := unix.Fstatfs(fd, &st); err != nil {
 			return err
 		}
-		if _, ok := directFS[int64(st.Type)]; !ok {
+		if !directFS(int64(st.Type)) {
 			return unix.EOPNOTSUPP
 		}
 	}

@@ -310,7 +310,7 @@ func TestLocalPutDirect(t *testing.T) {
 			if err := unix.Statfs(root, &st); err != nil {
 				t.Fatal(err)
 			}
-			_, directFSType := directFS[int64(st.Type)]
+			directFSType := directFS(int64(st.Type))
 			var want []byte
 			size, err := l.Put(t.Context(), "srv/run.tar.zst", func(w io.Writer) error {
 				aw := w.(*archiveWriter)
