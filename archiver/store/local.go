@@ -353,47 +353,11 @@ func alignedBuffer(size int) []byte {
 	return b[off : off : off+size]
 }
 
-// directFS reports whether archiveWriter uses O_DIRECT on the file system
-// of statfs type magic: ext4 and XFS, known to mix direct and buffered
-// writes to one file correctly.
-func directFS(magic int64) bool {
-	switch magic {
-	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC:
-		return true
-	default:
-		return false
-	}
-}
-
 // fder is a file with a descriptor (*os.File).
 type fder interface{ Fd() uintptr }
 
-// setDirect turns O_DIRECT on or off for f; on is refused on other file
-// systems than directFS.
-func setDirect(f fder, on bool) error {
-	fd := int(f.Fd())
-	if on {
-		var st unix.Statfs_t
-		if err := unix.Fstatfs(fd, &st); err != nil {
-			return err
-		}
-		if !directFS(int64(st.Type)) {
-			return unix.EOPNOTSUPP
-		}
-	}
-	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
-	if err != nil {
-		return err
-	}
-	if on {
-		flags |= unix.O_DIRECT
-	} else {
-		flags &^= unix.O_DIRECT
-	}
-	_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags)
-	return err
-}
-
+// aligned reports whether b can be written with O_DIRECT at an aligned
+// offset: its start and length are multiples of directAlign.
 func aligned(b []byte) bool {
 	return len(b)%directAlign == 0 && len(b) > 0 && uintptr(unsafe.Pointer(&b[0]))%directAlign == 0
 }
