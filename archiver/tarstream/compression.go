@@ -5,7 +5,6 @@ import (
 	"io"
 	"runtime"
 
-	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/klauspost/pgzip"
 )
@@ -39,7 +38,7 @@ const (
 	// zstdWindow is the zstd window (largest back-reference distance).
 	// Region files are already zlib-compressed, so a larger window buys
 	// little (0.2% at 4 MiB) and costs CPU and memory.
-	zstdWindow = 512 << 10
+	zstdWindow = 128 << 10
 	// gzipBlock is the input size of one parallel deflate block.
 	gzipBlock = 512 << 10
 )
@@ -52,28 +51,21 @@ func encoders() int { return min(max(runtime.GOMAXPROCS(0), 1), 4) }
 func newCompressor(w io.Writer, c Compression) (io.WriteCloser, error) {
 	switch c {
 	case Zstd:
-		// Concurrency > 1 without concurrent blocks: one goroutine finds
-		// the matches of block n while the caller reads and tars block n+1
-		// and another encodes block n-1 and hands it to the sink, which
-		// hashes and writes it on a goroutine of its own. On two cores this
-		// is faster than zstd's parallel jobs (WithConcurrentBlocks: slower,
-		// and 50 MB allocated per stream instead of 6).
+		// Concurrency 1: the encoder compresses in the caller's goroutine,
+		// the stream's compression stage, which overlaps the reading and
+		// tarring of the files and the hashing and writing of the archive.
+		// Its parallel modes cost goroutine hand-offs per 128 KiB block (or
+		// 50 MB of job buffers) and were slower on two cores.
 		//
 		// No entropy coding of literals: a world is mostly zlib-compressed
 		// chunks, whose bytes Huffman coding cannot shrink by the 1/16 it
-		// must save: it took over half of zstd's CPU time, a third of the
-		// whole stream's, for 0.03% of the archive's size. Sequences (the zeros padding each 4 KiB
-		// sector, repeated NBT) are still FSE-coded.
-		//
-		// Not WithLowerEncoderMem: its history buffer holds the window plus
-		// one block, so every 128 KiB block moved the whole 512 KiB window
-		// down; with the default (twice the window) it moves once per
-		// window, for 384 KiB more memory.
-		n := encoders()
+		// must save: it took over half of zstd's CPU time for 0.03% of the
+		// archive's size. Sequences (the zeros padding each 4 KiB sector,
+		// repeated NBT) are still FSE-coded.
 		enc, err := zstd.NewWriter(w,
 			zstd.WithEncoderLevel(zstd.SpeedFastest),
 			zstd.WithWindowSize(zstdWindow),
-			zstd.WithEncoderConcurrency(n),
+			zstd.WithEncoderConcurrency(1),
 			zstd.WithNoEntropyCompression(true),
 		)
 		if err != nil {
@@ -96,40 +88,6 @@ func newCompressor(w io.Writer, c Compression) (io.WriteCloser, error) {
 	}
 }
 
-// NewDecompressor returns a reader of the tar stream inside r, compressed
-// with c. Closing it releases the decoder; it never closes r. Its memory use
-// is bounded: zstd windows larger than 64 MiB are refused.
-func NewDecompressor(r io.Reader, c Compression) (io.ReadCloser, error) {
-	switch c {
-	case Zstd:
-		dec, err := zstd.NewReader(r,
-			zstd.WithDecoderConcurrency(1),
-			zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderMaxWindow(64<<20),
-		)
-		if err != nil {
-			return nil, fmt.Errorf("reading zstd header: %w", err)
-		}
-		return zstdReadCloser{dec}, nil
-	case Gzip:
-		// Single-threaded: a read-ahead goroutine would keep reading r
-		// after an error, behind its caller's back.
-		gz, err := gzip.NewReader(r)
-		if err != nil {
-			return nil, fmt.Errorf("reading gzip header: %w", err)
-		}
-		return gz, nil
-	case None:
-		return io.NopCloser(r), nil
-	default:
-		return nil, fmt.Errorf("unknown compression %q", c)
-	}
-}
-
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
-
-type zstdReadCloser struct{ *zstd.Decoder }
-
-func (z zstdReadCloser) Close() error { z.Decoder.Close(); return nil }

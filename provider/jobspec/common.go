@@ -256,8 +256,12 @@ func SecretVolume(name, secret string) corev1.Volume {
 // error (a bad flag, server name, run ID or felis.toml).
 const UsageExitCode = 2
 
+// RefusedExitCode is the archiver's exit code for a refused archive (a
+// checksum mismatch, a tampered or malicious archive).
+const RefusedExitCode = 3
+
 // PodFailurePolicy fails the Job at once when the archiver exits with
-// UsageExitCode, since a retry would fail the same way, and does not count
+// UsageExitCode or RefusedExitCode, since a retry would fail the same way, and does not count
 // pods that were evicted or preempted against backoffLimit.
 func PodFailurePolicy() *batchv1.PodFailurePolicy {
 	return &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
@@ -266,7 +270,7 @@ func PodFailurePolicy() *batchv1.PodFailurePolicy {
 			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
 				ContainerName: new(ContainerName),
 				Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
-				Values:        []int32{UsageExitCode},
+				Values:        []int32{UsageExitCode, RefusedExitCode},
 			},
 		},
 		{

@@ -105,7 +105,7 @@ func sharedContract(job *batchv1.Job, component, runID string) []contractRow {
 				t.Fatalf("podFailurePolicy has %d rules, want 2: %+v", len(rules), rules)
 			}
 			eq(t, "rule 0 action", rules[0].Action, batchv1.PodFailurePolicyActionFailJob)
-			eq(t, "rule 0 exit codes", rules[0].OnExitCodes.Values, []int32{2})
+			eq(t, "rule 0 exit codes", rules[0].OnExitCodes.Values, []int32{2, 3})
 			eq(t, "rule 0 container", *rules[0].OnExitCodes.ContainerName, container(t, job).Name)
 			eq(t, "rule 1 action", rules[1].Action, batchv1.PodFailurePolicyActionIgnore)
 			eq(t, "rule 1 condition", rules[1].OnPodConditions[0].Type, corev1.DisruptionTarget)
