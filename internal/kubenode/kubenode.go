@@ -71,9 +71,7 @@ type Node struct {
 	// pods must reach listen here.
 	GatewayIP string
 
-	n   *node
-	mu  sync.Mutex
-	fwd map[string]*forwarder // by target address
+	n *node
 }
 
 // shared is the per-binary node. It is package state by necessity: one node
@@ -126,7 +124,6 @@ func shutdown() error {
 		return nil
 	}
 	start := time.Now()
-	nd.closeForwarders()
 	err := nd.n.teardown()
 	logf("kubenode: node torn down in %s", time.Since(start).Round(time.Millisecond))
 	if shared.lock != nil {
@@ -224,7 +221,7 @@ func startNode(ctx context.Context) (*Node, error) {
 		return nil, err
 	}
 	nd := &Node{Kubeconfig: n.kubecfg, Client: n.client, PauseImage: PauseImage, GatewayIP: GatewayIP,
-		ArchiverImage: archiverImage, n: n, fwd: map[string]*forwarder{}}
+		ArchiverImage: archiverImage, n: n}
 	if err := n.importImage(ctx, archiverTar); err != nil {
 		n.teardown()
 		return nil, err

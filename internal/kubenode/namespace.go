@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,8 +96,11 @@ func (o NamespaceOptions) Validate() error {
 type Namespace struct {
 	Name string
 	// DatabaseURL is the catalog database as the test reaches it;
-	// PodDatabaseURL the same database as the pods reach it (the Secret's).
+	// PodDatabaseURL the same database as the pods reach it (the Secret's),
+	// through DatabaseProxy on the gateway IP (Blackhole it to make the
+	// database unreachable from the pods).
 	DatabaseURL, PodDatabaseURL string
+	DatabaseProxy               *pgtest.Proxy
 	// BackupClaim is the claim receiving archives, BackupDir its host folder.
 	BackupClaim, BackupDir string
 	// WorldDirs maps each server to its world claim's host folder.
@@ -153,10 +155,8 @@ func (nd *Node) Namespace(t testing.TB, o NamespaceOptions) *Namespace {
 	}
 
 	ns.DatabaseURL = pgtest.URL(t)
-	ns.PodDatabaseURL, err = nd.podURL(ns.DatabaseURL)
-	if err != nil {
-		t.Fatalf("kubenode: %v", err)
-	}
+	ns.DatabaseProxy = pgtest.NewProxyOn(t, nd.GatewayIP, pgtest.Target(t, ns.DatabaseURL))
+	ns.PodDatabaseURL = ns.DatabaseProxy.URL(t, ns.DatabaseURL)
 	if !o.WithoutSecret {
 		felis := fmt.Sprintf("[database]\nurl = %q\n", ns.PodDatabaseURL)
 		if o.FelisTOML != nil {
@@ -205,25 +205,6 @@ func (nd *Node) Namespace(t testing.TB, o NamespaceOptions) *Namespace {
 		t.Fatalf("kubenode: %v", err)
 	}
 	return ns
-}
-
-// podURL rewrites a database URL on this host into the one pods use: the
-// gateway IP and a port relaying to the original address.
-func (nd *Node) podURL(dbURL string) (string, error) {
-	u, err := url.Parse(dbURL)
-	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("the test database URL is not a postgres:// URL with a host")
-	}
-	port := u.Port()
-	if port == "" {
-		port = "5432"
-	}
-	fwd, err := nd.forward(u.Hostname() + ":" + port)
-	if err != nil {
-		return "", err
-	}
-	u.Host = fmt.Sprintf("%s:%d", nd.GatewayIP, fwd)
-	return u.String(), nil
 }
 
 // hostPathClaim creates a PersistentVolume on dir bound in advance to a

@@ -17,7 +17,9 @@
 // NewPrivate starts a server owned by one test, for tests that must stop and
 // restart the database mid-run. NewProxy puts a TCP proxy in front of a
 // server that can turn into a blackhole (accepts, never answers), and
-// NewBlackhole is one from the start, for tests of a database that hangs.
+// NewBlackhole is one from the start, for tests of a database that hangs;
+// NewProxyOn listens on another address of this machine (the test node's
+// gateway, for pods). Run is Main without the exit, for harnesses wrapping it.
 package pgtest
 
 import (
