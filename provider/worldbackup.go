@@ -8,10 +8,13 @@
 package provider
 
 import (
+	"fmt"
+
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/preflight"
 )
 
 // WorldBackupType is the Pulumi type token of WorldBackup, the same from Go
@@ -52,6 +55,12 @@ func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts
 		return nil, err
 	}
 	job := jobspec.BuildBackup(r.Job)
+	req := preflight.FromJob(job, map[string][]string{r.Job.ConfigSecretName: {jobspec.ConfigFileName}})
+	req.SecretHint = fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", job.Namespace, r.Job.ConfigSecretName, jobspec.ConfigFileName)
+	req.SecurityHint = "set securityMode restricted"
+	if err := checkCluster(ctx, "worldbackup", r.Preflight, req); err != nil {
+		return nil, err
+	}
 
 	comp := &WorldBackup{}
 	out, err := registerJobComponent(ctx, WorldBackupType, name, comp, job, r.Timeout, r.Job.RunID, r.ArchiveRef, opts...)

@@ -5,6 +5,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/preflight"
 )
 
 // WorldRestoreType is the Pulumi type token of WorldRestore, the same from Go
@@ -48,6 +49,11 @@ func NewWorldRestore(ctx *pulumi.Context, name string, args WorldRestoreArgs, op
 		return nil, err
 	}
 	job := jobspec.BuildRestore(r.Job)
+	req := preflight.FromJob(job, nil)
+	req.SecurityHint = "set securityMode restricted (which can read only archives a restricted-mode backup wrote)"
+	if err := checkCluster(ctx, "worldrestore", r.Preflight, req); err != nil {
+		return nil, err
+	}
 
 	comp := &WorldRestore{}
 	out, err := registerJobComponent(ctx, WorldRestoreType, name, comp, job, r.Timeout, r.Job.RunID, r.Job.ArchiveRef, opts...)
