@@ -121,7 +121,7 @@ func TestCheck(t *testing.T) {
 			Data:       map[string][]byte{"config.toml": []byte(secretValue)},
 		}), want: []string{`Secret "felis-config" in namespace minecraft has no key felis.toml`}},
 		{name: "claim Pending", objs: replace(complete(), claim("world-backups", corev1.ClaimPending, "")),
-			want: []string{`PersistentVolumeClaim "world-backups" in namespace minecraft is Pending, not Bound`},
+			want:    []string{`PersistentVolumeClaim "world-backups" in namespace minecraft is Pending, not Bound`},
 			wantFix: []string{"kubectl -n minecraft describe pvc world-backups"}},
 		{name: "claim Pending on a WaitForFirstConsumer class is fine",
 			objs: append(replace(complete(), claim("world-backups", corev1.ClaimPending, "local")),
