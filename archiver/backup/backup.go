@@ -6,12 +6,14 @@
 //
 //  1. look up the run ID in the catalog: a row means the run is done, and
 //     nothing is written;
-//  2. lock the archive's key in the store (a retry of the same run waits for
-//     the attempt in progress, then finds its row);
+//  2. lock the run, <server>/<run id>, in the store (a retry of the same
+//     run waits for the attempt in progress, then finds its row, whatever
+//     compression either asked for);
 //  3. remove the temp files of killed earlier attempts;
 //  4. stream world → tar → compression → SHA-256 into a temp file, then
 //     fsync, rename to <server>/<run id>.tar.zst (internal/layout) and
-//     fsync the folder;
+//     fsync the folder; a world without files is refused (it would restore
+//     as an empty world) unless AllowEmpty;
 //  5. insert the row (ON CONFLICT DO NOTHING); if that fails, remove the
 //     archive.
 package backup
@@ -54,6 +56,14 @@ type Catalog interface {
 	Insert(ctx context.Context, r catalog.Record) (inserted bool, err error)
 }
 
+// Quiescer makes the game server stop writing the world while it is read
+// (RCON save-off and save-all flush). Quiesce returns the function that
+// turns writing back on, which the run calls on every exit path once, or nil
+// when there is nothing to resume (a server that is stopped).
+type Quiescer interface {
+	Quiesce(ctx context.Context, log hclog.Logger) (resume func(context.Context) error, err error)
+}
+
 // Params describe one run.
 type Params struct {
 	Server      string // DNS-1123 label
@@ -62,6 +72,11 @@ type Params struct {
 	World       string // the world folder
 	Compression tarstream.Compression
 	Excludes    []string
+	// Avoid are folders never archived, found by device and inode (see
+	// tarstream.Options.Avoid): the archive root.
+	Avoid []string
+	// AllowEmpty records a world without files; by default such a run fails.
+	AllowEmpty bool
 	// ProgressInterval is the time between progress log lines; default 5s.
 	ProgressInterval time.Duration
 }
@@ -142,10 +157,11 @@ type Summary struct {
 
 // Runner performs runs against one store and one catalog.
 type Runner struct {
-	store Store
-	cat   Catalog
-	log   hclog.Logger
-	now   func() time.Time
+	store   Store
+	cat     Catalog
+	quiesce Quiescer // nil: the world is read as it is
+	log     hclog.Logger
+	now     func() time.Time
 }
 
 // New returns a Runner.
@@ -154,6 +170,14 @@ func New(store Store, cat Catalog, log hclog.Logger) *Runner {
 		log = hclog.NewNullLogger()
 	}
 	return &Runner{store: store, cat: cat, log: log.Named("backup"), now: time.Now}
+}
+
+// WithQuiescer has each run quiesce the game server through q from before
+// the world is read until the archive is written, before the row is
+// inserted.
+func (r *Runner) WithQuiescer(q Quiescer) *Runner {
+	r.quiesce = q
+	return r
 }
 
 // cleanupTimeout bounds the removal of an archive whose row could not be
@@ -175,7 +199,7 @@ func (r *Runner) Run(ctx context.Context, p Params) (Summary, error) {
 	return s, err
 }
 
-func (r *Runner) run(ctx context.Context, p Params, s *Summary) error {
+func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -189,23 +213,50 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) error {
 	if err != nil {
 		return err
 	}
-	log.Debug("locking the run", "key", key)
-	unlock, err := r.store.Lock(ctx, key)
+	// The lock is the run's, not the archive's: two attempts of one run
+	// with different compressions must not both write.
+	runKey := p.Server + "/" + p.RunID
+	log.Debug("locking the run", "key", runKey)
+	unlock, err := r.store.Lock(ctx, runKey)
 	if err != nil {
-		return fmt.Errorf("locking the run's archive: %w", err)
+		return fmt.Errorf("locking the run: %w", err)
 	}
 	defer unlock()
 	// An attempt that held the lock may have finished the run meanwhile.
 	if done, err := r.recorded(ctx, log, p, s); done || err != nil {
 		return err
 	}
-	removed, err := r.store.CleanTemps(ctx, key)
-	if err != nil {
-		return fmt.Errorf("removing temp files of earlier attempts: %w", err)
+	// Earlier attempts may have used another compression.
+	var removed []string
+	for _, c := range tarstream.Compressions {
+		k, err := layout.ArchiveName(p.Server, p.RunID, string(c))
+		if err != nil {
+			return err
+		}
+		rm, err := r.store.CleanTemps(ctx, k)
+		removed = append(removed, rm...)
+		if err != nil {
+			return fmt.Errorf("removing temp files of earlier attempts: %w", err)
+		}
 	}
 	if len(removed) > 0 {
 		log.Info("removed temp files of an earlier attempt", "paths", removed)
 	}
+
+	// From here on the server may have autosave off: resume it on every
+	// exit path (an error, a canceled context, a panic), once.
+	resume, err := r.startQuiesce(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if resume == nil {
+			return
+		}
+		if rerr := resume(ctx); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("turning autosave back on: %w", rerr))
+		}
+	}()
 
 	ref := r.store.Ref(key)
 	log.Info("backup started", "world", p.World, "archive", ref, "compression", p.Compression)
@@ -220,7 +271,13 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) error {
 			Excludes:    p.Excludes,
 			Log:         log.Named("tar"),
 			Progress:    prog,
+			Avoid:       p.Avoid,
 		})
+		if err == nil && res.Files == 0 && !p.AllowEmpty {
+			err = fmt.Errorf("%w: %s holds no file%s; restored with --replace, this archive would empty the world: "+
+				"check the world folder and the excludes, or pass --allow-empty to record it anyway",
+				ErrEmptyWorld, p.World, excludedNote(res.Excluded))
+		}
 		return err
 	})
 	stop()
@@ -230,6 +287,15 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) error {
 	finished := r.now()
 	if size != res.Size {
 		return r.discard(ctx, log, key, fmt.Errorf("archive %s holds %d bytes, but %d were streamed", ref, size, res.Size))
+	}
+	// The archive is complete: let the server save again before the row
+	// is inserted. A server left with autosave off fails the run.
+	if resume != nil {
+		rerr := resume(ctx)
+		resume = nil
+		if rerr != nil {
+			return r.discard(ctx, log, key, fmt.Errorf("turning autosave back on: %w", rerr))
+		}
 	}
 
 	rec := catalog.Record{
@@ -278,6 +344,29 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) error {
 		"excluded", res.Excluded, "skipped", res.Skipped, "warnings", res.Warnings,
 		"duration", d.Round(time.Millisecond).String(), "mb_per_s", s.MBPerSecond)
 	return nil
+}
+
+// ErrEmptyWorld is wrapped by the error of a run whose world has no files
+// (empty, or everything excluded) and that did not allow it.
+var ErrEmptyWorld = errors.New("refusing an empty backup")
+
+func excludedNote(excluded int64) string {
+	if excluded == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d entries excluded)", excluded)
+}
+
+// startQuiesce quiesces the game server when the runner has a Quiescer.
+func (r *Runner) startQuiesce(ctx context.Context, log hclog.Logger) (func(context.Context) error, error) {
+	if r.quiesce == nil {
+		return nil, nil
+	}
+	resume, err := r.quiesce.Quiesce(ctx, log)
+	if err != nil {
+		return nil, fmt.Errorf("quiescing the game server: %w", err)
+	}
+	return resume, nil
 }
 
 // recorded looks the run up; when it has a row it fills s and returns true.

@@ -132,7 +132,7 @@ func newRunner(t *testing.T, s Store, c Catalog) (*Runner, *bytes.Buffer) {
 // archiveNames lists the entries of a zstd archive.
 func archiveNames(t *testing.T, b []byte) []string {
 	t.Helper()
-	dr, err := tarstream.NewDecompressor(bytes.NewReader(b), tarstream.Zstd)
+	dr, err := tarstream.Decompress(bytes.NewReader(b), tarstream.Zstd, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,4 +445,168 @@ func (s *safeBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestRunConcurrentCompressions: two attempts of one run with different
+// compressions at once: the run lock is the run's, so one writes and
+// records, the other finds the row; no archive is left without a row.
+func TestRunConcurrentCompressions(t *testing.T) {
+	world := makeWorld(t)
+	for range 5 {
+		mem := store.NewMem()
+		cat := newFakeCatalog()
+		r, _ := newRunner(t, mem, cat)
+		var wg sync.WaitGroup
+		results := make([]Summary, 2)
+		errs := make([]error, 2)
+		for i, c := range []tarstream.Compression{tarstream.Zstd, tarstream.Gzip} {
+			wg.Go(func() {
+				p := params(world)
+				p.Compression = c
+				results[i], errs[i] = r.Run(t.Context(), p)
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("attempt %d: %v", i, err)
+			}
+		}
+		rec, ok := cat.rows["run-1"]
+		if len(cat.rows) != 1 || !ok {
+			t.Fatalf("rows %v, want one", cat.rows)
+		}
+		if keys := mem.Keys(); len(keys) != 1 || mem.Ref(keys[0]) != rec.ArchiveRef {
+			t.Fatalf("archives %v, want only the recorded %s", keys, rec.ArchiveRef)
+		}
+	}
+}
+
+func TestRunEmptyWorld(t *testing.T) {
+	tests := []struct {
+		name     string
+		world    func(t *testing.T) string
+		excludes []string
+	}{
+		{name: "no files", world: func(t *testing.T) string {
+			w := t.TempDir()
+			os.MkdirAll(filepath.Join(w, "world", "region"), 0o755)
+			return w
+		}},
+		{name: "everything excluded", world: makeWorld, excludes: []string{"*"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := params(tt.world(t))
+			if tt.excludes != nil {
+				p.Excludes = tt.excludes
+			}
+			mem := store.NewMem()
+			cat := newFakeCatalog()
+			r, _ := newRunner(t, mem, cat)
+			s, err := r.Run(t.Context(), p)
+			if !errors.Is(err, ErrEmptyWorld) || !strings.Contains(err.Error(), "--allow-empty") {
+				t.Fatalf("Run: %v, want ErrEmptyWorld saying --allow-empty", err)
+			}
+			if s.Status != StatusFailed || len(mem.Keys()) != 0 || cat.inserts != 0 {
+				t.Fatalf("status %s, archives %v, %d inserts: want failed, nothing written", s.Status, mem.Keys(), cat.inserts)
+			}
+			mustHaveNoTemps(t, mem, "survival/run-1.tar.zst")
+
+			p.AllowEmpty = true
+			s, err = r.Run(t.Context(), p)
+			if err != nil || s.Status != StatusDone || s.FileCount != 0 || len(cat.rows) != 1 {
+				t.Fatalf("with AllowEmpty: %v, summary %+v, rows %v", err, s, cat.rows)
+			}
+		})
+	}
+}
+
+func mustHaveNoTemps(t *testing.T, s *store.Mem, key string) {
+	t.Helper()
+	if removed, err := s.CleanTemps(t.Context(), key); err != nil || len(removed) > 0 {
+		t.Fatalf("temps of %s: %v %v", key, removed, err)
+	}
+}
+
+// fakeQuiescer records the order of quiesce, resume and insert in events.
+type fakeQuiescer struct {
+	events     *[]string
+	quiesceErr error
+	resumeErr  error
+	stopped    bool // the server is down: nothing to resume
+}
+
+func (q *fakeQuiescer) Quiesce(ctx context.Context, log hclog.Logger) (func(context.Context) error, error) {
+	*q.events = append(*q.events, "quiesce")
+	if q.quiesceErr != nil {
+		return nil, q.quiesceErr
+	}
+	if q.stopped {
+		return nil, nil
+	}
+	return func(context.Context) error {
+		*q.events = append(*q.events, "resume")
+		return q.resumeErr
+	}, nil
+}
+
+// TestRunQuiesce: the game server is quiesced before the world is read and
+// resumed once on every exit path after that, before the row is inserted.
+func TestRunQuiesce(t *testing.T) {
+	tests := []struct {
+		name       string
+		q          fakeQuiescer
+		params     func(p *Params)
+		setup      func(c *fakeCatalog, mem *store.Mem)
+		wantEvents string
+		wantErr    string
+		wantRow    bool
+	}{
+		{name: "resumed before the row", wantEvents: "[quiesce resume insert]", wantRow: true},
+		{name: "server stopped", q: fakeQuiescer{stopped: true}, wantEvents: "[quiesce insert]", wantRow: true},
+		{name: "quiesce fails: nothing read", q: fakeQuiescer{quiesceErr: errors.New("rcon password refused")},
+			wantEvents: "[quiesce]", wantErr: "quiescing the game server: rcon password refused"},
+		{name: "archive fails: resumed", params: func(p *Params) { p.World = "/nonexistent/world" },
+			wantEvents: "[quiesce resume]", wantErr: "/nonexistent/world"},
+		{name: "resume fails: no archive, no row", q: fakeQuiescer{resumeErr: errors.New("autosave still OFF")},
+			wantEvents: "[quiesce resume]", wantErr: "turning autosave back on: autosave still OFF"},
+		{name: "insert fails: resumed once", setup: func(c *fakeCatalog, _ *store.Mem) { c.insertErr = errors.New("db gone") },
+			wantEvents: "[quiesce resume insert]", wantErr: "db gone"},
+		{name: "already recorded: not quiesced", setup: func(c *fakeCatalog, _ *store.Mem) {
+			c.rows["run-1"] = catalog.Record{RunID: "run-1", Server: "survival"}
+		}, wantEvents: "[]", wantRow: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var events []string
+			mem := store.NewMem()
+			cat := newFakeCatalog()
+			cat.onInsert = func() { events = append(events, "insert") }
+			if tt.setup != nil {
+				tt.setup(cat, mem)
+			}
+			p := params(makeWorld(t))
+			if tt.params != nil {
+				tt.params(&p)
+			}
+			q := tt.q
+			q.events = &events
+			r, _ := newRunner(t, mem, cat)
+			_, err := r.WithQuiescer(&q).Run(t.Context(), p)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("Run: %v, want error %q", err, tt.wantErr)
+			}
+			if got := fmt.Sprint(events); got != tt.wantEvents {
+				t.Fatalf("events %s, want %s", got, tt.wantEvents)
+			}
+			_, hasRow := cat.rows["run-1"]
+			if hasRow != tt.wantRow {
+				t.Fatalf("row: %v, want %v", hasRow, tt.wantRow)
+			}
+			if keys := mem.Keys(); !tt.wantRow && len(keys) != 0 {
+				t.Fatalf("a failed run left archives %v", keys)
+			}
+		})
+	}
 }

@@ -6,6 +6,11 @@
 // a transaction-scoped advisory lock, so two archivers migrating at once are
 // safe. Insert records a run idempotently (ON CONFLICT (run_id) DO NOTHING).
 //
+// Every call is bounded (see Timeouts): the connection setup, each statement
+// (statement_timeout), each lock wait (lock_timeout), and the whole call on
+// the client side, so a server that accepts and never answers fails the run
+// instead of hanging it.
+//
 // No error or log line of this package contains the database URL or its
 // password.
 package catalog
@@ -14,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,15 +51,60 @@ var ErrNotFound = errors.New("catalog: no such run")
 type DB struct {
 	pool *pgxpool.Pool
 	log  hclog.Logger
+	call time.Duration // bound of one call, client side
+}
+
+// Timeouts bound the database calls. A connect_timeout, statement_timeout
+// or lock_timeout given in the URL wins over the defaults.
+type Timeouts struct {
+	// Connect bounds the connection setup (TCP, TLS, authentication);
+	// default 10s.
+	Connect time.Duration
+	// Statement is the server's statement_timeout; default 60s.
+	Statement time.Duration
+	// Lock is the server's lock_timeout; default 15s.
+	Lock time.Duration
+	// Call bounds each call (Lookup, Insert, List, Migrate) on the client
+	// side, whatever the server does; default Connect + Statement + 5s.
+	Call time.Duration
+}
+
+// Default timeouts.
+const (
+	DefaultConnectTimeout   = 10 * time.Second
+	DefaultStatementTimeout = 60 * time.Second
+	DefaultLockTimeout      = 15 * time.Second
+)
+
+func (t Timeouts) withDefaults() Timeouts {
+	if t.Connect <= 0 {
+		t.Connect = DefaultConnectTimeout
+	}
+	if t.Statement <= 0 {
+		t.Statement = DefaultStatementTimeout
+	}
+	if t.Lock <= 0 {
+		t.Lock = DefaultLockTimeout
+	}
+	if t.Call <= 0 {
+		t.Call = t.Connect + t.Statement + 5*time.Second
+	}
+	return t
 }
 
 // columns is the select list matching Record.
 const columns = `id, run_id, server, former_owner, archive_ref, size_bytes, sha256, compression,
 	file_count, started_at, finished_at, created_at`
 
-// Open connects to the database at url and checks the connection with Ping.
-// Errors never contain the URL or the password.
+// Open connects to the database at url with the default timeouts and checks
+// the connection with Ping. Errors never contain the URL or the password.
 func Open(ctx context.Context, url string, log hclog.Logger) (*DB, error) {
+	return OpenWith(ctx, url, log, Timeouts{})
+}
+
+// OpenWith is Open with timeouts t (zero fields: the defaults).
+func OpenWith(ctx context.Context, url string, log hclog.Logger, t Timeouts) (*DB, error) {
+	t = t.withDefaults()
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -69,6 +120,19 @@ func Open(ctx context.Context, url string, log hclog.Logger) (*DB, error) {
 	if cfg.MaxConns > 4 {
 		cfg.MaxConns = 4
 	}
+	if cfg.ConnConfig.ConnectTimeout <= 0 {
+		cfg.ConnConfig.ConnectTimeout = t.Connect
+	}
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	for name, d := range map[string]time.Duration{"statement_timeout": t.Statement, "lock_timeout": t.Lock} {
+		if _, ok := cfg.ConnConfig.RuntimeParams[name]; !ok {
+			cfg.ConnConfig.RuntimeParams[name] = strconv.FormatInt(d.Milliseconds(), 10)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.Call)
+	defer cancel()
 	password := cfg.ConnConfig.Password
 	where := fmt.Sprintf("host %s port %d database %s user %s",
 		cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, cfg.ConnConfig.User)
@@ -82,14 +146,37 @@ func Open(ctx context.Context, url string, log hclog.Logger) (*DB, error) {
 	}
 	log.Debug("connected", "host", cfg.ConnConfig.Host, "port", cfg.ConnConfig.Port,
 		"database", cfg.ConnConfig.Database, "user", cfg.ConnConfig.User)
-	return &DB{pool: pool, log: log}, nil
+	return &DB{pool: pool, log: log, call: t.Call}, nil
 }
 
-// Close closes the pool.
-func (db *DB) Close() { db.pool.Close() }
+// bound returns ctx limited to one call's time.
+func (db *DB) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, db.call)
+}
+
+// closeWait bounds Close: closing a connection to a server that stopped
+// answering waits for a cancel request up to 15s (pgconn).
+const closeWait = 2 * time.Second
+
+// Close closes the pool, waiting at most closeWait for its connections to
+// say goodbye; the rest close in the background.
+func (db *DB) Close() {
+	done := make(chan struct{})
+	go func() {
+		db.pool.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeWait):
+		db.log.Debug("closing the database connections in the background")
+	}
+}
 
 // Lookup returns the row of runID, or an error wrapping ErrNotFound.
 func (db *DB) Lookup(ctx context.Context, runID string) (Record, error) {
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
 	rows, _ := db.pool.Query(ctx, `SELECT `+columns+` FROM world_backups WHERE run_id = $1`, runID)
 	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Record])
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -106,6 +193,8 @@ func (db *DB) Lookup(ctx context.Context, runID string) (Record, error) {
 // Constraint violations (a malformed sha256, a negative size, an unknown
 // compression, ...) are errors naming the constraint.
 func (db *DB) Insert(ctx context.Context, r Record) (inserted bool, err error) {
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
 	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		var id int64
 		err := tx.QueryRow(ctx, `INSERT INTO world_backups
@@ -134,6 +223,8 @@ func (db *DB) Insert(ctx context.Context, r Record) (inserted bool, err error) {
 // List returns the rows of server ("" for every server) ordered by
 // finished_at, then id.
 func (db *DB) List(ctx context.Context, server string) ([]Record, error) {
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
 	rows, _ := db.pool.Query(ctx, `SELECT `+columns+` FROM world_backups
 		WHERE $1 = '' OR server = $1
 		ORDER BY finished_at, id`, server)

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -369,4 +370,213 @@ func TestOpenWrongPassword(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), right) {
 		t.Fatalf("Lookup error %v: want an error without the password", err)
 	}
+}
+
+// TestCallsAreBounded: a server that accepts and never answers, one that
+// stops answering mid-run, and a locked table each fail the call within its
+// bound instead of hanging it.
+func TestCallsAreBounded(t *testing.T) {
+	short := Timeouts{Connect: 300 * time.Millisecond, Statement: 2 * time.Second, Lock: 200 * time.Millisecond, Call: time.Second}
+	// within fails the test when fn takes far longer than its bound (10x:
+	// a loose check that it is bounded at all, not a timing assertion).
+	within := func(t *testing.T, fn func() error) error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- fn() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("the call is still waiting after 30s")
+			return nil
+		}
+	}
+
+	t.Run("server accepts and never answers", func(t *testing.T) {
+		hole := pgtest.NewBlackhole(t)
+		err := within(t, func() error {
+			db, err := OpenWith(t.Context(), "postgres://felis:pw@"+hole.Addr()+"/felis?sslmode=disable", nil, short)
+			if err == nil {
+				db.Close()
+			}
+			return err
+		})
+		if err == nil {
+			t.Fatal("Open through a blackhole succeeded")
+		}
+		if !strings.Contains(err.Error(), "connecting to database") {
+			t.Errorf("error %q", err)
+		}
+	})
+
+	t.Run("server stops answering after connecting", func(t *testing.T) {
+		u := pgtest.URL(t)
+		proxy := pgtest.NewProxy(t, pgtest.Target(t, u))
+		db, err := OpenWith(t.Context(), proxy.URL(t, u), nil, short)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.Migrate(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		proxy.Blackhole()
+		err = within(t, func() error {
+			_, err := db.Insert(t.Context(), record("r1", "survival", time.Now()))
+			return err
+		})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Insert through a silent server: %v, want a deadline error", err)
+		}
+	})
+
+	t.Run("locked table", func(t *testing.T) {
+		u := pgtest.URL(t)
+		db, err := OpenWith(t.Context(), u, nil, short)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.Migrate(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		locker, err := pgx.Connect(t.Context(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer locker.Close(context.Background())
+		tx, err := locker.Begin(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(context.Background())
+		if _, err := tx.Exec(t.Context(), "LOCK TABLE world_backups IN ACCESS EXCLUSIVE MODE"); err != nil {
+			t.Fatal(err)
+		}
+		err = within(t, func() error {
+			_, err := db.Insert(t.Context(), record("r1", "survival", time.Now()))
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), "lock timeout") {
+			t.Errorf("Insert into a locked table: %v, want a lock timeout", err)
+		}
+	})
+}
+
+// The defaults reach the server as runtime parameters.
+func TestDefaultTimeouts(t *testing.T) {
+	db := open(t, pgtest.URL(t))
+	for name, want := range map[string]string{"statement_timeout": "1min", "lock_timeout": "15s"} {
+		var got string
+		if err := db.pool.QueryRow(t.Context(), "SHOW "+name).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s = %s, want %s", name, got, want)
+		}
+	}
+	if got := db.pool.Config().ConnConfig.ConnectTimeout; got != DefaultConnectTimeout {
+		t.Errorf("connect timeout %v, want %v", got, DefaultConnectTimeout)
+	}
+}
+
+func TestPruneServer(t *testing.T) {
+	db := migrated(t)
+	ctx := t.Context()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, r := range []Record{record("a1", "alpha", t0), record("a2", "alpha", t0.Add(time.Hour)), record("b1", "beta", t0)} {
+		if _, err := db.Insert(ctx, r); err != nil {
+			t.Fatalf("insert %d: %v", i, err)
+		}
+	}
+	t.Run("decide sees the server's rows oldest first", func(t *testing.T) {
+		var seen []string
+		deleted, err := db.PruneServer(ctx, "alpha", func(rs []Record) ([]string, error) {
+			for _, r := range rs {
+				seen = append(seen, r.RunID)
+			}
+			return nil, nil
+		})
+		if err != nil || len(deleted) != 0 {
+			t.Fatalf("PruneServer = %v, %v; want nothing deleted", deleted, err)
+		}
+		if fmt.Sprint(seen) != "[a1 a2]" {
+			t.Fatalf("decide saw %v, want [a1 a2]", seen)
+		}
+	})
+	t.Run("an error from decide rolls back", func(t *testing.T) {
+		_, err := db.PruneServer(ctx, "alpha", func([]Record) ([]string, error) { return []string{"a1"}, errors.New("boom") })
+		if err == nil || !strings.Contains(err.Error(), "boom") {
+			t.Fatalf("err = %v, want boom", err)
+		}
+		if _, err := db.Lookup(ctx, "a1"); err != nil {
+			t.Fatalf("a1 after a failed prune: %v", err)
+		}
+	})
+	t.Run("a run of another server is never deleted", func(t *testing.T) {
+		_, err := db.PruneServer(ctx, "alpha", func([]Record) ([]string, error) { return []string{"b1"}, nil })
+		if err == nil || !strings.Contains(err.Error(), "0 of 1 rows deleted") {
+			t.Fatalf("err = %v, want a refusal", err)
+		}
+		if _, err := db.Lookup(ctx, "b1"); err != nil {
+			t.Fatalf("b1: %v", err)
+		}
+	})
+	t.Run("deletes and returns the rows", func(t *testing.T) {
+		deleted, err := db.PruneServer(ctx, "alpha", func([]Record) ([]string, error) { return []string{"a1"}, nil })
+		if err != nil || len(deleted) != 1 || deleted[0].RunID != "a1" || deleted[0].ArchiveRef != "/backups/alpha/a1.tar.zst" {
+			t.Fatalf("PruneServer = %+v, %v; want a1's row", deleted, err)
+		}
+		if _, err := db.Lookup(ctx, "a1"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("a1 after prune: %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("two prunes of one server do not interleave", func(t *testing.T) {
+		inFirst, release := make(chan struct{}), make(chan struct{})
+		var wg sync.WaitGroup
+		var secondSaw []string
+		var secondErr error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := db.PruneServer(ctx, "alpha", func([]Record) ([]string, error) {
+				close(inFirst)
+				<-release
+				return []string{"a2"}, nil
+			})
+			if err != nil {
+				t.Errorf("first prune: %v", err)
+			}
+		}()
+		<-inFirst
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, secondErr = db.PruneServer(ctx, "alpha", func(rs []Record) ([]string, error) {
+				for _, r := range rs {
+					secondSaw = append(secondSaw, r.RunID)
+				}
+				return nil, nil
+			})
+		}()
+		// Another server's prune is not blocked meanwhile.
+		if _, err := db.PruneServer(ctx, "beta", func([]Record) ([]string, error) { return nil, nil }); err != nil {
+			t.Fatalf("prune of beta while alpha is pruned: %v", err)
+		}
+		// Wait until the second prune waits for the lock, then let the first go.
+		for waiting := 0; waiting == 0; {
+			if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(release)
+		wg.Wait()
+		if secondErr != nil {
+			t.Fatalf("second prune: %v", secondErr)
+		}
+		if len(secondSaw) != 0 {
+			t.Fatalf("the second prune saw %v: it ran before the first committed", secondSaw)
+		}
+	})
 }

@@ -60,6 +60,8 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 // concurrent Migrate waits and then finds nothing to do, and a failing
 // migration leaves the database as it was.
 func (db *DB) Migrate(ctx context.Context) (applied []string, err error) {
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
 	return db.migrate(ctx, migrationFS)
 }
 

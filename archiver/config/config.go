@@ -7,6 +7,12 @@
 //	local_path = "/backups"      # optional when --archive-root is given
 //	compression = "zstd"         # zstd | gzip | none
 //	excludes = ["*.jar", "cache/", "logs/", "*.tmp"]
+//	allow_empty = false          # record a world without files
+//
+//	[rcon]                       # optional: quiesce the game server while it is read
+//	address = "survival:25575"
+//	password_file = "/etc/felis-rcon/rcon-password"
+//	required = true              # false: an unreachable server is a warning
 //
 // Unknown keys are errors. Every error names the file and the key; the
 // database URL, which holds a password, never appears in an error or in the
@@ -17,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -25,6 +32,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 )
@@ -36,6 +44,7 @@ const DefaultPath = "/etc/felis/felis.toml"
 type Config struct {
 	Database Database `toml:"database"`
 	Archive  Archive  `toml:"archive"`
+	Rcon     Rcon     `toml:"rcon"`
 
 	path string // the file it was read from, for errors
 }
@@ -67,7 +76,26 @@ type Archive struct {
 	// Excludes are glob patterns of world entries to leave out; default
 	// tarstream.DefaultExcludes. An explicit empty list excludes nothing.
 	Excludes []string `toml:"excludes"`
+	// AllowEmpty records a world without files (empty, or everything
+	// excluded); by default such a backup fails.
+	AllowEmpty bool `toml:"allow_empty"`
 }
+
+// Rcon is the [rcon] table: how to reach the game server's RCON listener
+// to turn its autosave off while the world is read. The password is never
+// in this file: it is read from PasswordFile, a mounted Secret.
+type Rcon struct {
+	Address      string `toml:"address"`
+	PasswordFile string `toml:"password_file"`
+	// Required: an unreachable server fails the backup (default true).
+	Required *bool `toml:"required"`
+}
+
+// Enabled reports whether a game server is to be quiesced.
+func (r Rcon) Enabled() bool { return r.Address != "" }
+
+// IsRequired reports whether an unreachable server fails the backup.
+func (r Rcon) IsRequired() bool { return r.Required == nil || *r.Required }
 
 // Load reads, completes with defaults and validates the file at path.
 func Load(path string) (Config, error) {
@@ -102,7 +130,7 @@ func Parse(path, raw string) (Config, error) {
 		for i, k := range undecoded {
 			keys[i] = k.String()
 		}
-		return Config{}, fmt.Errorf("%s: unknown key %s (known keys: database.url, archive.local_path, archive.compression, archive.excludes)",
+		return Config{}, fmt.Errorf("%s: unknown key %s (known keys: database.url, archive.local_path, archive.compression, archive.excludes, archive.allow_empty, rcon.address, rcon.password_file, rcon.required)",
 			path, strings.Join(quoteAll(keys), ", "))
 	}
 	return c, nil
@@ -140,6 +168,17 @@ func (c Config) Validate() error {
 	if err := tarstream.ValidateExcludes(c.Archive.Excludes); err != nil {
 		bad("[archive] excludes", "%s", err)
 	}
+	if r := c.Rcon; r.Enabled() || r.PasswordFile != "" || r.Required != nil {
+		if host, port, err := net.SplitHostPort(r.Address); err != nil || host == "" || port == "" {
+			bad("[rcon] address", "%q: want host:port, e.g. \"survival:25575\"", r.Address)
+		}
+		switch {
+		case r.PasswordFile == "":
+			bad("[rcon] password_file", "missing: the file of the mounted Secret that holds the RCON password")
+		case !filepath.IsAbs(r.PasswordFile):
+			bad("[rcon] password_file", "%q is not an absolute path", r.PasswordFile)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -167,12 +206,58 @@ func checkURL(s string) error {
 		if u.Host == "" && !strings.Contains(u.RawQuery, "host=") {
 			return errors.New("has no host")
 		}
-		return nil
 	case strings.Contains(s, "="):
-		return nil // key=value form; pgx checks it when connecting
 	default:
 		return errors.New(`is neither a postgres:// URL nor a "key=value ..." connection string`)
 	}
+	// Parsed as the catalog will parse it, so that a bad parameter is a
+	// configuration error (exit 2), not a failed run retried in vain.
+	if _, err := pgconn.ParseConfig(s); err != nil {
+		return errors.New(describeParseError(err, s))
+	}
+	return nil
+}
+
+// describeParseError says what pgconn found wrong with the connection
+// string s, without quoting s or its password.
+func describeParseError(err error, s string) string {
+	const generic = "is not a valid PostgreSQL connection string"
+	var pce *pgconn.ParseConfigError
+	if !errors.As(err, &pce) {
+		return generic
+	}
+	bare := *pce
+	bare.ConnString = "" // pgconn's own redaction is best effort
+	msg := strings.TrimPrefix(bare.Error(), "cannot parse ``: ")
+	if strings.HasPrefix(msg, "failed to parse as") {
+		// The inner error of a malformed string may quote any part of it.
+		return generic + " (check its quoting and special characters; percent-encode them in the password)"
+	}
+	for _, secret := range secrets(s) {
+		if len(secret) >= 3 && strings.Contains(msg, secret) {
+			return generic + ": a parameter is invalid (not shown: the message would quote the password)"
+		}
+	}
+	return generic + ": " + msg
+}
+
+// secrets returns the passwords written in the connection string s.
+func secrets(s string) []string {
+	var out []string
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		if p, ok := u.User.Password(); ok {
+			out = append(out, p)
+		}
+		if p := u.Query().Get("password"); p != "" {
+			out = append(out, p)
+		}
+	}
+	for _, f := range strings.Fields(s) {
+		if v, ok := strings.CutPrefix(f, "password="); ok {
+			out = append(out, strings.Trim(v, `'`))
+		}
+	}
+	return out
 }
 
 // decodeError turns a TOML error into one naming the file, line and key,

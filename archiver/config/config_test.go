@@ -50,8 +50,12 @@ url = "host=db user=felis password=` + secret + ` dbname=felis"
 local_path = "/backups"
 compression = "gzip"
 excludes = []
+allow_empty = true
 `),
 			check: func(t *testing.T, c Config) {
+				if !c.Archive.AllowEmpty {
+					t.Error("allow_empty not read")
+				}
 				if c.Archive.Compression != tarstream.Gzip || c.Archive.LocalPath != "/backups" {
 					t.Errorf("archive %+v", c.Archive)
 				}
@@ -126,6 +130,31 @@ local_pth = "/backups"
 			wantErr: []string{"felis.toml", "[database] url", "neither"},
 		},
 		{
+			name:    "bad sslmode",
+			toml:    ptr("[database]\nurl = \"postgres://u:" + secret + "@db/x?sslmode=bogus\"\n"),
+			wantErr: []string{"felis.toml", "[database] url", "sslmode is invalid"},
+		},
+		{
+			name:    "bad connect_timeout",
+			toml:    ptr("[database]\nurl = \"postgres://u:" + secret + "@db/x?connect_timeout=abc\"\n"),
+			wantErr: []string{"felis.toml", "[database] url", "invalid connect_timeout"},
+		},
+		{
+			name:    "bad port",
+			toml:    ptr("[database]\nurl = \"postgres://u:" + secret + "@db:99999/x\"\n"),
+			wantErr: []string{"felis.toml", "[database] url", "invalid port"},
+		},
+		{
+			name:    "bad sslmode, key=value form",
+			toml:    ptr("[database]\nurl = \"host=db password=" + secret + " sslmode=bogus\"\n"),
+			wantErr: []string{"felis.toml", "[database] url", "sslmode is invalid"},
+		},
+		{
+			name:    "bad port, key=value form",
+			toml:    ptr("[database]\nurl = \"host=db password=" + secret + " port=99999\"\n"),
+			wantErr: []string{"felis.toml", "[database] url", "invalid port"},
+		},
+		{
 			name:    "relative local_path",
 			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[archive]\nlocal_path = \"backups\"\n"),
 			wantErr: []string{"felis.toml", "[archive] local_path", "absolute"},
@@ -139,6 +168,39 @@ local_pth = "/backups"
 			name:    "bad exclude",
 			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[archive]\nexcludes = [\"[\"]\n"),
 			wantErr: []string{"felis.toml", "[archive] excludes", `"["`},
+		},
+		{
+			name: "rcon",
+			toml: ptr("[database]\nurl = \"postgres://db/x\"\n[rcon]\naddress = \"survival:25575\"\npassword_file = \"/etc/felis-rcon/rcon-password\"\n"),
+			check: func(t *testing.T, c Config) {
+				if !c.Rcon.Enabled() || !c.Rcon.IsRequired() || c.Rcon.PasswordFile != "/etc/felis-rcon/rcon-password" {
+					t.Errorf("rcon %+v: want enabled and required by default", c.Rcon)
+				}
+			},
+		},
+		{
+			name: "rcon not required",
+			toml: ptr("[database]\nurl = \"postgres://db/x\"\n[rcon]\naddress = \"mc:25575\"\npassword_file = \"/p\"\nrequired = false\n"),
+			check: func(t *testing.T, c Config) {
+				if c.Rcon.IsRequired() {
+					t.Error("required = false was not read")
+				}
+			},
+		},
+		{
+			name:    "rcon without password file",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[rcon]\naddress = \"mc:25575\"\n"),
+			wantErr: []string{"[rcon] password_file", "missing"},
+		},
+		{
+			name:    "rcon password in the file",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[rcon]\naddress = \"mc:25575\"\npassword = \"hunter2\"\n"),
+			wantErr: []string{"unknown key", "rcon.password", "rcon.password_file"},
+		},
+		{
+			name:    "rcon bad address",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[rcon]\naddress = \"mc\"\npassword_file = \"p\"\n"),
+			wantErr: []string{"[rcon] address", "host:port", "[rcon] password_file", "absolute"},
 		},
 		{
 			name:    "several errors at once",

@@ -70,13 +70,16 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/worldbackup/worldbackup/archiver/tarstream"
+	"github.com/worldbackup/worldbackup/internal/layout"
 )
 
 // Defaults for the caps.
 const (
-	DefaultMaxBytes         int64 = 64 << 30  // 64 GiB of file content
-	DefaultMaxEntries       int64 = 1_000_000 // archive members
-	DefaultMaxDecoderMemory int64 = 128 << 20 // zstd window: covers every level and --long=27
+	DefaultMaxBytes         int64 = 64 << 30                   // 64 GiB of file content
+	DefaultMaxEntries       int64 = 1_000_000                  // archive members
+	DefaultMaxDecoderMemory       = tarstream.DefaultMaxWindow // zstd window: covers every level and --long=27
 )
 
 // Layout says where the staging folder goes; see the package comment.
@@ -95,6 +98,10 @@ type Options struct {
 	SHA256  string // expected SHA-256 of the archive file, hex
 	Into    string // target folder (DIR)
 	Replace bool   // required when DIR is not empty
+	// RunID, when set, is recorded with the checksum in the marker file
+	// MarkerName of the restored world; a restore whose marker in DIR names
+	// the same run and checksum does nothing (already restored).
+	RunID string
 
 	MaxBytes         int64  // cap on total content bytes; 0 means DefaultMaxBytes
 	MaxEntries       int64  // cap on archive members; 0 means DefaultMaxEntries
@@ -132,6 +139,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--sha256 %q is not a SHA-256: want 64 hex digits", o.SHA256)
 	case o.Into == "":
 		return errors.New("no target folder given (--into DIR)")
+	case o.RunID != "" && layout.CheckRunID(o.RunID) != nil:
+		return fmt.Errorf("--run-id: %w", layout.CheckRunID(o.RunID))
 	case filepath.Clean(o.Into) == "/":
 		return errors.New("--into / would replace the whole filesystem: give the world's folder")
 	case o.MaxBytes < 0:
@@ -162,6 +171,54 @@ type Result struct {
 	Layout       Layout        // beside | inside
 	Replaced     bool          // DIR had contents, now replaced
 	Duration     time.Duration // whole run, checksum pass included
+	// WorldState says what DIR holds now: StateRestored, StateReplaced
+	// (either followed by ", old copy left at PATH" when the old world
+	// could not be removed) or StateAlreadyRestored.
+	WorldState string
+	// OldCopy is where the old world was left when it could not be removed.
+	OldCopy string
+}
+
+// World states: what DIR holds after a restore, as the log's world_state
+// says. A failed restore leaves DIR StateUnchanged unless WorldState of its
+// error says otherwise.
+const (
+	StateUnchanged       = "unchanged"        // DIR as it was before the restore
+	StateRestored        = "restored"         // DIR was empty or missing and holds the archive's world
+	StateReplaced        = "replaced"         // DIR's old world was replaced by the archive's
+	StateAlreadyRestored = "already restored" // DIR's marker names this run and checksum: nothing done
+)
+
+// stateError is a failure that left DIR in another state than unchanged.
+type stateError struct {
+	state string
+	err   error
+}
+
+func (e *stateError) Error() string { return e.err.Error() }
+func (e *stateError) Unwrap() error { return e.err }
+
+// WorldState returns the state of DIR after Restore failed with err:
+// StateUnchanged, or a description of a half-done swap ("incomplete: ...,
+// rerun to ...") or of a replaced world whose old copy is still there.
+func WorldState(err error) string {
+	var se *stateError
+	if errors.As(err, &se) {
+		return se.state
+	}
+	return StateUnchanged
+}
+
+// MarkerName is the file a restore with a run ID writes at the top of the
+// restored world: JSON naming the run, the archive's checksum and the time.
+// Backups leave it out (tarstream leaves out top-level .worldbackup-*).
+const MarkerName = reservedPrefix + "restored"
+
+// marker is the content of MarkerName.
+type marker struct {
+	RunID      string    `json:"run_id"`
+	SHA256     string    `json:"sha256"`
+	RestoredAt time.Time `json:"restored_at"`
 }
 
 // ErrRefused is wrapped by every refusal of the archive's contents (as
@@ -221,6 +278,13 @@ func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 	if err := t.recover(); err != nil {
 		return Result{}, err
 	}
+	if o.RunID != "" {
+		if m, ok := t.readMarker(); ok && m.RunID == o.RunID && m.SHA256 == o.SHA256 {
+			log.Info("already restored; nothing to do", "run_id", o.RunID, "sha256", o.SHA256,
+				"restored_at", m.RestoredAt, "world_state", StateAlreadyRestored)
+			return Result{Layout: t.layout, WorldState: StateAlreadyRestored, Duration: time.Since(start)}, nil
+		}
+	}
 	empty, err := t.empty()
 	if err != nil {
 		return Result{}, err
@@ -267,11 +331,20 @@ func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 		}
 		return Result{}, err
 	}
-	if err := t.swap(st, o.SHA256); err != nil {
+	leftAt, err := t.swap(st, o.SHA256)
+	if err != nil {
 		return Result{}, err
 	}
 	res.Duration = time.Since(start)
-	log.Info("restored", "entries", res.Entries, "files", res.Files, "bytes", res.Bytes,
+	res.WorldState = StateRestored
+	if res.Replaced {
+		res.WorldState = StateReplaced
+	}
+	if leftAt != "" {
+		res.OldCopy = leftAt
+		res.WorldState += ", old copy left at " + leftAt
+	}
+	log.Info("restored", "world_state", res.WorldState, "entries", res.Entries, "files", res.Files, "bytes", res.Bytes,
 		"compression", res.Compression, "layout", string(res.Layout), "replaced", res.Replaced,
 		"duration", res.Duration.Round(time.Millisecond).String(),
 		"mb_per_s", fmt.Sprintf("%.1f", float64(res.Bytes)/1e6/max(res.Duration.Seconds(), 1e-9)))

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/worldbackup/worldbackup/archiver/tarstream"
 )
 
 // FuzzRestore feeds arbitrary archives (seeded with every refused archive
@@ -23,7 +25,7 @@ func FuzzRestore(f *testing.F) {
 	for _, tc := range badCases() {
 		data := tc.archive(f)
 		f.Add(data, false)
-		if bytes.HasPrefix(data, zstdMagic) {
+		if c, _ := tarstream.Detect(data); c == tarstream.Zstd {
 			if d, err := zstd.NewReader(bytes.NewReader(data)); err == nil {
 				if plain, err := io.ReadAll(d); err == nil {
 					f.Add(plain, true)

@@ -126,6 +126,20 @@ func badCases() []badCase {
 			b := buildTar(tb, reg("a", "x"))
 			return b[:len(b)-512]
 		}, want: "end-of-archive marker"},
+		// bytes after the end, the checksum taken over them: verify refuses
+		// such archives, so restore does too
+		{name: "garbage after zstd", archive: func(tb testing.TB) []byte {
+			return append(zstdBytes(tb, buildTar(tb, reg("a", "x"))), "trailing garbage"...)
+		}, want: "does not end cleanly after its tar stream"},
+		{name: "zeros after zstd", archive: func(tb testing.TB) []byte {
+			return append(zstdBytes(tb, buildTar(tb, reg("a", "x"))), make([]byte, 64)...)
+		}, want: "does not end cleanly after its tar stream"},
+		{name: "garbage after gzip", archive: func(tb testing.TB) []byte {
+			return append(gzipBytes(tb, buildTar(tb, reg("a", "x"))), "trailing garbage"...)
+		}, want: "does not end cleanly after its tar stream"},
+		{name: "garbage after tar", archive: func(tb testing.TB) []byte {
+			return append(buildTar(tb, reg("a", "x")), "trailing garbage"...)
+		}, want: "non-zero data"},
 		{name: "garbage", archive: func(tb testing.TB) []byte { return bytes.Repeat([]byte("garbage!"), 200) }, want: "not a tar archive"},
 		{name: "xz", archive: func(tb testing.TB) []byte { return append([]byte{0xfd, '7', 'z', 'X', 'Z', 0}, make([]byte, 600)...) }, want: "(xz)"},
 		{name: "empty file", archive: func(tb testing.TB) []byte { return nil }, want: "archive is empty"},

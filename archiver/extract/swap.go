@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -208,7 +209,7 @@ func (t *target) newStaging() (*staging, error) {
 
 func (t *target) dropStaging(st *staging) error {
 	st.root.Close()
-	return t.base.RemoveAll(st.name)
+	return t.removeTree(st.name)
 }
 
 func (t *target) readJournal() (*journal, error) {
@@ -261,6 +262,25 @@ func (t *target) removeJournal() error {
 	return t.baseDir.Sync()
 }
 
+// readMarker reads DIR's restore marker; false when it has none or it is
+// not valid.
+func (t *target) readMarker() (marker, bool) {
+	name := MarkerName
+	if t.layout == LayoutBeside {
+		name = t.world + "/" + MarkerName
+	}
+	b, err := t.base.ReadFile(name)
+	if err != nil {
+		return marker{}, false
+	}
+	var m marker
+	if json.Unmarshal(b, &m) != nil {
+		t.log.Warn("ignoring a restore marker that is not valid JSON", "path", t.path(name))
+		return marker{}, false
+	}
+	return m, true
+}
+
 func (t *target) path(name string) string { return filepath.Join(t.base.Name(), name) }
 
 // recover finishes or undoes a swap interrupted by a crash, and removes
@@ -287,11 +307,12 @@ func (t *target) recover() error {
 		case phaseInstall:
 			err = t.install(j.Staging)
 			if err == nil {
-				err = t.cleanup()
+				_, err = t.cleanup()
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("recovering the restore interrupted in phase %q (journal %s): %w", j.Phase, t.path(t.journal), err)
+			return &stateError{state: fmt.Sprintf("incomplete: a restore interrupted in phase %q could not be recovered; see the error (journal %s)", j.Phase, t.path(t.journal)),
+				err: fmt.Errorf("recovering the restore interrupted in phase %q (journal %s): %w", j.Phase, t.path(t.journal), err)}
 		}
 		t.log.Warn("recovered the interrupted restore", "phase", j.Phase,
 			"state", map[string]string{phaseStash: "old world put back", phaseInstall: "new world moved in"}[j.Phase])
@@ -304,7 +325,7 @@ func (t *target) recover() error {
 	for _, n := range names {
 		if strings.HasPrefix(n, t.staging) || n == t.journal+".tmp" {
 			t.log.Warn("removing leftover of an interrupted restore", "path", t.path(n))
-			if err := t.base.RemoveAll(n); err != nil {
+			if err := t.removeTree(n); err != nil {
 				return fmt.Errorf("removing leftover %s: %w", t.path(n), err)
 			}
 		}
@@ -313,12 +334,13 @@ func (t *target) recover() error {
 }
 
 // swap moves the fully extracted staging folder into place; see the
-// package comment for the phases.
-func (t *target) swap(st *staging, sha string) error {
+// package comment for the phases. leftAt is where the old world was left
+// when it could not be removed ("" when it was).
+func (t *target) swap(st *staging, sha string) (leftAt string, err error) {
 	defer st.root.Close()
 	sf, err := st.root.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
-		return fmt.Errorf("opening staging folder: %w", err)
+		return "", fmt.Errorf("opening staging folder: %w", err)
 	}
 	defer sf.Close()
 	if t.layout == LayoutBeside && !st.rootMeta {
@@ -333,39 +355,43 @@ func (t *target) swap(st *staging, sha string) error {
 		}
 		if uid >= 0 {
 			if err := sf.Chown(uid, gid); err != nil {
-				return fmt.Errorf("setting owner of the staging folder: %w", err)
+				return "", fmt.Errorf("setting owner of the staging folder: %w", err)
 			}
 		}
 		if err := sf.Chmod(mode); err != nil {
-			return fmt.Errorf("setting mode of the staging folder: %w", err)
+			return "", fmt.Errorf("setting mode of the staging folder: %w", err)
 		}
 	}
 	if err := syncFS(sf); err != nil {
-		return fmt.Errorf("syncing the extracted world: %w", err)
+		return "", fmt.Errorf("syncing the extracted world: %w", err)
 	}
 	if ok, err := t.exists(t.previous); err != nil || ok {
-		return fmt.Errorf("%s appeared during the restore; nothing was swapped (err %v)", t.path(t.previous), err)
+		return "", fmt.Errorf("%s appeared during the restore; nothing was swapped (err %v)", t.path(t.previous), err)
 	}
 
 	if err := t.writeJournal(journal{Phase: phaseStash, Staging: st.name, SHA256: sha}); err != nil {
-		return err
+		return "", err
 	}
 	if err := t.stash(st.name); err != nil {
 		if uerr := t.undoStash(st.name); uerr != nil {
-			return fmt.Errorf("moving the old world aside: %w; undoing that also failed: %v; rerun to recover (journal %s)", err, uerr, t.path(t.journal))
+			return "", &stateError{state: fmt.Sprintf("incomplete: the old world is partly moved aside to %s; rerun to put it back (journal %s)", t.path(t.previous), t.path(t.journal)),
+				err: fmt.Errorf("moving the old world aside: %w; undoing that also failed: %v", err, uerr)}
 		}
-		return fmt.Errorf("moving the old world aside: %w; %s is as it was", err, t.dir)
+		return "", fmt.Errorf("moving the old world aside: %w", err)
 	}
 	if err := t.writeJournal(journal{Phase: phaseInstall, Staging: st.name, SHA256: sha}); err != nil {
-		return fmt.Errorf("%w; rerun to recover", err)
+		return "", &stateError{state: fmt.Sprintf("incomplete: the old world is moved aside to %s; rerun to put it back (journal %s)", t.path(t.previous), t.path(t.journal)), err: err}
 	}
 	if err := t.install(st.name); err != nil {
-		return fmt.Errorf("moving the new world in: %w; rerun to finish (journal %s)", err, t.path(t.journal))
+		return "", &stateError{state: fmt.Sprintf("incomplete: the new world is partly moved in; rerun to finish (journal %s)", t.path(t.journal)),
+			err: fmt.Errorf("moving the new world in: %w", err)}
 	}
-	if err := t.cleanup(); err != nil {
-		return fmt.Errorf("the new world is in place, but removing the old one failed: %w; rerun or remove %s by hand", err, t.path(t.previous))
+	leftAt, err = t.cleanup()
+	if err != nil {
+		return "", &stateError{state: fmt.Sprintf("replaced; the old world is still at %s (journal %s): rerun to remove it", t.path(t.previous), t.path(t.journal)),
+			err: fmt.Errorf("removing the old world: %w", err)}
 	}
-	return nil
+	return leftAt, nil
 }
 
 // stash moves the old world to previous.
@@ -445,7 +471,7 @@ func (t *target) undoStash(stagingName string) error {
 			return err
 		}
 	}
-	if err := t.base.RemoveAll(stagingName); err != nil {
+	if err := t.removeTree(stagingName); err != nil {
 		return err
 	}
 	return t.removeJournal()
@@ -490,15 +516,82 @@ func (t *target) install(stagingName string) error {
 	if err := t.baseDir.Sync(); err != nil {
 		return err
 	}
-	return t.base.RemoveAll(stagingName)
+	return t.removeTree(stagingName)
 }
 
-// cleanup removes the old world and the journal.
-func (t *target) cleanup() error {
-	if err := t.base.RemoveAll(t.previous); err != nil {
+// cleanup removes the old world and the journal. An old world that cannot
+// be removed (files of another owner, say) is renamed aside to a unique name
+// and its path returned: the restore is done, and no later restore trips over
+// it.
+func (t *target) cleanup() (leftAt string, err error) {
+	if err := t.removeTree(t.previous); err != nil {
+		aside := t.previous + "-" + randomSuffix()
+		fd := int(t.baseDir.Fd())
+		if rerr := renameNoReplace(fd, t.previous, fd, aside); rerr != nil {
+			return "", fmt.Errorf("%w; moving it aside also failed: %v", err, rerr)
+		}
+		leftAt = t.path(aside)
+		t.log.Warn("could not remove the old world; left it aside: remove it by hand", "path", leftAt, "error", err)
+	}
+	return leftAt, t.removeJournal()
+}
+
+// removeTree removes name (a path relative to base) and everything below.
+// When that fails, it gives every folder below that the process owns u+rwx
+// (an archive may restore folders as 0555 or 0000, which their owner cannot
+// empty) and tries again.
+func (t *target) removeTree(name string) error {
+	err := t.base.RemoveAll(name)
+	if err == nil {
+		return nil
+	}
+	if werr := makeRemovable(t.baseDir, name, os.Geteuid()); werr != nil {
+		t.log.Debug("making a folder removable", "path", t.path(name), "error", werr)
+	}
+	return t.base.RemoveAll(name)
+}
+
+// makeRemovable gives the folder name of parent, and every folder below
+// it, owned by uid u+rwx. Folders of other owners are left as they are; it
+// returns the first error and goes on.
+func makeRemovable(parent *os.File, name string, uid int) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(parent.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
 		return err
 	}
-	return t.removeJournal()
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil
+	}
+	var first error
+	if st.Uid == uint32(uid) && st.Mode&0o700 != 0o700 {
+		// name is a folder (just checked; the restore's lock keeps others out).
+		first = unix.Fchmodat(int(parent.Fd()), name, (st.Mode|0o700)&0o7777, 0)
+	}
+	fd, err := unix.Openat(int(parent.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return errors.Join(first, err)
+	}
+	d := os.NewFile(uintptr(fd), name)
+	defer d.Close()
+	for {
+		ents, err := d.ReadDir(256)
+		for _, e := range ents {
+			if e.IsDir() {
+				if err := makeRemovable(d, e.Name(), uid); err != nil && first == nil {
+					first = err
+				}
+			}
+		}
+		if err != nil {
+			if err != io.EOF && first == nil {
+				first = err
+			}
+			return first
+		}
+	}
 }
 
 // renameNoReplaceFallback renames without RENAME_NOREPLACE, checking first

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -18,11 +19,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 
 	"github.com/worldbackup/worldbackup/archiver/safelink"
+	"github.com/worldbackup/worldbackup/archiver/tarstream"
 )
 
 // copyBufSize is the buffer for file content.
@@ -99,49 +100,6 @@ func (t *tailReader) endsWithMarker() bool {
 	return t.n >= int64(len(t.tail)) && bytes.Count(t.tail[:], []byte{0}) == len(t.tail)
 }
 
-var (
-	zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
-	gzipMagic = []byte{0x1f, 0x8b}
-)
-
-// decompressor detects the compression of br from its first bytes and
-// returns a reader of the tar stream.
-func decompressor(br *bufio.Reader, maxMem int64) (io.Reader, string, func(), error) {
-	head, _ := br.Peek(512)
-	switch {
-	case bytes.HasPrefix(head, zstdMagic) || (len(head) >= 4 && head[0]&0xf0 == 0x50 && bytes.Equal(head[1:4], []byte{0x2a, 0x4d, 0x18})):
-		// A zstd frame, or a skippable frame (magic 0x184D2A5?).
-		d, err := zstd.NewReader(br,
-			zstd.WithDecoderMaxMemory(uint64(maxMem)),
-			zstd.WithDecoderMaxWindow(uint64(maxMem)),
-			zstd.WithDecoderConcurrency(2))
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("starting zstd decoder: %w", err)
-		}
-		return d, "zstd", d.Close, nil
-	case bytes.HasPrefix(head, gzipMagic):
-		z, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, "", nil, &RefusedError{Reason: fmt.Sprintf("corrupt gzip header: %v", err)}
-		}
-		return z, "gzip", func() { z.Close() }, nil
-	case len(head) >= 262 && string(head[257:262]) == "ustar":
-		return br, "none", func() {}, nil
-	case len(head) == 0:
-		return nil, "", nil, &RefusedError{Reason: "archive is empty"}
-	}
-	kind := "unknown format"
-	switch {
-	case bytes.HasPrefix(head, []byte{0xfd, '7', 'z', 'X', 'Z', 0}):
-		kind = "xz"
-	case bytes.HasPrefix(head, []byte("BZh")):
-		kind = "bzip2"
-	case bytes.HasPrefix(head, []byte{0x04, 0x22, 0x4d, 0x18}):
-		kind = "lz4"
-	}
-	return nil, "", nil, &RefusedError{Reason: fmt.Sprintf("not a tar archive compressed with zstd or gzip, nor a plain tar (%s)", kind)}
-}
-
 // dirMeta is what a directory entry asks for, applied once everything inside
 // the directory is written.
 type dirMeta struct {
@@ -180,12 +138,17 @@ func (x *extractor) refuse(format string, args ...any) error {
 func extract(ctx context.Context, f io.Reader, st *staging, o Options, res *Result) error {
 	hr := &hashReader{r: &ctxReader{ctx: ctx, r: f}, h: sha256.New()}
 	br := bufio.NewReaderSize(hr, copyBufSize)
-	dr, comp, closeDec, err := decompressor(br, o.MaxDecoderMemory)
+	head, _ := br.Peek(tarstream.HeadSize)
+	comp, err := tarstream.Detect(head)
 	if err != nil {
-		return err
+		return &RefusedError{Reason: err.Error()}
 	}
-	defer closeDec()
-	res.Compression = comp
+	dr, err := tarstream.Decompress(br, comp, o.MaxDecoderMemory)
+	if err != nil {
+		return &RefusedError{Reason: fmt.Sprintf("corrupt %s stream: %v", comp, err)}
+	}
+	defer dr.Close()
+	res.Compression = string(comp)
 	tail := &tailReader{r: dr}
 	tr := tar.NewReader(tail)
 
@@ -212,6 +175,13 @@ func extract(ctx context.Context, f io.Reader, st *staging, o Options, res *Resu
 			if tail.n-before < 1024 || !tail.endsWithMarker() {
 				return &RefusedError{Reason: fmt.Sprintf("the tar stream ends after entry %d %q without its end-of-archive marker: the archive is truncated", x.index, x.raw)}
 			}
+			// Only padding may follow, and nothing the compressed stream.
+			if err := tarstream.FinishTar(tail, x.buf); err != nil {
+				if errors.Is(err, tarstream.ErrTrailingData) {
+					return &RefusedError{Reason: err.Error()}
+				}
+				return fmt.Errorf("reading archive: %w", err)
+			}
 			break
 		}
 		if err != nil {
@@ -226,6 +196,11 @@ func extract(ctx context.Context, f io.Reader, st *staging, o Options, res *Resu
 			return err
 		}
 		res.Entries++
+	}
+	if o.RunID != "" {
+		if err := x.writeMarker(); err != nil {
+			return err
+		}
 	}
 	if err := x.finishDirs(); err != nil {
 		return err
@@ -549,6 +524,19 @@ func (x *extractor) hardlink(name string, hdr *tar.Header) error {
 	return nil
 }
 
+// writeMarker writes the restore marker at the top of the staging folder,
+// before the folders' times are applied.
+func (x *extractor) writeMarker() error {
+	b, err := json.Marshal(marker{RunID: x.o.RunID, SHA256: x.o.SHA256, RestoredAt: time.Now().UTC()})
+	if err != nil {
+		return fmt.Errorf("encoding the restore marker: %w", err)
+	}
+	if err := x.root.WriteFile(MarkerName, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing the restore marker: %w", err)
+	}
+	return nil
+}
+
 // dirHandle returns an open handle on the directory dir (a real directory
 // created by this extraction), caching the last one.
 func (x *extractor) dirHandle(dir string) (*os.File, error) {
@@ -644,11 +632,13 @@ func (x *extractor) applyDir(f *os.File, name string, m *dirMeta) error {
 			return wrapDir(name, err)
 		}
 	}
-	if err := f.Chmod(m.mode); err != nil {
+	// Times first: "." relative to the folder's own handle is the folder,
+	// which a process that is not root can no longer look up once the
+	// folder's mode lacks x (0000, 0600).
+	if err := unix.UtimesNanoAt(int(f.Fd()), ".", timespecs(m.mtime, m.atime), 0); err != nil {
 		return wrapDir(name, err)
 	}
-	// "." relative to the folder's own handle is the folder.
-	return wrapDir(name, unix.UtimesNanoAt(int(f.Fd()), ".", timespecs(m.mtime, m.atime), 0))
+	return wrapDir(name, f.Chmod(m.mode))
 }
 
 func wrapDir(name string, err error) error {

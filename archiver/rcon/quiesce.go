@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -185,3 +186,32 @@ func (s *Session) Resume(ctx context.Context) error {
 
 // ErrResume: save-on could not be delivered; the server has autosave off.
 var ErrResume = errors.New("save-on was not delivered")
+
+// Quiescer quiesces the server of Config for a backup run: the adapter the
+// backup runner takes (backup.Quiescer).
+type Quiescer struct{ Config Config }
+
+// Quiesce turns autosave off and returns the function that turns it back
+// on, or nil when the server is unreachable and not required.
+func (q Quiescer) Quiesce(ctx context.Context, log hclog.Logger) (func(context.Context) error, error) {
+	s, err := Quiesce(ctx, q.Config, log)
+	if err != nil || s == nil {
+		return nil, err
+	}
+	return s.Resume, nil
+}
+
+// ReadPassword reads the RCON password from path (a file of a mounted
+// Secret), without its trailing line break. Its errors never hold the
+// file's content.
+func ReadPassword(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the rcon password file: %w", err)
+	}
+	pw := strings.TrimRight(string(b), "\r\n")
+	if pw == "" {
+		return "", fmt.Errorf("rcon password file %s is empty: it must hold the server's rcon.password", path)
+	}
+	return pw, nil
+}

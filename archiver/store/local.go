@@ -39,8 +39,10 @@ type Local struct {
 	flushEvery int64
 }
 
-// NewLocal returns a store rooted at the absolute folder root (created on
-// the first Put if missing).
+// NewLocal returns a store rooted at the absolute folder root. The root
+// must exist when the store is used (Put and Lock return an error wrapping
+// ErrNoRoot otherwise: a missing root is an unmounted volume, not a folder to
+// create); the folders below it are created as needed.
 func NewLocal(root string) (*Local, error) {
 	if !filepath.IsAbs(root) {
 		return nil, fmt.Errorf("archive root %q must be an absolute path", root)
@@ -68,8 +70,8 @@ func (l *Local) Put(ctx context.Context, key string, write func(io.Writer) error
 	}
 	dst := l.Ref(key)
 	dir := filepath.Dir(dst)
-	if err := l.fs.MkdirAll(dir, dirPerm); err != nil {
-		return 0, fmt.Errorf("creating archive folder: %w", err)
+	if err := l.mkdir(dir); err != nil {
+		return 0, err
 	}
 	f, err := l.fs.CreateTemp(dir, tempPrefix(key))
 	if err != nil {
@@ -119,6 +121,10 @@ func (l *Local) Put(ctx context.Context, key string, write func(io.Writer) error
 		return 0, fmt.Errorf("closing %q: %w", tmp, err)
 	}
 	if err := l.fs.Rename(tmp, dst); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			// CleanTemps removed the temp file meanwhile.
+			return 0, fmt.Errorf("committing %q: %w", key, ErrDiscarded)
+		}
 		return 0, fmt.Errorf("renaming %q to %q: %w", tmp, dst, err)
 	}
 	renamed = true
@@ -129,6 +135,23 @@ func (l *Local) Put(ctx context.Context, key string, write func(io.Writer) error
 		return 0, fmt.Errorf("syncing folder %q: %w", dir, err)
 	}
 	return cw.n, nil
+}
+
+// mkdir creates the folder dir below the root, which must exist.
+func (l *Local) mkdir(dir string) error {
+	fi, err := os.Stat(l.root)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %s does not exist (is the backup volume mounted?)", ErrNoRoot, l.root)
+	case err != nil:
+		return fmt.Errorf("checking archive root: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("%w: %s is not a folder", ErrNoRoot, l.root)
+	}
+	if err := l.fs.MkdirAll(dir, dirPerm); err != nil {
+		return fmt.Errorf("creating archive folder: %w", err)
+	}
+	return nil
 }
 
 // CleanTemps removes the temp files of key's archive left by earlier
@@ -206,8 +229,8 @@ func (l *Local) Lock(ctx context.Context, key string) (unlock func(), err error)
 	}
 	dst := l.Ref(key)
 	dir := filepath.Dir(dst)
-	if err := l.fs.MkdirAll(dir, dirPerm); err != nil {
-		return nil, fmt.Errorf("creating archive folder: %w", err)
+	if err := l.mkdir(dir); err != nil {
+		return nil, err
 	}
 	path := filepath.Join(dir, "."+filepath.Base(dst)+".lock")
 	for {

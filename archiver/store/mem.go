@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Mem keeps archives in memory: the store of unit tests. The zero value is
@@ -15,6 +16,7 @@ import (
 type Mem struct {
 	mu      sync.Mutex
 	objs    map[string][]byte
+	times   map[string]time.Time              // commit time of each object
 	pending map[string]map[*bytes.Buffer]bool // uncommitted Puts by key
 	locks   map[string]chan struct{}
 }
@@ -23,6 +25,7 @@ type Mem struct {
 func NewMem() *Mem {
 	return &Mem{
 		objs:    map[string][]byte{},
+		times:   map[string]time.Time{},
 		pending: map[string]map[*bytes.Buffer]bool{},
 		locks:   map[string]chan struct{}{},
 	}
@@ -62,6 +65,7 @@ func (m *Mem) Put(ctx context.Context, key string, write func(io.Writer) error) 
 		return 0, fmt.Errorf("committing %q: %w", key, ErrDiscarded)
 	}
 	m.objs[key] = buf.Bytes()
+	m.times[key] = time.Now()
 	return int64(buf.Len()), nil
 }
 
@@ -89,6 +93,7 @@ func (m *Mem) Remove(ctx context.Context, key string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.objs, key)
+	delete(m.times, key)
 	return nil
 }
 

@@ -17,6 +17,10 @@ import (
 // ErrInvalidKey is returned for keys that are not plain relative slash paths.
 var ErrInvalidKey = errors.New("invalid archive key")
 
+// ErrNoRoot is wrapped by the errors of a Local store whose root folder is
+// missing (or not a folder).
+var ErrNoRoot = errors.New("archive root is missing")
+
 // ErrDiscarded is returned by Put when CleanTemps discarded its temporary
 // data before it was committed.
 var ErrDiscarded = errors.New("temporary archive was discarded before commit")

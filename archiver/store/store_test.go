@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,28 +14,7 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/worldbackup/worldbackup/archiver/store/storetest"
 )
-
-var (
-	_ storetest.Store = (*Local)(nil)
-	_ storetest.Store = (*Mem)(nil)
-)
-
-func TestLocalConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) storetest.Store {
-		l, err := NewLocal(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	})
-}
-
-func TestMemConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) storetest.Store { return NewMem() })
-}
 
 // listAll returns every name below root, relative, sorted.
 func listAll(t *testing.T, root string) []string {
@@ -289,5 +269,30 @@ func TestLocalCleansKilledAttempt(t *testing.T) {
 func TestNewLocalRelative(t *testing.T) {
 	if _, err := NewLocal("backups"); err == nil {
 		t.Fatal("NewLocal accepted a relative root")
+	}
+}
+
+// A missing root is an unmounted volume: Put and Lock refuse it rather than
+// create it; the folders below an existing root are created.
+func TestLocalMissingRoot(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "backups")
+	l, err := NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Put(t.Context(), "srv/run.tar", func(w io.Writer) error { return nil }); !errors.Is(err, ErrNoRoot) {
+		t.Errorf("Put: %v, want ErrNoRoot", err)
+	}
+	if _, err := l.Lock(t.Context(), "srv/run"); !errors.Is(err, ErrNoRoot) {
+		t.Errorf("Lock: %v, want ErrNoRoot", err)
+	}
+	if _, err := os.Lstat(root); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the root was created: %v", err)
+	}
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Put(t.Context(), "srv/run.tar", func(w io.Writer) error { return nil }); err != nil {
+		t.Fatalf("Put below an existing root: %v", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"io"
 	"runtime"
 
-	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/klauspost/pgzip"
 )
@@ -96,40 +95,6 @@ func newCompressor(w io.Writer, c Compression) (io.WriteCloser, error) {
 	}
 }
 
-// NewDecompressor returns a reader of the tar stream inside r, compressed
-// with c. Closing it releases the decoder; it never closes r. Its memory use
-// is bounded: zstd windows larger than 64 MiB are refused.
-func NewDecompressor(r io.Reader, c Compression) (io.ReadCloser, error) {
-	switch c {
-	case Zstd:
-		dec, err := zstd.NewReader(r,
-			zstd.WithDecoderConcurrency(1),
-			zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderMaxWindow(64<<20),
-		)
-		if err != nil {
-			return nil, fmt.Errorf("reading zstd header: %w", err)
-		}
-		return zstdReadCloser{dec}, nil
-	case Gzip:
-		// Single-threaded: a read-ahead goroutine would keep reading r
-		// after an error, behind its caller's back.
-		gz, err := gzip.NewReader(r)
-		if err != nil {
-			return nil, fmt.Errorf("reading gzip header: %w", err)
-		}
-		return gz, nil
-	case None:
-		return io.NopCloser(r), nil
-	default:
-		return nil, fmt.Errorf("unknown compression %q", c)
-	}
-}
-
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
-
-type zstdReadCloser struct{ *zstd.Decoder }
-
-func (z zstdReadCloser) Close() error { z.Decoder.Close(); return nil }

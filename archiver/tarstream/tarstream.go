@@ -22,6 +22,7 @@ package tarstream
 import (
 	"archive/tar"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -41,6 +42,13 @@ type Options struct {
 	// Progress, when set, is updated while the stream runs, so another
 	// goroutine can report progress.
 	Progress *Progress
+	// Avoid are folders that must not be archived (the archive root, the
+	// folder the archive is written in): a folder of the world that is one
+	// of them (the same device and inode, whatever its path: a bind mount
+	// of the archive root into the world) is skipped with a warning, and a
+	// world that is one of them is refused with ErrSelfContaining. Missing
+	// paths are ignored.
+	Avoid []string
 
 	// afterHeader is a test seam: called with the entry's relative path after
 	// a regular file's header is written and before its data is read.
@@ -108,6 +116,7 @@ func Write(ctx context.Context, dst io.Writer, root string, o Options) (Result, 
 		log:   o.Log,
 		prog:  o.Progress,
 		hook:  o.afterHeader,
+		avoid: o.Avoid,
 		buf:   make([]byte, readBuffer),
 		links: make(map[fileID]string),
 	}
@@ -129,6 +138,14 @@ func Write(ctx context.Context, dst io.Writer, root string, o Options) (Result, 
 	w.res.SHA256 = sk.sum()
 	return w.res, nil
 }
+
+// ErrSelfContaining is wrapped by the error of a stream whose world folder
+// is one of Options.Avoid: the archive would hold itself.
+var ErrSelfContaining = errors.New("the world folder is the archive folder")
+
+// reservedPrefix starts the names, at the top of a world, of the restore's
+// own files (its marker, staging and previous folders): never archived.
+const reservedPrefix = ".worldbackup-"
 
 // readBuffer is the size of the one buffer file data is read through.
 const readBuffer = 256 << 10

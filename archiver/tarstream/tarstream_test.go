@@ -139,7 +139,7 @@ func makeTree(t *testing.T) *tree {
 // readArchive decompresses and parses an archive into entries by name.
 func readArchive(t *testing.T, archive []byte, c Compression) map[string]entry {
 	t.Helper()
-	dr, err := NewDecompressor(bytes.NewReader(archive), c)
+	dr, err := Decompress(bytes.NewReader(archive), c, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

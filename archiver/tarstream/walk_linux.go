@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -28,9 +29,12 @@ type walker struct {
 	log   hclog.Logger
 	prog  *Progress
 	hook  func(rel string)
+	avoid []string // folders not to archive (Options.Avoid)
 	buf   []byte
 	links map[fileID]string // first archived name of each multiply-linked file
-	res   Result
+	// avoided are the folders of avoid that exist, by device and inode.
+	avoided map[fileID]string
+	res     Result
 }
 
 // fileID identifies a file for hard-link detection.
@@ -53,6 +57,22 @@ func (w *walker) walkRoot(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("opening world %q: %w", w.root, err)
+	}
+	w.avoided = make(map[fileID]string, len(w.avoid))
+	for _, p := range w.avoid {
+		var st unix.Stat_t
+		if unix.Stat(p, &st) == nil {
+			w.avoided[fileID{dev: uint64(st.Dev), ino: st.Ino}] = p
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("reading world %q: %w", w.root, err)
+	}
+	if p, ok := w.avoided[fileID{dev: uint64(st.Dev), ino: st.Ino}]; ok {
+		unix.Close(fd)
+		return fmt.Errorf("%w: %q is %q (the same folder, maybe through a mount): the archive would hold itself", ErrSelfContaining, w.root, p)
 	}
 	return w.walkDir(ctx, fd, "")
 }
@@ -84,6 +104,11 @@ func (w *walker) entry(ctx context.Context, dirfd int, parent, name string) erro
 		return err
 	}
 	rel := path.Join(parent, name)
+	if parent == "" && strings.HasPrefix(name, reservedPrefix) {
+		w.log.Debug("excluded: reserved for the restore", "path", rel)
+		w.res.Excluded++
+		return nil
+	}
 	var st unix.Stat_t
 	if err := fstatat(dirfd, name, &st); err != nil {
 		if w.ex.match(rel, true) != "" || w.ex.match(rel, false) != "" {
@@ -124,6 +149,13 @@ func (w *walker) dir(ctx context.Context, dirfd int, name, rel string) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
 		return fmt.Errorf("reading %q: %w", w.full(rel), err)
+	}
+	if p, ok := w.avoided[fileID{dev: uint64(st.Dev), ino: st.Ino}]; ok {
+		unix.Close(fd)
+		w.log.Warn("folder skipped: it is the archive folder (the same folder, maybe through a mount); the archive would hold itself",
+			"path", rel, "archive_folder", p)
+		w.res.Warnings++
+		return nil
 	}
 	hdr := header(rel+"/", &st, tar.TypeDir)
 	if err := w.tw.WriteHeader(hdr); err != nil {

@@ -18,6 +18,7 @@ type walker struct {
 	log   hclog.Logger
 	prog  *Progress
 	hook  func(rel string)
+	avoid []string // folders not to archive (Options.Avoid)
 	buf   []byte
 	links map[fileID]string
 	res   Result

@@ -5,6 +5,7 @@ package verify
 
 import (
 	"archive/tar"
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -90,9 +91,21 @@ func drain(ctx context.Context, r io.Reader, buf []byte) error {
 	}
 }
 
-// parse decompresses and reads the tar stream to its end.
+// parse decompresses and reads the tar stream to its end, as a restore
+// does: the compression told by the bytes (which must be the expected one),
+// the tar end-of-archive marker, only zero padding after it, and nothing
+// after the compressed stream.
 func parse(ctx context.Context, r io.Reader, c tarstream.Compression, buf []byte) (rep Report, err error) {
-	dr, err := tarstream.NewDecompressor(r, c)
+	br := bufio.NewReaderSize(r, tarstream.HeadSize)
+	head, _ := br.Peek(tarstream.HeadSize)
+	got, err := tarstream.Detect(head)
+	if err != nil {
+		return rep, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	if got != c {
+		return rep, fmt.Errorf("%w: the archive is compressed with %s, not %s", ErrCorrupt, got, c)
+	}
+	dr, err := tarstream.Decompress(br, c, 0)
 	if err != nil {
 		return rep, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
@@ -118,19 +131,32 @@ func parse(ctx context.Context, r io.Reader, c tarstream.Compression, buf []byte
 			return rep, fmt.Errorf("%w: reading %q: %w", ErrCorrupt, h.Name, err)
 		}
 	}
-	// The rest of the stream (tar padding, the compressed frame's end and
-	// checksum) must decode too.
-	if err := drain(ctx, cr, buf); err != nil {
-		if ctx.Err() != nil {
-			return rep, err
-		}
-		return rep, fmt.Errorf("%w: after the last tar entry: %w", ErrCorrupt, err)
-	}
-	if rep.Entries == 0 && cr.n == 0 {
+	if cr.n == 0 {
 		return rep, fmt.Errorf("%w: empty stream, not even a tar end marker", ErrCorrupt)
+	}
+	// The rest of the stream (tar padding, the compressed frame's end and
+	// checksum) must decode too, and the file end there.
+	if err := tarstream.FinishTar(&ctxReader{ctx: ctx, r: cr}, buf); err != nil {
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
+		return rep, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	rep.TarBytes = cr.n
 	return rep, nil
+}
+
+// ctxReader stops reading once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // countReader counts what is read through it.

@@ -63,7 +63,20 @@ func TestArchive(t *testing.T) {
 			name:         "garbage appended",
 			mutate:       func(b []byte) []byte { return append(b, "trailing garbage"...) },
 			wantMismatch: true,
-			wantText:     []string{"size is"},
+			wantCorrupt:  true,
+			wantText:     []string{"size is", "does not end cleanly after its tar stream"},
+		},
+		{
+			// The row was made from the file with its trailing bytes: the
+			// checksum matches, the archive is refused all the same (as a
+			// restore refuses it).
+			name:   "garbage appended, checksum matching",
+			mutate: func(b []byte) []byte { return append(b, "trailing garbage"...) },
+			want: func(good []byte) Want {
+				return Want{Size: -1, SHA256: digest(append(bytes.Clone(good), "trailing garbage"...))}
+			},
+			wantCorrupt: true,
+			wantText:    []string{"does not end cleanly after its tar stream"},
 		},
 		{
 			name:         "wrong digest in the row",
@@ -143,5 +156,15 @@ func TestArchiveCanceled(t *testing.T) {
 	}
 	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrMismatch) {
 		t.Fatalf("a canceled check blames the archive: %v", err)
+	}
+}
+
+// The compression is told by the bytes, as a restore tells it, and must be
+// the recorded one.
+func TestArchiveOtherCompression(t *testing.T) {
+	gz := makeArchive(t, tarstream.Gzip)
+	_, err := Archive(t.Context(), bytes.NewReader(gz), Want{Size: -1, Compression: tarstream.Zstd})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "compressed with gzip, not zstd") {
+		t.Fatalf("Archive: %v, want ErrCorrupt naming both compressions", err)
 	}
 }

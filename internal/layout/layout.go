@@ -99,3 +99,18 @@ func ArchiveRef(root, server, runID, compression string) (string, error) {
 	}
 	return path.Join(root, name), nil
 }
+
+// ParseArchiveName is the inverse of ArchiveName for one file name inside a
+// server's folder: "<runID><ext>" gives the run ID and the compression. ok
+// is false for any other name (temp and lock files start with '.', which no
+// run ID does).
+func ParseArchiveName(name string) (runID, compression string, ok bool) {
+	for _, c := range []string{CompressionZstd, CompressionGzip, CompressionNone} {
+		ext, _ := Extension(c)
+		// A name ends in at most one of the extensions, so this is unambiguous.
+		if id, found := strings.CutSuffix(name, ext); found && CheckRunID(id) == nil {
+			return id, c, true
+		}
+	}
+	return "", "", false
+}

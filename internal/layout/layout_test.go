@@ -49,3 +49,33 @@ func TestArchiveName(t *testing.T) {
 		t.Fatalf("ArchiveName() = %q, %v; want creative/nightly-42.tar.gz", got, err)
 	}
 }
+
+func TestParseArchiveName(t *testing.T) {
+	tests := []struct {
+		name, file, runID, compression string
+		ok                             bool
+	}{
+		{name: "zstd", file: "r1.tar.zst", runID: "r1", compression: "zstd", ok: true},
+		{name: "gzip", file: "r1.tar.gz", runID: "r1", compression: "gzip", ok: true},
+		{name: "none", file: "r1.tar", runID: "r1", compression: "none", ok: true},
+		{name: "run ID ending in .tar", file: "x.tar.tar.zst", runID: "x.tar", compression: "zstd", ok: true},
+		{name: "temp file", file: ".r1.tar.zst.tmp-0123456789abcdef"},
+		{name: "lock file", file: ".r1.lock"},
+		{name: "other file", file: "notes.txt"},
+		{name: "bare extension", file: ".tar.zst"},
+		{name: "empty", file: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runID, compression, ok := ParseArchiveName(tt.file)
+			if ok != tt.ok || runID != tt.runID || compression != tt.compression {
+				t.Fatalf("ParseArchiveName(%q) = %q, %q, %v; want %q, %q, %v", tt.file, runID, compression, ok, tt.runID, tt.compression, tt.ok)
+			}
+			if ok {
+				if name, err := ArchiveName("s", runID, compression); err != nil || name != "s/"+tt.file {
+					t.Fatalf("round trip: ArchiveName = %q, %v; want %q", name, err, "s/"+tt.file)
+				}
+			}
+		})
+	}
+}

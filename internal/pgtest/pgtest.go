@@ -15,7 +15,9 @@
 // otherwise, saying what to install.
 //
 // NewPrivate starts a server owned by one test, for tests that must stop and
-// restart the database mid-run.
+// restart the database mid-run. NewProxy puts a TCP proxy in front of a
+// server that can turn into a blackhole (accepts, never answers), and
+// NewBlackhole is one from the start, for tests of a database that hangs.
 package pgtest
 
 import (

@@ -338,7 +338,9 @@ func SecretVolume(name, secret string) corev1.Volume {
 // recognise as a failure (it knows only BackoffLimitExceeded and
 // DeadlineExceeded, cloud-ready-checks pkg/kubernetes/job), so `pulumi up`
 // would wait for its timeout. With the default backoffLimit 0 a failed pod
-// fails the Job at once with BackoffLimitExceeded, which it reports.
+// fails the Job at once with BackoffLimitExceeded, which it reports; a usage
+// error (exit 2) or a refused archive (exit 3) then fails the run at once
+// as the FailJob rule did.
 func PodFailurePolicy() *batchv1.PodFailurePolicy {
 	return &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
 		{

@@ -18,6 +18,8 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/backup"
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/config"
+	"github.com/worldbackup/worldbackup/archiver/prune"
+	"github.com/worldbackup/worldbackup/archiver/rcon"
 	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 	"github.com/worldbackup/worldbackup/internal/layout"
@@ -25,8 +27,9 @@ import (
 
 // The real parts satisfy the interfaces the backup run consumes.
 var (
-	_ backup.Store   = (*store.Local)(nil)
-	_ backup.Catalog = (*catalog.DB)(nil)
+	_ backup.Store    = (*store.Local)(nil)
+	_ backup.Catalog  = (*catalog.DB)(nil)
+	_ backup.Quiescer = rcon.Quiescer{}
 )
 
 const backupHelp = `Usage: archiver backup --server S --run-id R [flags]
@@ -37,6 +40,16 @@ fsync and rename, then records the run in world_backups. A run whose row
 exists already writes nothing and exits 0; a retry of the same run ID removes
 the temp files of a killed earlier attempt. If the row cannot be inserted, the
 archive is removed. A one-line JSON summary is written to the termination log.
+
+The archive root must exist (a missing one is an unmounted volume: exit 2);
+<root>/<server> is created. A folder of the world that is the archive root
+(the same device and inode: a bind mount) is skipped with a warning; a world
+that is the archive root is refused (exit 2). A world without files (empty,
+or everything excluded) fails (exit 1) unless --allow-empty.
+
+With --rcon (or [rcon] in felis.toml) the game server is quiesced while the
+world is read: save-off and save-all flush before, save-on after the archive
+is written and before the row, on every exit path.
 `
 
 // defaultTerminationLog is where Kubernetes reads a container's
@@ -48,10 +61,20 @@ type backupFlags struct {
 	world, configPath          string
 	archiveRoot, compression   string
 	excludes                   stringList
-	noMigrate                  bool
+	noMigrate, allowEmpty      bool
 	logFormat                  logFormat
 	terminationLog             string
 	progressInterval           time.Duration
+	rconAddr, rconPasswordFile string
+	rconRequired               bool
+	retention                  retentionFlags
+}
+
+// jobSummary is the termination message of a backup: the run's summary and,
+// when a retention policy was given, what the prune after it did.
+type jobSummary struct {
+	backup.Summary
+	Prune *pruneSummary `json:"prune,omitempty"`
 }
 
 func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -66,10 +89,15 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.StringVar(&f.compression, "compression", "", "zstd, gzip or none; overrides [archive] compression (default zstd)")
 	fs.Var(&f.excludes, "exclude", "glob of entries to leave out, repeatable; replaces [archive] excludes (default *.jar, cache/, logs/, *.tmp)")
 	fs.BoolVar(&f.noMigrate, "no-migrate", false, "do not apply the catalog's migrations first")
+	fs.BoolVar(&f.allowEmpty, "allow-empty", false, "record a world without files (empty, or everything excluded); overrides [archive] allow_empty")
 	fs.Var(&f.logFormat, "log-format", "json, text or auto (json when stderr is not a terminal)")
 	fs.StringVar(&f.terminationLog, "termination-log", defaultTerminationLog,
 		"file for the one-line JSON summary; skipped when its folder is missing (the default path: when the file is missing)")
 	fs.DurationVar(&f.progressInterval, "progress-interval", backup.DefaultProgressInterval, "time between progress log lines")
+	fs.StringVar(&f.rconAddr, "rcon", "", "host:port of the game server's RCON: autosave off while the world is read; overrides [rcon] address")
+	fs.StringVar(&f.rconPasswordFile, "rcon-password-file", "", "file holding the RCON password (a mounted Secret); overrides [rcon] password_file")
+	fs.BoolVar(&f.rconRequired, "rcon-required", true, "fail when the game server cannot be reached (false: warn and back up without quiescing); overrides [rcon] required")
+	f.retention.add(fs)
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
@@ -79,14 +107,34 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	p, root, cfg, err := backupSetup(fs, &f)
 	if err != nil {
 		fmt.Fprintf(stderr, "archiver backup: %s\n", err)
-		tlog.write(log, backup.Summary{Status: backup.StatusFailed, Server: f.server, RunID: f.runID, Error: err.Error()})
+		tlog.write(log, jobSummary{Summary: backup.Summary{Status: backup.StatusFailed, Server: f.server, RunID: f.runID, Error: err.Error()}})
 		return exitUsage
 	}
 
-	s, err := runBackup(ctx, log, cfg, root, p, !f.noMigrate)
+	quiescer, err := rconSetup(fs, &f, cfg)
+	var pruneOpts *prune.Options
+	if err == nil && f.retention.given(fs) {
+		var o prune.Options
+		o, err = f.retention.options(fs, p.Server)
+		pruneOpts = &o
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "archiver backup: %s\n", err)
+		tlog.write(log, jobSummary{Summary: backup.Summary{Status: backup.StatusFailed, Server: f.server, RunID: f.runID, Error: err.Error()}})
+		return exitUsage
+	}
+
+	s, err := runBackup(ctx, log, cfg, root, p, !f.noMigrate, quiescer, pruneOpts)
 	tlog.write(log, s)
 	if err != nil {
 		log.Error("backup failed", "server", p.Server, "run_id", p.RunID, "error", err)
+		if errors.Is(err, store.ErrNoRoot) || errors.Is(err, tarstream.ErrSelfContaining) {
+			return exitUsage // no retry can help: the volumes are wrong
+		}
+		return exitFailed
+	}
+	if s.Prune != nil && s.Prune.Error != "" {
+		log.Error("the backup is recorded, but the prune after it failed", "server", p.Server, "error", s.Prune.Error)
 		return exitFailed
 	}
 	return exitOK
@@ -147,6 +195,13 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 	if within(root, world) {
 		return backup.Params{}, "", config.Config{}, fmt.Errorf("archive root %q is inside the world %q: the archive would archive itself", root, world)
 	}
+	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+		return backup.Params{}, "", config.Config{}, fmt.Errorf("%w: %q is not an existing folder (is the backup volume mounted?)", store.ErrNoRoot, root)
+	}
+	if sameFolder(root, world) {
+		return backup.Params{}, "", config.Config{}, fmt.Errorf("archive root %q is the world %q (one folder, or one volume mounted twice): the archive would archive itself", root, world)
+	}
+	root = filepath.Clean(root)
 	p := backup.Params{
 		Server:           f.server,
 		RunID:            f.runID,
@@ -154,22 +209,38 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 		World:            world,
 		Compression:      cfg.Archive.Compression,
 		Excludes:         cfg.Archive.Excludes,
+		Avoid:            []string{root, filepath.Join(root, f.server)},
+		AllowEmpty:       f.allowEmpty || cfg.Archive.AllowEmpty,
 		ProgressInterval: f.progressInterval,
 	}
 	if err := p.Validate(); err != nil {
 		return backup.Params{}, "", config.Config{}, err
 	}
-	return p, filepath.Clean(root), cfg, nil
+	return p, root, cfg, nil
 }
 
-// runBackup connects to the catalog and performs the run.
-func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, root string, p backup.Params, migrate bool) (backup.Summary, error) {
+// sameFolder reports whether a and b are one folder (device and inode),
+// whatever their paths.
+func sameFolder(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
+
+// runBackup connects to the catalog and performs the run, then, with
+// pruneOpts, the prune (also when the run was already recorded). A failed
+// prune does not fail the run: it is reported in the summary's Prune.
+func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, root string, p backup.Params, migrate bool,
+	q backup.Quiescer, pruneOpts *prune.Options) (jobSummary, error) {
 	start := time.Now()
-	fail := func(err error) (backup.Summary, error) {
-		return backup.Summary{
+	fail := func(err error) (jobSummary, error) {
+		return jobSummary{Summary: backup.Summary{
 			Status: backup.StatusFailed, Server: p.Server, RunID: p.RunID, Compression: string(p.Compression),
 			DurationSeconds: time.Since(start).Seconds(), Error: err.Error(),
-		}, err
+		}}, err
 	}
 	db, err := catalog.Open(ctx, cfg.Database.URL, log)
 	if err != nil {
@@ -189,7 +260,56 @@ func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, root st
 	if err != nil {
 		return fail(err)
 	}
-	return backup.New(st, db, log).Run(ctx, p)
+	r := backup.New(st, db, log)
+	if q != nil {
+		r = r.WithQuiescer(q)
+	}
+	s, err := r.Run(ctx, p)
+	js := jobSummary{Summary: s}
+	if err != nil || pruneOpts == nil {
+		return js, err
+	}
+	rep, err := prune.Prune(ctx, db, st, *pruneOpts, log)
+	js.Prune = &pruneSummary{Status: "done", Server: rep.Server, RowsDeleted: rep.RowsDeleted,
+		FilesRemoved: rep.FilesRemoved, BytesFreed: rep.BytesFreed}
+	if err != nil {
+		js.Prune.Status, js.Prune.Error = "failed", err.Error()
+	}
+	return js, nil
+}
+
+// rconSetup merges the --rcon flags over [rcon] and reads the password
+// file. It returns nil when no game server is to be quiesced; its errors
+// are usage errors.
+func rconSetup(fs *flag.FlagSet, f *backupFlags, cfg config.Config) (backup.Quiescer, error) {
+	rc := cfg.Rcon
+	if flagSet(fs, "rcon") {
+		rc.Address = f.rconAddr
+	}
+	if flagSet(fs, "rcon-password-file") {
+		rc.PasswordFile = f.rconPasswordFile
+	}
+	if flagSet(fs, "rcon-required") {
+		rc.Required = &f.rconRequired
+	}
+	if !rc.Enabled() {
+		if rc.PasswordFile != "" {
+			return nil, errors.New("--rcon-password-file needs --rcon (or [rcon] address): the game server's host:port")
+		}
+		return nil, nil
+	}
+	if rc.PasswordFile == "" {
+		return nil, errors.New("--rcon needs --rcon-password-file (or [rcon] password_file): the file of the mounted Secret that holds the RCON password")
+	}
+	pw, err := rcon.ReadPassword(rc.PasswordFile)
+	if err != nil {
+		return nil, err
+	}
+	rcfg := rcon.Config{Addr: rc.Address, Password: pw, Required: rc.IsRequired()}
+	if err := rcfg.Validate(); err != nil {
+		return nil, err
+	}
+	return rcon.Quiescer{Config: rcfg}, nil
 }
 
 // within reports whether path is dir or below it, following the symbolic
@@ -234,20 +354,10 @@ type terminationLog struct {
 // maxTerminationMessage is Kubernetes' limit on a termination message.
 const maxTerminationMessage = 4096
 
-// write writes s as one JSON line. It writes only when the path's folder
-// exists, and, for the default path, only when the file exists (the kubelet
-// creates it), so a run outside a pod never litters /dev.
-func (t terminationLog) write(log hclog.Logger, s backup.Summary) {
+// write writes s as one JSON line, shortening a long error to fit.
+func (t terminationLog) write(log hclog.Logger, s jobSummary) {
 	if t.path == "" {
 		return
-	}
-	if _, err := os.Stat(filepath.Dir(t.path)); err != nil {
-		log.Debug("no termination log folder; summary not written", "path", t.path)
-		return
-	}
-	flags := os.O_WRONLY | os.O_TRUNC
-	if t.explicit {
-		flags |= os.O_CREATE
 	}
 	b, err := json.Marshal(s)
 	// Shorten a long error to fit (escaping may take a few rounds).
@@ -262,6 +372,24 @@ func (t terminationLog) write(log hclog.Logger, s backup.Summary) {
 	if err != nil {
 		log.Error("encoding the summary", "error", err)
 		return
+	}
+	t.writeLine(log, b)
+}
+
+// writeLine writes b and a newline. It writes only when the path's folder
+// exists, and, for the default path, only when the file exists (the kubelet
+// creates it), so a run outside a pod never litters /dev.
+func (t terminationLog) writeLine(log hclog.Logger, b []byte) {
+	if t.path == "" {
+		return
+	}
+	if _, err := os.Stat(filepath.Dir(t.path)); err != nil {
+		log.Debug("no termination log folder; summary not written", "path", t.path)
+		return
+	}
+	flags := os.O_WRONLY | os.O_TRUNC
+	if t.explicit {
+		flags |= os.O_CREATE
 	}
 	f, err := os.OpenFile(t.path, flags, 0o644)
 	if err != nil {

@@ -107,6 +107,10 @@ func newEnv(t *testing.T, url string) *env {
 		url:    url,
 		tlog:   filepath.Join(dir, "termination-log"),
 	}
+	// The archive root is a mounted volume: it exists before the run.
+	if err := os.Mkdir(e.root, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	writeConfig(t, e.config, fmt.Sprintf("[database]\nurl = %q\n[archive]\nlocal_path = \"/nonexistent\"\n", url))
 	return e
 }
@@ -562,9 +566,9 @@ func bigSparseFile(t *testing.T, world string, size int64) string {
 }
 
 // startBackup starts a backup and waits until its temp file appears.
-func startBackup(t *testing.T, e *env, runID string) (*exec.Cmd, *bytes.Buffer) {
+func startBackup(t *testing.T, e *env, runID string, extra ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), archiverBin, e.backupArgs(runID)...)
+	cmd := exec.CommandContext(t.Context(), archiverBin, e.backupArgs(runID, extra...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -761,10 +765,10 @@ func TestHelpAndVersion(t *testing.T) {
 		want []string
 	}{
 		{[]string{"--version"}, []string{"archiver " + testVersion}},
-		{[]string{"--help"}, []string{"Exit codes:", "0  done", "1  failed", "2  usage"}},
-		{[]string{"backup", "--help"}, []string{"--run-id", "--archive-root", "--termination-log", "Exit codes"}},
+		{[]string{"--help"}, []string{"Exit codes:", "0  done", "1  failed", "2  usage", "3  archive refused"}},
+		{[]string{"backup", "--help"}, []string{"--run-id", "--archive-root", "--termination-log", "--allow-empty", "Exit codes", "3 archive refused"}},
 		{[]string{"verify", "-h"}, []string{"--sha256"}},
-		{[]string{"restore", "--help"}, []string{"--archive", "--sha256", "--into", "--replace", "--max-bytes", "--max-entries", "no database"}},
+		{[]string{"restore", "--help"}, []string{"--archive", "--sha256", "--into", "--replace", "--max-bytes", "--max-entries", "--run-id", "world_state", "no database"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -810,8 +814,8 @@ func TestVerifyDetectsDamage(t *testing.T) {
 				{"verify", "--config", e.config, "--archive", archive},
 			} {
 				res := archiver(t, args...)
-				if res.code != 1 || !strings.Contains(res.stderr, tt.want) {
-					t.Errorf("%v exited %d, want 1 with %q:\n%s", args[1:], res.code, tt.want, res.stderr)
+				if res.code != 3 || !strings.Contains(res.stderr, tt.want) {
+					t.Errorf("%v exited %d, want 3 with %q:\n%s", args[1:], res.code, tt.want, res.stderr)
 				}
 			}
 		})

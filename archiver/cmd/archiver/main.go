@@ -27,9 +27,10 @@ var version = "dev"
 
 // Exit codes, documented in usage and the README.
 const (
-	exitOK     = 0 // done, or the run was already recorded
-	exitFailed = 1 // the command failed
-	exitUsage  = 2 // bad command line or configuration
+	exitOK      = 0 // done, or the run was already recorded
+	exitFailed  = 1 // the command failed; a retry may succeed
+	exitUsage   = 2 // bad command line or configuration
+	exitRefused = 3 // archive refused: checksum mismatch, tampered or malicious; a retry cannot help
 )
 
 const usage = `archiver archives a Minecraft world into a compressed tar file and records it
@@ -42,15 +43,22 @@ Usage:
   archiver verify (--run-id R | --archive PATH)  check an archive against its row
   archiver restore --archive PATH --sha256 HEX --into DIR [--replace]
                                                  restore a world from an archive (no database)
+  archiver prune --server S --min-keep K [--keep-last N] [--keep-daily D] ...
+                                                 expire old archives (restic's forget rules)
   archiver --version                             print the version
 
 Run "archiver COMMAND --help" for the flags of a command.
 
 Exit codes:
-  0  done, or the run was already recorded (nothing written)
-  1  failed: the reason is logged (and, for backup, written to the termination log);
-     a refused archive names the entry and why, and leaves the world untouched
-  2  usage or configuration error: a bad flag, run ID, server name or felis.toml
+  0  done, or the run was already recorded (nothing written), or the world
+     was already restored from this run and archive (restore --run-id)
+  1  failed: the reason is logged (and, for backup, written to the termination
+     log); a retry may succeed
+  2  usage or configuration error: a bad flag, run ID, server name, felis.toml,
+     a missing archive root, or a world that is the archive root
+  3  archive refused (verify, restore): checksum or size mismatch, a malicious
+     or corrupt entry, bytes after the end of the archive; the log names the
+     entry and why, a restore leaves the world untouched; a retry cannot help
 `
 
 func main() {
@@ -77,6 +85,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdVerify(ctx, args[1:], stdout, stderr)
 	case "restore":
 		return cmdRestore(ctx, args[1:], stdout, stderr)
+	case "prune":
+		return cmdPrune(ctx, args[1:], stdout, stderr)
 	case "--version", "-version", "version":
 		fmt.Fprintf(stdout, "archiver %s\n", version)
 		return exitOK
@@ -104,7 +114,7 @@ func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
 			}
 			fmt.Fprintln(w)
 		})
-		fmt.Fprint(w, "\nExit codes: 0 done or already recorded, 1 failed, 2 usage or configuration error.\n")
+		fmt.Fprint(w, "\nExit codes: 0 done or already recorded, 1 failed, 2 usage or configuration error, 3 archive refused.\n")
 	}
 	return fs
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/extract"
 )
 
-const restoreHelp = `Usage: archiver restore --archive PATH --sha256 HEX --into DIR [--replace] [flags]
+const restoreHelp = `Usage: archiver restore --archive PATH --sha256 HEX --into DIR [--replace] [--run-id R] [flags]
 
 Restores a world from an archive that may have been tampered with. The
 archive's SHA-256 is checked before anything is extracted; the archive is then
@@ -21,13 +21,21 @@ archive leaves DIR as it was, and the log names the entry and the reason.
 Refused: names with ".." or absolute names, NUL bytes, symlinks whose target
 leaves DIR, hard links to anything but an earlier file of the archive, entries
 written through a symlink, duplicate entries, devices and fifos, and archives
-past --max-bytes or --max-entries. Restore needs no database and no config
-file: take the checksum from the catalog (archiver list) beforehand.
+past --max-bytes or --max-entries, and bytes after the end of the archive.
+Restore needs no database and no config file: take the checksum from the
+catalog (archiver list) beforehand.
+
+With --run-id, the restored world holds a marker (.worldbackup-restored: the
+run ID, the checksum and the time); a rerun with the same run ID and checksum
+finds it and exits 0 without touching the world. The log's world_state says
+what DIR holds at the end: unchanged, restored, replaced (", old copy left at
+PATH" when the old world could not be removed), already restored, or
+incomplete (a half-done swap: rerun to finish).
 `
 
 // cmdRestore runs `archiver restore`: flag problems exit 2, a checksum
-// mismatch, refused archive or failed restore exits 1 (the world folder as it
-// was), a restored world exits 0.
+// mismatch or refused archive exits 3 and a failed restore 1 (the world
+// folder as its world_state says), a restored world exits 0.
 func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	format := logFormat("auto")
 	fs := newFlagSet("restore", restoreHelp, stderr)
@@ -35,6 +43,7 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	sum := fs.String("sha256", "", "the archive's expected SHA-256, 64 lowercase hex digits, as archiver list shows it (required)")
 	into := fs.String("into", "", "world folder to restore into (required)")
 	replace := fs.Bool("replace", false, "replace DIR's contents when it is not empty (without it, a non-empty DIR is an error)")
+	runID := fs.String("run-id", "", "the run the archive is from: recorded in DIR's restore marker; a rerun of the same run and checksum does nothing")
 	maxBytes := fs.Int64("max-bytes", extract.DefaultMaxBytes, "refuse the archive when its files hold more bytes than this")
 	maxEntries := fs.Int64("max-entries", extract.DefaultMaxEntries, "refuse the archive when it has more entries than this")
 	fs.Var(&format, "log-format", "json, text or auto (json when stderr is not a terminal)")
@@ -71,6 +80,7 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		SHA256:     *sum,
 		Into:       *into,
 		Replace:    *replace,
+		RunID:      *runID,
 		MaxBytes:   *maxBytes,
 		MaxEntries: *maxEntries,
 	}
@@ -79,21 +89,33 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	log := newLogger(format, stderr)
 
+	// A running server keeps writing its world: never restore under it.
+	if err := extract.WorldInUse(*into); err != nil {
+		log.Error("restore refused: the world is in use", "into", *into, "world_state", extract.StateUnchanged, "error", err)
+		return exitFailed
+	}
 	res, err := extract.Restore(ctx, log, o)
 	if err != nil {
+		state := extract.WorldState(err)
 		var refused *extract.RefusedError
 		switch {
 		case errors.As(err, &refused):
-			log.Error("archive refused; the world folder is untouched", "entry", refused.Name, "index", refused.Index,
-				"reason", refused.Reason, "archive", *archive, "into", *into, "error", err)
+			log.Error("archive refused", "entry", refused.Name, "index", refused.Index, "reason", refused.Reason,
+				"archive", *archive, "into", *into, "world_state", state, "error", err)
+			return exitRefused
 		case errors.Is(err, extract.ErrChecksum):
-			log.Error("archive checksum mismatch; nothing was extracted", "archive", *archive, "error", err)
+			log.Error("archive checksum mismatch", "archive", *archive, "into", *into, "world_state", state, "error", err)
+			return exitRefused
 		default:
-			log.Error("restore failed; the world folder is as it was", "archive", *archive, "into", *into, "error", err)
+			log.Error("restore failed", "archive", *archive, "into", *into, "world_state", state, "error", err)
+			return exitFailed
 		}
-		return exitFailed
 	}
-	fmt.Fprintf(stdout, "restored %s into %s: %d entries, %d files, %d bytes (%s)\n",
-		*archive, *into, res.Entries, res.Files, res.Bytes, res.Compression)
+	if res.WorldState == extract.StateAlreadyRestored {
+		fmt.Fprintf(stdout, "already restored %s into %s (run %s)\n", *archive, *into, *runID)
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "restored %s into %s: %d entries, %d files, %d bytes (%s); world %s\n",
+		*archive, *into, res.Entries, res.Files, res.Bytes, res.Compression, res.WorldState)
 	return exitOK
 }

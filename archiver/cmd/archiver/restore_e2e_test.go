@@ -6,10 +6,10 @@ package main
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"github.com/worldbackup/worldbackup/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/worldbackup/worldbackup/internal/pgtest"
+	"github.com/worldbackup/worldbackup/internal/testenv"
 )
 
 // linkOutOfWorld is the symlink generateWorld plants whose target, an
@@ -161,8 +162,9 @@ func TestRestoreEndToEnd(t *testing.T) {
 	}
 }
 
-// TestRestoreRefusals checks that each refusal exits 1 with a message that
-// says what is wrong, and leaves the target untouched.
+// TestRestoreRefusals checks that each refusal exits 3 (a failure 1) with a
+// message that says what is wrong and world_state unchanged, and leaves the
+// target untouched.
 func TestRestoreRefusals(t *testing.T) {
 	_, archive, sum := backedUpWorld(t, "zstd", ".tar.zst")
 	wrong := []byte(sum) // another 64 lowercase hex digits
@@ -175,30 +177,46 @@ func TestRestoreRefusals(t *testing.T) {
 		{name: "world/level.dat", body: "fine"},
 		{name: "world/../../escape.dat", body: "escaped"},
 	})
+	// The bytes after the end are covered by the checksum: refused anyway.
+	good, err := os.ReadFile(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trailing := filepath.Join(t.TempDir(), "trailing.tar.zst")
+	if err := os.WriteFile(trailing, append(good, "trailing garbage"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	trailingSum := sha256sum(t, trailing)
 	tests := []struct {
 		name    string
 		args    func(into string) []string
+		code    int
 		want    []string
 		escaped string // a path beside the target that must not appear
 	}{
 		{"wrong sha256", func(into string) []string { return restoreArgs(archive, string(wrong), into, "--replace") },
-			[]string{"checksum mismatch", "nothing was extracted", string(wrong)}, ""},
+			3, []string{"checksum mismatch", "nothing was extracted", string(wrong)}, ""},
 		{"not empty without --replace", func(into string) []string { return restoreArgs(archive, sum, into) },
-			[]string{"is not empty: pass --replace"}, ""},
+			1, []string{"is not empty: pass --replace"}, ""},
 		{"entry escaping the target", func(into string) []string { return restoreArgs(evil, evilSum, into, "--replace") },
-			[]string{"archive refused", `"entry":"world/../../escape.dat"`, `"index":2`, `"reason":`}, "escape.dat"},
+			3, []string{"archive refused", `"entry":"world/../../escape.dat"`, `"index":2`, `"reason":`}, "escape.dat"},
 		{"too many entries", func(into string) []string { return restoreArgs(archive, sum, into, "--replace", "--max-entries", "10") },
-			[]string{"archive refused", "10"}, ""},
+			3, []string{"archive refused", "10"}, ""},
 		{"too many bytes", func(into string) []string { return restoreArgs(archive, sum, into, "--replace", "--max-bytes", "1024") },
-			[]string{"archive refused", "1024"}, ""},
+			3, []string{"archive refused", "1024"}, ""},
+		{"bytes after the end", func(into string) []string { return restoreArgs(trailing, trailingSum, into, "--replace") },
+			3, []string{"archive refused", "does not end cleanly after its tar stream"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			into := filepath.Join(t.TempDir(), "world")
 			before := oldWorld(t, into)
 			res := archiver(t, tt.args(into)...)
-			if res.code != 1 {
-				t.Fatalf("restore exited %d, want 1:\n%s", res.code, res.stderr)
+			if res.code != tt.code {
+				t.Fatalf("restore exited %d, want %d:\n%s", res.code, tt.code, res.stderr)
+			}
+			if n := strings.Count(res.stderr, `"world_state"`); n != 1 || !strings.Contains(res.stderr, `"world_state":"unchanged"`) {
+				t.Errorf("want one world_state, unchanged:\n%s", res.stderr)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(res.stderr, w) {
@@ -229,8 +247,8 @@ func TestRestoreRefusesLinkOutOfWorld(t *testing.T) {
 	into := filepath.Join(t.TempDir(), "world")
 	before := oldWorld(t, into)
 	res := archiver(t, restoreArgs(archive, rows(t, e.url)[0].SHA256, into, "--replace")...)
-	if res.code != 1 {
-		t.Fatalf("restore exited %d, want 1:\n%s", res.code, res.stderr)
+	if res.code != 3 {
+		t.Fatalf("restore exited %d, want 3:\n%s", res.code, res.stderr)
 	}
 	for _, w := range []string{"archive refused", `"entry":"` + linkOutOfWorld + `"`, `\"/etc/passwd\" is absolute`} {
 		if !strings.Contains(res.stderr, w) {
@@ -450,4 +468,44 @@ func withoutOwners(m map[string]node) map[string]node {
 		out[k] = n
 	}
 	return out
+}
+
+// TestRestoreRefusesWorldInUse: a running server holds a POSIX lock on
+// world/session.lock (Java's FileChannel.lock); a restore into that folder
+// is refused and touches nothing.
+func TestRestoreRefusesWorldInUse(t *testing.T) {
+	testenv.RequireCommands(t, "python3", "python3")
+	_, archive, sum := backedUpWorld(t, "zstd", ".tar.zst")
+	into := filepath.Join(t.TempDir(), "server")
+	oldWorld(t, into)
+	lockFile := filepath.Join(into, "world", "session.lock")
+	if err := os.WriteFile(lockFile, []byte("\u2603"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, into, nil)
+	// Another process holds the lock, as the game server would.
+	holder := exec.CommandContext(t.Context(), "python3", "-c",
+		"import fcntl,sys; f=open(sys.argv[1],'r+'); fcntl.lockf(f, fcntl.LOCK_EX); print('locked', flush=True); sys.stdin.read()", lockFile)
+	stdin, _ := holder.StdinPipe()
+	stdout, _ := holder.StdoutPipe()
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); holder.Wait() }()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "locked\n" {
+		t.Fatalf("lock holder: %q, %v", line, err)
+	}
+
+	res := archiver(t, restoreArgs(archive, sum, into, "--replace")...)
+	if res.code != 1 || !strings.Contains(res.stderr, "in use by a running server") || !strings.Contains(res.stderr, "session.lock") {
+		t.Fatalf("exit %d, want 1 naming the lock:\n%s", res.code, res.stderr)
+	}
+	untouched(t, into, before, "server")
+
+	// Once the server stopped, the same restore works.
+	stdin.Close()
+	holder.Wait()
+	if res := archiver(t, restoreArgs(archive, sum, into, "--replace")...); res.code != 0 {
+		t.Fatalf("restore after the server stopped: exit %d:\n%s", res.code, res.stderr)
+	}
 }

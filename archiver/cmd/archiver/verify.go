@@ -23,8 +23,10 @@ const verifyHelp = `Usage: archiver verify (--run-id R | --archive PATH [--sha25
 Re-reads an archive and checks its size and SHA-256 against the run's row in
 the catalog, and that it decompresses and parses as tar to the end. With
 --archive, the run is the one named by the file (<run id>.tar.zst); with
---sha256 too, the catalog is not consulted. Exits 1 with the reason on any
-mismatch.
+--sha256 too, the catalog is not consulted. The archive is read as a
+restore reads it: the compression its bytes tell, and nothing after the end
+of the tar and compressed streams. Exits 3 with the reason on any mismatch or
+corruption, 1 when the archive or the catalog cannot be read.
 `
 
 func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -108,6 +110,9 @@ func verifyFile(ctx context.Context, log hclog.Logger, path string, want verify.
 	rep, err := verify.Archive(ctx, f, want)
 	if err != nil {
 		log.Error("archive verification failed", "archive", path, "error", err)
+		if errors.Is(err, verify.ErrMismatch) || errors.Is(err, verify.ErrCorrupt) {
+			return exitRefused
+		}
 		return exitFailed
 	}
 	fmt.Fprintf(stdout, "ok %s: %d bytes, sha256 %s, %d tar entries\n", path, rep.Size, rep.SHA256, rep.Entries)

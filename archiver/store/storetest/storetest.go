@@ -8,9 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/worldbackup/worldbackup/archiver/store"
 )
 
 // Store is the surface of an archive store the suite exercises.
@@ -21,6 +22,7 @@ type Store interface {
 	Remove(ctx context.Context, key string) error
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
 	Lock(ctx context.Context, key string) (unlock func(), err error)
+	List(ctx context.Context, dir string) ([]store.Object, error)
 }
 
 // Run runs the conformance suite; newStore returns an empty store.
@@ -39,6 +41,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"invalid keys", testInvalidKeys},
 		{"refs", testRefs},
 		{"lock is exclusive", testLock},
+		{"list shows committed archives only", testList},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, newStore(t)) })
@@ -187,8 +190,8 @@ func testCleanPending(t *testing.T, s Store) {
 		t.Errorf("CleanTemps removed %v, want one temp", removed)
 	}
 	close(proceed)
-	if err := <-errc; err == nil {
-		t.Fatal("Put succeeded after its temp data was discarded")
+	if err := <-errc; !errors.Is(err, store.ErrDiscarded) {
+		t.Fatalf("Put after its temp data was discarded: %v, want an error wrapping store.ErrDiscarded", err)
 	}
 	mustBeAbsent(t, s, "srv/run.tar")
 	mustHaveNoTemps(t, s, "srv/run.tar")
@@ -275,25 +278,38 @@ func testLock(t *testing.T, s Store) {
 	if _, err := s.Lock(ctx, "srv/run.tar"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("second Lock: %v, want it to wait until its context ends", err)
 	}
-	// ...and gets the lock once the first holder lets go.
-	var wg sync.WaitGroup
-	got := make(chan func(), 1)
-	wg.Go(func() {
+	// ...and gets the lock once the first holder lets go. A waiter whose
+	// Lock fails fails the test rather than hanging it.
+	type locked struct {
+		unlock func()
+		err    error
+	}
+	got := make(chan locked, 1)
+	go func() {
 		u, err := s.Lock(t.Context(), "srv/run.tar")
-		if err != nil {
-			t.Errorf("Lock after unlock: %v", err)
-			return
-		}
-		got <- u
-	})
+		got <- locked{u, err}
+	}()
 	select {
-	case <-got:
+	case l := <-got:
+		if l.err != nil {
+			t.Fatalf("waiting Lock: %v", l.err)
+		}
 		t.Fatal("second Lock succeeded while the first was held")
 	case <-time.After(100 * time.Millisecond):
 	}
 	unlock()
-	wg.Wait()
-	u := <-got
+	wait, cancelWait := context.WithTimeout(t.Context(), lockWait)
+	defer cancelWait()
+	var u func()
+	select {
+	case l := <-got:
+		if l.err != nil {
+			t.Fatalf("Lock after unlock: %v", l.err)
+		}
+		u = l.unlock
+	case <-wait.Done():
+		t.Fatalf("Lock still waiting %v after the holder unlocked", lockWait)
+	}
 	u()
 	unlock() // a second call is harmless
 	u2, err := s.Lock(t.Context(), "srv/run.tar")
@@ -301,4 +317,54 @@ func testLock(t *testing.T, s Store) {
 		t.Fatalf("Lock after both unlocked: %v", err)
 	}
 	u2()
+}
+
+// lockWait bounds the wait for a lock its holder let go of.
+const lockWait = 10 * time.Second
+
+func testList(t *testing.T, s Store) {
+	ctx := t.Context()
+	if got, err := s.List(ctx, "srv"); err != nil || len(got) != 0 {
+		t.Fatalf("List of an empty store = %v, %v; want nothing, nil", got, err)
+	}
+	before := time.Now().Add(-time.Second)
+	put(t, s, "srv/b.tar.zst", []byte("bb"))
+	put(t, s, "srv/a.tar", []byte("a"))
+	put(t, s, "other/c.tar", []byte("c"))
+	put(t, s, "srv/sub/d.tar", []byte("d"))
+	// A pending Put is not listed.
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Put(ctx, "srv/pending.tar", func(w io.Writer) error {
+			w.Write([]byte("half"))
+			close(started)
+			<-release
+			return errors.New("abandoned")
+		})
+		done <- err
+	}()
+	<-started
+	got, err := s.List(ctx, "srv")
+	close(release)
+	<-done
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	var keys []string
+	for _, o := range got {
+		keys = append(keys, o.Key)
+		if o.ModTime.Before(before) || o.ModTime.After(time.Now().Add(time.Second)) {
+			t.Errorf("%s: ModTime %v is not the time of its Put", o.Key, o.ModTime)
+		}
+	}
+	if want := []string{"srv/a.tar", "srv/b.tar.zst"}; strings.Join(keys, " ") != strings.Join(want, " ") {
+		t.Fatalf("List(srv) = %v, want %v", keys, want)
+	}
+	if got[1].Size != 2 {
+		t.Errorf("size of srv/b.tar.zst = %d, want 2", got[1].Size)
+	}
+	if _, err := s.List(ctx, "../x"); err == nil {
+		t.Error("List(../x) succeeded, want an invalid key error")
+	}
 }

@@ -1,0 +1,77 @@
+//go:build linux
+
+package extract
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestWorldInUse(t *testing.T) {
+	tests := []struct {
+		name   string
+		lock   func(t *testing.T, f *os.File) // nil: not locked
+		inUse  bool
+		nested bool // session.lock in world/ rather than in the folder itself
+	}{
+		{name: "no lock"},
+		{name: "posix record lock (Java FileChannel.lock)", lock: ofdLock, inUse: true, nested: true},
+		{name: "posix lock on the top folder's session.lock", lock: ofdLock, inUse: true},
+		{name: "flock", lock: func(t *testing.T, f *os.File) {
+			if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+				t.Fatal(err)
+			}
+		}, inUse: true, nested: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			world := dir
+			if tt.nested {
+				world = filepath.Join(dir, "world")
+				if err := os.Mkdir(world, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := filepath.Join(world, "session.lock")
+			if err := os.WriteFile(p, []byte("\u2603"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if tt.lock != nil {
+				f, err := os.OpenFile(p, os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				tt.lock(t, f)
+			}
+			err := WorldInUse(dir)
+			if got := errors.Is(err, ErrInUse); got != tt.inUse {
+				t.Fatalf("WorldInUse = %v, want in use: %v", err, tt.inUse)
+			}
+			if b, _ := os.ReadFile(p); string(b) != "\u2603" {
+				t.Fatalf("session.lock changed: %q", b)
+			}
+		})
+	}
+	t.Run("missing folder", func(t *testing.T) {
+		if err := WorldInUse(filepath.Join(t.TempDir(), "absent")); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// ofdLock takes a write lock the way another process's FileChannel.lock
+// would look (an open-file-description lock conflicts with this process's
+// own test, unlike a classic POSIX lock).
+func ofdLock(t *testing.T, f *os.File) {
+	t.Helper()
+	lk := unix.Flock_t{Type: unix.F_WRLCK}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,256 @@
+// Package prune expires a server's old archives: it decides with a
+// retention policy which recorded runs to keep, deletes the other rows in
+// one transaction under a per-server lock, then removes their archives, and
+// removes orphan archives (files named like an archive, with no row, older
+// than the grace period) that an earlier prune or a failed run left.
+//
+// The order keeps the catalog's promise that a row never points at a
+// missing archive: rows go first, files after. A crash between the two
+// leaves orphan files, which the next prune removes. The grace period keeps
+// the files of a run that is still writing (its archive is renamed into
+// place a moment before its row is inserted) and the rows of recent runs:
+// set it to at least the longest backup deadline.
+package prune
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/worldbackup/worldbackup/archiver/catalog"
+	"github.com/worldbackup/worldbackup/archiver/retention"
+	"github.com/worldbackup/worldbackup/archiver/store"
+	"github.com/worldbackup/worldbackup/internal/layout"
+)
+
+// Catalog is what prune needs of the catalog.
+type Catalog interface {
+	List(ctx context.Context, server string) ([]catalog.Record, error)
+	PruneServer(ctx context.Context, server string, decide func([]catalog.Record) ([]string, error)) ([]catalog.Record, error)
+}
+
+// Store is what prune needs of the archive store.
+type Store interface {
+	Ref(key string) string
+	List(ctx context.Context, dir string) ([]store.Object, error)
+	Remove(ctx context.Context, key string) error
+}
+
+var (
+	_ Catalog = (*catalog.DB)(nil)
+	_ Store   = (*store.Local)(nil)
+	_ Store   = (*store.Mem)(nil)
+)
+
+// DefaultGrace is the default grace period: longer than the default backup
+// deadline (30 minutes) with room to spare.
+const DefaultGrace = time.Hour
+
+// Options are the settings of one prune.
+type Options struct {
+	Server string
+	Policy retention.Policy
+	// Grace: runs finished and files written less than this long ago are
+	// kept, whatever the policy says.
+	Grace time.Duration
+	// DryRun decides and reports without deleting anything.
+	DryRun bool
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.Grace == 0 {
+		o.Grace = DefaultGrace
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Validate checks the options a user typed.
+func (o Options) Validate() error {
+	var errs []error
+	if err := layout.CheckServer(o.Server); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.Policy.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Grace < 0 {
+		errs = append(errs, fmt.Errorf("grace is %s: want 0 or more", o.Grace))
+	}
+	return errors.Join(errs...)
+}
+
+// Run is the verdict on one recorded run.
+type Run struct {
+	RunID      string    `json:"run_id"`
+	FinishedAt time.Time `json:"finished_at"`
+	ArchiveRef string    `json:"archive_ref"`
+	SizeBytes  int64     `json:"size_bytes"`
+	Keep       bool      `json:"keep"`
+	Reasons    []string  `json:"reasons,omitempty"` // why it is kept
+
+	rec catalog.Record
+}
+
+// Orphan is an archive file without a row.
+type Orphan struct {
+	Ref       string    `json:"archive_ref"`
+	SizeBytes int64     `json:"size_bytes"`
+	ModTime   time.Time `json:"mod_time"`
+	Removed   bool      `json:"removed"`
+	Reason    string    `json:"reason,omitempty"` // why it stays
+}
+
+// Report says what a prune did (or, in a dry run, would do).
+type Report struct {
+	Server        string   `json:"server"`
+	DryRun        bool     `json:"dry_run"`
+	Runs          []Run    `json:"runs"` // newest first
+	RowsDeleted   int      `json:"rows_deleted"`
+	FilesRemoved  int      `json:"files_removed"`
+	OrphansFound  int      `json:"orphans_found"`
+	BytesFreed    int64    `json:"bytes_freed"`
+	Orphans       []Orphan `json:"orphans,omitempty"`
+	FailedRemoves []string `json:"failed_removes,omitempty"`
+}
+
+// Prune applies opts to one server's runs and archives. On error the
+// report says what was done before it.
+func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.Logger) (Report, error) {
+	if err := opts.Validate(); err != nil {
+		return Report{}, err
+	}
+	opts = opts.withDefaults()
+	log = log.Named("prune").With("server", opts.Server)
+	rep := Report{Server: opts.Server, DryRun: opts.DryRun}
+	now := opts.Now()
+
+	// The keys of the rows that stay and of those planned to go: neither
+	// is an orphan.
+	remaining, planned := map[string]bool{}, map[string]bool{}
+	decide := func(recs []catalog.Record) ([]string, error) {
+		runs, remove := plan(recs, st, opts.Policy, now.Add(-opts.Grace))
+		rep.Runs = runs
+		clear(remaining)
+		clear(planned)
+		for _, r := range runs {
+			if key := keyOf(r.rec); key != "" {
+				if r.Keep {
+					remaining[key] = true
+				} else {
+					planned[key] = true
+				}
+			}
+		}
+		return remove, nil
+	}
+	var deleted []catalog.Record
+	if opts.DryRun {
+		recs, err := cat.List(ctx, opts.Server)
+		if err != nil {
+			return rep, err
+		}
+		_, _ = decide(recs)
+	} else {
+		var err error
+		if deleted, err = cat.PruneServer(ctx, opts.Server, decide); err != nil {
+			return rep, err
+		}
+	}
+	rep.RowsDeleted = len(deleted)
+	for _, r := range deleted {
+		key := keyOf(r)
+		if err := st.Remove(ctx, key); err != nil {
+			// The row is gone: the file is an orphan the next prune removes.
+			log.Warn("removing an archive whose row was deleted; the next prune retries", "archive", r.ArchiveRef, "error", err)
+			rep.FailedRemoves = append(rep.FailedRemoves, r.ArchiveRef)
+			continue
+		}
+		rep.FilesRemoved++
+		rep.BytesFreed += r.SizeBytes
+		log.Info("removed archive", "run_id", r.RunID, "archive", r.ArchiveRef, "size_bytes", r.SizeBytes)
+	}
+
+	objs, err := st.List(ctx, opts.Server)
+	if err != nil {
+		return rep, err
+	}
+	for _, o := range objs {
+		if _, _, ok := layout.ParseArchiveName(path.Base(o.Key)); !ok || remaining[o.Key] || planned[o.Key] {
+			continue
+		}
+		orphan := Orphan{Ref: st.Ref(o.Key), SizeBytes: o.Size, ModTime: o.ModTime}
+		rep.OrphansFound++
+		switch {
+		case o.ModTime.After(now.Add(-opts.Grace)):
+			orphan.Reason = fmt.Sprintf("written less than %s ago: a run may be recording it", opts.Grace)
+		case opts.DryRun:
+			orphan.Reason = "dry run"
+		default:
+			if err := st.Remove(ctx, o.Key); err != nil {
+				log.Warn("removing an orphan archive", "archive", orphan.Ref, "error", err)
+				rep.FailedRemoves = append(rep.FailedRemoves, orphan.Ref)
+				orphan.Reason = err.Error()
+				break
+			}
+			orphan.Removed = true
+			rep.FilesRemoved++
+			rep.BytesFreed += o.Size
+			log.Info("removed orphan archive", "archive", orphan.Ref, "size_bytes", o.Size)
+		}
+		rep.Orphans = append(rep.Orphans, orphan)
+	}
+	log.Info("prune done", "dry_run", opts.DryRun, "runs", len(rep.Runs), "rows_deleted", rep.RowsDeleted,
+		"files_removed", rep.FilesRemoved, "bytes_freed", rep.BytesFreed, "orphans_found", rep.OrphansFound)
+	if n := len(rep.FailedRemoves); n > 0 {
+		return rep, fmt.Errorf("%d archive(s) could not be removed (their rows are gone; the next prune retries): %v", n, rep.FailedRemoves)
+	}
+	return rep, nil
+}
+
+// plan decides on recs (one server's rows): the verdicts newest first, the
+// run IDs to delete and the keys of the rows that stay. A run finished
+// after notBefore, or whose archive is not in st (its ref is another
+// store's), is kept whatever the policy says.
+func plan(recs []catalog.Record, st Store, p retention.Policy, notBefore time.Time) (runs []Run, remove []string) {
+	byID := make(map[string]catalog.Record, len(recs))
+	rr := make([]retention.Run, len(recs))
+	for i, r := range recs {
+		byID[r.RunID] = r
+		rr[i] = retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt}
+	}
+	for _, d := range retention.Apply(rr, p) {
+		r := byID[d.ID]
+		key := keyOf(r)
+		if r.FinishedAt.After(notBefore) {
+			d.Keep, d.Reasons = true, append(d.Reasons, "finished within the grace period")
+		}
+		if key == "" || st.Ref(key) != r.ArchiveRef {
+			d.Keep, d.Reasons = true, append(d.Reasons, "archive is not in this store")
+		}
+		runs = append(runs, Run{RunID: r.RunID, FinishedAt: r.FinishedAt, ArchiveRef: r.ArchiveRef,
+			SizeBytes: r.SizeBytes, Keep: d.Keep, Reasons: d.Reasons, rec: r})
+		if !d.Keep {
+			remove = append(remove, r.RunID)
+		}
+	}
+	return runs, remove
+}
+
+// keyOf returns the store key of r's archive ("" when the row's fields do
+// not make one, which the catalog's constraints prevent).
+func keyOf(r catalog.Record) string {
+	key, err := layout.ArchiveName(r.Server, r.RunID, r.Compression)
+	if err != nil {
+		return ""
+	}
+	return key
+}

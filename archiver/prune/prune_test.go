@@ -1,0 +1,282 @@
+package prune
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/worldbackup/worldbackup/archiver/catalog"
+	"github.com/worldbackup/worldbackup/archiver/retention"
+	"github.com/worldbackup/worldbackup/archiver/store"
+	"github.com/worldbackup/worldbackup/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// fixture is a migrated catalog and a store holding runs of server "s".
+type fixture struct {
+	db *catalog.DB
+	st *store.Mem
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	db, err := catalog.Open(t.Context(), pgtest.URL(t), hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := db.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return fixture{db: db, st: store.NewMem()}
+}
+
+// put stores an archive for run id of server s and, when row, its row,
+// finished at finished.
+func (f fixture) put(t *testing.T, server, id string, finished time.Time, row bool) {
+	t.Helper()
+	key := server + "/" + id + ".tar.zst"
+	size, err := f.st.Put(t.Context(), key, func(w io.Writer) error { _, err := io.WriteString(w, "archive "+id); return err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !row {
+		return
+	}
+	_, err = f.db.Insert(t.Context(), catalog.Record{RunID: id, Server: server, ArchiveRef: "/" + key, SizeBytes: size,
+		SHA256: strings.Repeat("0", 64), Compression: "zstd", StartedAt: finished.Add(-time.Minute), FinishedAt: finished})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// memRef makes the Mem store's refs match the rows' absolute paths.
+type memRef struct{ *store.Mem }
+
+func (m memRef) Ref(key string) string { return "/" + key }
+
+func (f fixture) state(t *testing.T, server string) (rows, files []string) {
+	t.Helper()
+	recs, err := f.db.List(t.Context(), server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		rows = append(rows, r.RunID)
+	}
+	objs, err := f.st.List(t.Context(), server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		files = append(files, strings.TrimPrefix(o.Key, server+"/"))
+	}
+	return rows, files
+}
+
+// later is a clock two hours ahead, so archives just written are past the
+// default grace period.
+func later() time.Time { return time.Now().Add(2 * time.Hour) }
+
+func TestPrune(t *testing.T) {
+	day := func(n int) time.Time { return time.Date(2026, 11, n, 3, 0, 0, 0, time.UTC) }
+	tests := []struct {
+		name       string
+		setup      func(t *testing.T, f fixture)
+		opts       Options
+		store      func(f fixture) Store
+		wantErr    string
+		wantRows   string
+		wantFiles  string
+		wantReport func(t *testing.T, r Report)
+	}{
+		{
+			name: "keep-last deletes the older rows, then their files",
+			setup: func(t *testing.T, f fixture) {
+				for i := 1; i <= 5; i++ {
+					f.put(t, "s", fmt.Sprintf("r%d", i), day(i), true)
+				}
+				f.put(t, "other", "o1", day(1), true)
+			},
+			opts:      Options{Policy: retention.Policy{Last: 2, MinKeep: 1}},
+			wantRows:  "[r4 r5]",
+			wantFiles: "[r4.tar.zst r5.tar.zst]",
+			wantReport: func(t *testing.T, r Report) {
+				if r.RowsDeleted != 3 || r.FilesRemoved != 3 || r.BytesFreed != 3*int64(len("archive r1")) {
+					t.Errorf("report %+v: want 3 rows, 3 files, %d bytes", r, 3*len("archive r1"))
+				}
+				if len(r.Runs) != 5 || r.Runs[0].RunID != "r5" || !r.Runs[0].Keep || r.Runs[4].Keep {
+					t.Errorf("runs %+v: want newest first, r5 kept, r1 not", r.Runs)
+				}
+			},
+		},
+		{
+			name: "min-keep is a floor",
+			setup: func(t *testing.T, f fixture) {
+				for i := 1; i <= 4; i++ {
+					f.put(t, "s", fmt.Sprintf("r%d", i), day(i), true)
+				}
+			},
+			opts:      Options{Policy: retention.Policy{Last: 1, MinKeep: 3}},
+			wantRows:  "[r2 r3 r4]",
+			wantFiles: "[r2.tar.zst r3.tar.zst r4.tar.zst]",
+		},
+		{
+			name: "runs within the grace period stay",
+			setup: func(t *testing.T, f fixture) {
+				f.put(t, "s", "old", day(1), true)
+				f.put(t, "s", "recent1", time.Now().Add(-10*time.Minute), true)
+				f.put(t, "s", "recent2", time.Now().Add(-5*time.Minute), true)
+			},
+			opts:      Options{Policy: retention.Policy{Last: 1, MinKeep: 1}, Now: time.Now},
+			wantRows:  "[recent1 recent2]",
+			wantFiles: "[recent1.tar.zst recent2.tar.zst]",
+			wantReport: func(t *testing.T, r Report) {
+				if !strings.Contains(strings.Join(r.Runs[1].Reasons, ","), "grace") {
+					t.Errorf("recent1's reasons %v: want the grace period", r.Runs[1].Reasons)
+				}
+			},
+		},
+		{
+			name: "orphans past the grace period go, young ones and other files stay",
+			setup: func(t *testing.T, f fixture) {
+				f.put(t, "s", "r1", day(1), true)
+				f.put(t, "s", "orphan", day(1), false)
+				if _, err := f.st.Put(t.Context(), "s/notes.txt", func(w io.Writer) error { return nil }); err != nil {
+					t.Fatal(err)
+				}
+			},
+			opts:      Options{Policy: retention.Policy{Last: 5, MinKeep: 1}},
+			wantRows:  "[r1]",
+			wantFiles: "[notes.txt r1.tar.zst]",
+			wantReport: func(t *testing.T, r Report) {
+				if r.OrphansFound != 1 || !r.Orphans[0].Removed || r.BytesFreed != int64(len("archive orphan")) {
+					t.Errorf("report %+v: want one orphan removed", r)
+				}
+			},
+		},
+		{
+			name: "a young orphan stays: its run may be inserting the row",
+			setup: func(t *testing.T, f fixture) {
+				f.put(t, "s", "r1", day(1), true)
+				f.put(t, "s", "inflight", day(1), false)
+			},
+			opts:      Options{Policy: retention.Policy{Last: 5, MinKeep: 1}, Now: time.Now},
+			wantRows:  "[r1]",
+			wantFiles: "[inflight.tar.zst r1.tar.zst]",
+			wantReport: func(t *testing.T, r Report) {
+				if r.OrphansFound != 1 || r.Orphans[0].Removed || !strings.Contains(r.Orphans[0].Reason, "a run may be recording it") {
+					t.Errorf("orphans %+v: want one kept with its reason", r.Orphans)
+				}
+			},
+		},
+		{
+			name: "dry run changes nothing",
+			setup: func(t *testing.T, f fixture) {
+				for i := 1; i <= 3; i++ {
+					f.put(t, "s", fmt.Sprintf("r%d", i), day(i), true)
+				}
+				f.put(t, "s", "orphan", day(1), false)
+			},
+			opts:      Options{Policy: retention.Policy{Last: 1, MinKeep: 1}, DryRun: true},
+			wantRows:  "[r1 r2 r3]",
+			wantFiles: "[orphan.tar.zst r1.tar.zst r2.tar.zst r3.tar.zst]",
+			wantReport: func(t *testing.T, r Report) {
+				if r.RowsDeleted != 0 || r.FilesRemoved != 0 || r.Runs[1].Keep || r.Runs[2].Keep || r.OrphansFound != 1 {
+					t.Errorf("report %+v: want r1, r2 marked to go, nothing done", r)
+				}
+			},
+		},
+		{
+			name: "a row whose archive is in another store stays",
+			setup: func(t *testing.T, f fixture) {
+				f.put(t, "s", "r1", day(1), true)
+				f.put(t, "s", "r2", day(2), true)
+			},
+			store:     func(f fixture) Store { return otherRoot{f.st} },
+			opts:      Options{Policy: retention.Policy{Last: 1, MinKeep: 1}},
+			wantRows:  "[r1 r2]",
+			wantFiles: "[r1.tar.zst r2.tar.zst]",
+		},
+		{
+			name:    "an invalid policy is refused",
+			opts:    Options{Policy: retention.Policy{MinKeep: 1}},
+			wantErr: "no keep rule",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			if tt.setup != nil {
+				tt.setup(t, f)
+			}
+			var st Store = memRef{f.st}
+			if tt.store != nil {
+				st = tt.store(f)
+			}
+			opts := tt.opts
+			opts.Server = "s"
+			if opts.Now == nil {
+				opts.Now = later
+			}
+			rep, err := Prune(t.Context(), f.db, st, opts, hclog.NewNullLogger())
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Prune: %v", err)
+			}
+			rows, files := f.state(t, "s")
+			if fmt.Sprint(rows) != tt.wantRows || fmt.Sprint(files) != tt.wantFiles {
+				t.Fatalf("after prune rows %v files %v; want rows %s files %s", rows, files, tt.wantRows, tt.wantFiles)
+			}
+			if tt.wantReport != nil {
+				tt.wantReport(t, rep)
+			}
+		})
+	}
+}
+
+// otherRoot is the store seen under another root: no row's ref is its.
+type otherRoot struct{ *store.Mem }
+
+func (o otherRoot) Ref(key string) string { return "/elsewhere/" + key }
+
+// failingRemove fails every Remove, as a crash after the rows' commit
+// would leave the files.
+type failingRemove struct{ memRef }
+
+func (failingRemove) Remove(context.Context, string) error { return errors.New("disk gone") }
+
+func TestPruneCrashBetweenRowsAndFiles(t *testing.T) {
+	f := newFixture(t)
+	for i := 1; i <= 3; i++ {
+		f.put(t, "s", fmt.Sprintf("r%d", i), time.Date(2026, 11, i, 0, 0, 0, 0, time.UTC), true)
+	}
+	opts := Options{Server: "s", Policy: retention.Policy{Last: 1, MinKeep: 1}, Now: later}
+	rep, err := Prune(t.Context(), f.db, failingRemove{memRef{f.st}}, opts, hclog.NewNullLogger())
+	if err == nil || !strings.Contains(err.Error(), "could not be removed") || rep.RowsDeleted != 2 {
+		t.Fatalf("Prune = %+v, %v; want 2 rows deleted and an error about the files", rep, err)
+	}
+	rows, files := f.state(t, "s")
+	if fmt.Sprint(rows) != "[r3]" || len(files) != 3 {
+		t.Fatalf("rows %v files %v: want [r3] and the 3 files (rows first, then files)", rows, files)
+	}
+	rep, err = Prune(t.Context(), f.db, memRef{f.st}, opts, hclog.NewNullLogger())
+	if err != nil || rep.OrphansFound != 2 || rep.FilesRemoved != 2 {
+		t.Fatalf("second Prune = %+v, %v; want the 2 orphans removed", rep, err)
+	}
+	if rows, files := f.state(t, "s"); fmt.Sprint(rows) != "[r3]" || fmt.Sprint(files) != "[r3.tar.zst]" {
+		t.Fatalf("after the second prune rows %v files %v", rows, files)
+	}
+}
