@@ -158,7 +158,9 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.Annotations, "Extra annotations on the Job and its pod. worldbackup.dev/run-id is set "+
 		"by the component.")
 	an.Describe(&a.SkipAwait, "Do not wait for the Job to finish (annotation pulumi.com/skipAwait); "+
-		"`pulumi up` then does not report the restore's result. Default: false.")
+		"`pulumi up` then does not report the restore's result, and the outputs resolve as soon as the Job "+
+		"is created, so a resource that depends on them no longer waits for the restore (nor does a restore "+
+		"that depends on a backup with skipAwait wait for that backup). Default: false.")
 	an.Describe(&a.Timeout, "How long `pulumi up` waits for the Job, a Go duration, at least deadline. "+
 		"Default: deadline + 5m.")
 	an.Describe(&a.GamePodSelector, "Labels of the game server's pod, which mounts the world claim: the Job's "+
