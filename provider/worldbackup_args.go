@@ -56,8 +56,12 @@ type WorldBackupArgs struct {
 	Timeout            string            `pulumi:"timeout,optional"`
 	ReplaceUnready     *bool             `pulumi:"replaceUnready,optional"`
 	Preflight          *bool             `pulumi:"preflight,optional"`
-	Kubeconfig         string            `pulumi:"kubeconfig,optional" provider:"secret"`
-	KubeContext        string            `pulumi:"kubeContext,optional"`
+	// Kubeconfig is the kubeconfig the preflight uses, a path or the file's
+	// contents, as the Kubernetes provider's kubeconfig ("" = the ambient
+	// one). Go programs only: it has no pulumi tag, so it is no input of the
+	// plugin and never reaches the state.
+	Kubeconfig  string
+	KubeContext string `pulumi:"kubeContext,optional"`
 }
 
 // withDefaults returns a copy of a with every empty optional input that

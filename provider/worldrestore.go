@@ -178,9 +178,9 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 		"every missing piece and the command that makes it. A cluster it cannot reach, or a lookup RBAC "+
 		"forbids, is a warning. Default: true. Set false in render mode, or when the same program creates these "+
 		"objects.")
-	an.Describe(&a.Kubeconfig, "The kubeconfig the preflight uses, a path or the file's contents (as the "+
-		"Kubernetes provider's kubeconfig): give the same one as the provider of this component. Default: the "+
-		"ambient one ($KUBECONFIG, ~/.kube/config, or the in-cluster service account).")
 	an.Describe(&a.KubeContext, "The kubeconfig context the preflight uses (as the Kubernetes provider's "+
-		"context). Default: the kubeconfig's current context.")
+		"context): give the same one as the provider of this component. The preflight reads the ambient "+
+		"kubeconfig ($KUBECONFIG, ~/.kube/config, or the in-cluster service account); a Go program may also "+
+		"set the Kubeconfig field (a path or the contents), which is not an input of the plugin, so a "+
+		"kubeconfig never lands in the state. Default: the kubeconfig's current context.")
 }

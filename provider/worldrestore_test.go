@@ -392,7 +392,7 @@ func TestWorldRestoreSchemaThroughInfer(t *testing.T) {
 			"memoryLimit", "securityMode", "runAsUser", "runAsGroup", "fsGroup", "ttlAfterFinished",
 			"backoffLimit", "maxBytes", "maxEntries", "nodeName", "nodeSelector", "labels", "annotations",
 			"skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "replaceUnready", "preflight",
-			"kubeconfig", "kubeContext"},
+			"kubeContext"},
 		[]string{"archiveRef", "backupClaimName", "image", "runId", "server", "sha256"},
 		[]string{"jobName", "namespace", "runId", "archiveRef"})
 	if !strings.Contains(res.InputProperties["replace"].Description, "Default: true") {
