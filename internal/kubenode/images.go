@@ -3,6 +3,7 @@ package kubenode
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -107,4 +110,23 @@ func tarballTag(path string) (string, error) {
 		}
 		return m[0].RepoTags[0], nil
 	}
+}
+
+// TagImage gives the imported image src the further tag dst in the node's
+// containerd (the same image under another name, as a re-tag in a registry
+// would), removed when t ends.
+func (nd *Node) TagImage(t testing.TB, src, dst string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if out, err := nd.n.ctr(ctx, "images", "tag", "--force", src, dst); err != nil {
+		t.Fatalf("kubenode: tagging %s as %s: %v: %s", src, dst, err, bytes.TrimSpace(out))
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if out, err := nd.n.ctr(ctx, "images", "rm", dst); err != nil {
+			t.Errorf("kubenode: removing the tag %s: %v: %s", dst, err, bytes.TrimSpace(out))
+		}
+	})
 }

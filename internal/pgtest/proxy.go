@@ -93,6 +93,14 @@ func (p *Proxy) Blackhole() {
 	p.mu.Unlock()
 }
 
+// Resume undoes Blackhole for new connections: they are forwarded again
+// (connections opened while it was a blackhole stay silent).
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	p.blackhole = false
+	p.mu.Unlock()
+}
+
 func (p *Proxy) silent() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

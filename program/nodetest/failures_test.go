@@ -1,0 +1,147 @@
+package nodetest
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/worldbackup/worldbackup/internal/kubenode"
+	"github.com/worldbackup/worldbackup/internal/stacktest"
+	"github.com/worldbackup/worldbackup/program/deploy"
+	"github.com/worldbackup/worldbackup/provider"
+)
+
+// TestFailuresNamedQuickly: a run that cannot succeed makes `pulumi up` (or
+// the preview it runs first) fail within failBound, naming the cause; once
+// the cause is fixed, `up` with the same run ID replaces the failed Job and
+// the backup completes.
+func TestFailuresNamedQuickly(t *testing.T) {
+	node := kubenode.Require(t)
+	tools := stacktest.Require(t)
+
+	t.Run("unknown key in felis.toml", func(t *testing.T) {
+		ns := node.Namespace(t, kubenode.NamespaceOptions{FelisTOML: func(url string) string {
+			return fmt.Sprintf("[database]\nurl = %q\nbogus_key = 1\n", url)
+		}})
+		stack := tools.InlineStack(t, "node", deploy.Program, stackConfig(node, ns, "r1"))
+		f := upFails(t, stack)
+		f.mentions(t, "bogus_key", "BackoffLimitExceeded")
+
+		setFelis(t, node, ns, fmt.Sprintf("[database]\nurl = %q\n", ns.PodDatabaseURL))
+		_, out := up(t, node, ns, stack)
+		jobComplete(t, node, ns.Name, out.jobName)
+		checkArchive(t, ns, out)
+	})
+
+	t.Run("database unreachable", func(t *testing.T) {
+		ns := node.Namespace(t, kubenode.NamespaceOptions{})
+		stack := tools.InlineStack(t, "node", deploy.Program, stackConfig(node, ns, "r1"))
+		ns.DatabaseProxy.Blackhole()
+		f := upFails(t, stack)
+		f.mentions(t, "BackoffLimitExceeded", "database")
+
+		ns.DatabaseProxy.Resume()
+		_, out := up(t, node, ns, stack)
+		jobComplete(t, node, ns.Name, out.jobName)
+		checkArchive(t, ns, out)
+		if got := archives(t, ns); len(got) != 1 {
+			t.Errorf("%d archives after the failed and the fixed run, want 1: %v", len(got), got)
+		}
+	})
+
+	preflights := []struct {
+		name string
+		opts kubenode.NamespaceOptions
+		want []string
+		fix  func(t *testing.T, ns *kubenode.Namespace)
+	}{
+		{
+			name: "missing Secret",
+			opts: kubenode.NamespaceOptions{WithoutSecret: true},
+			want: []string{"Secret", provider.DefaultConfigSecretName, "does not exist"},
+			fix: func(t *testing.T, ns *kubenode.Namespace) {
+				_, err := node.Client.CoreV1().Secrets(ns.Name).Create(t.Context(), &corev1.Secret{
+					ObjectMeta: metav1.ObjectMeta{Name: provider.DefaultConfigSecretName},
+					Data:       map[string][]byte{"felis.toml": fmt.Appendf(nil, "[database]\nurl = %q\n", ns.PodDatabaseURL)},
+				}, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+		{
+			name: "missing service account",
+			opts: kubenode.NamespaceOptions{WithoutServiceAccount: true},
+			want: []string{"service account", provider.DefaultServiceAccountName, "does not exist", "create serviceaccount"},
+			fix: func(t *testing.T, ns *kubenode.Namespace) {
+				_, err := node.Client.CoreV1().ServiceAccounts(ns.Name).Create(t.Context(), &corev1.ServiceAccount{
+					ObjectMeta:                   metav1.ObjectMeta{Name: provider.DefaultServiceAccountName},
+					AutomountServiceAccountToken: new(false),
+				}, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+		{
+			name: "missing backup claim",
+			opts: kubenode.NamespaceOptions{WithoutBackupClaim: true},
+			want: []string{"PersistentVolumeClaim", `"backups"`, "does not exist"},
+		},
+		{
+			name: "missing world claim",
+			opts: kubenode.NamespaceOptions{WithoutWorldClaims: true},
+			want: []string{"PersistentVolumeClaim", "lobby", "does not exist"},
+		},
+		{
+			name: "restricted namespace, baseline mode",
+			opts: kubenode.NamespaceOptions{Enforce: "restricted"},
+			want: []string{"enforces the restricted Pod Security Standard", "securityMode"},
+			fix: func(t *testing.T, ns *kubenode.Namespace) {
+				n, err := node.Client.CoreV1().Namespaces().Get(t.Context(), ns.Name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n.Labels["pod-security.kubernetes.io/enforce"] = "baseline"
+				if _, err := node.Client.CoreV1().Namespaces().Update(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+	}
+	for _, tc := range preflights {
+		t.Run("preflight: "+tc.name, func(t *testing.T) {
+			ns := node.Namespace(t, tc.opts)
+			stack := tools.InlineStack(t, "node", deploy.Program, stackConfig(node, ns, "r1"))
+			f := previewFails(t, stack)
+			f.mentions(t, append([]string{"found at preview", ns.Name}, tc.want...)...)
+			if jobs, err := node.Client.BatchV1().Jobs(ns.Name).List(t.Context(), metav1.ListOptions{}); err != nil || len(jobs.Items) != 0 {
+				t.Errorf("the failed preview left Jobs (%v): %v", err, jobs)
+			}
+			if tc.fix == nil {
+				return
+			}
+			tc.fix(t, ns)
+			preview(t, stack)
+			_, out := up(t, node, ns, stack)
+			jobComplete(t, node, ns.Name, out.jobName)
+			checkArchive(t, ns, out)
+		})
+	}
+}
+
+// setFelis replaces the felis.toml of the namespace's config Secret.
+func setFelis(t *testing.T, node *kubenode.Node, ns *kubenode.Namespace, felis string) {
+	t.Helper()
+	secrets := node.Client.CoreV1().Secrets(ns.Name)
+	s, err := secrets.Get(t.Context(), ns.Options.ConfigSecret, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Data["felis.toml"] = []byte(felis)
+	if _, err := secrets.Update(t.Context(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
