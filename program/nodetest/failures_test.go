@@ -27,7 +27,10 @@ func TestFailuresNamedQuickly(t *testing.T) {
 		}})
 		stack := tools.InlineStack(t, "node", deploy.Program, stackConfig(node, ns, "r1"))
 		f := upFails(t, stack)
-		f.mentions(t, "bogus_key", "BackoffLimitExceeded")
+		f.mentions(t, "unknown key", "database.bogus_key", "BackoffLimitExceeded")
+		if code := exitCode(t, node, ns.Name); code != 2 {
+			t.Errorf("the archiver exited %d on an unknown felis.toml key, want 2 (config error)", code)
+		}
 
 		setFelis(t, node, ns, fmt.Sprintf("[database]\nurl = %q\n", ns.PodDatabaseURL))
 		_, out := up(t, node, ns, stack)
@@ -40,7 +43,10 @@ func TestFailuresNamedQuickly(t *testing.T) {
 		stack := tools.InlineStack(t, "node", deploy.Program, stackConfig(node, ns, "r1"))
 		ns.DatabaseProxy.Blackhole()
 		f := upFails(t, stack)
-		f.mentions(t, "BackoffLimitExceeded", "database")
+		f.mentions(t, "BackoffLimitExceeded", "connecting to database")
+		if code := exitCode(t, node, ns.Name); code != 1 {
+			t.Errorf("the archiver exited %d with the database unreachable, want 1 (transient)", code)
+		}
 
 		ns.DatabaseProxy.Resume()
 		_, out := up(t, node, ns, stack)
@@ -144,4 +150,23 @@ func setFelis(t *testing.T, node *kubenode.Node, ns *kubenode.Namespace, felis s
 	if _, err := secrets.Update(t.Context(), s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// exitCode is the archiver's exit code in the one finished pod of ns.
+func exitCode(t *testing.T, node *kubenode.Node, ns string) int32 {
+	t.Helper()
+	pods, err := node.Client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 1 {
+		t.Fatalf("%d pods in %s, want the failed run's one", len(pods.Items), ns)
+	}
+	for _, c := range pods.Items[0].Status.ContainerStatuses {
+		if c.Name == "archiver" && c.State.Terminated != nil {
+			return c.State.Terminated.ExitCode
+		}
+	}
+	t.Fatalf("pod %s has no terminated archiver container: %+v", pods.Items[0].Name, pods.Items[0].Status.ContainerStatuses)
+	return 0
 }
