@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,6 +120,7 @@ func (nd *Node) TagImage(t testing.TB, src, dst string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	src, dst = containerdName(src), containerdName(dst)
 	if out, err := nd.n.ctr(ctx, "images", "tag", "--force", src, dst); err != nil {
 		t.Fatalf("kubenode: tagging %s as %s: %v: %s", src, dst, err, bytes.TrimSpace(out))
 	}
@@ -129,4 +131,18 @@ func (nd *Node) TagImage(t testing.TB, src, dst string) {
 			t.Errorf("kubenode: removing the tag %s: %v: %s", dst, err, bytes.TrimSpace(out))
 		}
 	})
+}
+
+// containerdName is ref as containerd names an image: a reference without
+// a registry is on docker.io, and a one-part Docker Hub path is under
+// library/ (as the kubelet resolves it).
+func containerdName(ref string) string {
+	first, rest, ok := strings.Cut(ref, "/")
+	if !ok || (!strings.ContainsAny(first, ".:") && first != "localhost") {
+		if !ok {
+			return "docker.io/library/" + ref
+		}
+		return "docker.io/" + first + "/" + rest
+	}
+	return ref
 }
