@@ -44,6 +44,13 @@ func TestLifecycleOnNode(t *testing.T) {
 		}
 		checkArchive(t, ns, first)
 	}
+	// alreadyRecorded: the Job ran again and found the run recorded.
+	alreadyRecorded := func(t *testing.T, job string) {
+		t.Helper()
+		if logs := node.PodLogs(t, ns.Name, "job-name="+job); !strings.Contains(logs, "run already recorded") {
+			t.Errorf("the new Job did not report the run already recorded:\n%s", logs)
+		}
+	}
 
 	t.Run("finished Job deleted, refresh and up", func(t *testing.T) {
 		deleteJob(t, node, ns.Name, first.jobName)
@@ -53,6 +60,7 @@ func TestLifecycleOnNode(t *testing.T) {
 			t.Errorf("outputs %+v, were %+v", again, first)
 		}
 		jobComplete(t, node, ns.Name, again.jobName)
+		alreadyRecorded(t, again.jobName)
 		unchanged(t)
 	})
 
@@ -74,6 +82,7 @@ func TestLifecycleOnNode(t *testing.T) {
 		if img := job.Spec.Template.Spec.Containers[0].Image; img != retagged {
 			t.Errorf("the Job runs %s, want the re-tagged %s", img, retagged)
 		}
+		alreadyRecorded(t, again.jobName)
 		unchanged(t)
 	})
 
@@ -139,6 +148,9 @@ func TestRestoreOnNode(t *testing.T) {
 		t.Errorf("restores after refresh + up: %+v, were %+v", r, restore)
 	}
 	jobComplete(t, node, ns.Name, restore.jobName)
+	if logs := node.PodLogs(t, ns.Name, "job-name="+restore.jobName); !strings.Contains(logs, "already restored") {
+		t.Errorf("the new restore Job did not report the restore done:\n%s", logs)
+	}
 	if _, err := os.Stat(filepath.Join(world, "written-after-restore.txt")); err != nil {
 		t.Errorf("the restore ran again: the file written after it is gone (%v)\npods:\n%s", err, node.PodLogs(t, ns.Name, "job-name="+restore.jobName))
 	}
