@@ -3,6 +3,7 @@ package nodetest
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -169,4 +170,30 @@ func exitCode(t *testing.T, node *kubenode.Node, ns string) int32 {
 	}
 	t.Fatalf("pod %s has no terminated archiver container: %+v", pods.Items[0].Name, pods.Items[0].Status.ContainerStatuses)
 	return 0
+}
+
+// TestUnpullableImageAtDeadline: an image that cannot be pulled is reported
+// only when the Job's deadline passes (a known limitation: the pod waits in
+// ErrImagePull/ImagePullBackOff, which the provider's Job await does not
+// treat as failure), with the pull error in the output. A short deadline
+// keeps the test short. The right image with the same run ID then succeeds.
+func TestUnpullableImageAtDeadline(t *testing.T) {
+	node := kubenode.Require(t)
+	tools := stacktest.Require(t)
+	ns := node.Namespace(t, kubenode.NamespaceOptions{})
+	cfg := stackConfig(node, ns, "r1")
+	cfg["worldbackup:image"] = retag(node.ArchiverImage, "no-such-tag")
+	cfg["worldbackup:servers[0].deadline"] = "60s"
+	stack := tools.InlineStack(t, "node", deploy.Program, cfg)
+	f := upFails(t, stack)
+	f.mentions(t, "DeadlineExceeded", "ImagePull", "no-such-tag")
+	if f.elapsed < time.Minute {
+		t.Errorf("pulumi up failed after %s, before the 60 s deadline: %s", f.elapsed, f.out)
+	}
+
+	cfg["worldbackup:image"] = node.ArchiverImage
+	stacktest.SetConfig(t, stack, cfg)
+	_, out := up(t, node, ns, stack)
+	jobComplete(t, node, ns.Name, out.jobName)
+	checkArchive(t, ns, out)
 }
