@@ -181,7 +181,13 @@ func backupArgs(cfg Config, cl Cluster, s Server) provider.WorldBackupArgs {
 	if s.SecurityMode != "" {
 		mode = s.SecurityMode
 	}
+	ret := cfg.Retention
+	if s.Retention != nil {
+		ret = s.Retention
+	}
 	return provider.WorldBackupArgs{
+		Rcon:            s.Rcon.args(),
+		Retention:       ret.args(),
 		Server:          s.Name,
 		FormerOwner:     s.FormerOwner,
 		RunID:           RunID(cl.Name, s.Name, cfg.RunID),
@@ -218,4 +224,21 @@ func replaceUnready(cfg Config) *bool {
 		return new(false)
 	}
 	return nil
+}
+
+// args converts the config's rcon to the component's input (nil: none).
+func (r *Rcon) args() *provider.RconArgs {
+	if r == nil {
+		return nil
+	}
+	return &provider.RconArgs{ChartRelease: r.ChartRelease, Address: r.Address, SecretName: r.SecretName, SecretKey: r.SecretKey, Required: r.Required}
+}
+
+// args converts the config's retention to the component's input (nil: none).
+func (r *Retention) args() *provider.RetentionArgs {
+	if r == nil {
+		return nil
+	}
+	a := provider.RetentionArgs(*r)
+	return &a
 }
