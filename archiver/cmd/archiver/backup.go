@@ -105,6 +105,10 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	log := newLogger(f.logFormat, stderr)
 
 	p, root, cfg, err := backupSetup(fs, &f)
+	var spec storeSpec
+	if err == nil {
+		spec, err = archiveStoreSpec(cfg, root)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "archiver backup: %s\n", err)
 		tlog.write(log, jobSummary{Summary: backup.Summary{Status: backup.StatusFailed, Server: f.server, RunID: f.runID, Error: err.Error()}})
@@ -124,11 +128,11 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitUsage
 	}
 
-	s, err := runBackup(ctx, log, cfg, root, p, !f.noMigrate, quiescer, pruneOpts)
+	s, err := runBackup(ctx, log, cfg, spec, p, !f.noMigrate, quiescer, pruneOpts)
 	tlog.write(log, s)
 	if err != nil {
 		log.Error("backup failed", "server", p.Server, "run_id", p.RunID, "error", err)
-		if errors.Is(err, store.ErrNoRoot) || errors.Is(err, tarstream.ErrSelfContaining) {
+		if errors.Is(err, store.ErrNoRoot) || errors.Is(err, store.ErrDenied) || errors.Is(err, tarstream.ErrSelfContaining) {
 			return exitUsage // no retry can help: the volumes are wrong
 		}
 		return exitFailed
@@ -182,6 +186,9 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 	if f.archiveRoot != "" {
 		root = f.archiveRoot
 	}
+	if f.archiveRoot == "" && cfg.Archive.S3.Enabled() {
+		return s3BackupParams(f, cfg)
+	}
 	switch {
 	case root == "":
 		return backup.Params{}, "", config.Config{}, fmt.Errorf("no archive root: pass --archive-root or set [archive] local_path in %s", cfg.Path())
@@ -233,7 +240,7 @@ func sameFolder(a, b string) bool {
 // runBackup connects to the catalog and performs the run, then, with
 // pruneOpts, the prune (also when the run was already recorded). A failed
 // prune does not fail the run: it is reported in the summary's Prune.
-func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, root string, p backup.Params, migrate bool,
+func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, spec storeSpec, p backup.Params, migrate bool,
 	q backup.Quiescer, pruneOpts *prune.Options) (jobSummary, error) {
 	start := time.Now()
 	fail := func(err error) (jobSummary, error) {
@@ -256,7 +263,7 @@ func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, root st
 			log.Info("applied catalog migrations", "migrations", applied)
 		}
 	}
-	st, err := store.NewLocal(root)
+	st, err := spec.open(db)
 	if err != nil {
 		return fail(err)
 	}
