@@ -16,6 +16,7 @@
 //	path_style = true
 //	access_key_file = "/etc/felis-s3/access-key"   # files of a mounted Secret
 //	secret_key_file = "/etc/felis-s3/secret-key"
+//	part_size_mib = 8            # 5-64; memory is about 2 parts, the largest archive 10000 parts
 //
 //	[rcon]                       # optional: quiesce the game server while it is read
 //	address = "survival:25575"
@@ -102,6 +103,8 @@ type S3 struct {
 	PathStyle     bool   `toml:"path_style"`
 	AccessKeyFile string `toml:"access_key_file"`
 	SecretKeyFile string `toml:"secret_key_file"`
+	// PartSizeMiB is the multipart upload's part size; 0: 8 MiB.
+	PartSizeMiB int `toml:"part_size_mib"`
 }
 
 // Enabled reports whether archives go to an S3 store.
@@ -156,7 +159,7 @@ func Parse(path, raw string) (Config, error) {
 		for i, k := range undecoded {
 			keys[i] = k.String()
 		}
-		return Config{}, fmt.Errorf("%s: unknown key %s (known keys: database.url, archive.local_path, archive.compression, archive.excludes, archive.allow_empty, archive.store, archive.endpoint, archive.region, archive.path_style, archive.access_key_file, archive.secret_key_file, rcon.address, rcon.password_file, rcon.required)",
+		return Config{}, fmt.Errorf("%s: unknown key %s (known keys: database.url, archive.local_path, archive.compression, archive.excludes, archive.allow_empty, archive.store, archive.endpoint, archive.region, archive.path_style, archive.access_key_file, archive.secret_key_file, archive.part_size_mib, rcon.address, rcon.password_file, rcon.required)",
 			path, strings.Join(quoteAll(keys), ", "))
 	}
 	return c, nil

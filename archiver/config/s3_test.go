@@ -40,6 +40,10 @@ secret_key_file = "/s/b"`, []string{"[archive] endpoint", "want http(s)://host[:
 local_path = "/backups"
 access_key_file = "/s/a"
 secret_key_file = "/s/b"`, []string{"[archive] local_path: set together with store"}},
+		{"part size", `store = "s3://felis-backups"
+part_size_mib = 65
+access_key_file = "/s/a"
+secret_key_file = "/s/b"`, []string{"[archive] part_size_mib: 65: want 5 to 64"}},
 		{"s3 settings without a store", `local_path = "/backups"
 endpoint = "https://minio:9000"`, []string{"[archive] endpoint: is set but [archive] store is not"}},
 	} {

@@ -35,7 +35,7 @@ var ErrDenied = errors.New("the archive store refused the credentials")
 // being filled, one being uploaded) whatever the archive's size; an archive
 // may have at most maxParts parts (156 GiB at the default size).
 const (
-	DefaultPartSize = 16 << 20
+	DefaultPartSize = 8 << 20
 	MinPartSize     = 5 << 20 // S3's minimum for every part but the last
 	MaxPartSize     = 64 << 20
 	maxParts        = 10000
@@ -519,6 +519,11 @@ type partWriter struct {
 }
 
 func (w *partWriter) Write(p []byte) (int, error) {
+	if w.err == nil {
+		// A failed upload stops the stream now, not when the next part is
+		// full (which a world that compresses well takes long to fill).
+		w.err = w.up.failed()
+	}
 	if w.err != nil {
 		return 0, w.err
 	}

@@ -76,7 +76,8 @@ func s3Options(s config.S3) (store.S3Options, error) {
 	if err != nil {
 		return store.S3Options{}, err
 	}
-	o := store.S3Options{URL: s.Store, Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle, AccessKey: ak, SecretKey: sk}
+	o := store.S3Options{URL: s.Store, Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,
+		AccessKey: ak, SecretKey: sk, PartSize: int64(s.PartSizeMiB) << 20}
 	if _, err := store.NewS3(o); err != nil {
 		return store.S3Options{}, err
 	}
