@@ -46,7 +46,7 @@ incomplete (a half-done swap: rerun to finish).
 func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	format := logFormat("auto")
 	fs := newFlagSet("restore", restoreHelp, stderr)
-	archive := fs.String("archive", "", "archive file to restore: .tar.zst, .tar.gz or .tar, detected from its bytes (required)")
+	archive := fs.String("archive", "", "archive to restore, a file or s3://bucket/key: .tar.zst, .tar.gz or .tar, detected from its bytes (required)")
 	sum := fs.String("sha256", "", "the archive's expected SHA-256, 64 lowercase hex digits, as archiver list shows it (required)")
 	into := fs.String("into", "", "world folder to restore into (required)")
 	replace := fs.Bool("replace", false, "replace DIR's contents when it is not empty (without it, a non-empty DIR is an error)")
