@@ -13,6 +13,8 @@
 #   BENCH_SMALL_SIZE=128MiB  second size for the RSS comparison ("" to skip)
 #   BENCH_SEED=1             world seed
 #   BENCH_DIR=.bench         scratch folder (git-ignored)
+#   BENCH_S3=1               also back up into an S3 store: a local versitygw
+#                            (scripts/versitygw.sh builds it), 0 to skip
 #   BENCH_DATABASE_URL       catalog database, used as is; otherwise
 #   DATABASE_URL             used as is when set; otherwise the local server
 #                            127.0.0.1:5432 (user postgres, trust auth), on which
@@ -181,6 +183,7 @@ run_size() {
     [[ -f $a ]] || die "archiver backup exited 0 but $a does not exist (log: $out/archiver.$size.log)"
     rows+=("$size;archiver backup (zstd);$(elapsed "$t0" "$t1");$(tfield "$out/time.archiver.$size" 2);$(cpu "$out/time.archiver.$size");$(stat -c %s "$a");")
     archiver_archive[$size]=$a
+    [[ $s3_on == 1 ]] && run_s3 "$size" "$w"
   fi
 
   say "$size: tar -cf - | zstd -1 -T0"
@@ -216,6 +219,62 @@ run_size() {
       checks+=("$size: WARNING: the archiver's archive lists $na entries, tar's $nb: the excludes differ")
     fi
   fi
+}
+
+# --- S3 store -----------------------------------------------------------------
+# A versitygw over $BENCH_DIR/s3 on a free local port, with throwaway
+# credentials (files, and the gateway's environment: never a command line).
+s3_on=0
+if [[ $have_archiver == 1 && ${BENCH_S3:-1} == 1 ]]; then
+  say "building versitygw (scripts/versitygw.sh; cached)"
+  scripts/versitygw.sh
+  . scripts/env.sh
+  s3_root="$BENCH_DIR/s3/root" s3_keys="$BENCH_DIR/s3/keys"
+  rm -rf -- "$s3_root"
+  mkdir -p "$s3_root/bench" "$s3_keys"
+  chmod 700 "$s3_keys"
+  s3_access=bench s3_secret=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  (umask 077; echo "$s3_access" >"$s3_keys/access-key"; echo "$s3_secret" >"$s3_keys/secret-key")
+  s3_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  ROOT_ACCESS_KEY_ID=$s3_access ROOT_SECRET_ACCESS_KEY=$s3_secret \
+    "$WB_TOOLS/bin/versitygw" --port "127.0.0.1:$s3_port" --quiet posix "$s3_root" >"$BENCH_DIR/s3/versitygw.log" 2>&1 &
+  s3_pid=$!
+  trap 'kill "$s3_pid" 2>/dev/null || true' EXIT
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$s3_port") 2>/dev/null && break
+    sleep 0.1
+  done
+  (exec 3<>"/dev/tcp/127.0.0.1/$s3_port") 2>/dev/null || die "versitygw did not start (log: $BENCH_DIR/s3/versitygw.log)"
+  s3_config="$BENCH_DIR/felis-s3.toml"
+  (
+    umask 077
+    sed '/^local_path = /d' "$config" >"$s3_config"
+    cat >>"$s3_config" <<EOF
+store = "s3://bench/archives"
+endpoint = "http://127.0.0.1:$s3_port"
+path_style = true
+access_key_file = "$s3_keys/access-key"
+secret_key_file = "$s3_keys/secret-key"
+EOF
+  )
+  s3_on=1
+fi
+
+# run_s3 SIZE WORLD: the archiver backup of WORLD into the S3 store.
+run_s3() {
+  local size=$1 w=$2 rid="$SERVER-s3-$1-$(date -u +%Y%m%dT%H%M%S)-$$" t0 t1
+  say "$size: archiver backup into S3 (versitygw) --run-id $rid"
+  t0=$(now)
+  if ! /usr/bin/time -f "$TIMEFMT" -o "$out/time.archiver-s3.$size" bin/archiver backup \
+      --server "$SERVER" --run-id "$rid" --world "$w" --config "$s3_config" --compression zstd --log-format text \
+      --termination-log "$out/termination-s3.$size.json" 2>"$out/archiver-s3.$size.log"; then
+    tail -20 "$out/archiver-s3.$size.log" >&2
+    die "archiver backup into S3 failed (log: $out/archiver-s3.$size.log)"
+  fi
+  t1=$(now)
+  local a="$s3_root/bench/archives/$SERVER/$rid.tar.zst"
+  [[ -f $a ]] || die "archiver backup into S3 exited 0 but $a does not exist (log: $out/archiver-s3.$size.log)"
+  rows+=("$size;archiver backup -> S3;$(elapsed "$t0" "$t1");$(tfield "$out/time.archiver-s3.$size" 2);$(cpu "$out/time.archiver-s3.$size");$(stat -c %s "$a");local versitygw (its CPU not counted)")
 }
 
 # entries: counts tar -t lines, ignoring a leading ./ and the root entry.
