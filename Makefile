@@ -19,7 +19,7 @@ build:
 test:
 	scripts/test.sh
 
-## bench: archiver backup vs tar|zstd vs tar czf on a synthetic world, side by side.
+## bench: archiver backup vs tar|zstd -1 -T0 on synthetic worlds (BENCH_SIZES, BENCH_PAIRS): alternated pairs, medians, ratio, peak RSS.
 bench:
 	scripts/bench.sh
 

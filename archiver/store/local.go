@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,7 +25,7 @@ const (
 	filePerm = 0o640
 )
 
-// writeBuffer batches writes to the archive file.
+// writeBuffer batches small writes to the archive file.
 const writeBuffer = 1 << 20
 
 // Local keeps archives as files below a root folder. Put is atomic: a
@@ -37,6 +37,8 @@ type Local struct {
 	// flushEvery is the amount of data written between background syncs
 	// of an archive being written (flushChunk; tests lower it).
 	flushEvery int64
+	// noDirect keeps O_DIRECT off (tests of the write-behind).
+	noDirect bool
 }
 
 // NewLocal returns a store rooted at the absolute folder root. The root
@@ -91,23 +93,16 @@ func (l *Local) Put(ctx context.Context, key string, write func(io.Writer) error
 		}
 	}()
 
-	cw := &countingWriter{w: f, every: l.flushEvery}
-	if cw.every <= 0 {
-		cw.every = flushChunk
-	}
-	if datasync := datasyncOf(f); datasync != nil {
-		cw.flush = startFlusher(datasync)
-	}
+	cw := newArchiveWriter(f, l.flushEvery, !l.noDirect)
 	// The flusher must be stopped before the file is closed: it syncs its fd.
 	defer cw.flush.stop()
-	bw := bufio.NewWriterSize(cw, writeBuffer)
-	if err := write(passLarge{bw: bw, w: cw}); err != nil {
+	if err := write(cw); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := bw.Flush(); err != nil {
+	if err := cw.Flush(); err != nil {
 		return 0, fmt.Errorf("writing %q: %w", tmp, err)
 	}
 	if err := cw.flush.stop(); err != nil {
@@ -293,53 +288,153 @@ func isTempOf(name, prefix string) bool {
 	return err == nil
 }
 
-// flushChunk is how much written data Put lets pile up before it has the
-// file synced in the background. Starting the write-back alone
-// (sync_file_range every 8 MiB) left the final fsync 0.15 s of a 400 MB
+// flushChunk is how much written data Put lets pile up in the page cache
+// before it has the file synced in the background. Starting the write-back
+// alone (sync_file_range every 8 MiB) left the final fsync 0.15 s of a 400 MB
 // archive to wait for; a background fdatasync every 32 MiB leaves it 10 ms.
 const flushChunk = 32 << 20
 
-// countingWriter counts the bytes written to a file and, each time another
-// `every` bytes were written, has the file synced in the background
-// (write-behind): the disk writes the archive while the stream goes on, so
-// the final fsync has little left to do and dirty pages do not pile up in
-// memory. Its first error sticks.
-type countingWriter struct {
-	w       io.Writer
+// directAlign is the alignment O_DIRECT writes need, of the memory, the
+// length and the file offset: the page size, a multiple of the logical
+// block size of every device.
+const directAlign = 4096
+
+// archiveWriter writes an archive to its temp file, counts the bytes and
+// keeps the page cache out of the way:
+//
+//   - on ext4 and XFS the file is written with O_DIRECT, straight from the
+//     caller's buffers to the disk: no copy into the page cache (which took
+//     40% of the archiver's CPU time on a 2-core VM), no dirty pages, and the
+//     final fsync has only the metadata left to write. A write that is not
+//     aligned (in memory, length or file offset) is gathered in an aligned
+//     buffer; the tail, or a file system that refuses O_DIRECT (EINVAL), turns
+//     O_DIRECT off for the rest of the file;
+//   - otherwise, each time another `every` bytes were written, the file is
+//     synced in the background (write-behind): the disk writes the archive
+//     while the stream goes on, so the final fsync has little left to do and
+//     dirty pages do not pile up in memory.
+//
+// Small writes are batched in a buffer of writeBuffer bytes; a large one
+// with nothing buffered goes straight to the file. Its first error sticks.
+type archiveWriter struct {
+	f       file
+	direct  bool     // O_DIRECT is on
 	flush   *flusher // nil: no write-behind
 	every   int64
+	buf     []byte // aligned to directAlign; allocated on the first small write
 	n       int64
 	flushed int64 // bytes written when the last background sync was asked for
 	err     error
 }
 
-func (c *countingWriter) Write(p []byte) (int, error) {
-	if c.err != nil {
-		return 0, c.err
+// newArchiveWriter returns the writer of f; direct allows O_DIRECT.
+func newArchiveWriter(f file, every int64, direct bool) *archiveWriter {
+	if every <= 0 {
+		every = flushChunk
 	}
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	c.err = err
-	if c.n-c.flushed >= c.every {
-		c.flush.request()
-		c.flushed = c.n
+	w := &archiveWriter{f: f, every: every}
+	if datasync := datasyncOf(f); datasync != nil {
+		w.flush = startFlusher(datasync)
+	}
+	if fd, ok := f.(fder); ok && direct {
+		w.direct = setDirect(fd, true) == nil
+	}
+	return w
+}
+
+// alignedBuffer returns an empty buffer of capacity size aligned to
+// directAlign.
+func alignedBuffer(size int) []byte {
+	b := make([]byte, size+directAlign)
+	off := 0
+	if r := int(uintptr(unsafe.Pointer(&b[0])) % directAlign); r != 0 {
+		off = directAlign - r
+	}
+	return b[off : off : off+size]
+}
+
+// fder is a file with a descriptor (*os.File).
+type fder interface{ Fd() uintptr }
+
+// aligned reports whether b can be written with O_DIRECT at an aligned
+// offset: its start and length are multiples of directAlign.
+func aligned(b []byte) bool {
+	return len(b)%directAlign == 0 && len(b) > 0 && uintptr(unsafe.Pointer(&b[0]))%directAlign == 0
+}
+
+func (w *archiveWriter) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	if len(w.buf) == 0 && len(p) >= writeBuffer && (!w.direct || aligned(p)) {
+		return w.write(p)
+	}
+	if w.buf == nil {
+		w.buf = alignedBuffer(writeBuffer)
+	}
+	var n int
+	for len(p) > 0 {
+		c := copy(w.buf[len(w.buf):cap(w.buf)], p)
+		w.buf = w.buf[:len(w.buf)+c]
+		n += c
+		p = p[c:]
+		if len(w.buf) == cap(w.buf) {
+			if _, err := w.write(w.buf); err != nil {
+				return n, err
+			}
+			w.buf = w.buf[:0]
+		}
+	}
+	return n, nil
+}
+
+// Flush writes what is buffered.
+func (w *archiveWriter) Flush() error {
+	if w.err != nil || len(w.buf) == 0 {
+		return w.err
+	}
+	_, err := w.write(w.buf)
+	w.buf = w.buf[:0]
+	return err
+}
+
+// write writes b to the file, with O_DIRECT while b and the file offset
+// allow it.
+func (w *archiveWriter) write(b []byte) (int, error) {
+	if w.direct && (!aligned(b) || w.n%directAlign != 0) {
+		if err := w.directOff(); err != nil {
+			return 0, err
+		}
+	}
+	n, err := w.f.Write(b)
+	if w.direct && errors.Is(err, unix.EINVAL) {
+		// The file system or device refused the direct write: go on
+		// through the page cache, from what was written.
+		if err := w.directOff(); err != nil {
+			return n, err
+		}
+		var m int
+		m, err = w.f.Write(b[n:])
+		n += m
+	}
+	w.n += int64(n)
+	w.err = err
+	if !w.direct && w.n-w.flushed >= w.every {
+		w.flush.request()
+		w.flushed = w.n
 	}
 	return n, err
 }
 
-// passLarge is the writer Put hands out: it batches small writes in bw, but
-// passes a write at least as large as bw's buffer, with nothing buffered,
-// straight to w, saving a copy.
-type passLarge struct {
-	bw *bufio.Writer
-	w  io.Writer // bw's writer
-}
-
-func (p passLarge) Write(b []byte) (int, error) {
-	if len(b) >= p.bw.Size() && p.bw.Buffered() == 0 {
-		return p.w.Write(b)
+// directOff turns O_DIRECT off for the rest of the file.
+func (w *archiveWriter) directOff() error {
+	if err := setDirect(w.f.(fder), false); err != nil {
+		w.err = fmt.Errorf("turning off O_DIRECT: %w", err)
+		return w.err
 	}
-	return p.bw.Write(b)
+	w.direct = false
+	w.flushed = w.n // what was written directly needs no write-behind
+	return nil
 }
 
 // flusher syncs a file (fdatasync) on a goroutine of its own when asked,

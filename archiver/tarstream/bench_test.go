@@ -15,7 +15,9 @@ import (
 )
 
 // benchWorldSize is the size of the world BenchmarkWrite archives; override
-// it with TARSTREAM_BENCH_SIZE (e.g. 512MiB, like make bench).
+// it with TARSTREAM_BENCH_SIZE (e.g. 1GiB, like make bench), or archive an
+// existing world folder (one of make bench's under .bench/worlds) with
+// TARSTREAM_BENCH_WORLD.
 const benchWorldSize = 128 << 20
 
 // BenchmarkWrite streams a generated world (Anvil-like region files and
@@ -31,9 +33,12 @@ func BenchmarkWrite(b *testing.B) {
 			b.Fatalf("TARSTREAM_BENCH_SIZE: %v", err)
 		}
 	}
-	root := filepath.Join(b.TempDir(), "world")
-	if _, err := worldgen.Generate(root, worldgen.Options{Size: size, Seed: 1}); err != nil {
-		b.Fatal(err)
+	root := os.Getenv("TARSTREAM_BENCH_WORLD")
+	if root == "" {
+		root = filepath.Join(b.TempDir(), "world")
+		if _, err := worldgen.Generate(root, worldgen.Options{Size: size, Seed: 1}); err != nil {
+			b.Fatal(err)
+		}
 	}
 	// Warm the page cache and learn the bytes archived.
 	warm, err := Write(b.Context(), discard{}, root, Options{Compression: None, Excludes: DefaultExcludes})

@@ -38,7 +38,7 @@ const (
 	// zstdWindow is the zstd window (largest back-reference distance).
 	// Region files are already zlib-compressed, so a larger window buys
 	// little (0.2% at 4 MiB) and costs CPU and memory.
-	zstdWindow = 512 << 10
+	zstdWindow = 128 << 10
 	// gzipBlock is the input size of one parallel deflate block.
 	gzipBlock = 512 << 10
 )
@@ -51,28 +51,21 @@ func encoders() int { return min(max(runtime.GOMAXPROCS(0), 1), 4) }
 func newCompressor(w io.Writer, c Compression) (io.WriteCloser, error) {
 	switch c {
 	case Zstd:
-		// Concurrency > 1 without concurrent blocks: one goroutine finds
-		// the matches of block n while the caller reads and tars block n+1
-		// and another encodes block n-1 and hands it to the sink, which
-		// hashes and writes it on a goroutine of its own. On two cores this
-		// is faster than zstd's parallel jobs (WithConcurrentBlocks: slower,
-		// and 50 MB allocated per stream instead of 6).
+		// Concurrency 1: the encoder compresses in the caller's goroutine,
+		// the stream's compression stage, which overlaps the reading and
+		// tarring of the files and the hashing and writing of the archive.
+		// Its parallel modes cost goroutine hand-offs per 128 KiB block (or
+		// 50 MB of job buffers) and were slower on two cores.
 		//
 		// No entropy coding of literals: a world is mostly zlib-compressed
 		// chunks, whose bytes Huffman coding cannot shrink by the 1/16 it
-		// must save: it took over half of zstd's CPU time, a third of the
-		// whole stream's, for 0.03% of the archive's size. Sequences (the zeros padding each 4 KiB
-		// sector, repeated NBT) are still FSE-coded.
-		//
-		// Not WithLowerEncoderMem: its history buffer holds the window plus
-		// one block, so every 128 KiB block moved the whole 512 KiB window
-		// down; with the default (twice the window) it moves once per
-		// window, for 384 KiB more memory.
-		n := encoders()
+		// must save: it took over half of zstd's CPU time for 0.03% of the
+		// archive's size. Sequences (the zeros padding each 4 KiB sector,
+		// repeated NBT) are still FSE-coded.
 		enc, err := zstd.NewWriter(w,
 			zstd.WithEncoderLevel(zstd.SpeedFastest),
 			zstd.WithWindowSize(zstdWindow),
-			zstd.WithEncoderConcurrency(n),
+			zstd.WithEncoderConcurrency(1),
 			zstd.WithNoEntropyCompression(true),
 		)
 		if err != nil {

@@ -13,15 +13,20 @@
 // warning, so the archive stays valid. Any other read error fails the stream
 // with the file's path.
 //
-// Memory use is fixed: file data moves through one read buffer, the
-// compressor's bounded buffers and the few buffers that hand the compressed
-// stream to the goroutine hashing and writing it, whatever the size of the
-// world.
+// Four goroutines share the work: one walks the world, reads the files and
+// writes the tar stream; one compresses it; one hashes the compressed stream;
+// one writes it to the destination. They hand each other a few large
+// buffers, so memory use is fixed whatever the size of the world: file data
+// is read straight into the compressor's input buffers, then moves through
+// the compressor's bounded window and the buffers that carry the compressed
+// stream to the hash and the destination.
 package tarstream
 
 import (
 	"archive/tar"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -102,31 +107,48 @@ func Write(ctx context.Context, dst io.Writer, root string, o Options) (Result, 
 	if err != nil {
 		return Result{}, err
 	}
-	sk := newSink(dst, &o.Progress.OutputBytes)
-	defer sk.abort() // stops the sink's goroutine on the error paths
+	// Three steps after this goroutine (which walks, reads and tars), each
+	// on a goroutine of its own: the compressor, fed the tar stream in
+	// large buffers, then the hash and the write of the compressed stream,
+	// fed in large aligned buffers.
+	h := sha256.New()
+	hw := hashWriter{w: dst, h: h, n: &o.Progress.OutputBytes}
+	sk := newStage(stageBuffer, bufferAlign, hw.hash, hw.write)
+	defer sk.abort() // stops the goroutine on the error paths
 	cw, err := newCompressor(sk, o.Compression)
 	if err != nil {
 		return Result{}, err
 	}
-	tw := tar.NewWriter(cw)
+	in := newStage(stageBuffer, 1, func(b []byte) error {
+		_, err := cw.Write(b)
+		return err
+	})
+	tw := tar.NewWriter(in)
 	w := &walker{
 		root:  filepath.Clean(root),
 		tw:    tw,
+		in:    in,
 		ex:    m,
 		log:   o.Log,
 		prog:  o.Progress,
 		hook:  o.afterHeader,
 		avoid: o.Avoid,
-		buf:   make([]byte, readBuffer),
 		links: make(map[fileID]string),
 	}
-	if err := w.walkRoot(ctx); err != nil {
+	err = w.walkRoot(ctx)
+	if err == nil {
+		if err = tw.Close(); err != nil {
+			err = fmt.Errorf("finishing tar stream: %w", err)
+		}
+	}
+	if err != nil {
+		in.abort()
 		_ = cw.Close() // stops the compressor's goroutines; the output is void anyway
 		return Result{}, err
 	}
-	if err := tw.Close(); err != nil {
+	if err := in.close(); err != nil {
 		_ = cw.Close()
-		return Result{}, fmt.Errorf("finishing tar stream: %w", err)
+		return Result{}, fmt.Errorf("compressing the tar stream: %w", err)
 	}
 	if err := cw.Close(); err != nil {
 		return Result{}, fmt.Errorf("finishing %s stream: %w", o.Compression, err)
@@ -135,7 +157,7 @@ func Write(ctx context.Context, dst io.Writer, root string, o Options) (Result, 
 		return Result{}, fmt.Errorf("writing the archive: %w", err)
 	}
 	w.res.Size = o.Progress.OutputBytes.Load()
-	w.res.SHA256 = sk.sum()
+	w.res.SHA256 = hex.EncodeToString(h.Sum(nil))
 	return w.res, nil
 }
 
@@ -147,5 +169,6 @@ var ErrSelfContaining = errors.New("the world folder is the archive folder")
 // own files (its marker, staging and previous folders): never archived.
 const reservedPrefix = ".worldbackup-"
 
-// readBuffer is the size of the one buffer file data is read through.
-const readBuffer = 256 << 10
+// readBuffer is the largest read of file data: file data is read straight
+// into the compressor's input buffers.
+const readBuffer = stageBuffer

@@ -25,12 +25,12 @@ import (
 type walker struct {
 	root  string
 	tw    *tar.Writer
+	in    *stage // tw's destination: file data is read into its buffers
 	ex    matcher
 	log   hclog.Logger
 	prog  *Progress
 	hook  func(rel string)
-	avoid []string // folders not to archive (Options.Avoid)
-	buf   []byte
+	avoid []string          // folders not to archive (Options.Avoid)
 	links map[fileID]string // first archived name of each multiply-linked file
 	// avoided are the folders of avoid that exist, by device and inode.
 	avoided map[fileID]string
@@ -227,7 +227,10 @@ func (w *walker) copyData(ctx context.Context, fd int, rel string, size int64) e
 			return err
 		}
 		rest := size - done
-		b := w.buf[:min(int64(len(w.buf)), rest+1)]
+		// Read straight into the compressor's input buffer; tw passes
+		// the data on to it unchanged, which then keeps it without a copy.
+		b := w.in.space()
+		b = b[:min(int64(len(b)), int64(readBuffer), rest+1)]
 		probed = int64(len(b)) > rest
 		n, err := readFD(fd, b)
 		if int64(n) > rest {
@@ -252,10 +255,10 @@ func (w *walker) copyData(ctx context.Context, fd int, rel string, size int64) e
 		w.log.Warn("file shrank while read; padded with zeros to its size at open",
 			"path", rel, "size", size, "read", done)
 		w.res.Warnings++
-		clear(w.buf)
+		zeros := make([]byte, 64<<10)
 		for pad := size - done; pad > 0; {
-			n := min(int64(len(w.buf)), pad)
-			if _, err := w.tw.Write(w.buf[:n]); err != nil {
+			n := min(int64(len(zeros)), pad)
+			if _, err := w.tw.Write(zeros[:n]); err != nil {
 				return fmt.Errorf("writing %q to the archive: %w", rel, err)
 			}
 			pad -= n
@@ -264,7 +267,8 @@ func (w *walker) copyData(ctx context.Context, fd int, rel string, size int64) e
 	}
 	if !probed {
 		// Probe for data past the size the header promised.
-		n, _ := readFD(fd, w.buf[:1])
+		var one [1]byte
+		n, _ := readFD(fd, one[:])
 		grew = n > 0
 	}
 	if grew {

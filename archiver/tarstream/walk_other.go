@@ -14,12 +14,12 @@ import (
 type walker struct {
 	root  string
 	tw    *tar.Writer
+	in    *stage
 	ex    matcher
 	log   hclog.Logger
 	prog  *Progress
 	hook  func(rel string)
 	avoid []string // folders not to archive (Options.Avoid)
-	buf   []byte
 	links map[fileID]string
 	res   Result
 }
