@@ -128,6 +128,7 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitUsage
 	}
 
+	spec.limitMemory()
 	s, err := runBackup(ctx, log, cfg, spec, p, !f.noMigrate, quiescer, pruneOpts)
 	tlog.write(log, s)
 	if err != nil {
