@@ -11,7 +11,6 @@ import (
 	"hash"
 	"io"
 	"io/fs"
-	"net/http"
 	"net/url"
 	"path"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
@@ -82,9 +82,15 @@ type S3Options struct {
 	// Locker takes Lock's locks; nil: Lock fails (verify, restore and
 	// prune do not lock archives).
 	Locker Locker
-	// HTTPClient sends the requests; nil: the SDK's default.
-	HTTPClient *http.Client
+	// ReadTimeout fails a request whose connection delivers no data for
+	// this long (a server that stopped answering, a blackholed network),
+	// also while the request body is sent; default DefaultReadTimeout.
+	ReadTimeout time.Duration
 }
+
+// DefaultReadTimeout is the default S3Options.ReadTimeout: an 8 MiB part
+// may take as long to send at 28 kB/s.
+const DefaultReadTimeout = 5 * time.Minute
 
 // String hides the credentials from %v and %+v.
 func (o S3Options) String() string {
@@ -101,6 +107,9 @@ func (o S3Options) withDefaults() S3Options {
 	}
 	if o.PartSize == 0 {
 		o.PartSize = DefaultPartSize
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = DefaultReadTimeout
 	}
 	return o
 }
@@ -119,6 +128,9 @@ func (o S3Options) Validate() error {
 	}
 	if o.AccessKey == "" || o.SecretKey == "" {
 		errs = append(errs, errors.New("S3 credentials missing: both an access key and a secret key are needed"))
+	}
+	if o.ReadTimeout < 0 {
+		errs = append(errs, fmt.Errorf("S3 read timeout %v is negative", o.ReadTimeout))
 	}
 	if o.PartSize < MinPartSize || o.PartSize > MaxPartSize {
 		errs = append(errs, fmt.Errorf("S3 part size %d: want %d to %d bytes", o.PartSize, MinPartSize, MaxPartSize))
@@ -200,9 +212,9 @@ func NewS3(o S3Options) (*S3, error) {
 	if o.Endpoint != "" {
 		opts.BaseEndpoint = aws.String(strings.TrimSuffix(o.Endpoint, "/"))
 	}
-	if o.HTTPClient != nil {
-		opts.HTTPClient = o.HTTPClient
-	}
+	// The SDK's client has no timeout but the dial's: a server that
+	// accepts and never answers would hang the run until the Job's deadline.
+	opts.HTTPClient = awshttp.NewBuildableClient().WithReadTimeout(o.ReadTimeout)
 	return &S3{client: s3.New(opts), bucket: bucket, prefix: prefix, partSize: o.PartSize, locker: o.Locker}, nil
 }
 

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -207,6 +209,37 @@ func TestS3Errors(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestS3ServerNeverAnswers: a server that accepts connections and never
+// answers fails the Put after the read timeout (each of the SDK's
+// attempts), instead of hanging it.
+func TestS3ServerNeverAnswers(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	s, err := store.NewS3(store.S3Options{URL: "s3://bucket", Endpoint: "http://" + l.Addr().String(), PathStyle: true,
+		AccessKey: "a", SecretKey: "b", ReadTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	_, err = s.Put(ctx, "srv/run.tar", func(w io.Writer) error { _, err := w.Write([]byte("x")); return err })
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("Put = %v (context: %v), want a timeout error before the test's deadline", err, ctx.Err())
+	}
 }
 
 func TestS3Refs(t *testing.T) {
