@@ -36,6 +36,8 @@ const backupHelp = `Usage: archiver backup --server S --run-id R [flags]
 
 Streams the world folder as tar, compressed, into
 <archive root>/<server>/<run id>.tar.zst (.tar.gz, .tar) through a temp file,
+or into <prefix>/<server>/<run id>.tar.zst of an S3 store ([archive] store or
+--store s3://bucket/prefix: a multipart upload completed only when whole),
 fsync and rename, then records the run in world_backups. A run whose row
 exists already writes nothing and exits 0; a retry of the same run ID removes
 the temp files of a killed earlier attempt. If the row cannot be inserted, the
@@ -68,6 +70,8 @@ type backupFlags struct {
 	rconAddr, rconPasswordFile string
 	rconRequired               bool
 	retention                  retentionFlags
+	store                      string
+	s3                         s3Flags
 }
 
 // jobSummary is the termination message of a backup: the run's summary and,
@@ -98,6 +102,8 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.StringVar(&f.rconPasswordFile, "rcon-password-file", "", "file holding the RCON password (a mounted Secret); overrides [rcon] password_file")
 	fs.BoolVar(&f.rconRequired, "rcon-required", true, "fail when the game server cannot be reached (false: warn and back up without quiescing); overrides [rcon] required")
 	f.retention.add(fs)
+	fs.StringVar(&f.store, "store", "", "s3://bucket/prefix: archive into this S3 store (settings: the --s3-* flags over [archive]); overrides [archive] store and local_path")
+	f.s3.add(fs)
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
@@ -167,6 +173,9 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 	}
 
 	cfg, err := config.Load(f.configPath)
+	if err == nil {
+		cfg, err = f.storeOverrides(fs, cfg)
+	}
 	if err != nil {
 		return backup.Params{}, "", config.Config{}, err
 	}

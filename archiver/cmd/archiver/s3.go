@@ -66,9 +66,29 @@ func readKeyFile(path, what string) (string, error) {
 	return v, nil
 }
 
+// storeOverrides applies --store and the --s3-* flags to cfg's [archive].
+func (f *backupFlags) storeOverrides(fs *flag.FlagSet, cfg config.Config) (config.Config, error) {
+	switch {
+	case flagSet(fs, "store") && flagSet(fs, "archive-root"):
+		return cfg, errors.New("give one of --store (an S3 store) and --archive-root (a folder)")
+	case flagSet(fs, "store"):
+		if _, _, err := store.ParseS3URL(f.store); err != nil {
+			return cfg, fmt.Errorf("--store: %w", err)
+		}
+		cfg.Archive.Store, cfg.Archive.LocalPath = f.store, ""
+	case f.s3.given(fs) && (!cfg.Archive.S3.Enabled() || flagSet(fs, "archive-root")):
+		return cfg, errors.New("the --s3-* flags go with an S3 store: --store or [archive] store")
+	}
+	cfg.Archive.S3 = f.s3.over(fs, cfg.Archive.S3)
+	return cfg, nil
+}
+
 // s3Options returns the options of the S3 store s names, with the
 // credentials read from its key files; its errors are configuration errors.
 func s3Options(s config.S3) (store.S3Options, error) {
+	if s.AccessKeyFile == "" || s.SecretKeyFile == "" {
+		return store.S3Options{}, errors.New("an S3 store needs its credentials files: [archive] access_key_file and secret_key_file, or --s3-access-key-file and --s3-secret-key-file")
+	}
 	ak, err := readKeyFile(s.AccessKeyFile, "access key ID")
 	if err != nil {
 		return store.S3Options{}, err
@@ -198,9 +218,6 @@ func openS3Ref(s config.S3, ref string) (func(ctx context.Context) (io.ReadClose
 	bucket, key, _ := strings.Cut(rest, "/")
 	if !ok || key == "" {
 		return nil, fmt.Errorf("%q: %w", ref, errNotS3Ref)
-	}
-	if s.AccessKeyFile == "" || s.SecretKeyFile == "" {
-		return nil, errors.New("an s3:// archive needs the credentials: --s3-access-key-file and --s3-secret-key-file (or [archive] access_key_file and secret_key_file in felis.toml)")
 	}
 	s.Store = "s3://" + bucket
 	o, err := s3Options(s)

@@ -454,3 +454,40 @@ func vmHWM(pid int) int64 {
 	}
 	return 0
 }
+
+// TestS3BackupFlags: --store and the --s3-* flags select the S3 store over
+// a felis.toml that names a folder (how a Job passes the store's settings),
+// and wrong combinations are usage errors.
+func TestS3BackupFlags(t *testing.T) {
+	e := newS3Env(t)
+	generateWorld(t, e.world)
+	writeConfig(t, e.config, fmt.Sprintf("[database]\nurl = %q\n[archive]\nlocal_path = %q\n", e.url, e.root))
+	store := []string{"--store", "s3://" + e.bucket + "/" + s3Prefix}
+	res := archiver(t, append(append(e.args("flags"), store...), e.s3Flags()...)...)
+	if res.code != 0 {
+		t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
+	}
+	if rs := rows(t, e.url); len(rs) != 1 || rs[0].ArchiveRef != e.ref("flags") || e.object(t, "flags") == nil {
+		t.Fatalf("rows %+v, want one for the object %s", rs, e.ref("flags"))
+	}
+	if got := files(t, filepath.Join(e.root, "survival")); len(got) != 0 {
+		t.Errorf("the folder store got %v", got)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"store and archive root", append(e.backupArgs("x"), store...), "give one of --store"},
+		{"s3 flags without a store", append(e.args("x"), e.s3Flags()...), "go with an S3 store"},
+		{"bad store", append(e.args("x"), "--store", "s3://Bad_Bucket"), "not a valid bucket name"},
+		{"no key files", append(e.args("x"), store...), "needs its credentials files"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := archiver(t, tc.args...)
+			if res.code != 2 || !strings.Contains(res.stderr, tc.want) {
+				t.Fatalf("backup exited %d, want 2 saying %q:\n%s", res.code, tc.want, res.stderr)
+			}
+		})
+	}
+}
