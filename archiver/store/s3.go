@@ -633,18 +633,87 @@ func (s *S3) Remove(ctx context.Context, key string) error {
 	return nil
 }
 
+// maxResumes is how often a reader of Open re-requests the rest of an object
+// after its connection broke.
+const maxResumes = 5
+
 // Open returns a reader of key's object; a missing object gives an error
-// wrapping fs.ErrNotExist.
+// wrapping fs.ErrNotExist. When the connection breaks mid-object, the reader
+// requests the rest (a range GET pinned to the object's ETag, so a replaced
+// object fails rather than splices), up to maxResumes times.
 func (s *S3) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(s.object(key))})
+	ref := s.Ref(key)
+	in := &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(s.object(key))}
+	out, err := s.client.GetObject(ctx, in)
 	if err != nil {
-		return nil, s.wrap(fmt.Sprintf("opening %s", s.Ref(key)), err)
+		return nil, s.wrap(fmt.Sprintf("opening %s", ref), err)
 	}
-	return out.Body, nil
+	etag := aws.ToString(out.ETag)
+	reopen := func(offset int64) (io.ReadCloser, error) {
+		rest := *in
+		rest.Range = aws.String(fmt.Sprintf("bytes=%d-", offset))
+		if etag != "" {
+			rest.IfMatch = aws.String(etag)
+		}
+		out, err := s.client.GetObject(ctx, &rest)
+		if err != nil {
+			return nil, s.wrap(fmt.Sprintf("reading %s from byte %d again", ref, offset), err)
+		}
+		return out.Body, nil
+	}
+	return &objectReader{body: out.Body, size: aws.ToInt64(out.ContentLength), reopen: reopen}, nil
 }
+
+// objectReader reads an object of known size, resuming after a broken
+// connection.
+type objectReader struct {
+	body    io.ReadCloser
+	size    int64 // the object's size, from the first response
+	n       int64 // bytes read so far
+	resumes int
+	reopen  func(offset int64) (io.ReadCloser, error)
+}
+
+func (r *objectReader) Read(p []byte) (int, error) {
+	for {
+		n, err := r.body.Read(p)
+		r.n += int64(n)
+		switch {
+		case err == nil || n > 0 && !errors.Is(err, io.EOF):
+			return n, nil // an error other than EOF comes again on the next Read
+		case errors.Is(err, io.EOF) && r.n == r.size:
+			return n, io.EOF
+		case errors.Is(err, io.EOF) && r.n > r.size:
+			return n, fmt.Errorf("the object grew to more than its %d bytes while read", r.size)
+		case r.resumes >= maxResumes:
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return n, fmt.Errorf("reading the object at byte %d after %d resumed requests: %w", r.n, r.resumes, err)
+		}
+		if n > 0 {
+			return n, nil // resume on the next Read
+		}
+		r.body.Close()
+		r.resumes++
+		body, rerr := r.reopen(r.n)
+		if rerr != nil {
+			r.body = io.NopCloser(errReader{rerr})
+			return 0, rerr
+		}
+		r.body = body
+	}
+}
+
+func (r *objectReader) Close() error { return r.body.Close() }
+
+// errReader fails every Read with err.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // List returns the objects directly inside the folder dir (a key prefix
 // such as "survival"), sorted by key; unfinished uploads are not objects

@@ -242,6 +242,37 @@ func TestS3ServerNeverAnswers(t *testing.T) {
 	}
 }
 
+// TestS3OpenResumes: a reader whose connection breaks (the server restarts
+// mid-object) requests the rest and reads the object whole.
+func TestS3OpenResumes(t *testing.T) {
+	srv := s3test.New(t)
+	s, _ := newS3(t, srv, nil, "", store.MinPartSize)
+	data := make([]byte, 48<<20)
+	for i := range data {
+		data[i] = byte(i*131 + i>>17)
+	}
+	if _, err := s.Put(t.Context(), "srv/big.tar", func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Open(t.Context(), "srv/big.tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	head := make([]byte, 1<<20)
+	if _, err := io.ReadFull(r, head); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart(t)
+	rest, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("reading on after the server restarted: %v", err)
+	}
+	if got := append(head, rest...); !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes, want the %d written, equal", len(got), len(data))
+	}
+}
+
 func TestS3Refs(t *testing.T) {
 	s, err := store.NewS3(store.S3Options{URL: "s3://bucket/a/b/", AccessKey: "a", SecretKey: "b"})
 	if err != nil {

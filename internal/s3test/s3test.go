@@ -112,8 +112,12 @@ func start(bin, root string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	logPath := filepath.Join(root, "..", fmt.Sprintf("versitygw-%d.log", port))
+	return startOn(bin, root, fmt.Sprintf("127.0.0.1:%d", port))
+}
+
+// startOn runs bin over root on addr and waits until it answers.
+func startOn(bin, root, addr string) (*Server, error) {
+	logPath := filepath.Join(root, "..", "versitygw-"+strings.ReplaceAll(addr, ":", "-")+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -166,6 +170,25 @@ func (s *Server) Stop() {
 		_ = s.cmd.Process.Kill()
 		<-s.exited
 	})
+}
+
+// Restart kills the server and starts it again on the same address and
+// folder: connections in progress break, the data stays.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	bin := s.cmd.Path
+	var lastErr error
+	for range 20 { // the port is free again once the killed process is reaped
+		n, err := startOn(bin, s.Root, strings.TrimPrefix(s.Endpoint, "http://"))
+		if err == nil {
+			*s = Server{Endpoint: n.Endpoint, Root: n.Root, cmd: n.cmd, exited: n.exited}
+			return
+		}
+		lastErr = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("restarting versitygw: %v", lastErr)
 }
 
 // Client returns an S3 client of the server with its credentials.
