@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
-.PHONY: demo build test bench image image-push tools doctor schema lint
+.PHONY: demo build test bench image image-push tools cluster-tools doctor schema lint
 
 ## demo: build what is needed and perform one backup run with `pulumi up` (render mode) on a sample world.
 demo:
@@ -34,6 +34,10 @@ image-push:
 ## tools: the Pulumi CLI, Kubernetes provider plugin and YAML language host, built from the Go module proxy into the tool cache (~/.cache/worldbackup/tools), linked from .tools/bin.
 tools:
 	scripts/tools.sh
+
+## cluster-tools: the single-node Kubernetes cluster of the tier-5 tests (kube-apiserver, controller-manager, scheduler, kubelet, etcd, containerd, runc, CNI plugins), built from the Go module proxy into the tool cache, linked from .tools/cluster. `scripts/cluster-tools.sh check` says what is missing.
+cluster-tools:
+	scripts/cluster-tools.sh
 
 ## doctor: what this machine has and lacks for the demo and the tests, with the command that installs each missing piece.
 doctor:

@@ -99,6 +99,13 @@ func checkOneJob(t *testing.T, m *mocks, typ, name, wantTimeout string, want *ba
 	if rpc.GetVersion() != "4.32.0" {
 		t.Fatalf("Job provider version = %q, want 4.32.0 (the SDK's default)", rpc.GetVersion())
 	}
+	// A Job is one run: any change replaces it, the old one deleted first.
+	if got := rpc.GetReplaceOnChanges(); !slices.Equal(got, []string{"*"}) {
+		t.Fatalf("Job replaceOnChanges = %q, want [*]", got)
+	}
+	if !rpc.GetDeleteBeforeReplace() {
+		t.Fatal("Job is not deleteBeforeReplace")
+	}
 	ct := rpc.GetCustomTimeouts()
 	if ct.GetCreate() != wantTimeout || ct.GetUpdate() != wantTimeout {
 		t.Fatalf("custom timeouts = %+v, want create/update %s", ct, wantTimeout)

@@ -35,11 +35,20 @@ func registerJob(ctx *pulumi.Context, name string, job *batchv1.Job, opts ...pul
 // registerChildJob registers job as the child Job of the component parent,
 // named name, with timeout as its create and update timeout (how long the
 // Kubernetes provider waits for it to finish).
+//
+// Any change of the Job's inputs replaces it, deleting the old Job first:
+// a Job is one run, so it is never updated in place (most of its spec is
+// immutable, and an in-place update of a Job that its TTL or a GitOps tool
+// deleted fails with "not found"). The same name comes back for the same
+// run ID, and the archiver makes the new Job a no-op for a run that is
+// already recorded (backup) or restored (restore).
 func registerChildJob(ctx *pulumi.Context, parent pulumi.Resource, name string, job *batchv1.Job, timeout time.Duration) (*k8sbatchv1.Job, error) {
 	t := timeout.String()
 	return registerJob(ctx, name, job,
 		pulumi.Parent(parent),
 		pulumi.Timeouts(&pulumi.CustomTimeouts{Create: t, Update: t}),
+		pulumi.ReplaceOnChanges([]string{"*"}),
+		pulumi.DeleteBeforeReplace(true),
 	)
 }
 

@@ -13,11 +13,14 @@ import (
 
 // componentSchema is one resource of a plugin schema.
 type componentSchema struct {
-	IsComponent     bool                                    `json:"isComponent"`
-	Description     string                                  `json:"description"`
-	InputProperties map[string]struct{ Description string } `json:"inputProperties"`
-	RequiredInputs  []string                                `json:"requiredInputs"`
-	Properties      map[string]struct{ Description string } `json:"properties"`
+	IsComponent     bool   `json:"isComponent"`
+	Description     string `json:"description"`
+	InputProperties map[string]struct {
+		Description string
+		Secret      bool
+	} `json:"inputProperties"`
+	RequiredInputs []string                                `json:"requiredInputs"`
+	Properties     map[string]struct{ Description string } `json:"properties"`
 }
 
 // schemaOf serves comp with infer.ComponentF, the way the plugin does, and
@@ -90,7 +93,12 @@ func TestSchemaThroughInfer(t *testing.T) {
 			"serviceAccountName", "configSecretName", "configMountPath", "backupRoot", "worldRoot",
 			"worldClaimName", "deadline", "cpuLimit", "memoryLimit", "securityMode", "runAsUser", "runAsGroup",
 			"fsGroup", "ttlAfterFinished", "backoffLimit", "compression", "excludes", "nodeName", "nodeSelector",
-			"labels", "annotations", "skipAwait", "timeout"},
+			"labels", "annotations", "skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "replaceUnready", "preflight",
+			"kubeContext"},
 		[]string{"backupClaimName", "image", "runId", "server"},
 		[]string{"jobName", "namespace", "runId", "archiveRef"})
+	// A kubeconfig's contents would land in the state: the plugin takes none.
+	if _, ok := res.InputProperties["kubeconfig"]; ok {
+		t.Error("the plugin takes a kubeconfig input")
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/worldbackup/worldbackup/internal/layout"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/naming"
+	"github.com/worldbackup/worldbackup/provider/preflight"
 )
 
 // Shared defaults of every component (documented on the inputs).
@@ -25,9 +26,13 @@ const (
 	DefaultDeadline           = "30m"
 	DefaultCPULimit           = "1"
 	DefaultMemoryLimit        = "1Gi"
-	DefaultTTLAfterFinished   = "10m"
-	DefaultBackoffLimit       = 2
-	DefaultSecurityMode       = string(jobspec.Baseline)
+	// DefaultBackoffLimit is 0: a failed pod fails the Job at once with
+	// reason BackoffLimitExceeded, which `pulumi up` reports (see
+	// jobspec.PodFailurePolicy). There is no default TTL: the finished Job
+	// stays until the next run ID replaces it.
+	DefaultBackoffLimit    = 0
+	DefaultGamePodAffinity = string(jobspec.AffinityPreferred)
+	DefaultSecurityMode    = string(jobspec.Baseline)
 	// DefaultGameUID and DefaultGameGID are the identity of restricted mode
 	// when runAsUser/runAsGroup are unset: the UID/GID the Paper images run
 	// the game as, which owns level.dat (0600).
@@ -77,9 +82,15 @@ type sharedInputs struct {
 	FSGroup            *int
 	NodeName           string
 	NodeSelector       map[string]string
+	GamePodSelector    map[string]string
+	GamePodAffinity    string
 	Labels             map[string]string
 	Annotations        map[string]string
 	SkipAwait          bool
+	ReplaceUnready     *bool
+	Preflight          *bool
+	Kubeconfig         string
+	KubeContext        string
 }
 
 // withDefaults returns a copy of j with every empty input set to its
@@ -93,9 +104,17 @@ func (j sharedInputs) withDefaults() sharedInputs {
 	setDefault(&j.CPULimit, DefaultCPULimit)
 	setDefault(&j.MemoryLimit, DefaultMemoryLimit)
 	setDefault(&j.SecurityMode, DefaultSecurityMode)
-	setDefault(&j.TTLAfterFinished, DefaultTTLAfterFinished)
+	setDefault(&j.GamePodAffinity, DefaultGamePodAffinity)
 	if j.BackoffLimit == nil {
 		j.BackoffLimit = new(DefaultBackoffLimit)
+	}
+	if j.ReplaceUnready == nil {
+		// A Job that pulumi up does not wait for may still run at the next
+		// up: replacing it then would kill the run.
+		j.ReplaceUnready = new(!j.SkipAwait)
+	}
+	if j.Preflight == nil {
+		j.Preflight = new(true)
 	}
 	if d, err := time.ParseDuration(j.Deadline); err == nil && j.Timeout == "" {
 		j.Timeout = (d + TimeoutMargin).String()
@@ -128,7 +147,15 @@ type jobSettings struct {
 	Placement          jobspec.Placement
 	Labels             map[string]string
 	Annotations        map[string]string
-	SkipAwait          bool
+	Await              jobspec.Await
+	Preflight          preflightSettings
+}
+
+// preflightSettings say whether and against which cluster the component
+// looks up what its Job needs at preview.
+type preflightSettings struct {
+	Enabled bool
+	Cluster preflight.Cluster
 }
 
 // job checks the shared inputs j (after withDefaults) and returns them
@@ -137,7 +164,10 @@ func (p *problems) job(j sharedInputs, r jobRules) jobSettings {
 	p.dnsLabel("namespace", j.Namespace)
 	p.dnsSubdomain("serviceAccountName", j.ServiceAccountName)
 	deadline, deadlineOK := p.duration("deadline", j.Deadline, time.Second, maxDeadline)
-	ttl, _ := p.duration("ttlAfterFinished", j.TTLAfterFinished, 0, maxTTL)
+	var ttl time.Duration
+	if j.TTLAfterFinished != "" {
+		ttl, _ = p.duration("ttlAfterFinished", j.TTLAfterFinished, time.Second, maxTTL)
+	}
 	var timeout time.Duration
 	if deadlineOK {
 		var ok bool
@@ -152,8 +182,12 @@ func (p *problems) job(j sharedInputs, r jobRules) jobSettings {
 		p.addf("backoffLimit", "%d is out of range: use 0 to 100 (retries after a failed pod)", *j.BackoffLimit)
 	}
 	p.placement(j.NodeName, j.NodeSelector)
+	p.gamePod(j.GamePodSelector, j.GamePodAffinity, j.NodeName)
 	p.labels("labels", j.Labels, jobspec.ReservedLabels)
 	p.annotations("annotations", j.Annotations, jobspec.ReservedAnnotations)
+	if *j.ReplaceUnready && j.SkipAwait {
+		p.addf("replaceUnready", "is true while skipAwait is set: the next `pulumi up` would replace a Job that is still running and kill its run; leave replaceUnready unset (it is off with skipAwait)")
+	}
 	return jobSettings{
 		Namespace:          j.Namespace,
 		ServiceAccountName: j.ServiceAccountName,
@@ -163,10 +197,46 @@ func (p *problems) job(j sharedInputs, r jobRules) jobSettings {
 		BackoffLimit:       int32(*j.BackoffLimit),
 		Resources:          jobspec.Resources{CPULimit: cpu, MemoryLimit: mem},
 		Identity:           id,
-		Placement:          jobspec.Placement{NodeName: j.NodeName, NodeSelector: j.NodeSelector},
-		Labels:             j.Labels,
-		Annotations:        j.Annotations,
-		SkipAwait:          j.SkipAwait,
+		Placement: jobspec.Placement{
+			NodeName:        j.NodeName,
+			NodeSelector:    j.NodeSelector,
+			GamePod:         j.GamePodSelector,
+			GamePodAffinity: jobspec.AffinityMode(j.GamePodAffinity),
+		},
+		Labels:      j.Labels,
+		Annotations: j.Annotations,
+		Await:       jobspec.Await{Skip: j.SkipAwait, ReplaceUnready: *j.ReplaceUnready},
+		Preflight: preflightSettings{
+			Enabled: *j.Preflight,
+			Cluster: preflight.Cluster{Kubeconfig: j.Kubeconfig, Context: j.KubeContext},
+		},
+	}
+}
+
+// gamePod checks the game pod affinity: its mode, its selector (label keys
+// and values), and that a required affinity is not combined with nodeName,
+// which bypasses the scheduler that would enforce it.
+func (p *problems) gamePod(selector map[string]string, mode, nodeName string) {
+	switch jobspec.AffinityMode(mode) {
+	case jobspec.AffinityPreferred, jobspec.AffinityNone:
+	case jobspec.AffinityRequired:
+		if len(selector) == 0 {
+			p.addf("gamePodSelector", "is empty while gamePodAffinity is required: give the game pod's labels, e.g. {%s: survival-0}", jobspec.GamePodLabel)
+		}
+		if nodeName != "" {
+			p.addf("gamePodAffinity", "is required while nodeName is set: nodeName bypasses the scheduler, which enforces pod affinity; set only one")
+		}
+	default:
+		p.addf("gamePodAffinity", "%q is not supported: use preferred (next to the game pod when it runs), required (only next to it) or none", mode)
+	}
+	for _, k := range slices.Sorted(maps.Keys(selector)) {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			p.addf("gamePodSelector", "key %q is invalid: %s", k, strings.Join(errs, "; "))
+			continue
+		}
+		if errs := validation.IsValidLabelValue(selector[k]); len(errs) > 0 {
+			p.addf("gamePodSelector", "value %q of key %q is invalid: %s", selector[k], k, strings.Join(errs, "; "))
+		}
 	}
 }
 

@@ -8,10 +8,13 @@
 package provider
 
 import (
+	"fmt"
+
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/preflight"
 )
 
 // WorldBackupType is the Pulumi type token of WorldBackup, the same from Go
@@ -52,6 +55,12 @@ func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts
 		return nil, err
 	}
 	job := jobspec.BuildBackup(r.Job)
+	req := preflight.FromJob(job, map[string][]string{r.Job.ConfigSecretName: {jobspec.ConfigFileName}})
+	req.SecretHint = fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", job.Namespace, r.Job.ConfigSecretName, jobspec.ConfigFileName)
+	req.SecurityHint = "set securityMode restricted"
+	if err := checkCluster(ctx, "worldbackup", r.Preflight, req); err != nil {
+		return nil, err
+	}
 
 	comp := &WorldBackup{}
 	out, err := registerJobComponent(ctx, WorldBackupType, name, comp, job, r.Timeout, r.Job.RunID, r.ArchiveRef, opts...)
@@ -123,9 +132,14 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 		"files this group (fsGroupChangePolicy OnRootMismatch). Omitted when 0. Default: omitted in "+
 		"baseline mode, runAsGroup in restricted mode (needed to read the config Secret as non-root).")
 	an.Describe(&a.TTLAfterFinished, "How long the finished Job is kept before Kubernetes deletes it, a Go "+
-		"duration (ttlSecondsAfterFinished). Default: 10m.")
-	an.Describe(&a.BackoffLimit, "How many times a failed pod is retried (a retry of a recorded run does "+
-		"nothing). Default: 2.")
+		"duration of at least 1s (ttlSecondsAfterFinished). Default: none, the Job stays until a new runId "+
+		"replaces it. With a TTL, `pulumi refresh` (or `up --refresh`) after the deletion forgets the Job and the "+
+		"next `pulumi up` creates it again with the same runId; the archiver then does nothing (the run is "+
+		"already recorded), but `pulumi up` shows a create.")
+	an.Describe(&a.BackoffLimit, "How many times a failed pod is retried (backoffLimit). Default: 0, so a failed "+
+		"pod fails the Job at once (reason BackoffLimitExceeded) and `pulumi up` reports it with the archiver's "+
+		"message. With more, a configuration error is retried too (10s, 20s, 40s… apart) before `pulumi up` "+
+		"reports it.")
 	an.Describe(&a.Compression, "zstd, gzip or none: the archive's compression and extension "+
 		"(.tar.zst, .tar.gz, .tar). Default: zstd.")
 	an.Describe(&a.Excludes, "Globs of world paths to leave out (each passed as --exclude); when set they "+
@@ -142,4 +156,24 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 		"`pulumi up` then does not report the backup's result. Default: false.")
 	an.Describe(&a.Timeout, "How long `pulumi up` waits for the Job, a Go duration, at least deadline. "+
 		"Default: deadline + 5m.")
+	an.Describe(&a.GamePodSelector, "Labels of the game server's pod, which mounts the world claim: the Job's "+
+		"pod is scheduled next to it (same node, topology key kubernetes.io/hostname), so a ReadWriteOnce "+
+		"world volume attached there can be mounted. Default: {statefulset.kubernetes.io/pod-name: <server>-0}.")
+	an.Describe(&a.GamePodAffinity, "preferred, required or none: how the pod is drawn to the game pod. "+
+		"preferred (default): on its node when it runs; a stopped server does not block the Job. required: "+
+		"only on its node (the Job waits while the server is stopped; not with nodeName). none: no pod affinity.")
+	an.Describe(&a.ReplaceUnready, "Annotate the Job pulumi.com/replaceUnready, so the next `pulumi up` replaces "+
+		"a Job that did not complete (failed): a failed run is retried with the same runId. Default: true, "+
+		"false with skipAwait (the next up would replace a Job still running). Turn it off in render mode.")
+	an.Describe(&a.Preflight, "At `pulumi preview` (and the preview of `pulumi up`), look up read-only what the "+
+		"Job needs: the namespace and whether its Pod Security enforce level admits the pod, the service "+
+		"account, the Secret and its key, the claims and whether they are Bound; fail with one message listing "+
+		"every missing piece and the command that makes it. A cluster it cannot reach, or a lookup RBAC "+
+		"forbids, is a warning. Default: true. Set false in render mode, or when the same program creates these "+
+		"objects.")
+	an.Describe(&a.KubeContext, "The kubeconfig context the preflight uses (as the Kubernetes provider's "+
+		"context): give the same one as the provider of this component. The preflight reads the ambient "+
+		"kubeconfig ($KUBECONFIG, ~/.kube/config, or the in-cluster service account); a Go program may also "+
+		"set the Kubeconfig field (a path or the contents), which is not an input of the plugin, so a "+
+		"kubeconfig never lands in the state. Default: the kubeconfig's current context.")
 }

@@ -48,10 +48,20 @@ type WorldBackupArgs struct {
 	Excludes           []string          `pulumi:"excludes,optional"`
 	NodeName           string            `pulumi:"nodeName,optional"`
 	NodeSelector       map[string]string `pulumi:"nodeSelector,optional"`
+	GamePodSelector    map[string]string `pulumi:"gamePodSelector,optional"`
+	GamePodAffinity    string            `pulumi:"gamePodAffinity,optional"`
 	Labels             map[string]string `pulumi:"labels,optional"`
 	Annotations        map[string]string `pulumi:"annotations,optional"`
 	SkipAwait          bool              `pulumi:"skipAwait,optional"`
 	Timeout            string            `pulumi:"timeout,optional"`
+	ReplaceUnready     *bool             `pulumi:"replaceUnready,optional"`
+	Preflight          *bool             `pulumi:"preflight,optional"`
+	// Kubeconfig is the kubeconfig the preflight uses, a path or the file's
+	// contents, as the Kubernetes provider's kubeconfig ("" = the ambient
+	// one). Go programs only: it has no pulumi tag, so it is no input of the
+	// plugin and never reaches the state.
+	Kubeconfig  string
+	KubeContext string `pulumi:"kubeContext,optional"`
 }
 
 // withDefaults returns a copy of a with every empty optional input that
@@ -64,6 +74,9 @@ func (a WorldBackupArgs) withDefaults() WorldBackupArgs {
 	setDefault(&a.WorldRoot, DefaultWorldRoot)
 	if a.Server != "" {
 		setDefault(&a.WorldClaimName, naming.WorldClaim(a.Server))
+		if a.GamePodSelector == nil {
+			a.GamePodSelector = map[string]string{jobspec.GamePodLabel: naming.GamePod(a.Server)}
+		}
 	}
 	setDefault(&a.Compression, DefaultCompression)
 	return a
@@ -86,9 +99,15 @@ func (a WorldBackupArgs) shared() sharedInputs {
 		FSGroup:            a.FSGroup,
 		NodeName:           a.NodeName,
 		NodeSelector:       a.NodeSelector,
+		GamePodSelector:    a.GamePodSelector,
+		GamePodAffinity:    a.GamePodAffinity,
 		Labels:             a.Labels,
 		Annotations:        a.Annotations,
 		SkipAwait:          a.SkipAwait,
+		ReplaceUnready:     a.ReplaceUnready,
+		Preflight:          a.Preflight,
+		Kubeconfig:         a.Kubeconfig,
+		KubeContext:        a.KubeContext,
 	}
 }
 
@@ -98,6 +117,13 @@ func (a WorldBackupArgs) shared() sharedInputs {
 func (a WorldBackupArgs) Validate() error {
 	_, err := a.resolve()
 	return err
+}
+
+// Job returns the backup Job builder's arguments of a: its inputs with their
+// defaults, validated (the same *InputError as Validate).
+func (a WorldBackupArgs) Job() (jobspec.Backup, error) {
+	r, err := a.resolve()
+	return r.Job, err
 }
 
 // resolve applies the defaults, validates and returns the Job builder's
@@ -165,10 +191,11 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 			Placement:          j.Placement,
 			Labels:             j.Labels,
 			Annotations:        j.Annotations,
-			SkipAwait:          j.SkipAwait,
+			Await:              j.Await,
 		},
 		Timeout:    j.Timeout,
 		ArchiveRef: archiveRef,
+		Preflight:  j.Preflight,
 	}, nil
 }
 
@@ -178,4 +205,5 @@ type resolvedBackup struct {
 	Job        jobspec.Backup
 	Timeout    time.Duration
 	ArchiveRef string
+	Preflight  preflightSettings
 }

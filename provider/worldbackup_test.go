@@ -58,7 +58,7 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 				a.SecurityMode = "restricted"
 				a.RunAsUser = new(1001)
 				a.RunAsGroup = new(1002)
-				a.TTLAfterFinished = "0s"
+				a.TTLAfterFinished = "90s"
 				a.BackoffLimit = new(0)
 				a.Compression = "gzip"
 				a.Excludes = []string{"*.jar"}
@@ -82,14 +82,14 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 				b.Deadline = time.Hour
 				b.Resources = jobspec.Resources{CPULimit: k8sresource.MustParse("2"), MemoryLimit: k8sresource.MustParse("2Gi")}
 				b.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1001, RunAsGroup: 1002, FSGroup: 1002}
-				b.TTLAfterFinished = 0
+				b.TTLAfterFinished = 90 * time.Second
 				b.BackoffLimit = 0
 				b.Compression = "gzip"
 				b.Excludes = []string{"*.jar"}
-				b.Placement = jobspec.Placement{NodeSelector: map[string]string{"kubernetes.io/hostname": "node-a"}}
+				b.Placement.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-a"}
 				b.Labels = map[string]string{"team": "ops"}
 				b.Annotations = map[string]string{"note": "weekly"}
-				b.SkipAwait = true
+				b.Await = jobspec.Await{Skip: true}
 				return b
 			},
 			wantTimeout: "2h0m0s",
@@ -108,11 +108,52 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 				b := jobtest.DefaultBackup()
 				b.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1000, RunAsGroup: 1000, FSGroup: 1000}
 				b.Compression = "none"
-				b.Placement = jobspec.Placement{NodeName: "node-b"}
+				b.Placement.NodeName = "node-b"
 				return b
 			},
 			wantTimeout: "35m0s",
 			wantRef:     "/backups/survival/20250601-0300.tar",
+		},
+		{
+			name: "lifecycle inputs: no replaceUnready, required affinity to a custom game pod, a TTL",
+			args: func() WorldBackupArgs {
+				a := validArgs()
+				a.ReplaceUnready = new(false)
+				a.GamePodAffinity = "required"
+				a.GamePodSelector = map[string]string{"app": "survival"}
+				a.TTLAfterFinished = "1h"
+				a.BackoffLimit = new(3)
+				a.Preflight = new(false)
+				a.KubeContext = "prod"
+				return a
+			},
+			want: func() jobspec.Backup {
+				b := jobtest.DefaultBackup()
+				b.Await = jobspec.Await{}
+				b.Placement = jobspec.Placement{GamePod: map[string]string{"app": "survival"}, GamePodAffinity: jobspec.AffinityRequired}
+				b.TTLAfterFinished = time.Hour
+				b.BackoffLimit = 3
+				return b
+			},
+			wantTimeout: "35m0s",
+			wantRef:     "/backups/survival/20250601-0300.tar.zst",
+		},
+		{
+			name: "skipAwait turns replaceUnready off",
+			args: func() WorldBackupArgs {
+				a := validArgs()
+				a.SkipAwait = true
+				a.GamePodAffinity = "none"
+				return a
+			},
+			want: func() jobspec.Backup {
+				b := jobtest.DefaultBackup()
+				b.Await = jobspec.Await{Skip: true}
+				b.Placement.GamePodAffinity = jobspec.AffinityNone
+				return b
+			},
+			wantTimeout: "35m0s",
+			wantRef:     "/backups/survival/20250601-0300.tar.zst",
 		},
 		{
 			name: "baseline fsGroup 0 is omitted",
@@ -224,6 +265,16 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		{"deadline not a duration", func(a *WorldBackupArgs) { a.Deadline = "30" }, []string{"deadline"}, `deadline "30" is not a Go duration`},
 		{"deadline zero", func(a *WorldBackupArgs) { a.Deadline = "0s" }, []string{"deadline"}, "too short"},
 		{"ttl negative", func(a *WorldBackupArgs) { a.TTLAfterFinished = "-1m" }, []string{"ttlAfterFinished"}, "too short"},
+		{"ttl zero", func(a *WorldBackupArgs) { a.TTLAfterFinished = "0s" }, []string{"ttlAfterFinished"}, "at least 1s"},
+		{"gamePodAffinity unknown", func(a *WorldBackupArgs) { a.GamePodAffinity = "always" }, []string{"gamePodAffinity"}, "use preferred"},
+		{"gamePodAffinity required with nodeName", func(a *WorldBackupArgs) { a.GamePodAffinity = "required"; a.NodeName = "n1" }, []string{"gamePodAffinity"}, "bypasses the scheduler"},
+		{"gamePodAffinity required without selector", func(a *WorldBackupArgs) {
+			a.GamePodAffinity = "required"
+			a.GamePodSelector = map[string]string{}
+		}, []string{"gamePodSelector"}, "is empty"},
+		{"gamePodSelector bad value", func(a *WorldBackupArgs) { a.GamePodSelector = map[string]string{"app": "a b"} }, []string{"gamePodSelector"}, `value "a b"`},
+		{"replaceUnready with skipAwait", func(a *WorldBackupArgs) { a.SkipAwait = true; a.ReplaceUnready = new(true) }, []string{"replaceUnready"}, "still running"},
+		{"annotation skipAwait reserved", func(a *WorldBackupArgs) { a.Annotations = map[string]string{"pulumi.com/skipAwait": "true"} }, []string{"annotations"}, "set by the component"},
 		{"timeout below deadline", func(a *WorldBackupArgs) { a.Timeout = "10m" }, []string{"timeout"}, "shorter than deadline"},
 		{"timeout not a duration", func(a *WorldBackupArgs) { a.Timeout = "soon" }, []string{"timeout"}, "not a Go duration"},
 		{"cpuLimit invalid", func(a *WorldBackupArgs) { a.CPULimit = "one" }, []string{"cpuLimit"}, "not a Kubernetes quantity"},

@@ -5,6 +5,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/preflight"
 )
 
 // WorldRestoreType is the Pulumi type token of WorldRestore, the same from Go
@@ -48,6 +49,11 @@ func NewWorldRestore(ctx *pulumi.Context, name string, args WorldRestoreArgs, op
 		return nil, err
 	}
 	job := jobspec.BuildRestore(r.Job)
+	req := preflight.FromJob(job, nil)
+	req.SecurityHint = "set securityMode restricted (which can read only archives a restricted-mode backup wrote)"
+	if err := checkCluster(ctx, "worldrestore", r.Preflight, req); err != nil {
+		return nil, err
+	}
 
 	comp := &WorldRestore{}
 	out, err := registerJobComponent(ctx, WorldRestoreType, name, comp, job, r.Timeout, r.Job.RunID, r.Job.ArchiveRef, opts...)
@@ -131,9 +137,14 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 		"group-writable (fsGroupChangePolicy OnRootMismatch), so a non-root restore can write a volume whose "+
 		"root belongs to root. Omitted when 0. Default: omitted in baseline mode, runAsGroup in restricted mode.")
 	an.Describe(&a.TTLAfterFinished, "How long the finished Job is kept before Kubernetes deletes it, a Go "+
-		"duration (ttlSecondsAfterFinished). Default: 10m.")
-	an.Describe(&a.BackoffLimit, "How many times a failed pod is retried (a retry first finishes or undoes a "+
-		"swap its killed predecessor left half done). Default: 2.")
+		"duration of at least 1s (ttlSecondsAfterFinished). Default: none, the Job stays until a new runId "+
+		"replaces it. With a TTL, `pulumi refresh` (or `up --refresh`) after the deletion forgets the Job and the "+
+		"next `pulumi up` creates it again with the same runId; the archiver then does nothing (the run is "+
+		"already restored: marker in the world), but `pulumi up` shows a create.")
+	an.Describe(&a.BackoffLimit, "How many times a failed pod is retried (backoffLimit). Default: 0, so a failed "+
+		"pod fails the Job at once (reason BackoffLimitExceeded) and `pulumi up` reports it with the archiver's "+
+		"message. With more, a configuration error is retried too (10s, 20s, 40s… apart) before `pulumi up` "+
+		"reports it.")
 	an.Describe(&a.MaxBytes, "Refuse the archive when its files hold more than this many bytes, a Kubernetes "+
 		"quantity, e.g. 64Gi (--max-bytes): a guard against tar bombs. Default: the archiver's, 64Gi.")
 	an.Describe(&a.MaxEntries, "Refuse the archive when it has more than this many entries (--max-entries). "+
@@ -147,7 +158,29 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.Annotations, "Extra annotations on the Job and its pod. worldbackup.dev/run-id is set "+
 		"by the component.")
 	an.Describe(&a.SkipAwait, "Do not wait for the Job to finish (annotation pulumi.com/skipAwait); "+
-		"`pulumi up` then does not report the restore's result. Default: false.")
+		"`pulumi up` then does not report the restore's result, and the outputs resolve as soon as the Job "+
+		"is created, so a resource that depends on them no longer waits for the restore (nor does a restore "+
+		"that depends on a backup with skipAwait wait for that backup). Default: false.")
 	an.Describe(&a.Timeout, "How long `pulumi up` waits for the Job, a Go duration, at least deadline. "+
 		"Default: deadline + 5m.")
+	an.Describe(&a.GamePodSelector, "Labels of the game server's pod, which mounts the world claim: the Job's "+
+		"pod is scheduled next to it (same node, topology key kubernetes.io/hostname), so a ReadWriteOnce "+
+		"world volume attached there can be mounted. Default: {statefulset.kubernetes.io/pod-name: <server>-0}.")
+	an.Describe(&a.GamePodAffinity, "preferred, required or none: how the pod is drawn to the game pod. "+
+		"preferred (default): on its node when it runs; a stopped server does not block the Job. required: "+
+		"only on its node (the Job waits while the server is stopped; not with nodeName). none: no pod affinity.")
+	an.Describe(&a.ReplaceUnready, "Annotate the Job pulumi.com/replaceUnready, so the next `pulumi up` replaces "+
+		"a Job that did not complete (failed): a failed run is retried with the same runId. Default: true, "+
+		"false with skipAwait (the next up would replace a Job still running). Turn it off in render mode.")
+	an.Describe(&a.Preflight, "At `pulumi preview` (and the preview of `pulumi up`), look up read-only what the "+
+		"Job needs: the namespace and whether its Pod Security enforce level admits the pod, the service "+
+		"account, the Secret and its key, the claims and whether they are Bound; fail with one message listing "+
+		"every missing piece and the command that makes it. A cluster it cannot reach, or a lookup RBAC "+
+		"forbids, is a warning. Default: true. Set false in render mode, or when the same program creates these "+
+		"objects.")
+	an.Describe(&a.KubeContext, "The kubeconfig context the preflight uses (as the Kubernetes provider's "+
+		"context): give the same one as the provider of this component. The preflight reads the ambient "+
+		"kubeconfig ($KUBECONFIG, ~/.kube/config, or the in-cluster service account); a Go program may also "+
+		"set the Kubeconfig field (a path or the contents), which is not an input of the plugin, so a "+
+		"kubeconfig never lands in the state. Default: the kubeconfig's current context.")
 }

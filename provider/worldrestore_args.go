@@ -54,10 +54,20 @@ type WorldRestoreArgs struct {
 	MaxEntries         *int              `pulumi:"maxEntries,optional"`
 	NodeName           string            `pulumi:"nodeName,optional"`
 	NodeSelector       map[string]string `pulumi:"nodeSelector,optional"`
+	GamePodSelector    map[string]string `pulumi:"gamePodSelector,optional"`
+	GamePodAffinity    string            `pulumi:"gamePodAffinity,optional"`
 	Labels             map[string]string `pulumi:"labels,optional"`
 	Annotations        map[string]string `pulumi:"annotations,optional"`
 	SkipAwait          bool              `pulumi:"skipAwait,optional"`
 	Timeout            string            `pulumi:"timeout,optional"`
+	ReplaceUnready     *bool             `pulumi:"replaceUnready,optional"`
+	Preflight          *bool             `pulumi:"preflight,optional"`
+	// Kubeconfig is the kubeconfig the preflight uses, a path or the file's
+	// contents, as the Kubernetes provider's kubeconfig ("" = the ambient
+	// one). Go programs only: it has no pulumi tag, so it is no input of the
+	// plugin and never reaches the state.
+	Kubeconfig  string
+	KubeContext string `pulumi:"kubeContext,optional"`
 }
 
 // withDefaults returns a copy of a with every empty optional input that
@@ -71,6 +81,9 @@ func (a WorldRestoreArgs) withDefaults() WorldRestoreArgs {
 	setDefault(&a.WorldRoot, DefaultWorldRoot)
 	if a.Server != "" {
 		setDefault(&a.WorldClaimName, naming.WorldClaim(a.Server))
+		if a.GamePodSelector == nil {
+			a.GamePodSelector = map[string]string{jobspec.GamePodLabel: naming.GamePod(a.Server)}
+		}
 	}
 	return a
 }
@@ -92,9 +105,15 @@ func (a WorldRestoreArgs) shared() sharedInputs {
 		FSGroup:            a.FSGroup,
 		NodeName:           a.NodeName,
 		NodeSelector:       a.NodeSelector,
+		GamePodSelector:    a.GamePodSelector,
+		GamePodAffinity:    a.GamePodAffinity,
 		Labels:             a.Labels,
 		Annotations:        a.Annotations,
 		SkipAwait:          a.SkipAwait,
+		ReplaceUnready:     a.ReplaceUnready,
+		Preflight:          a.Preflight,
+		Kubeconfig:         a.Kubeconfig,
+		KubeContext:        a.KubeContext,
 	}
 }
 
@@ -104,6 +123,13 @@ func (a WorldRestoreArgs) shared() sharedInputs {
 func (a WorldRestoreArgs) Validate() error {
 	_, err := a.resolve()
 	return err
+}
+
+// Job returns the restore Job builder's arguments of a: its inputs with their
+// defaults, validated (the same *InputError as Validate).
+func (a WorldRestoreArgs) Job() (jobspec.Restore, error) {
+	r, err := a.resolve()
+	return r.Job, err
 }
 
 // resolve applies the defaults, validates and returns the Job builder's
@@ -173,17 +199,19 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 			Placement:          j.Placement,
 			Labels:             j.Labels,
 			Annotations:        j.Annotations,
-			SkipAwait:          j.SkipAwait,
+			Await:              j.Await,
 		},
-		Timeout: j.Timeout,
+		Timeout:   j.Timeout,
+		Preflight: j.Preflight,
 	}, nil
 }
 
 // resolvedRestore is a validated WorldRestore: the Job builder's arguments
 // and the Pulumi create/update timeout.
 type resolvedRestore struct {
-	Job     jobspec.Restore
-	Timeout time.Duration
+	Job       jobspec.Restore
+	Timeout   time.Duration
+	Preflight preflightSettings
 }
 
 // sha256 checks a required SHA-256 in lowercase hex.

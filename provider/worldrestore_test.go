@@ -60,7 +60,7 @@ func TestWorldRestoreRegistersOneJob(t *testing.T) {
 				a.RunAsUser = new(1001)
 				a.RunAsGroup = new(1002)
 				a.FSGroup = new(1003)
-				a.TTLAfterFinished = "0s"
+				a.TTLAfterFinished = "90s"
 				a.BackoffLimit = new(0)
 				a.MaxBytes = "8Gi"
 				a.MaxEntries = new(50000)
@@ -83,14 +83,14 @@ func TestWorldRestoreRegistersOneJob(t *testing.T) {
 				r.Deadline = 2 * time.Hour
 				r.Resources = jobspec.Resources{CPULimit: k8sresource.MustParse("2"), MemoryLimit: k8sresource.MustParse("2Gi")}
 				r.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1001, RunAsGroup: 1002, FSGroup: 1003}
-				r.TTLAfterFinished = 0
+				r.TTLAfterFinished = 90 * time.Second
 				r.BackoffLimit = 0
 				r.MaxBytes = 8 << 30
 				r.MaxEntries = 50000
-				r.Placement = jobspec.Placement{NodeSelector: map[string]string{"kubernetes.io/hostname": "node-a"}}
+				r.Placement.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-a"}
 				r.Labels = map[string]string{"team": "ops"}
 				r.Annotations = map[string]string{"note": "rollback"}
-				r.SkipAwait = true
+				r.Await = jobspec.Await{Skip: true}
 				return r
 			},
 			wantTimeout: "3h0m0s",
@@ -107,7 +107,7 @@ func TestWorldRestoreRegistersOneJob(t *testing.T) {
 			want: func() jobspec.Restore {
 				r := jobtest.DefaultRestore()
 				r.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1000, RunAsGroup: 1000, FSGroup: 1000}
-				r.Placement = jobspec.Placement{NodeName: "node-b"}
+				r.Placement.NodeName = "node-b"
 				return r
 			},
 			wantTimeout: "35m0s",
@@ -256,6 +256,16 @@ func TestWorldRestoreInvalidInputs(t *testing.T) {
 		{"maxBytes zero", func(a *WorldRestoreArgs) { a.MaxBytes = "0" }, []string{"maxBytes"}, "greater than zero"},
 		{"maxBytes too large", func(a *WorldRestoreArgs) { a.MaxBytes = "9Ei" }, []string{"maxBytes"}, "too large"},
 		{"maxEntries zero", func(a *WorldRestoreArgs) { a.MaxEntries = new(0) }, []string{"maxEntries"}, "out of range"},
+		{"ttl zero", func(a *WorldRestoreArgs) { a.TTLAfterFinished = "0s" }, []string{"ttlAfterFinished"}, "at least 1s"},
+		{"gamePodAffinity unknown", func(a *WorldRestoreArgs) { a.GamePodAffinity = "always" }, []string{"gamePodAffinity"}, "use preferred"},
+		{"gamePodAffinity required with nodeName", func(a *WorldRestoreArgs) { a.GamePodAffinity = "required"; a.NodeName = "n1" }, []string{"gamePodAffinity"}, "bypasses the scheduler"},
+		{"gamePodAffinity required without selector", func(a *WorldRestoreArgs) {
+			a.GamePodAffinity = "required"
+			a.GamePodSelector = map[string]string{}
+		}, []string{"gamePodSelector"}, "is empty"},
+		{"gamePodSelector bad value", func(a *WorldRestoreArgs) { a.GamePodSelector = map[string]string{"app": "a b"} }, []string{"gamePodSelector"}, `value "a b"`},
+		{"replaceUnready with skipAwait", func(a *WorldRestoreArgs) { a.SkipAwait = true; a.ReplaceUnready = new(true) }, []string{"replaceUnready"}, "still running"},
+		{"annotation skipAwait reserved", func(a *WorldRestoreArgs) { a.Annotations = map[string]string{"pulumi.com/skipAwait": "true"} }, []string{"annotations"}, "set by the component"},
 		{"negative backoffLimit", func(a *WorldRestoreArgs) { a.BackoffLimit = new(-1) }, []string{"backoffLimit"}, "out of range"},
 		{"nodeName and nodeSelector", func(a *WorldRestoreArgs) {
 			a.NodeName = "n1"
@@ -381,7 +391,8 @@ func TestWorldRestoreSchemaThroughInfer(t *testing.T) {
 			"serviceAccountName", "backupRoot", "worldRoot", "worldClaimName", "deadline", "cpuLimit",
 			"memoryLimit", "securityMode", "runAsUser", "runAsGroup", "fsGroup", "ttlAfterFinished",
 			"backoffLimit", "maxBytes", "maxEntries", "nodeName", "nodeSelector", "labels", "annotations",
-			"skipAwait", "timeout"},
+			"skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "replaceUnready", "preflight",
+			"kubeContext"},
 		[]string{"archiveRef", "backupClaimName", "image", "runId", "server", "sha256"},
 		[]string{"jobName", "namespace", "runId", "archiveRef"})
 	if !strings.Contains(res.InputProperties["replace"].Description, "Default: true") {

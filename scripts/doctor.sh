@@ -7,8 +7,8 @@
 # For demo: Go, PostgreSQL (DATABASE_URL, a server on 127.0.0.1:5432 or the
 # server package for a private one), flock. For test, also: tar and zstd (the
 # archives are checked with GNU tar), util-linux's unshare and setpriv, root
-# (the restore, image and real-node tiers), libseccomp-dev and iproute2 (the
-# real-node tier builds runc and a bridge). A missing piece that a tier needs
+# (the restore, image and real-node tiers), libseccomp-dev, gcc and iproute2
+# (the real-node tier builds runc with cgo and makes a bridge). A missing piece that a tier needs
 # fails when CI=true (CI never skips) and warns elsewhere (those tests skip).
 # Exit 1 when a piece is missing that the run cannot do without.
 set -uo pipefail
@@ -64,6 +64,7 @@ if [ "$mode" = test ]; then
   need_cmd unshare util-linux 0
   need_cmd setpriv util-linux 0
   need_cmd ip iproute2 0
+  need_cmd gcc gcc 0
   if [ "$(id -u)" = 0 ]; then ok root "running as root"; else lack root "not root: the restore, image and real-node tiers need it" "run as root (sudo -E make test)" 0; fi
   if [ -e /usr/include/seccomp.h ] || pkg-config --exists libseccomp 2>/dev/null; then
     ok libseccomp-dev "seccomp.h found (runc for the real-node tier)"

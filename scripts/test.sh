@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README: `make test`): every tier, as CI runs it.
 #  1. the Pulumi tools, built from the Go module proxy when absent (scripts/tools.sh);
+#     as root (or CI=true) also the cluster tools (scripts/cluster-tools.sh) and the
+#     archiver image (scripts/image.sh) that tier 5 runs on a real node;
 #  2. PostgreSQL: DATABASE_URL when set, else the local server on 127.0.0.1:5432 when one
 #     answers, else each test binary starts a private one with initdb/pg_ctl (internal/pgtest);
 #  3. go vet, then `go test` over the whole module (unit, component, catalog, stack);
@@ -18,6 +20,13 @@ log=$log_dir/go-test.log
 
 scripts/doctor.sh test || { echo "0 passed, 1 failed"; exit 1; }
 scripts/tools.sh || { echo "test: building the Pulumi tools failed (see above)"; exit 1; }
+# Tier 5 (a real node, internal/kubenode) needs root, the cluster tools and the
+# archiver image; as root (always in CI) build what is missing and the image of
+# this checkout. Elsewhere those tests skip, saying so.
+if [ "$(id -u)" = 0 ] || [ "${CI:-}" = true ]; then
+  scripts/cluster-tools.sh || { echo "test: building the cluster tools failed (see above)"; exit 1; }
+  scripts/image.sh >/dev/null || { echo "test: building the archiver image failed (see above)"; exit 1; }
+fi
 
 if [ -z "${DATABASE_URL:-}" ]; then
   if command -v pg_isready >/dev/null && pg_isready -q -h 127.0.0.1 -p 5432 -t 3; then

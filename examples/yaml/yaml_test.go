@@ -45,6 +45,8 @@ func goArgs() provider.WorldBackupArgs {
 		BackoffLimit:    new(1),
 		Excludes:        []string{"*.jar", "cache/", "logs/"},
 		Labels:          map[string]string{"team": "games"},
+		Preflight:       new(false),
+		ReplaceUnready:  new(false),
 	}
 }
 

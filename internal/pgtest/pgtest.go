@@ -17,7 +17,9 @@
 // NewPrivate starts a server owned by one test, for tests that must stop and
 // restart the database mid-run. NewProxy puts a TCP proxy in front of a
 // server that can turn into a blackhole (accepts, never answers), and
-// NewBlackhole is one from the start, for tests of a database that hangs.
+// NewBlackhole is one from the start, for tests of a database that hangs;
+// NewProxyOn listens on another address of this machine (the test node's
+// gateway, for pods). Run is Main without the exit, for harnesses wrapping it.
 package pgtest
 
 import (
@@ -57,7 +59,11 @@ var shared struct {
 // exits with the tests' result. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main without the exit, for harnesses that wrap it (internal/kubenode):
+// it runs the tests, stops the private server and returns the exit code.
+func Run(m *testing.M) int {
 	shared.mu.Lock()
 	shared.mainCalled = true
 	shared.mu.Unlock()
@@ -76,7 +82,7 @@ func Main(m *testing.M) {
 			}
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // URL returns the URL of a fresh, empty database for this test, created on

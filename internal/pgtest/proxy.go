@@ -28,7 +28,15 @@ type Proxy struct {
 // the test's cleanup.
 func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return NewProxyOn(t, "127.0.0.1", target)
+}
+
+// NewProxyOn is NewProxy listening on host (an address of this machine) on
+// a free port: on the test node's gateway, pods reach a server that listens
+// on loopback only (internal/kubenode).
+func NewProxyOn(t testing.TB, host, target string) *Proxy {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatalf("pgtest: proxy: %v", err)
 	}

@@ -41,15 +41,18 @@ type Server struct {
 	WorldClaimName string            `json:"worldClaimName,omitempty"`
 	NodeName       string            `json:"nodeName,omitempty"`
 	NodeSelector   map[string]string `json:"nodeSelector,omitempty"`
-	Excludes       []string          `json:"excludes,omitempty"`
-	Compression    string            `json:"compression,omitempty"`
-	SecurityMode   string            `json:"securityMode,omitempty"`
-	RunAsUser      *int              `json:"runAsUser,omitempty"`
-	RunAsGroup     *int              `json:"runAsGroup,omitempty"`
-	FSGroup        *int              `json:"fsGroup,omitempty"`
-	Deadline       string            `json:"deadline,omitempty"`
-	CPULimit       string            `json:"cpuLimit,omitempty"`
-	MemoryLimit    string            `json:"memoryLimit,omitempty"`
+	// GamePodAffinity is preferred (default), required or none: how the
+	// Jobs are drawn to the node of the game pod <name>-0.
+	GamePodAffinity string   `json:"gamePodAffinity,omitempty"`
+	Excludes        []string `json:"excludes,omitempty"`
+	Compression     string   `json:"compression,omitempty"`
+	SecurityMode    string   `json:"securityMode,omitempty"`
+	RunAsUser       *int     `json:"runAsUser,omitempty"`
+	RunAsGroup      *int     `json:"runAsGroup,omitempty"`
+	FSGroup         *int     `json:"fsGroup,omitempty"`
+	Deadline        string   `json:"deadline,omitempty"`
+	CPULimit        string   `json:"cpuLimit,omitempty"`
+	MemoryLimit     string   `json:"memoryLimit,omitempty"`
 }
 
 // Restore asks for one archive to be restored into a server's world. The
@@ -242,6 +245,9 @@ func (c Config) Validate() error {
 			add("restores[%d]: %s is restored twice in one run: keep one entry", i, r.Server)
 		}
 		restored[key] = true
+		if c.SkipAwait && seen[r.Server] {
+			add("skipAwait is true, but restores[%d] (%s) is ordered after this run's backup of %s: without waiting, the restore would start as soon as the backup Job is created and could replace the world before it is saved. Unset worldbackup:skipAwait for this run, or back up and restore in two runs", i, r.Server, r.Server)
+		}
 	}
 	if c.RenderDir != "" && !filepath.IsAbs(c.RenderDir) && strings.HasPrefix(c.RenderDir, "~") {
 		add("renderDir %q: `~` is not expanded; use an absolute path or one relative to the project folder", c.RenderDir)

@@ -64,6 +64,10 @@ func TestParseConfig(t *testing.T) {
 			m["worldbackup:renderDir"] = "/tmp/out"
 			m["worldbackup:clusters"] = `[{"name":"eu","context":"prod-eu"}]`
 		}, []string{"clusters[0] (eu) sets a context or kubeconfig, but renderDir is set"}},
+		{"skipAwait with a restore after this run's backup", func(m map[string]string) {
+			m["worldbackup:skipAwait"] = "true"
+			m["worldbackup:restores"] = `[{"server":"lobby","archiveRef":"/backups/a","sha256":"ab"}]`
+		}, []string{"skipAwait is true, but restores[0] (lobby) is ordered after this run's backup of lobby"}},
 		{"bad cluster name", func(m map[string]string) { m["worldbackup:clusters"] = `[{"name":"EU West"}]` }, []string{`clusters[0].name "EU West" must be a short DNS label`}},
 		{"duplicate cluster", func(m map[string]string) { m["worldbackup:clusters"] = `[{"name":"eu"},{"name":"eu"}]` }, []string{`clusters[1].name "eu" is listed twice`}},
 	}
@@ -113,5 +117,64 @@ func TestRunIDIsUniquePerClusterAndServer(t *testing.T) {
 			}
 			seen[id] = true
 		}
+	}
+}
+
+func TestSkipAwaitWithARestoreOfAServerNotBackedUp(t *testing.T) {
+	m := map[string]string{
+		"worldbackup:image":       "img:1",
+		"worldbackup:backupClaim": "backups",
+		"worldbackup:servers":     `[{"name":"lobby"}]`,
+		"worldbackup:skipAwait":   "true",
+		"worldbackup:restores":    `[{"server":"retired","archiveRef":"/backups/a","sha256":"ab"}]`,
+	}
+	if _, err := ParseConfig(getter(m), nil); err != nil {
+		t.Fatalf("a restore no backup precedes was refused with skipAwait: %v", err)
+	}
+}
+
+// TestComponentArgsByMode: deploying, each component gets the cluster's
+// kubeconfig and context for its preflight and keeps its replaceUnready
+// default; rendering, both are off (there is no cluster to ask).
+func TestComponentArgsByMode(t *testing.T) {
+	cl := Cluster{Name: "eu", Kubeconfig: "/etc/kube/eu", Context: "prod-eu"}
+	r := Restore{Server: "lobby", ArchiveRef: "/backups/lobby/a.tar.zst", SHA256: strings.Repeat("a", 64)}
+	tests := []struct {
+		name           string
+		renderDir      string
+		wantPreflight  bool
+		wantReplaceOff bool
+	}{
+		{"deploy", "", true, false},
+		{"render", "/tmp/out", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Config{Image: "img:1", BackupClaim: "backups", RunID: "r1", RenderDir: tt.renderDir,
+				Servers: []Server{{Name: "lobby", GamePodAffinity: "required"}}, Restores: []Restore{r}}
+			b := backupArgs(cfg, cl, cfg.Servers[0])
+			w := restoreArgs(cfg, cl, r)
+			for _, got := range []struct {
+				what                   string
+				preflight, replace     *bool
+				kubeconfig, ctx, affin string
+			}{
+				{"backup", b.Preflight, b.ReplaceUnready, b.Kubeconfig, b.KubeContext, b.GamePodAffinity},
+				{"restore", w.Preflight, w.ReplaceUnready, w.Kubeconfig, w.KubeContext, w.GamePodAffinity},
+			} {
+				if got.preflight == nil || *got.preflight != tt.wantPreflight {
+					t.Errorf("%s: preflight = %v, want %v", got.what, got.preflight, tt.wantPreflight)
+				}
+				if off := got.replace != nil && !*got.replace; off != tt.wantReplaceOff {
+					t.Errorf("%s: replaceUnready = %v, want off %v", got.what, got.replace, tt.wantReplaceOff)
+				}
+				if got.kubeconfig != cl.Kubeconfig || got.ctx != cl.Context {
+					t.Errorf("%s: kubeconfig %q context %q, want the cluster's", got.what, got.kubeconfig, got.ctx)
+				}
+				if got.affin != "required" {
+					t.Errorf("%s: gamePodAffinity %q, want the server's", got.what, got.affin)
+				}
+			}
+		})
 	}
 }

@@ -43,7 +43,12 @@ func configKeys() []string {
 // jobName and archiveRef) and `restores` (the same for each restore).
 //
 // A restore of a server that is also backed up in the same cluster waits for
-// that backup: the world is saved before it is replaced.
+// that backup: the world is saved before it is replaced (Validate refuses
+// skipAwait then, which would break that order).
+//
+// When deploying (not rendering), each component looks up at preview what
+// its Job needs in its cluster, with the cluster's kubeconfig and context,
+// and replaces a Job that did not complete at the next up.
 func Deploy(ctx *pulumi.Context, cfg Config) error {
 	var backups, restores pulumi.MapArray
 	for _, cl := range cfg.Clusters {
@@ -158,11 +163,16 @@ func restoreArgs(cfg Config, cl Cluster, r Restore) provider.WorldRestoreArgs {
 		WorldClaimName:  server.WorldClaimName,
 		NodeName:        server.NodeName,
 		NodeSelector:    server.NodeSelector,
+		GamePodAffinity: server.GamePodAffinity,
 		SecurityMode:    mode,
 		RunAsUser:       server.RunAsUser,
 		RunAsGroup:      server.RunAsGroup,
 		FSGroup:         server.FSGroup,
 		SkipAwait:       cfg.SkipAwait,
+		ReplaceUnready:  replaceUnready(cfg),
+		Preflight:       new(cfg.RenderDir == ""),
+		Kubeconfig:      cl.Kubeconfig,
+		KubeContext:     cl.Context,
 	}
 }
 
@@ -181,6 +191,7 @@ func backupArgs(cfg Config, cl Cluster, s Server) provider.WorldBackupArgs {
 		WorldClaimName:  s.WorldClaimName,
 		NodeName:        s.NodeName,
 		NodeSelector:    s.NodeSelector,
+		GamePodAffinity: s.GamePodAffinity,
 		Excludes:        s.Excludes,
 		Compression:     s.Compression,
 		SecurityMode:    mode,
@@ -191,5 +202,20 @@ func backupArgs(cfg Config, cl Cluster, s Server) provider.WorldBackupArgs {
 		CPULimit:        s.CPULimit,
 		MemoryLimit:     s.MemoryLimit,
 		SkipAwait:       cfg.SkipAwait,
+		ReplaceUnready:  replaceUnready(cfg),
+		Preflight:       new(cfg.RenderDir == ""),
+		Kubeconfig:      cl.Kubeconfig,
+		KubeContext:     cl.Context,
 	}
+}
+
+// replaceUnready is the components' replaceUnready for cfg: nil (their
+// default: on, off with skipAwait) when deploying; off in render mode, where
+// there is no live Job for the provider to check (it would only warn that
+// the cluster is unreachable) and GitOps owns the Job.
+func replaceUnready(cfg Config) *bool {
+	if cfg.RenderDir != "" {
+		return new(false)
+	}
+	return nil
 }

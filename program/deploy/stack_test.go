@@ -203,6 +203,30 @@ func checkContract(t *testing.T, job *batchv1.Job, o backupOut) {
 	if strings.Contains(args, "postgres://") {
 		t.Errorf("%s: args carry a database URL", job.Name)
 	}
+	// The lifecycle: a failed pod fails the Job at once (BackoffLimitExceeded,
+	// which the provider's await recognises), the finished Job stays, and in
+	// render mode there is no replaceUnready (no live Job to check).
+	if bl := job.Spec.BackoffLimit; bl == nil || *bl != 0 {
+		t.Errorf("%s: backoffLimit %v, want 0", job.Name, bl)
+	}
+	if ttl := job.Spec.TTLSecondsAfterFinished; ttl != nil {
+		t.Errorf("%s: ttlSecondsAfterFinished %d, want none", job.Name, *ttl)
+	}
+	for _, r := range job.Spec.PodFailurePolicy.Rules {
+		if r.Action == batchv1.PodFailurePolicyActionFailJob {
+			t.Errorf("%s: a FailJob rule ends the Job with reason PodFailurePolicy, which pulumi up does not recognise", job.Name)
+		}
+	}
+	if _, ok := job.Annotations["pulumi.com/replaceUnready"]; ok {
+		t.Errorf("%s: replaceUnready in render mode", job.Name)
+	}
+	aff := pod.Affinity
+	if aff == nil || aff.PodAffinity == nil || len(aff.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
+		t.Errorf("%s: no preferred pod affinity to the game pod: %+v", job.Name, aff)
+	} else if term := aff.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm; term.TopologyKey != "kubernetes.io/hostname" ||
+		term.LabelSelector.MatchLabels["statefulset.kubernetes.io/pod-name"] != o.server+"-0" {
+		t.Errorf("%s: pod affinity term %+v, want %s-0 on the same node", job.Name, term, o.server)
+	}
 }
 
 // TestStackBadConfig: preview fails with a message that says what to fix.
@@ -379,8 +403,29 @@ func TestRenderedJobRunsArchiver(t *testing.T) {
 		if res.ExitCode != 0 {
 			t.Fatalf("the restore Job's container exited %d\nargs: %v\nstderr:\n%s", res.ExitCode, res.Args, res.Stderr)
 		}
-		if got, want := treeDigest(t, restored, "logs", "cache"), treeDigest(t, world, "logs", "cache"); got != want {
+		if got, want := treeDigest(t, restored, "logs", "cache", ".worldbackup-restored"), treeDigest(t, world, "logs", "cache"); got != want {
 			t.Error("the restored world differs from the backed-up one")
+		}
+
+		// The same Job again, as after its deletion + refresh + up, a
+		// replacement, or GitOps re-applying it: the world played since the
+		// restore must survive.
+		played := filepath.Join(restored, "played-since-restore.dat")
+		if err := os.WriteFile(played, []byte("progress"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		again, err := jobrun.Run(ctx, job, jobrun.Options{
+			Claims:   map[string]string{"world-survival-0": restored, backupClaim: backups},
+			Binaries: map[string]string{pod.Containers[0].Command[0]: archiver},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.ExitCode != 0 {
+			t.Fatalf("the re-created restore Job exited %d, want 0 (already restored)\nstderr:\n%s", again.ExitCode, again.Stderr)
+		}
+		if b, err := os.ReadFile(played); err != nil || string(b) != "progress" {
+			t.Fatalf("the re-created restore Job rolled the world back (%v): it must run once per restore entry", err)
 		}
 	})
 }
@@ -419,8 +464,11 @@ func treeDigest(t *testing.T, dir string, skip ...string) string {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		if fi.IsDir() && slices.Contains(skip, rel) {
-			return filepath.SkipDir
+		if slices.Contains(skip, rel) {
+			if fi.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
 		}
 		if strings.HasSuffix(p, ".jar") || (p == dir) {
 			return nil

@@ -30,7 +30,7 @@ const (
 )
 
 // Backup holds the resolved, validated arguments of one backup Job. Paths are
-// absolute and clean, names valid, durations positive (TTL may be zero).
+// absolute and clean, names valid, durations positive (TTL zero: none).
 type Backup struct {
 	Server      string
 	FormerOwner string // "" = none
@@ -52,7 +52,7 @@ type Backup struct {
 	Excludes    []string // nil = the config file's list
 
 	Deadline         time.Duration // activeDeadlineSeconds
-	TTLAfterFinished time.Duration // ttlSecondsAfterFinished
+	TTLAfterFinished time.Duration // ttlSecondsAfterFinished; 0 = keep the finished Job
 	BackoffLimit     int32
 
 	Resources Resources
@@ -61,7 +61,7 @@ type Backup struct {
 
 	Labels      map[string]string // extra labels, Job and pod
 	Annotations map[string]string // extra annotations, Job and pod
-	SkipAwait   bool              // annotate pulumi.com/skipAwait: "true" on the Job
+	Await       Await             // pulumi.com/skipAwait, pulumi.com/replaceUnready on the Job
 }
 
 // BackupJobName returns the backup Job's name for server and runID.
@@ -102,12 +102,12 @@ func BuildBackup(b Backup) *batchv1.Job {
 			Name:        BackupJobName(b.Server, b.RunID),
 			Namespace:   b.Namespace,
 			Labels:      Labels(b.Server, ComponentBackup, b.Labels),
-			Annotations: JobAnnotations(b.RunID, b.Annotations, b.SkipAwait),
+			Annotations: JobAnnotations(b.RunID, b.Annotations, b.Await),
 		},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:            new(b.BackoffLimit),
 			ActiveDeadlineSeconds:   new(Seconds(b.Deadline)),
-			TTLSecondsAfterFinished: new(int32(Seconds(b.TTLAfterFinished))),
+			TTLSecondsAfterFinished: TTLSeconds(b.TTLAfterFinished),
 			// A replacement pod starts only once the previous one has
 			// terminated, so two pods never write the same run's archive.
 			PodReplacementPolicy: new(batchv1.Failed),
@@ -123,7 +123,7 @@ func BuildBackup(b Backup) *batchv1.Job {
 					AutomountServiceAccountToken: new(false),
 					EnableServiceLinks:           new(false),
 					NodeName:                     b.Placement.NodeName,
-					Affinity:                     NodeAffinity(b.Placement.NodeSelector),
+					Affinity:                     Affinity(b.Placement),
 					SecurityContext:              PodSecurityContext(b.Identity),
 					Containers: []corev1.Container{{
 						Name:                     ContainerName,

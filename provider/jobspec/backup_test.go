@@ -113,10 +113,13 @@ func TestBuildBackupVariants(t *testing.T) {
 				}
 			}
 		}},
-		{"skipAwait annotates the Job only", func(b *jobspec.Backup) { b.SkipAwait = true }, func(t *testing.T, job *batchv1.Job) {
+		{"skipAwait annotates the Job only", func(b *jobspec.Backup) { b.Await = jobspec.Await{Skip: true} }, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "job skipAwait", job.Annotations["pulumi.com/skipAwait"], "true")
 			if _, ok := job.Spec.Template.Annotations["pulumi.com/skipAwait"]; ok {
 				t.Fatal("pod template has pulumi.com/skipAwait")
+			}
+			if _, ok := job.Annotations["pulumi.com/replaceUnready"]; ok {
+				t.Fatal("Job has pulumi.com/replaceUnready without asking for it")
 			}
 		}},
 		{"extra labels and annotations, ours win", func(b *jobspec.Backup) {
@@ -132,12 +135,12 @@ func TestBuildBackupVariants(t *testing.T) {
 				eq(t, "run-id annotation", a[jobspec.AnnotationRunID], "20250601-0300")
 			}
 		}},
-		{"node name", func(b *jobspec.Backup) { b.Placement.NodeName = "node-a" }, func(t *testing.T, job *batchv1.Job) {
+		{"node name", func(b *jobspec.Backup) { b.Placement = jobspec.Placement{NodeName: "node-a"} }, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "nodeName", job.Spec.Template.Spec.NodeName, "node-a")
 			eq(t, "affinity", job.Spec.Template.Spec.Affinity, (*corev1.Affinity)(nil))
 		}},
 		{"node selector as required affinity", func(b *jobspec.Backup) {
-			b.Placement.NodeSelector = map[string]string{"zone": "a", "kubernetes.io/hostname": "node-a"}
+			b.Placement = jobspec.Placement{NodeSelector: map[string]string{"zone": "a", "kubernetes.io/hostname": "node-a"}}
 		}, func(t *testing.T, job *batchv1.Job) {
 			spec := job.Spec.Template.Spec
 			eq(t, "nodeSelector", len(spec.NodeSelector), 0)
@@ -180,11 +183,11 @@ func TestBuildBackupVariants(t *testing.T) {
 		}},
 		{"durations round up to seconds", func(b *jobspec.Backup) {
 			b.Deadline = 90*time.Second + time.Millisecond
-			b.TTLAfterFinished = 0
+			b.TTLAfterFinished = 10*time.Second + time.Millisecond
 			b.BackoffLimit = 0
 		}, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "activeDeadlineSeconds", *job.Spec.ActiveDeadlineSeconds, int64(91))
-			eq(t, "ttlSecondsAfterFinished", *job.Spec.TTLSecondsAfterFinished, int32(0))
+			eq(t, "ttlSecondsAfterFinished", *job.Spec.TTLSecondsAfterFinished, int32(11))
 			eq(t, "backoffLimit", *job.Spec.BackoffLimit, int32(0))
 		}},
 		{"run ID with upper case gets a hashed valid name", func(b *jobspec.Backup) { b.RunID = "Nightly.2025_06" }, func(t *testing.T, job *batchv1.Job) {

@@ -8,13 +8,14 @@
 package jobspec
 
 import (
-	batchv1 "k8s.io/api/batch/v1"
 	"maps"
 	"slices"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/worldbackup/worldbackup/provider/naming"
 )
@@ -30,6 +31,11 @@ const (
 	AnnotationRunID = "worldbackup.dev/run-id"
 	// AnnotationSkipAwait tells pulumi-kubernetes not to wait for the Job.
 	AnnotationSkipAwait = "pulumi.com/skipAwait"
+	// AnnotationReplaceUnready tells pulumi-kubernetes to replace the Job
+	// when its live object is not Complete at the next `pulumi up` (its
+	// Diff reads the live Job and checks it with cloud-ready-checks'
+	// JobChecker), so a failed run can be retried with the same run ID.
+	AnnotationReplaceUnready = "pulumi.com/replaceUnready"
 	// LabelServer carries the server name on the Job and its pods.
 	LabelServer = "worldbackup.dev/server"
 
@@ -94,11 +100,40 @@ type Resources struct {
 
 // Placement pins the pod to a node: NodeName bypasses the scheduler;
 // NodeSelector becomes a required node affinity (every pair must match).
-// At most one of them is set.
+// At most one of them is set. GamePod and GamePodAffinity place the pod
+// next to the game server's pod, so a ReadWriteOnce world volume that is
+// attached to that node can be mounted.
 type Placement struct {
 	NodeName     string
 	NodeSelector map[string]string
+	// GamePod is the label selector of the game server's pod, e.g.
+	// statefulset.kubernetes.io/pod-name=survival-0; empty or with
+	// GamePodAffinity AffinityNone, no pod affinity.
+	GamePod         map[string]string
+	GamePodAffinity AffinityMode
 }
+
+// AffinityMode says how the Job's pod is drawn to the game server's pod.
+type AffinityMode string
+
+const (
+	// AffinityPreferred asks the scheduler to put the pod on the game pod's
+	// node when it runs; a stopped server does not block the Job.
+	AffinityPreferred AffinityMode = "preferred"
+	// AffinityRequired schedules the pod only on the node the game pod runs
+	// on: the Job waits while the server is stopped.
+	AffinityRequired AffinityMode = "required"
+	// AffinityNone sets no pod affinity.
+	AffinityNone AffinityMode = "none"
+)
+
+// HostnameTopologyKey is the topology key of the game pod affinity: the
+// same node.
+const HostnameTopologyKey = "kubernetes.io/hostname"
+
+// GamePodLabel is the label the StatefulSet controller gives each of its
+// pods (its name, e.g. survival-0): the default game pod selector.
+const GamePodLabel = "statefulset.kubernetes.io/pod-name"
 
 // Labels returns the labels of a Job and its pod template: extra, then the
 // standard app.kubernetes.io labels and worldbackup.dev/server (which win).
@@ -118,9 +153,9 @@ func Labels(server, component string, extra map[string]string) map[string]string
 // ReservedLabels are the label keys the builders set; inputs may not set them.
 var ReservedLabels = []string{LabelName, LabelInstance, LabelComponent, LabelManagedBy, LabelServer}
 
-// ReservedAnnotations are the annotation keys the builders set; inputs may
-// not set them.
-var ReservedAnnotations = []string{AnnotationRunID}
+// ReservedAnnotations are the annotation keys the builders set (the Await
+// ones from their own inputs); inputs may not set them.
+var ReservedAnnotations = []string{AnnotationRunID, AnnotationSkipAwait, AnnotationReplaceUnready}
 
 // Annotations returns extra plus the run ID annotation (which wins).
 func Annotations(runID string, extra map[string]string) map[string]string {
@@ -130,15 +165,39 @@ func Annotations(runID string, extra map[string]string) map[string]string {
 	return a
 }
 
+// Await is how `pulumi up` treats the Job: the Job-level annotations of
+// pulumi-kubernetes.
+type Await struct {
+	// Skip: pulumi.com/skipAwait "true", the provider does not wait for the
+	// Job to finish.
+	Skip bool
+	// ReplaceUnready: pulumi.com/replaceUnready "true", the next `pulumi up`
+	// replaces a Job that has not completed (a failed run is retried with the
+	// same run ID).
+	ReplaceUnready bool
+}
+
 // JobAnnotations returns the annotations of a Job (not of its pod
-// template): Annotations(runID, extra), plus pulumi.com/skipAwait "true"
-// when skipAwait.
-func JobAnnotations(runID string, extra map[string]string, skipAwait bool) map[string]string {
+// template): Annotations(runID, extra), plus pulumi.com/skipAwait and
+// pulumi.com/replaceUnready "true" as aw asks.
+func JobAnnotations(runID string, extra map[string]string, aw Await) map[string]string {
 	a := Annotations(runID, extra)
-	if skipAwait {
+	if aw.Skip {
 		a[AnnotationSkipAwait] = "true"
 	}
+	if aw.ReplaceUnready {
+		a[AnnotationReplaceUnready] = "true"
+	}
 	return a
+}
+
+// TTLSeconds returns ttlSecondsAfterFinished for d, or nil (keep the finished
+// Job) when d is 0.
+func TTLSeconds(d time.Duration) *int32 {
+	if d <= 0 {
+		return nil
+	}
+	return new(int32(Seconds(d)))
 }
 
 // PodSecurityContext returns the pod-level security context of id: the user,
@@ -207,25 +266,45 @@ func minQuantity(a, b resource.Quantity) resource.Quantity {
 	return a.DeepCopy()
 }
 
-// NodeAffinity returns a required node affinity matching every pair of
-// selector (keys sorted, so the output is stable), or nil when it is empty.
-func NodeAffinity(selector map[string]string) *corev1.Affinity {
-	if len(selector) == 0 {
+// Affinity returns the pod's affinity for p: a required node affinity
+// matching every pair of p.NodeSelector (keys sorted, so the output is
+// stable), and a pod affinity to the game pod (p.GamePod) on the same node,
+// preferred or required; nil when there is neither.
+func Affinity(p Placement) *corev1.Affinity {
+	var a corev1.Affinity
+	if len(p.NodeSelector) > 0 {
+		exprs := make([]corev1.NodeSelectorRequirement, 0, len(p.NodeSelector))
+		for _, k := range slices.Sorted(maps.Keys(p.NodeSelector)) {
+			exprs = append(exprs, corev1.NodeSelectorRequirement{
+				Key:      k,
+				Operator: corev1.NodeSelectorOpIn,
+				Values:   []string{p.NodeSelector[k]},
+			})
+		}
+		a.NodeAffinity = &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: exprs}},
+			},
+		}
+	}
+	if len(p.GamePod) > 0 {
+		term := corev1.PodAffinityTerm{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: maps.Clone(p.GamePod)},
+			TopologyKey:   HostnameTopologyKey,
+		}
+		switch p.GamePodAffinity {
+		case AffinityRequired:
+			a.PodAffinity = &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{term}}
+		case AffinityPreferred:
+			a.PodAffinity = &corev1.PodAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{
+				{Weight: 100, PodAffinityTerm: term},
+			}}
+		}
+	}
+	if a.NodeAffinity == nil && a.PodAffinity == nil {
 		return nil
 	}
-	exprs := make([]corev1.NodeSelectorRequirement, 0, len(selector))
-	for _, k := range slices.Sorted(maps.Keys(selector)) {
-		exprs = append(exprs, corev1.NodeSelectorRequirement{
-			Key:      k,
-			Operator: corev1.NodeSelectorOpIn,
-			Values:   []string{selector[k]},
-		})
-	}
-	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: exprs}},
-		},
-	}}
+	return &a
 }
 
 // ClaimVolume returns a volume of the PersistentVolumeClaim claim. A
@@ -252,27 +331,18 @@ func SecretVolume(name, secret string) corev1.Volume {
 	}
 }
 
-// UsageExitCode is the archiver's exit code for a usage or configuration
-// error (a bad flag, server name, run ID or felis.toml).
-const UsageExitCode = 2
-
-// RefusedExitCode is the archiver's exit code for a refused archive (a
-// checksum mismatch, a tampered or malicious archive).
-const RefusedExitCode = 3
-
-// PodFailurePolicy fails the Job at once when the archiver exits with
-// UsageExitCode or RefusedExitCode, since a retry would fail the same way, and does not count
-// pods that were evicted or preempted against backoffLimit.
+// PodFailurePolicy does not count pods that were evicted or preempted
+// (condition DisruptionTarget) against backoffLimit, so a drained node does
+// not fail the run. It has no FailJob rule: a Job failed by one ends with
+// reason PodFailurePolicy, which pulumi-kubernetes' Job await does not
+// recognise as a failure (it knows only BackoffLimitExceeded and
+// DeadlineExceeded, cloud-ready-checks pkg/kubernetes/job), so `pulumi up`
+// would wait for its timeout. With the default backoffLimit 0 a failed pod
+// fails the Job at once with BackoffLimitExceeded, which it reports; a usage
+// error (exit 2) or a refused archive (exit 3) then fails the run at once
+// as the FailJob rule did.
 func PodFailurePolicy() *batchv1.PodFailurePolicy {
 	return &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
-		{
-			Action: batchv1.PodFailurePolicyActionFailJob,
-			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
-				ContainerName: new(ContainerName),
-				Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
-				Values:        []int32{UsageExitCode, RefusedExitCode},
-			},
-		},
 		{
 			Action: batchv1.PodFailurePolicyActionIgnore,
 			OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{

@@ -6,9 +6,60 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
+
+func TestAffinity(t *testing.T) {
+	game := map[string]string{"statefulset.kubernetes.io/pod-name": "survival-0"}
+	term := corev1.PodAffinityTerm{
+		LabelSelector: &metav1.LabelSelector{MatchLabels: game},
+		TopologyKey:   "kubernetes.io/hostname",
+	}
+	nodeAffinity := &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}},
+		}}},
+	}}
+	tests := []struct {
+		name string
+		p    jobspec.Placement
+		want *corev1.Affinity
+	}{
+		{"nothing", jobspec.Placement{}, nil},
+		{"none", jobspec.Placement{GamePod: game, GamePodAffinity: jobspec.AffinityNone}, nil},
+		{"empty selector", jobspec.Placement{GamePodAffinity: jobspec.AffinityRequired}, nil},
+		{"required", jobspec.Placement{GamePod: game, GamePodAffinity: jobspec.AffinityRequired},
+			&corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{term}}}},
+		{"preferred and a node selector", jobspec.Placement{NodeSelector: map[string]string{"zone": "a"}, GamePod: game, GamePodAffinity: jobspec.AffinityPreferred},
+			&corev1.Affinity{NodeAffinity: nodeAffinity, PodAffinity: &corev1.PodAffinity{
+				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 100, PodAffinityTerm: term}},
+			}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			eq(t, "affinity", jobspec.Affinity(tt.p), tt.want)
+		})
+	}
+}
+
+func TestJobAnnotations(t *testing.T) {
+	tests := []struct {
+		name string
+		aw   jobspec.Await
+		want map[string]string
+	}{
+		{"neither", jobspec.Await{}, map[string]string{"worldbackup.dev/run-id": "r1", "note": "x"}},
+		{"skip", jobspec.Await{Skip: true}, map[string]string{"worldbackup.dev/run-id": "r1", "note": "x", "pulumi.com/skipAwait": "true"}},
+		{"replaceUnready", jobspec.Await{ReplaceUnready: true}, map[string]string{"worldbackup.dev/run-id": "r1", "note": "x", "pulumi.com/replaceUnready": "true"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			eq(t, "annotations", jobspec.JobAnnotations("r1", map[string]string{"note": "x"}, tt.aw), tt.want)
+		})
+	}
+}
 
 // This file holds what the backup and restore Jobs' tests share: getters
 // of a Job's parts, eq, and the rows of the contract that every Job meets in
@@ -94,21 +145,20 @@ func sharedContract(job *batchv1.Job, component, runID string) []contractRow {
 		}},
 		{"deadline, TTL, backoff, restart", func(t *testing.T) {
 			eq(t, "activeDeadlineSeconds", job.Spec.ActiveDeadlineSeconds, new(int64(1800)))
-			eq(t, "ttlSecondsAfterFinished", job.Spec.TTLSecondsAfterFinished, new(int32(600)))
-			eq(t, "backoffLimit", job.Spec.BackoffLimit, new(int32(2)))
+			// No TTL: the finished Job stays until a new run ID replaces it.
+			eq(t, "ttlSecondsAfterFinished", job.Spec.TTLSecondsAfterFinished, (*int32)(nil))
+			// A failed pod fails the Job with BackoffLimitExceeded, which pulumi up reports.
+			eq(t, "backoffLimit", job.Spec.BackoffLimit, new(int32(0)))
 			eq(t, "restartPolicy", pod.RestartPolicy, corev1.RestartPolicyNever)
 			eq(t, "podReplacementPolicy", job.Spec.PodReplacementPolicy, new(batchv1.Failed))
 		}},
-		{"usage errors fail the Job at once, evictions are not failures", func(t *testing.T) {
+		{"evictions are not failures, and no FailJob rule the provider's await would not recognise", func(t *testing.T) {
 			rules := job.Spec.PodFailurePolicy.Rules
-			if len(rules) != 2 {
-				t.Fatalf("podFailurePolicy has %d rules, want 2: %+v", len(rules), rules)
+			if len(rules) != 1 {
+				t.Fatalf("podFailurePolicy has %d rules, want 1: %+v", len(rules), rules)
 			}
-			eq(t, "rule 0 action", rules[0].Action, batchv1.PodFailurePolicyActionFailJob)
-			eq(t, "rule 0 exit codes", rules[0].OnExitCodes.Values, []int32{2, 3})
-			eq(t, "rule 0 container", *rules[0].OnExitCodes.ContainerName, container(t, job).Name)
-			eq(t, "rule 1 action", rules[1].Action, batchv1.PodFailurePolicyActionIgnore)
-			eq(t, "rule 1 condition", rules[1].OnPodConditions[0].Type, corev1.DisruptionTarget)
+			eq(t, "rule 0 action", rules[0].Action, batchv1.PodFailurePolicyActionIgnore)
+			eq(t, "rule 0 condition", rules[0].OnPodConditions[0].Type, corev1.DisruptionTarget)
 		}},
 		{"termination message", func(t *testing.T) {
 			eq(t, "terminationMessagePolicy", container(t, job).TerminationMessagePolicy, corev1.TerminationMessageFallbackToLogsOnError)
@@ -124,14 +174,21 @@ func sharedContract(job *batchv1.Job, component, runID string) []contractRow {
 			eq(t, "job labels", job.Labels, want)
 			eq(t, "pod labels", job.Spec.Template.Labels, want)
 		}},
-		{"run ID annotation on Job and pod, no skipAwait", func(t *testing.T) {
-			want := map[string]string{"worldbackup.dev/run-id": runID}
-			eq(t, "job annotations", job.Annotations, want)
-			eq(t, "pod annotations", job.Spec.Template.Annotations, want)
+		{"run ID annotation on Job and pod, replaceUnready on the Job, no skipAwait", func(t *testing.T) {
+			eq(t, "job annotations", job.Annotations, map[string]string{"worldbackup.dev/run-id": runID, "pulumi.com/replaceUnready": "true"})
+			eq(t, "pod annotations", job.Spec.Template.Annotations, map[string]string{"worldbackup.dev/run-id": runID})
 		}},
-		{"no placement by default", func(t *testing.T) {
+		{"next to the game pod by default, preferred", func(t *testing.T) {
 			eq(t, "nodeName", pod.NodeName, "")
-			eq(t, "affinity", pod.Affinity, (*corev1.Affinity)(nil))
+			eq(t, "affinity", pod.Affinity, &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
+				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+					Weight: 100,
+					PodAffinityTerm: corev1.PodAffinityTerm{
+						LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"statefulset.kubernetes.io/pod-name": "survival-0"}},
+						TopologyKey:   "kubernetes.io/hostname",
+					},
+				}},
+			}})
 		}},
 		{"nothing from the host", func(t *testing.T) {
 			if pod.HostNetwork || pod.HostPID || pod.HostIPC {

@@ -23,7 +23,7 @@ var RestoreCapabilities = []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "FOWNER"}
 
 // Restore holds the resolved, validated arguments of one restore Job. Paths
 // are absolute and clean (ArchiveRef under BackupRoot), names valid,
-// durations positive (TTL may be zero).
+// durations positive (TTL zero: none).
 type Restore struct {
 	Server string
 	RunID  string // the restore's own run ID: names the Job
@@ -45,7 +45,7 @@ type Restore struct {
 	BackupRoot string // backup claim mount, read-only
 
 	Deadline         time.Duration // activeDeadlineSeconds
-	TTLAfterFinished time.Duration // ttlSecondsAfterFinished
+	TTLAfterFinished time.Duration // ttlSecondsAfterFinished; 0 = keep the finished Job
 	BackoffLimit     int32
 
 	Resources Resources
@@ -54,7 +54,7 @@ type Restore struct {
 
 	Labels      map[string]string // extra labels, Job and pod
 	Annotations map[string]string // extra annotations, Job and pod
-	SkipAwait   bool              // annotate pulumi.com/skipAwait: "true" on the Job
+	Await       Await             // pulumi.com/skipAwait, pulumi.com/replaceUnready on the Job
 }
 
 // RestoreJobName returns the restore Job's name for server and runID.
@@ -64,8 +64,12 @@ func RestoreJobName(server, runID string) string {
 
 // RestoreArgs returns the archiver's command-line arguments for r (after the
 // command ArchiverPath). The restore needs no database and no config file.
+// --run-id is the restore's idempotency key: the archiver leaves a marker
+// (.worldbackup-restored, with the run ID and the archive's checksum) in the
+// restored world, and a second run of the same restore (a Job re-created
+// after its TTL, a replacement, GitOps) exits 0 without touching the world.
 func RestoreArgs(r Restore) []string {
-	args := []string{"restore", "--archive", r.ArchiveRef, "--sha256", r.SHA256, "--into", r.WorldRoot}
+	args := []string{"restore", "--run-id", r.RunID, "--archive", r.ArchiveRef, "--sha256", r.SHA256, "--into", r.WorldRoot}
 	if r.Replace {
 		args = append(args, "--replace")
 	}
@@ -92,12 +96,12 @@ func BuildRestore(r Restore) *batchv1.Job {
 			Name:        RestoreJobName(r.Server, r.RunID),
 			Namespace:   r.Namespace,
 			Labels:      Labels(r.Server, ComponentRestore, r.Labels),
-			Annotations: JobAnnotations(r.RunID, r.Annotations, r.SkipAwait),
+			Annotations: JobAnnotations(r.RunID, r.Annotations, r.Await),
 		},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:            new(r.BackoffLimit),
 			ActiveDeadlineSeconds:   new(Seconds(r.Deadline)),
-			TTLSecondsAfterFinished: new(int32(Seconds(r.TTLAfterFinished))),
+			TTLSecondsAfterFinished: TTLSeconds(r.TTLAfterFinished),
 			// A replacement pod starts only once the previous one has
 			// terminated, so two pods never write the same world (the
 			// archiver also locks it, and a rerun finishes or undoes a swap
@@ -115,7 +119,7 @@ func BuildRestore(r Restore) *batchv1.Job {
 					AutomountServiceAccountToken: new(false),
 					EnableServiceLinks:           new(false),
 					NodeName:                     r.Placement.NodeName,
-					Affinity:                     NodeAffinity(r.Placement.NodeSelector),
+					Affinity:                     Affinity(r.Placement),
 					SecurityContext:              PodSecurityContext(r.Identity),
 					Containers: []corev1.Container{{
 						Name:                     ContainerName,

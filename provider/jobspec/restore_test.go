@@ -72,7 +72,7 @@ func TestBuildRestoreContract(t *testing.T) {
 		{"archiver command line", func(t *testing.T) {
 			c := container(t, job)
 			eq(t, "command", c.Command, []string{"/usr/local/bin/archiver"})
-			eq(t, "args", c.Args, []string{"restore", "--archive", "/backups/survival/20250601-0300.tar.zst",
+			eq(t, "args", c.Args, []string{"restore", "--run-id", "restore-20250601", "--archive", "/backups/survival/20250601-0300.tar.zst",
 				"--sha256", jobtest.SHA256, "--into", "/world", "--replace", "--log-format", "json"})
 			eq(t, "image", c.Image, "ghcr.io/worldbackup/archiver:v0.1.0")
 			eq(t, "env", len(c.Env)+len(c.EnvFrom), 0)
@@ -105,7 +105,7 @@ func TestBuildRestoreVariants(t *testing.T) {
 			r.MaxBytes = 8 << 30
 			r.MaxEntries = 50000
 		}, func(t *testing.T, job *batchv1.Job) {
-			eq(t, "args", container(t, job).Args, []string{"restore", "--archive", "/backups/survival/20250601-0300.tar.zst",
+			eq(t, "args", container(t, job).Args, []string{"restore", "--run-id", "restore-20250601", "--archive", "/backups/survival/20250601-0300.tar.zst",
 				"--sha256", jobtest.SHA256, "--into", "/world", "--max-bytes", "8589934592", "--max-entries", "50000", "--log-format", "json"})
 		}},
 		{"custom paths reach mounts and args", func(r *jobspec.Restore) {
@@ -127,10 +127,13 @@ func TestBuildRestoreVariants(t *testing.T) {
 			eq(t, "world claim", volume(t, job, jobspec.WorldVolumeName).PersistentVolumeClaim.ClaimName, "survival-data")
 			eq(t, "backup claim", volume(t, job, jobspec.BackupVolumeName).PersistentVolumeClaim.ClaimName, "offsite")
 		}},
-		{"skipAwait annotates the Job only", func(r *jobspec.Restore) { r.SkipAwait = true }, func(t *testing.T, job *batchv1.Job) {
+		{"skipAwait annotates the Job only", func(r *jobspec.Restore) { r.Await = jobspec.Await{Skip: true} }, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "job skipAwait", job.Annotations["pulumi.com/skipAwait"], "true")
 			if _, ok := job.Spec.Template.Annotations["pulumi.com/skipAwait"]; ok {
 				t.Fatal("pod template has pulumi.com/skipAwait")
+			}
+			if _, ok := job.Annotations["pulumi.com/replaceUnready"]; ok {
+				t.Fatal("Job has pulumi.com/replaceUnready without asking for it")
 			}
 		}},
 		{"extra labels and annotations, ours win", func(r *jobspec.Restore) {
@@ -146,14 +149,14 @@ func TestBuildRestoreVariants(t *testing.T) {
 				eq(t, "run-id annotation", a[jobspec.AnnotationRunID], "restore-20250601")
 			}
 		}},
-		{"node name", func(r *jobspec.Restore) { r.Placement.NodeName = "node-a" }, func(t *testing.T, job *batchv1.Job) {
+		{"node name", func(r *jobspec.Restore) { r.Placement = jobspec.Placement{NodeName: "node-a"} }, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "nodeName", job.Spec.Template.Spec.NodeName, "node-a")
 			eq(t, "affinity", job.Spec.Template.Spec.Affinity, (*corev1.Affinity)(nil))
 		}},
 		{"node selector as required affinity", func(r *jobspec.Restore) {
-			r.Placement.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-a"}
+			r.Placement = jobspec.Placement{NodeSelector: map[string]string{"kubernetes.io/hostname": "node-a"}}
 		}, func(t *testing.T, job *batchv1.Job) {
-			eq(t, "affinity", job.Spec.Template.Spec.Affinity, jobspec.NodeAffinity(map[string]string{"kubernetes.io/hostname": "node-a"}))
+			eq(t, "affinity", job.Spec.Template.Spec.Affinity, jobspec.Affinity(jobspec.Placement{NodeSelector: map[string]string{"kubernetes.io/hostname": "node-a"}}))
 		}},
 		{"restricted identity: nothing added", func(r *jobspec.Restore) { *r = restrictedRestore() }, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "pod securityContext", job.Spec.Template.Spec.SecurityContext, &corev1.PodSecurityContext{
@@ -182,11 +185,11 @@ func TestBuildRestoreVariants(t *testing.T) {
 		}},
 		{"durations round up to seconds", func(r *jobspec.Restore) {
 			r.Deadline = 2*time.Hour + time.Millisecond
-			r.TTLAfterFinished = 0
+			r.TTLAfterFinished = time.Minute + time.Millisecond
 			r.BackoffLimit = 0
 		}, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "activeDeadlineSeconds", *job.Spec.ActiveDeadlineSeconds, int64(7201))
-			eq(t, "ttlSecondsAfterFinished", *job.Spec.TTLSecondsAfterFinished, int32(0))
+			eq(t, "ttlSecondsAfterFinished", *job.Spec.TTLSecondsAfterFinished, int32(61))
 			eq(t, "backoffLimit", *job.Spec.BackoffLimit, int32(0))
 		}},
 		{"run ID with upper case gets a hashed valid name", func(r *jobspec.Restore) { r.RunID = "Rollback.2025_06" }, func(t *testing.T, job *batchv1.Job) {

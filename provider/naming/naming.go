@@ -43,6 +43,12 @@ func WorldClaim(server string) string {
 	return "world-" + server + "-0"
 }
 
+// GamePod returns the name of the game server's pod, "<server>-0": the first
+// pod of its StatefulSet, which mounts WorldClaim(server).
+func GamePod(server string) string {
+	return server + "-0"
+}
+
 // JobName returns the Job name "<server>-<kind>-<suffix>", a DNS-1123 label of
 // at most 63 characters when server is a DNS-1123 label of at most
 // MaxServerLen characters. The suffix is derived from runID: the run ID itself

@@ -130,6 +130,10 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			BackupClaimName:  cfg.BackupClaim,
 			Namespace:        cfg.Namespace,
 			TTLAfterFinished: cfg.KeepFinished,
+			// Render mode: no cluster to look things up in at preview, and
+			// no live Job for pulumi.com/replaceUnready to check.
+			Preflight:      new(false),
+			ReplaceUnready: new(false),
 		}, pulumi.Provider(k8s))
 		if err != nil {
 			return fmt.Errorf("server %s: %w", server, err)

@@ -133,6 +133,12 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 				Image:           cfg.Image,
 				BackupClaimName: cfg.BackupClaim,
 				Namespace:       cl.Namespace,
+				// The preflight at preview asks the same cluster as the
+				// provider; rendering, there is no cluster to ask, and no
+				// live Job for replaceUnready to check.
+				KubeContext:    cl.Context,
+				Preflight:      new(cfg.RenderDir == ""),
+				ReplaceUnready: new(cfg.RenderDir == ""),
 			}, pulumi.Provider(k8s))
 			if err != nil {
 				return fmt.Errorf("cluster %s, server %s: %w", cl.Name, server, err)

@@ -259,8 +259,8 @@ func TestConstructMatchesGo(t *testing.T) {
 					"configSecretName": "felis-prod", "configMountPath": "/run/felis", "backupRoot": "/archives",
 					"worldRoot": "/data/world", "worldClaimName": "survival-data", "deadline": "1h",
 					"cpuLimit": "2", "memoryLimit": "2Gi", "securityMode": "restricted",
-					"runAsUser": 1001, "runAsGroup": 1002, "fsGroup": 1003, "ttlAfterFinished": "0s",
-					"backoffLimit": 0, "compression": "gzip", "excludes": []any{"*.jar", "cache/"},
+					"runAsUser": 1001, "runAsGroup": 1002, "fsGroup": 1003, "ttlAfterFinished": "90s",
+					"backoffLimit": 1, "compression": "gzip", "excludes": []any{"*.jar", "cache/"},
 					"nodeSelector": map[string]any{"kubernetes.io/hostname": "node-a"},
 					"labels":       map[string]any{"team": "ops"}, "annotations": map[string]any{"note": "weekly"},
 					"skipAwait": true, "timeout": "2h",
@@ -276,7 +276,7 @@ func TestConstructMatchesGo(t *testing.T) {
 				a.WorldRoot, a.WorldClaimName, a.Deadline = "/data/world", "survival-data", "1h"
 				a.CPULimit, a.MemoryLimit, a.SecurityMode = "2", "2Gi", "restricted"
 				a.RunAsUser, a.RunAsGroup, a.FSGroup = new(1001), new(1002), new(1003)
-				a.TTLAfterFinished, a.BackoffLimit, a.Compression = "0s", new(0), "gzip"
+				a.TTLAfterFinished, a.BackoffLimit, a.Compression = "90s", new(1), "gzip"
 				a.Excludes = []string{"*.jar", "cache/"}
 				a.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-a"}
 				a.Labels, a.Annotations = map[string]string{"team": "ops"}, map[string]string{"note": "weekly"}
@@ -290,10 +290,11 @@ func TestConstructMatchesGo(t *testing.T) {
 				b.WorldRoot, b.WorldClaimName, b.Deadline = "/data/world", "survival-data", time.Hour
 				b.Resources = jobspec.Resources{CPULimit: k8sresource.MustParse("2"), MemoryLimit: k8sresource.MustParse("2Gi")}
 				b.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1001, RunAsGroup: 1002, FSGroup: 1003}
-				b.TTLAfterFinished, b.BackoffLimit, b.Compression = 0, 0, "gzip"
+				b.TTLAfterFinished, b.BackoffLimit, b.Compression = 90*time.Second, 1, "gzip"
 				b.Excludes = []string{"*.jar", "cache/"}
-				b.Placement = jobspec.Placement{NodeSelector: map[string]string{"kubernetes.io/hostname": "node-a"}}
-				b.Labels, b.Annotations, b.SkipAwait = map[string]string{"team": "ops"}, map[string]string{"note": "weekly"}, true
+				b.Placement.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-a"}
+				b.Labels, b.Annotations = map[string]string{"team": "ops"}, map[string]string{"note": "weekly"}
+				b.Await = jobspec.Await{Skip: true}
 				return b
 			}(),
 			withProvider: true,
@@ -313,7 +314,7 @@ func TestConstructMatchesGo(t *testing.T) {
 			}(),
 			want: func() jobspec.Backup {
 				b := jobtest.DefaultBackup()
-				b.Placement, b.Compression, b.Deadline = jobspec.Placement{NodeName: "node-b"}, "none", 45*time.Minute
+				b.Placement.NodeName, b.Compression, b.Deadline = "node-b", "none", 45*time.Minute
 				return b
 			}(),
 			wantTimeout: "50m0s",

@@ -41,10 +41,14 @@ func DefaultBackup() jobspec.Backup {
 		ConfigMountPath:    "/etc/felis",
 		Compression:        "zstd",
 		Deadline:           30 * time.Minute,
-		TTLAfterFinished:   10 * time.Minute,
-		BackoffLimit:       2,
+		BackoffLimit:       0,
 		Resources:          jobspec.Resources{CPULimit: resource.MustParse("1"), MemoryLimit: resource.MustParse("1Gi")},
 		Identity:           jobspec.Identity{Mode: jobspec.Baseline},
+		Placement: jobspec.Placement{
+			GamePod:         map[string]string{"statefulset.kubernetes.io/pod-name": "survival-0"},
+			GamePodAffinity: jobspec.AffinityPreferred,
+		},
+		Await: jobspec.Await{ReplaceUnready: true},
 	}
 }
 
@@ -68,10 +72,14 @@ func DefaultRestore() jobspec.Restore {
 		WorldRoot:          "/world",
 		BackupRoot:         "/backups",
 		Deadline:           30 * time.Minute,
-		TTLAfterFinished:   10 * time.Minute,
-		BackoffLimit:       2,
+		BackoffLimit:       0,
 		Resources:          jobspec.Resources{CPULimit: resource.MustParse("1"), MemoryLimit: resource.MustParse("1Gi")},
 		Identity:           jobspec.Identity{Mode: jobspec.Baseline},
+		Placement: jobspec.Placement{
+			GamePod:         map[string]string{"statefulset.kubernetes.io/pod-name": "survival-0"},
+			GamePodAffinity: jobspec.AffinityPreferred,
+		},
+		Await: jobspec.Await{ReplaceUnready: true},
 	}
 }
 

@@ -1,0 +1,138 @@
+package provider
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+// emptyCluster is an API server that has nothing: every lookup is 404. It
+// counts the requests.
+func emptyCluster(t *testing.T) (kubeconfig string, requests *atomic.Int64) {
+	t.Helper()
+	requests = &atomic.Int64{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"%s not found"}`, r.URL.Path)
+	}))
+	t.Cleanup(srv.Close)
+	return kubeconfigFor(srv.URL), requests
+}
+
+func kubeconfigFor(server string) string {
+	return `apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "` + server + `"}
+users:
+- name: u
+  user: {token: t}
+contexts:
+- name: ctx
+  context: {cluster: c, user: u}
+current-context: ctx
+`
+}
+
+// dryRun makes a mocked program run as a preview.
+func dryRun(info *pulumi.RunInfo) { info.DryRun = true }
+
+func runMockedPreview(t *testing.T, program pulumi.RunFunc) (*mocks, error) {
+	t.Helper()
+	m := &mocks{}
+	err := pulumi.RunErr(program, pulumi.WithMocks("project", "stack", m), dryRun)
+	return m, err
+}
+
+func TestPreflightAtPreview(t *testing.T) {
+	backup := func(kubeconfig string, preflight *bool) pulumi.RunFunc {
+		return func(ctx *pulumi.Context) error {
+			a := validArgs()
+			a.Kubeconfig, a.Preflight = kubeconfig, preflight
+			_, err := NewWorldBackup(ctx, "survival", a)
+			return err
+		}
+	}
+	restore := func(kubeconfig string) pulumi.RunFunc {
+		return func(ctx *pulumi.Context) error {
+			a := validRestoreArgs()
+			a.Kubeconfig = kubeconfig
+			_, err := NewWorldRestore(ctx, "survival-restore", a)
+			return err
+		}
+	}
+
+	t.Run("backup in an empty cluster: one error listing every piece", func(t *testing.T) {
+		kc, requests := emptyCluster(t)
+		m, err := runMockedPreview(t, backup(kc, nil))
+		if err == nil {
+			t.Fatal("preview passed against a cluster with nothing in it")
+		}
+		for _, want := range []string{
+			"worldbackup: the cluster lacks what Job survival-backup-20250601-0300 needs",
+			"kubectl create namespace minecraft",
+			"kubectl -n minecraft create serviceaccount felis-restore",
+			"kubectl -n minecraft create secret generic felis-config --from-file=felis.toml",
+			`PersistentVolumeClaim "world-survival-0"`, `PersistentVolumeClaim "world-backups"`,
+			"set preflight false",
+		} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error lacks %q:\n%v", want, err)
+			}
+		}
+		if requests.Load() == 0 {
+			t.Error("no request reached the API server")
+		}
+		if len(m.resources) != 0 {
+			t.Errorf("registered %d resources despite the failed preflight", len(m.resources))
+		}
+	})
+	t.Run("restore needs no Secret", func(t *testing.T) {
+		kc, _ := emptyCluster(t)
+		_, err := runMockedPreview(t, restore(kc))
+		if err == nil || !strings.Contains(err.Error(), "worldrestore: the cluster lacks") {
+			t.Fatalf("err = %v, want the restore's preflight error", err)
+		}
+		if strings.Contains(err.Error(), "Secret") {
+			t.Errorf("restore's preflight asks for a Secret: %v", err)
+		}
+	})
+	t.Run("preflight false asks nothing", func(t *testing.T) {
+		kc, requests := emptyCluster(t)
+		if _, err := runMockedPreview(t, backup(kc, new(false))); err != nil {
+			t.Fatal(err)
+		}
+		if n := requests.Load(); n != 0 {
+			t.Errorf("%d requests with preflight false", n)
+		}
+	})
+	t.Run("not at update: only preview", func(t *testing.T) {
+		kc, requests := emptyCluster(t)
+		if _, err := runMocked(t, backup(kc, nil)); err != nil {
+			t.Fatal(err)
+		}
+		if n := requests.Load(); n != 0 {
+			t.Errorf("%d requests outside preview", n)
+		}
+	})
+	t.Run("unreachable cluster: a warning, not an error", func(t *testing.T) {
+		srv := httptest.NewServer(http.NotFoundHandler())
+		url := srv.URL
+		srv.Close() // nothing listens there any more
+		m, err := runMockedPreview(t, backup(kubeconfigFor(url), nil))
+		if err != nil {
+			t.Fatalf("preview failed on an unreachable cluster: %v", err)
+		}
+		if len(m.ofType("kubernetes:batch/v1:Job")) != 1 {
+			t.Fatal("no Job registered")
+		}
+	})
+}
