@@ -45,6 +45,7 @@ Usage:
                                                  restore a world from an archive (no database)
   archiver prune --server S --min-keep K [--keep-last N] [--keep-daily D] ...
                                                  expire old archives (restic's forget rules)
+  archiver status --max-age 26h [--server S]...  exit 1 when a server's newest archive is older
   archiver --version                             print the version
 
 REF is an archive file's path or an S3 store's s3://bucket/key URL.
@@ -89,6 +90,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdRestore(ctx, args[1:], stdout, stderr)
 	case "prune":
 		return cmdPrune(ctx, args[1:], stdout, stderr)
+	case "status":
+		return cmdStatus(ctx, args[1:], stdout, stderr)
 	case "--version", "-version", "version":
 		fmt.Fprintf(stdout, "archiver %s\n", version)
 		return exitOK
