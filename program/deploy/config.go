@@ -79,6 +79,10 @@ type Server struct {
 	Deadline        string   `json:"deadline,omitempty"`
 	CPULimit        string   `json:"cpuLimit,omitempty"`
 	MemoryLimit     string   `json:"memoryLimit,omitempty"`
+	// Schedule is a cron expression: besides the on-demand backup, a
+	// CronJob backs the server up on this schedule (in TimeZone).
+	Schedule string `json:"schedule,omitempty"`
+	TimeZone string `json:"timeZone,omitempty"`
 	// Rcon quiesces the server while its world is read.
 	Rcon *Rcon `json:"rcon,omitempty"`
 	// Retention replaces the stack-wide worldbackup:retention for this server.

@@ -218,3 +218,13 @@ func TestRetentionDefaultIsNone(t *testing.T) {
 		t.Fatalf("retention %+v, err %v: the project default {} means no prune", c.Retention, err)
 	}
 }
+
+func TestScheduleIsDeclared(t *testing.T) {
+	c, err := ParseConfig(getter(map[string]string{
+		"worldbackup:image": "img:1", "worldbackup:backupClaim": "backups",
+		"worldbackup:servers": `[{"name":"lobby","schedule":"0 4 * * *","timeZone":"UTC"}]`,
+	}), nil)
+	if err != nil || c.Servers[0].Schedule != "0 4 * * *" || c.Servers[0].TimeZone != "UTC" {
+		t.Fatalf("servers %+v, err %v", c.Servers, err)
+	}
+}
