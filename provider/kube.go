@@ -100,17 +100,23 @@ func knownAfter(res pulumi.Resource, v string) pulumi.StringOutput {
 // Kubernetes provider sends to the API server: apiVersion, kind, metadata and
 // spec, without status and without null values.
 func jobInputs(job *batchv1.Job) (pulumi.Map, error) {
-	b, err := json.Marshal(job)
+	return objectInputs(job, "Job", job.Name)
+}
+
+// objectInputs converts a Kubernetes object of kind (batch/v1) named name to
+// Pulumi inputs through its JSON form, without status and null values.
+func objectInputs(v any, kind, name string) (pulumi.Map, error) {
+	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("encoding Job %q: %w", job.Name, err)
+		return nil, fmt.Errorf("encoding %s %q: %w", kind, name, err)
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(b, &obj); err != nil {
-		return nil, fmt.Errorf("decoding Job %q: %w", job.Name, err)
+		return nil, fmt.Errorf("decoding %s %q: %w", kind, name, err)
 	}
 	delete(obj, "status")
 	obj["apiVersion"] = "batch/v1"
-	obj["kind"] = "Job"
+	obj["kind"] = kind
 	return toInputMap(obj), nil
 }
 

@@ -93,7 +93,7 @@ func TestSchemaThroughInfer(t *testing.T) {
 			"serviceAccountName", "configSecretName", "configMountPath", "backupRoot", "worldRoot",
 			"worldClaimName", "deadline", "cpuLimit", "memoryLimit", "securityMode", "runAsUser", "runAsGroup",
 			"fsGroup", "ttlAfterFinished", "backoffLimit", "compression", "excludes", "nodeName", "nodeSelector",
-			"labels", "annotations", "skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "replaceUnready", "preflight",
+			"labels", "annotations", "skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "replaceUnready", "preflight", "rcon", "retention",
 			"kubeContext"},
 		[]string{"backupClaimName", "image", "runId", "server"},
 		[]string{"jobName", "namespace", "runId", "archiveRef"})

@@ -55,8 +55,17 @@ func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts
 		return nil, err
 	}
 	job := jobspec.BuildBackup(r.Job)
-	req := preflight.FromJob(job, map[string][]string{r.Job.ConfigSecretName: {jobspec.ConfigFileName}})
-	req.SecretHint = fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", job.Namespace, r.Job.ConfigSecretName, jobspec.ConfigFileName)
+	secrets := map[string][]string{r.Job.ConfigSecretName: {jobspec.ConfigFileName}}
+	if rc := r.Job.Rcon; rc != nil {
+		secrets[rc.SecretName] = append(secrets[rc.SecretName], rc.SecretKey)
+	}
+	req := preflight.FromJob(job, secrets)
+	req.SecretHints = map[string]string{
+		r.Job.ConfigSecretName: fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", job.Namespace, r.Job.ConfigSecretName, jobspec.ConfigFileName),
+	}
+	if rc := r.Job.Rcon; rc != nil {
+		req.SecretHints[rc.SecretName] = fmt.Sprintf("kubectl -n %s create secret generic %s --from-literal=%s=<the server's rcon.password>", job.Namespace, rc.SecretName, rc.SecretKey)
+	}
 	req.SecurityHint = "set securityMode restricted"
 	if err := checkCluster(ctx, "worldbackup", r.Preflight, req); err != nil {
 		return nil, err
@@ -162,6 +171,10 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.GamePodAffinity, "preferred, required or none: how the pod is drawn to the game pod. "+
 		"preferred (default): on its node when it runs; a stopped server does not block the Job. required: "+
 		"only on its node (the Job waits while the server is stopped; not with nodeName). none: no pod affinity.")
+	an.Describe(&a.Rcon, "Quiesce the game server over RCON while the world is read: save-off and save-all flush before, "+
+		"save-on after the archive is written (on every exit path). Needs the server's RCON password in a Secret.")
+	an.Describe(&a.Retention, "Prune the server's archives after a successful run, in the same pod: restic's forget rules "+
+		"with a floor (minKeep, the newest run, runs younger than grace). Rows go first, then files.")
 	an.Describe(&a.ReplaceUnready, "Annotate the Job pulumi.com/replaceUnready, so the next `pulumi up` replaces "+
 		"a Job that did not complete (failed): a failed run is retried with the same runId. Default: true, "+
 		"false with skipAwait (the next up would replace a Job still running). Turn it off in render mode.")

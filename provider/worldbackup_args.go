@@ -48,6 +48,8 @@ type WorldBackupArgs struct {
 	Excludes           []string          `pulumi:"excludes,optional"`
 	NodeName           string            `pulumi:"nodeName,optional"`
 	NodeSelector       map[string]string `pulumi:"nodeSelector,optional"`
+	Rcon               *RconArgs         `pulumi:"rcon,optional"`
+	Retention          *RetentionArgs    `pulumi:"retention,optional"`
 	GamePodSelector    map[string]string `pulumi:"gamePodSelector,optional"`
 	GamePodAffinity    string            `pulumi:"gamePodAffinity,optional"`
 	Labels             map[string]string `pulumi:"labels,optional"`
@@ -159,6 +161,8 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 		}
 		p.text("excludes", e, 4096)
 	}
+	rcon := a.Rcon.resolve(p, a.Server)
+	retention := a.Retention.resolve(p)
 
 	if err := p.err(); err != nil {
 		return resolvedBackup{}, err
@@ -183,6 +187,8 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 			ConfigMountPath:    a.ConfigMountPath,
 			Compression:        a.Compression,
 			Excludes:           a.Excludes,
+			Rcon:               rcon,
+			Retention:          retention,
 			Deadline:           j.Deadline,
 			TTLAfterFinished:   j.TTLAfterFinished,
 			BackoffLimit:       j.BackoffLimit,

@@ -296,6 +296,13 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		{"label value invalid", func(a *WorldBackupArgs) { a.Labels = map[string]string{"team": strings.Repeat("x", 64)} }, []string{"labels"}, "value"},
 		{"label key invalid", func(a *WorldBackupArgs) { a.Labels = map[string]string{"bad key": "x"} }, []string{"labels"}, `key "bad key"`},
 		{"annotation reserved", func(a *WorldBackupArgs) { a.Annotations = map[string]string{"worldbackup.dev/run-id": "x"} }, []string{"annotations"}, "set by the component"},
+		{"rcon bad address", func(a *WorldBackupArgs) { a.Rcon = &RconArgs{Address: "survival"} }, []string{"rcon.address"}, "want host:port"},
+		{"rcon bad port", func(a *WorldBackupArgs) { a.Rcon = &RconArgs{Address: "survival:99999"} }, []string{"rcon.address"}, "1 to 65535"},
+		{"rcon bad secret key", func(a *WorldBackupArgs) { a.Rcon = &RconArgs{SecretKey: "a/b"} }, []string{"rcon.secretKey"}, "not a valid Secret key"},
+		{"retention without rule", func(a *WorldBackupArgs) { a.Retention = &RetentionArgs{MinKeep: 2} }, []string{"retention"}, "no keep rule"},
+		{"retention without floor", func(a *WorldBackupArgs) { a.Retention = &RetentionArgs{KeepLast: 2} }, []string{"retention.minKeep"}, "at least 1"},
+		{"retention bad within", func(a *WorldBackupArgs) { a.Retention = &RetentionArgs{KeepWithin: "3 days", MinKeep: 1} }, []string{"retention.keepWithin"}, "not a duration"},
+		{"retention zero grace", func(a *WorldBackupArgs) { a.Retention = &RetentionArgs{KeepLast: 1, MinKeep: 1, Grace: "0h"} }, []string{"retention.grace"}, "positive"},
 		{"several problems listed together", func(a *WorldBackupArgs) {
 			a.Image = ""
 			a.Compression = "xz"
@@ -441,5 +448,39 @@ func TestWorldBackupOutputsDependOnJob(t *testing.T) {
 	}
 	if got := consumers[0].Inputs["ref"].StringValue(); got != "/backups/survival/20250601-0300.tar.zst" {
 		t.Fatalf("ref = %q", got)
+	}
+}
+
+func TestWorldBackupRconAndRetention(t *testing.T) {
+	tests := []struct {
+		name string
+		rcon *RconArgs
+		want jobspec.Rcon
+	}{
+		{"defaults from the server", &RconArgs{}, jobspec.Rcon{Address: "survival:25575", SecretName: "survival-rcon", SecretKey: "rcon-password", Required: true}},
+		{"itzg chart release", &RconArgs{ChartRelease: "mc"}, jobspec.Rcon{Address: "mc-minecraft-rcon:25575", SecretName: "mc-minecraft-rcon", SecretKey: "rcon-password", Required: true}},
+		{"explicit, not required", &RconArgs{Address: "10.0.0.5:25576", SecretName: "pw", SecretKey: "password", Required: new(false)},
+			jobspec.Rcon{Address: "10.0.0.5:25576", SecretName: "pw", SecretKey: "password"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := validArgs()
+			args.Rcon = tt.rcon
+			args.Retention = &RetentionArgs{KeepDaily: 7, MinKeep: 3}
+			r, err := args.resolve()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Job.Rcon == nil || *r.Job.Rcon != tt.want {
+				t.Fatalf("rcon %+v, want %+v", r.Job.Rcon, tt.want)
+			}
+			if r.Job.Retention == nil || r.Job.Retention.KeepDaily != 7 || r.Job.Retention.MinKeep != 3 {
+				t.Fatalf("retention %+v", r.Job.Retention)
+			}
+		})
+	}
+	r, err := validArgs().resolve()
+	if err != nil || r.Job.Rcon != nil || r.Job.Retention != nil {
+		t.Fatalf("without the inputs: rcon %v retention %v err %v; want neither", r.Job.Rcon, r.Job.Retention, err)
 	}
 }

@@ -14,6 +14,9 @@
 #   BENCH_SIZES="192MiB 1GiB"  world sizes, measured in this order
 #   BENCH_PAIRS=7              alternated pairs per size (odd keeps the median a run)
 #   BENCH_GZIP=0               1: also time one `tar czf` per size (slow)
+#   BENCH_S3=1                 also time one archiver backup per size into an S3
+#                              store, a local versitygw (scripts/versitygw.sh builds
+#                              it); 0 to skip
 #   BENCH_SEED=1               world seed
 #   BENCH_DIR=.bench           scratch folder (git-ignored)
 #   BENCH_ARCHIVER             an archiver binary to measure instead of building
@@ -38,6 +41,7 @@ cd "$root"
 BENCH_SIZES=${BENCH_SIZES:-192MiB 1GiB}
 BENCH_PAIRS=${BENCH_PAIRS:-7}
 BENCH_GZIP=${BENCH_GZIP:-0}
+BENCH_S3=${BENCH_S3:-1}
 BENCH_SEED=${BENCH_SEED:-1}
 BENCH_DIR=${BENCH_DIR:-$root/.bench}
 BENCH_ARCHIVER=${BENCH_ARCHIVER:-}
@@ -56,6 +60,7 @@ for s in "${sizes[@]}"; do
 done
 [[ $BENCH_PAIRS =~ ^[1-9][0-9]*$ ]] || die "BENCH_PAIRS=$BENCH_PAIRS: want a positive integer"
 [[ $BENCH_GZIP == 0 || $BENCH_GZIP == 1 ]] || die "BENCH_GZIP=$BENCH_GZIP: want 0 or 1"
+[[ $BENCH_S3 == 0 || $BENCH_S3 == 1 ]] || die "BENCH_S3=$BENCH_S3: want 0 or 1"
 [[ $BENCH_SEED =~ ^-?[0-9]+$ ]] || die "BENCH_SEED=$BENCH_SEED: want an integer"
 mkdir -p "$BENCH_DIR"
 BENCH_DIR=$(cd "$BENCH_DIR" && pwd)
@@ -215,6 +220,62 @@ run_gzip() {
   rm -f "$g"
 }
 
+# --- S3 store -----------------------------------------------------------------
+# A versitygw over $BENCH_DIR/s3 on a free local port, with throwaway
+# credentials (files, and the gateway's environment: never a command line).
+if [[ $BENCH_S3 == 1 ]]; then
+  say "building versitygw (scripts/versitygw.sh; cached)"
+  scripts/versitygw.sh
+  s3_bin=${WB_TOOLS:-$root/.tools}/bin/versitygw
+  s3_root="$BENCH_DIR/s3/root" s3_keys="$BENCH_DIR/s3/keys"
+  rm -rf -- "$s3_root"
+  mkdir -p "$s3_root/bench" "$s3_keys"
+  chmod 700 "$s3_keys"
+  s3_secret=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  (umask 077; echo bench >"$s3_keys/access-key"; echo "$s3_secret" >"$s3_keys/secret-key")
+  s3_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  ROOT_ACCESS_KEY_ID=bench ROOT_SECRET_ACCESS_KEY=$s3_secret \
+    "$s3_bin" --port "127.0.0.1:$s3_port" --quiet posix "$s3_root" >"$BENCH_DIR/s3/versitygw.log" 2>&1 &
+  s3_pid=$!
+  trap 'kill "$s3_pid" 2>/dev/null || true' EXIT
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$s3_port") 2>/dev/null && break
+    sleep 0.1
+  done
+  (exec 3<>"/dev/tcp/127.0.0.1/$s3_port") 2>/dev/null || die "versitygw did not start (log: $BENCH_DIR/s3/versitygw.log)"
+  s3_config="$BENCH_DIR/felis-s3.toml"
+  (
+    umask 077
+    sed '/^local_path = /d' "$config" >"$s3_config"
+    cat >>"$s3_config" <<EOT
+store = "s3://bench/archives"
+endpoint = "http://127.0.0.1:$s3_port"
+path_style = true
+access_key_file = "$s3_keys/access-key"
+secret_key_file = "$s3_keys/secret-key"
+EOT
+  )
+fi
+# run_s3 SIZE WORLD: one archiver backup into the S3 store; appends "wall rss
+# cpu bytes" to $out/s3.SIZE.
+run_s3() {
+  local size=$1 w=$2 rid t0 t1
+  run=$((run + 1))
+  rid="$SERVER-s3-$size-$(date -u +%Y%m%dT%H%M%S)-$$-$run"
+  t0=$(now)
+  if ! /usr/bin/time -f "$TIMEFMT" -o "$out/time" "$archiver" backup \
+      --server "$SERVER" --run-id "$rid" --world "$w" --config "$s3_config" --compression zstd --log-format text \
+      --termination-log "$out/termination.json" 2>"$out/archiver-s3.log"; then
+    tail -20 "$out/archiver-s3.log" >&2
+    die "archiver backup into S3 failed (log: $out/archiver-s3.log)"
+  fi
+  t1=$(now)
+  local a="$s3_root/bench/archives/$SERVER/$rid.tar.zst"
+  [[ -f $a ]] || die "archiver backup into S3 exited 0 but $a does not exist (log: $out/archiver-s3.log)"
+  echo "$(elapsed "$t0" "$t1") $(rss "$out/time") $(cpu "$out/time") $(stat -c %s "$a")" >>"$out/s3.$size"
+  rm -f "$a"
+}
+
 declare -A inbytes infiles
 checks=()
 load_before=$(uptime)
@@ -240,6 +301,7 @@ for size in "${sizes[@]}"; do
     say "$size: round $i/$BENCH_PAIRS: archiver $(tail -1 "$out/archiver.$size" | cut -d' ' -f1) s, tar | zstd $(tail -1 "$out/pipeline.$size" | cut -d' ' -f1) s$([[ -n $before ]] && echo ", before $(tail -1 "$out/before.$size" | cut -d' ' -f1) s")"
   done
   [[ $BENCH_GZIP == 0 ]] || { say "$size: tar czf"; : >"$out/gzip.$size"; run_gzip "$size" "$w"; }
+  [[ $BENCH_S3 == 0 ]] || { say "$size: archiver backup into S3 (versitygw)"; : >"$out/s3.$size"; run_s3 "$size" "$w"; }
   # Outside the timing: the archiver's archive lists the same entries as tar's.
   na=$(zstd -dc "$out/sample.$size.tar.zst" | tar -tf - | entries)
   nb=$(zstd -dc "$out/sample.$size.pipeline.tar.zst" | tar -tf - | entries)
@@ -269,10 +331,10 @@ report="$BENCH_DIR/results/$(date -u +%Y%m%dT%H%M%SZ).txt"
   echo
   printf '%-8s  %-24s %10s %7s %14s %8s %12s  %s\n' world tool "median s" "MB/s" "peak RSS MiB" "CPU s" "archive MiB" "all runs, s"
   for s in "${sizes[@]}"; do
-    for t in archiver before pipeline gzip; do
+    for t in archiver before pipeline gzip s3; do
       f="$out/$t.$s"
       [[ -s $f ]] || continue
-      case $t in archiver) name="archiver backup (zstd)" ;; before) name="before: archiver backup" ;; pipeline) name="tar -cf - | zstd -1 -T0" ;; gzip) name="tar czf" ;; esac
+      case $t in archiver) name="archiver backup (zstd)" ;; before) name="before: archiver backup" ;; pipeline) name="tar -cf - | zstd -1 -T0" ;; gzip) name="tar czf" ;; s3) name="archiver backup -> S3" ;; esac
       wall=$(cut -d' ' -f1 "$f" | median)
       awk -v size="$s" -v tool="$name" -v wall="$wall" -v rss="$(cut -d' ' -f2 "$f" | maxof)" \
         -v cpus="$(cut -d' ' -f3 "$f" | median)" -v ab="$(cut -d' ' -f4 "$f" | median)" -v ib="${inbytes[$s]}" \
@@ -281,6 +343,7 @@ report="$BENCH_DIR/results/$(date -u +%Y%m%dT%H%M%SZ).txt"
     done
   done
   echo "(peak RSS: the largest of the runs; for the pipeline the larger of tar and zstd. CPU s: median user + sys.)"
+  [[ $BENCH_S3 == 0 ]] || echo "(-> S3: one run per size into a local versitygw, whose own CPU is not counted.)"
   echo
   maxrss=0
   for s in "${sizes[@]}"; do
@@ -297,6 +360,10 @@ report="$BENCH_DIR/results/$(date -u +%Y%m%dT%H%M%SZ).txt"
     fi
   done
   awk -v r="$maxrss" 'BEGIN { printf "summary: archiver peak RSS %.1f MiB over all runs (target <= 64 MiB): %s\n", r / 1024, (r <= 65536 ? "met" : "missed") }'
+  if [[ $BENCH_S3 == 1 ]]; then
+    r=$(for s in "${sizes[@]}"; do cut -d' ' -f2 "$out/s3.$s"; done | maxof)
+    awk -v r="$r" 'BEGIN { printf "summary: archiver into S3 peak RSS %.1f MiB over all runs (target <= 64 MiB): %s\n", r / 1024, (r <= 65536 ? "met" : "missed") }'
+  fi
   for c in "${checks[@]}"; do echo "check: $c"; done
 } | tee "$report"
 say "results saved to $report"

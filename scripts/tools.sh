@@ -74,3 +74,6 @@ else
   "$cli/pulumi" plugin install resource kubernetes "v$k8s_version" -f "$k8s/pulumi-resource-kubernetes" >&2
   echo "$k8s" > "$plugin_dir.source"
 fi
+
+# The S3 server of the archiver's S3 store tests (internal/s3test).
+scripts/versitygw.sh

@@ -244,3 +244,26 @@ func scrub(err error, password string) error {
 	}
 	return errors.New(strings.ReplaceAll(err.Error(), password, "xxxxx"))
 }
+
+// Newest is the newest run of one server.
+type Newest struct {
+	Server     string    `db:"server"`
+	RunID      string    `db:"run_id"`
+	FinishedAt time.Time `db:"finished_at"`
+	Runs       int64     `db:"runs"`
+}
+
+// NewestByServer returns the newest run of every server that has one,
+// ordered by server.
+func (db *DB) NewestByServer(ctx context.Context) ([]Newest, error) {
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
+	rows, _ := db.pool.Query(ctx, `SELECT DISTINCT ON (server) server, run_id, finished_at,
+			count(*) OVER (PARTITION BY server) AS runs
+		FROM world_backups ORDER BY server, finished_at DESC, id DESC`)
+	ns, err := pgx.CollectRows(rows, pgx.RowToStructByName[Newest])
+	if err != nil {
+		return nil, fmt.Errorf("finding the newest runs: %w", err)
+	}
+	return ns, nil
+}

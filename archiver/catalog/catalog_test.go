@@ -270,6 +270,8 @@ func TestInsertRejectsBadRows(t *testing.T) {
 		{"negative file count", func(r *Record) { r.FileCount = -1 }, "file_count"},
 		{"unknown compression", func(r *Record) { r.Compression = "xz" }, "compression"},
 		{"relative archive ref", func(r *Record) { r.ArchiveRef = "backups/x.tar.zst" }, "archive_ref"},
+		{"s3 ref without a key", func(r *Record) { r.ArchiveRef = "s3://bucket/" }, "archive_ref"},
+		{"other URL", func(r *Record) { r.ArchiveRef = "https://bucket/x.tar.zst" }, "archive_ref"},
 		{"run id with slash", func(r *Record) { r.RunID = "a/b" }, "run_id"},
 		{"server not a label", func(r *Record) { r.Server = "Alpha_1" }, "server"},
 		{"finished before started", func(r *Record) { r.StartedAt = r.FinishedAt.Add(time.Second) }, "finished_at"},

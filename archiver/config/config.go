@@ -9,6 +9,15 @@
 //	excludes = ["*.jar", "cache/", "logs/", "*.tmp"]
 //	allow_empty = false          # record a world without files
 //
+//	# or, instead of local_path, an S3-compatible object store:
+//	store = "s3://bucket/prefix"
+//	endpoint = "https://minio.example:9000"   # empty: AWS
+//	region = "us-east-1"
+//	path_style = true
+//	access_key_file = "/etc/felis-s3/access-key"   # files of a mounted Secret
+//	secret_key_file = "/etc/felis-s3/secret-key"
+//	part_size_mib = 8            # 5-64; memory is about 2 parts, the largest archive 10000 parts
+//
 //	[rcon]                       # optional: quiesce the game server while it is read
 //	address = "survival:25575"
 //	password_file = "/etc/felis-rcon/rcon-password"
@@ -79,7 +88,27 @@ type Archive struct {
 	// AllowEmpty records a world without files (empty, or everything
 	// excluded); by default such a backup fails.
 	AllowEmpty bool `toml:"allow_empty"`
+	S3
 }
+
+// S3 is the S3 store's part of the [archive] table. The credentials are
+// never in this file: they are read from AccessKeyFile and SecretKeyFile,
+// files of a mounted Secret.
+type S3 struct {
+	// Store is "s3://bucket" or "s3://bucket/prefix"; empty: the local
+	// folder store at LocalPath.
+	Store         string `toml:"store"`
+	Endpoint      string `toml:"endpoint"`
+	Region        string `toml:"region"`
+	PathStyle     bool   `toml:"path_style"`
+	AccessKeyFile string `toml:"access_key_file"`
+	SecretKeyFile string `toml:"secret_key_file"`
+	// PartSizeMiB is the multipart upload's part size; 0: 8 MiB.
+	PartSizeMiB int `toml:"part_size_mib"`
+}
+
+// Enabled reports whether archives go to an S3 store.
+func (s S3) Enabled() bool { return s.Store != "" }
 
 // Rcon is the [rcon] table: how to reach the game server's RCON listener
 // to turn its autosave off while the world is read. The password is never
@@ -130,7 +159,7 @@ func Parse(path, raw string) (Config, error) {
 		for i, k := range undecoded {
 			keys[i] = k.String()
 		}
-		return Config{}, fmt.Errorf("%s: unknown key %s (known keys: database.url, archive.local_path, archive.compression, archive.excludes, archive.allow_empty, rcon.address, rcon.password_file, rcon.required)",
+		return Config{}, fmt.Errorf("%s: unknown key %s (known keys: database.url, archive.local_path, archive.compression, archive.excludes, archive.allow_empty, archive.store, archive.endpoint, archive.region, archive.path_style, archive.access_key_file, archive.secret_key_file, archive.part_size_mib, rcon.address, rcon.password_file, rcon.required)",
 			path, strings.Join(quoteAll(keys), ", "))
 	}
 	return c, nil
@@ -161,6 +190,9 @@ func (c Config) Validate() error {
 	}
 	if p := c.Archive.LocalPath; p != "" && !filepath.IsAbs(p) {
 		bad("[archive] local_path", "%q is not an absolute path", p)
+	}
+	for _, e := range c.Archive.S3.problems(c.Archive.LocalPath) {
+		bad(e.key, "%s", e.msg)
 	}
 	if _, err := tarstream.ParseCompression(string(c.Archive.Compression)); err != nil {
 		bad("[archive] compression", "%s", err)

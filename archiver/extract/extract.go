@@ -63,6 +63,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -107,6 +108,12 @@ type Options struct {
 	MaxEntries       int64  // cap on archive members; 0 means DefaultMaxEntries
 	MaxDecoderMemory int64  // cap on the zstd window/decoder memory; 0 means DefaultMaxDecoderMemory
 	Layout           Layout // where to stage; LayoutAuto unless a test must force one
+
+	// Open, when set, opens the archive as a stream (an object of an S3
+	// store); Archive then only names it. The stream is opened twice:
+	// once to check its SHA-256 before anything is extracted, once to
+	// extract it, checked again before the swap.
+	Open func(ctx context.Context) (io.ReadCloser, error)
 }
 
 var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -259,12 +266,15 @@ func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 	}
 	log = log.Named("restore").With("archive", o.Archive, "into", o.Into)
 
-	archive, err := filepath.Abs(o.Archive)
-	if err != nil {
-		return Result{}, fmt.Errorf("resolving archive path: %w", err)
-	}
-	if archive, err = filepath.EvalSymlinks(archive); err != nil {
-		return Result{}, fmt.Errorf("opening archive: %w", err)
+	archive := o.Archive
+	if o.Open == nil {
+		abs, err := filepath.Abs(o.Archive)
+		if err != nil {
+			return Result{}, fmt.Errorf("resolving archive path: %w", err)
+		}
+		if archive, err = filepath.EvalSymlinks(abs); err != nil {
+			return Result{}, fmt.Errorf("opening archive: %w", err)
+		}
 	}
 
 	t, err := openTarget(o.Into, o.Layout, log)
@@ -272,7 +282,7 @@ func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 		return Result{}, err
 	}
 	defer t.close()
-	if within(t.dir, archive) {
+	if o.Open == nil && within(t.dir, archive) {
 		return Result{}, fmt.Errorf("archive %s lies inside the target folder %s, which the restore replaces: move it elsewhere first", archive, t.dir)
 	}
 	if err := t.recover(); err != nil {
@@ -294,18 +304,15 @@ func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 			"(they are kept until the new world is fully extracted, then removed)", t.dir)
 	}
 
-	f, err := os.Open(archive)
+	f, err := openArchive(ctx, o, archive)
 	if err != nil {
-		return Result{}, fmt.Errorf("opening archive: %w", err)
+		return Result{}, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return Result{}, fmt.Errorf("opening archive: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return Result{}, fmt.Errorf("archive %s is not a regular file", archive)
-	}
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
 
 	sum, n, err := hashFile(ctx, f)
 	if err != nil {
@@ -318,8 +325,8 @@ func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 	log.Info("checksum verified", "sha256", sum, "bytes", n)
 
 	res := Result{ArchiveBytes: n, Layout: t.layout, Replaced: !empty}
-	if _, err := f.Seek(0, 0); err != nil {
-		return Result{}, fmt.Errorf("rewinding archive: %w", err)
+	if f, err = rewind(ctx, o, f); err != nil {
+		return Result{}, err
 	}
 	st, err := t.newStaging()
 	if err != nil {
@@ -355,4 +362,47 @@ func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 func within(dir, p string) bool {
 	rel, err := filepath.Rel(dir, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// openArchive opens the archive: the regular file at path, or the stream
+// of o.Open.
+func openArchive(ctx context.Context, o Options, path string) (io.ReadCloser, error) {
+	if o.Open != nil {
+		r, err := o.Open(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("opening archive %s: %w", path, err)
+		}
+		return r, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening archive: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("opening archive: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("archive %s is not a regular file", path)
+	}
+	return f, nil
+}
+
+// rewind returns the archive read from its start again: the file f rewound,
+// or the stream of o.Open opened anew (f is closed).
+func rewind(ctx context.Context, o Options, f io.ReadCloser) (io.ReadCloser, error) {
+	if o.Open == nil {
+		if _, err := f.(io.Seeker).Seek(0, io.SeekStart); err != nil {
+			return f, fmt.Errorf("rewinding archive: %w", err)
+		}
+		return f, nil
+	}
+	f.Close()
+	r, err := openArchive(ctx, o, o.Archive)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }

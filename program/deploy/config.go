@@ -31,6 +31,32 @@ type Config struct {
 	RenderDir    string // non-empty: GitOps render mode
 	SecurityMode string
 	SkipAwait    bool
+	// Retention is the stack-wide prune after each backup; a server's own
+	// retention replaces it.
+	Retention *Retention
+}
+
+// Rcon is how a server's backup quiesces it over RCON (see
+// provider.RconArgs for the defaults).
+type Rcon struct {
+	ChartRelease string `json:"chartRelease,omitempty"`
+	Address      string `json:"address,omitempty"`
+	SecretName   string `json:"secretName,omitempty"`
+	SecretKey    string `json:"secretKey,omitempty"`
+	Required     *bool  `json:"required,omitempty"`
+}
+
+// Retention is the prune after a backup (see provider.RetentionArgs).
+type Retention struct {
+	KeepLast    int    `json:"keepLast,omitempty"`
+	KeepHourly  int    `json:"keepHourly,omitempty"`
+	KeepDaily   int    `json:"keepDaily,omitempty"`
+	KeepWeekly  int    `json:"keepWeekly,omitempty"`
+	KeepMonthly int    `json:"keepMonthly,omitempty"`
+	KeepYearly  int    `json:"keepYearly,omitempty"`
+	KeepWithin  string `json:"keepWithin,omitempty"`
+	MinKeep     int    `json:"minKeep"`
+	Grace       string `json:"grace,omitempty"`
 }
 
 // Server is one world to back up, with optional per-server overrides of the
@@ -53,6 +79,14 @@ type Server struct {
 	Deadline        string   `json:"deadline,omitempty"`
 	CPULimit        string   `json:"cpuLimit,omitempty"`
 	MemoryLimit     string   `json:"memoryLimit,omitempty"`
+	// Schedule is a cron expression: besides the on-demand backup, a
+	// CronJob backs the server up on this schedule (in TimeZone).
+	Schedule string `json:"schedule,omitempty"`
+	TimeZone string `json:"timeZone,omitempty"`
+	// Rcon quiesces the server while its world is read.
+	Rcon *Rcon `json:"rcon,omitempty"`
+	// Retention replaces the stack-wide worldbackup:retention for this server.
+	Retention *Retention `json:"retention,omitempty"`
 }
 
 // Restore asks for one archive to be restored into a server's world. The
@@ -78,7 +112,7 @@ var clusterName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
 
 // keys are the worldbackup: keys the program reads, as declared in Pulumi.yaml.
 func keys() []string {
-	return []string{"image", "backupClaim", "servers", "runId", "clusters", "restores", "renderDir", "securityMode", "skipAwait"}
+	return []string{"image", "backupClaim", "servers", "runId", "clusters", "restores", "renderDir", "securityMode", "skipAwait", "retention"}
 }
 
 // ParseConfig reads the program's config through get, which returns a fully
@@ -117,6 +151,17 @@ func ParseConfig(get func(key string) (string, bool), present []string) (Config,
 	}
 	if err := decodeList(str("restores"), "restores", &c.Restores); err != nil {
 		errs = append(errs, err)
+	}
+	if v := str("retention"); v != "" {
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.DisallowUnknownFields()
+		c.Retention = new(Retention)
+		if err := dec.Decode(c.Retention); err != nil {
+			errs = append(errs, fmt.Errorf("%s:retention must be an object such as {keepDaily: 7, keepWeekly: 4, minKeep: 3} (set it with `pulumi config set --path 'worldbackup:retention.keepDaily' 7`): %w", Namespace, err))
+		}
+		if *c.Retention == (Retention{}) { // the project's default, {}: no prune
+			c.Retention = nil
+		}
 	}
 	c.withDefaults()
 	if err := c.Validate(); err != nil {

@@ -178,3 +178,53 @@ func TestComponentArgsByMode(t *testing.T) {
 		})
 	}
 }
+
+func TestRconAndRetention(t *testing.T) {
+	m := map[string]string{
+		"worldbackup:image":       "img:1",
+		"worldbackup:backupClaim": "backups",
+		"worldbackup:servers": `[{"name":"lobby","rcon":{"chartRelease":"lobby"}},` +
+			`{"name":"survival","retention":{"keepLast":2,"minKeep":1}}]`,
+		"worldbackup:retention": `{"keepDaily":7,"keepWeekly":4,"minKeep":3}`,
+	}
+	c, err := ParseConfig(getter(m), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lobby := backupArgs(c, c.Clusters[0], c.Servers[0])
+	if lobby.Rcon == nil || lobby.Rcon.ChartRelease != "lobby" || lobby.Retention == nil || lobby.Retention.KeepDaily != 7 || lobby.Retention.MinKeep != 3 {
+		t.Fatalf("lobby: rcon %+v retention %+v; want the chart's rcon and the stack-wide retention", lobby.Rcon, lobby.Retention)
+	}
+	survival := backupArgs(c, c.Clusters[0], c.Servers[1])
+	if survival.Rcon != nil || survival.Retention == nil || survival.Retention.KeepLast != 2 || survival.Retention.KeepDaily != 0 {
+		t.Fatalf("survival: rcon %+v retention %+v; want no rcon and its own retention", survival.Rcon, survival.Retention)
+	}
+	if err := lobby.Validate(); err != nil {
+		t.Fatalf("lobby's args: %v", err)
+	}
+
+	m["worldbackup:retention"] = `{"keepDialy":7}`
+	if _, err := ParseConfig(getter(m), nil); err == nil || !strings.Contains(err.Error(), "worldbackup:retention must be an object") {
+		t.Fatalf("a typo in retention: %v", err)
+	}
+}
+
+func TestRetentionDefaultIsNone(t *testing.T) {
+	c, err := ParseConfig(getter(map[string]string{
+		"worldbackup:image": "img:1", "worldbackup:backupClaim": "backups",
+		"worldbackup:servers": `[{"name":"lobby"}]`, "worldbackup:retention": "{}",
+	}), nil)
+	if err != nil || c.Retention != nil {
+		t.Fatalf("retention %+v, err %v: the project default {} means no prune", c.Retention, err)
+	}
+}
+
+func TestScheduleIsDeclared(t *testing.T) {
+	c, err := ParseConfig(getter(map[string]string{
+		"worldbackup:image": "img:1", "worldbackup:backupClaim": "backups",
+		"worldbackup:servers": `[{"name":"lobby","schedule":"0 4 * * *","timeZone":"UTC"}]`,
+	}), nil)
+	if err != nil || c.Servers[0].Schedule != "0 4 * * *" || c.Servers[0].TimeZone != "UTC" {
+		t.Fatalf("servers %+v, err %v", c.Servers, err)
+	}
+}

@@ -50,7 +50,7 @@ func configKeys() []string {
 // its Job needs in its cluster, with the cluster's kubeconfig and context,
 // and replaces a Job that did not complete at the next up.
 func Deploy(ctx *pulumi.Context, cfg Config) error {
-	var backups, restores pulumi.MapArray
+	var backups, restores, schedules pulumi.MapArray
 	for _, cl := range cfg.Clusters {
 		k8s, err := clusterProvider(ctx, cfg, cl)
 		if err != nil {
@@ -64,6 +64,15 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			}
 			saved[s.Name] = b
 			backups = append(backups, outputs(cl.Name, s.Name, b.RunID, b.Namespace, b.JobName, b.ArchiveRef))
+			if s.Schedule != "" {
+				sched := provider.WorldBackupScheduleArgs{Backup: backupArgs(cfg, cl, s), Schedule: s.Schedule, TimeZone: s.TimeZone}
+				sc, err := provider.NewWorldBackupSchedule(ctx, cl.Name+"-"+s.Name+"-schedule", sched, pulumi.Provider(k8s))
+				if err != nil {
+					return fmt.Errorf("cluster %s, server %s, schedule: %w", cl.Name, s.Name, err)
+				}
+				schedules = append(schedules, pulumi.Map{"cluster": pulumi.String(cl.Name), "server": pulumi.String(s.Name),
+					"schedule": pulumi.String(s.Schedule), "namespace": sc.Namespace, "cronJobName": sc.CronJobName})
+			}
 		}
 		for _, r := range cfg.Restores {
 			if r.Cluster != "" && r.Cluster != cl.Name {
@@ -82,6 +91,9 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 	}
 	ctx.Export("backups", backups)
 	ctx.Export("restores", restores)
+	if len(schedules) > 0 {
+		ctx.Export("schedules", schedules)
+	}
 	return nil
 }
 
@@ -181,7 +193,13 @@ func backupArgs(cfg Config, cl Cluster, s Server) provider.WorldBackupArgs {
 	if s.SecurityMode != "" {
 		mode = s.SecurityMode
 	}
+	ret := cfg.Retention
+	if s.Retention != nil {
+		ret = s.Retention
+	}
 	return provider.WorldBackupArgs{
+		Rcon:            s.Rcon.args(),
+		Retention:       ret.args(),
 		Server:          s.Name,
 		FormerOwner:     s.FormerOwner,
 		RunID:           RunID(cl.Name, s.Name, cfg.RunID),
@@ -218,4 +236,21 @@ func replaceUnready(cfg Config) *bool {
 		return new(false)
 	}
 	return nil
+}
+
+// args converts the config's rcon to the component's input (nil: none).
+func (r *Rcon) args() *provider.RconArgs {
+	if r == nil {
+		return nil
+	}
+	return &provider.RconArgs{ChartRelease: r.ChartRelease, Address: r.Address, SecretName: r.SecretName, SecretKey: r.SecretKey, Required: r.Required}
+}
+
+// args converts the config's retention to the component's input (nil: none).
+func (r *Retention) args() *provider.RetentionArgs {
+	if r == nil {
+		return nil
+	}
+	a := provider.RetentionArgs(*r)
+	return &a
 }

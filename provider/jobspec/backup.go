@@ -2,6 +2,7 @@ package jobspec
 
 import (
 	"path"
+	"strconv"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -27,7 +28,50 @@ const (
 	WorldVolumeName  = "world"
 	BackupVolumeName = "backups"
 	ConfigVolumeName = "config"
+	RconVolumeName   = "rcon"
 )
+
+// RconMountPath is where the backup Job mounts the RCON password Secret.
+const RconMountPath = "/etc/felis-rcon"
+
+// Rcon says how the backup Job reaches the game server to quiesce it.
+type Rcon struct {
+	Address    string // host:port
+	SecretName string // the Secret holding the password
+	SecretKey  string // its key
+	Required   bool   // an unreachable server fails the run
+}
+
+// Retention is the prune the backup Job runs after its run (archiver
+// backup --keep-*); zero counts are left out.
+type Retention struct {
+	KeepLast, KeepHourly, KeepDaily, KeepWeekly, KeepMonthly, KeepYearly int
+	KeepWithin                                                           string // e.g. "30d"; "" = none
+	MinKeep                                                              int
+	Grace                                                                string // "" = the archiver's default (1h)
+}
+
+// Args returns the archiver flags of r.
+func (r Retention) Args() []string {
+	var args []string
+	for _, f := range []struct {
+		flag string
+		n    int
+	}{{"--keep-last", r.KeepLast}, {"--keep-hourly", r.KeepHourly}, {"--keep-daily", r.KeepDaily},
+		{"--keep-weekly", r.KeepWeekly}, {"--keep-monthly", r.KeepMonthly}, {"--keep-yearly", r.KeepYearly}} {
+		if f.n > 0 {
+			args = append(args, f.flag, strconv.Itoa(f.n))
+		}
+	}
+	if r.KeepWithin != "" {
+		args = append(args, "--keep-within", r.KeepWithin)
+	}
+	args = append(args, "--min-keep", strconv.Itoa(r.MinKeep))
+	if r.Grace != "" {
+		args = append(args, "--grace", r.Grace)
+	}
+	return args
+}
 
 // Backup holds the resolved, validated arguments of one backup Job. Paths are
 // absolute and clean, names valid, durations positive (TTL zero: none).
@@ -50,6 +94,9 @@ type Backup struct {
 
 	Compression string   // zstd | gzip | none
 	Excludes    []string // nil = the config file's list
+
+	Rcon      *Rcon      // nil: the world is read without quiescing the server
+	Retention *Retention // nil: no prune after the run
 
 	Deadline         time.Duration // activeDeadlineSeconds
 	TTLAfterFinished time.Duration // ttlSecondsAfterFinished; 0 = keep the finished Job
@@ -86,6 +133,16 @@ func BackupArgs(b Backup) []string {
 	for _, e := range b.Excludes {
 		args = append(args, "--exclude", e)
 	}
+	if r := b.Rcon; r != nil {
+		// The password is read from the mounted Secret, never passed here.
+		args = append(args, "--rcon", r.Address, "--rcon-password-file", path.Join(RconMountPath, r.SecretKey))
+		if !r.Required {
+			args = append(args, "--rcon-required=false")
+		}
+	}
+	if b.Retention != nil {
+		args = append(args, b.Retention.Args()...)
+	}
 	return append(args, "--log-format", "json")
 }
 
@@ -95,6 +152,24 @@ func BackupArgs(b Backup) []string {
 // service-account token, and the identity of b.Identity.Mode.
 func BuildBackup(b Backup) *batchv1.Job {
 	tmpVolume, tmpMount := TmpVolume()
+	mounts := []corev1.VolumeMount{
+		{Name: WorldVolumeName, MountPath: b.WorldRoot, ReadOnly: true},
+		{Name: BackupVolumeName, MountPath: b.BackupRoot},
+		{Name: ConfigVolumeName, MountPath: b.ConfigMountPath, ReadOnly: true},
+		tmpMount,
+	}
+	volumes := []corev1.Volume{
+		ClaimVolume(WorldVolumeName, b.WorldClaimName, true),
+		ClaimVolume(BackupVolumeName, b.BackupClaimName, false),
+		SecretVolume(ConfigVolumeName, b.ConfigSecretName),
+		tmpVolume,
+	}
+	if r := b.Rcon; r != nil {
+		mounts = append(mounts, corev1.VolumeMount{Name: RconVolumeName, MountPath: RconMountPath, ReadOnly: true})
+		v := SecretVolume(RconVolumeName, r.SecretName)
+		v.Secret.Items = []corev1.KeyToPath{{Key: r.SecretKey, Path: r.SecretKey}}
+		volumes = append(volumes, v)
+	}
 
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
@@ -133,19 +208,9 @@ func BuildBackup(b Backup) *batchv1.Job {
 						Resources:                ContainerResources(b.Resources),
 						SecurityContext:          ContainerSecurityContext(b.Identity, BackupCapabilities),
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						VolumeMounts: []corev1.VolumeMount{
-							{Name: WorldVolumeName, MountPath: b.WorldRoot, ReadOnly: true},
-							{Name: BackupVolumeName, MountPath: b.BackupRoot},
-							{Name: ConfigVolumeName, MountPath: b.ConfigMountPath, ReadOnly: true},
-							tmpMount,
-						},
+						VolumeMounts:             mounts,
 					}},
-					Volumes: []corev1.Volume{
-						ClaimVolume(WorldVolumeName, b.WorldClaimName, true),
-						ClaimVolume(BackupVolumeName, b.BackupClaimName, false),
-						SecretVolume(ConfigVolumeName, b.ConfigSecretName),
-						tmpVolume,
-					},
+					Volumes: volumes,
 				},
 			},
 		},

@@ -113,6 +113,43 @@ func TestBuildBackupVariants(t *testing.T) {
 				}
 			}
 		}},
+		{"rcon: password Secret mounted 0400, its path in args, never its value", func(b *jobspec.Backup) {
+			b.Rcon = &jobspec.Rcon{Address: "mc-minecraft-rcon:25575", SecretName: "mc-minecraft-rcon", SecretKey: "rcon-password", Required: true}
+		}, func(t *testing.T, job *batchv1.Job) {
+			args := strings.Join(container(t, job).Args, " ")
+			if !strings.Contains(args, "--rcon mc-minecraft-rcon:25575 --rcon-password-file /etc/felis-rcon/rcon-password") || strings.Contains(args, "rcon-required") {
+				t.Fatalf("args %q", args)
+			}
+			m := mountAt(t, job, jobspec.RconVolumeName)
+			eq(t, "rcon mount", m.MountPath, jobspec.RconMountPath)
+			eq(t, "rcon mount read-only", m.ReadOnly, true)
+			v := volume(t, job, jobspec.RconVolumeName)
+			if v.Secret == nil || v.Secret.SecretName != "mc-minecraft-rcon" || *v.Secret.DefaultMode != 0o400 ||
+				len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != "rcon-password" {
+				t.Fatalf("rcon volume %+v", v)
+			}
+			if job.Spec.Template.Spec.AutomountServiceAccountToken == nil || *job.Spec.Template.Spec.AutomountServiceAccountToken {
+				t.Fatal("the token is mounted")
+			}
+			for _, e := range container(t, job).Env {
+				t.Fatalf("env %v: nothing goes through the environment", e)
+			}
+		}},
+		{"rcon not required", func(b *jobspec.Backup) {
+			b.Rcon = &jobspec.Rcon{Address: "survival:25575", SecretName: "s", SecretKey: "k"}
+		}, func(t *testing.T, job *batchv1.Job) {
+			if !slices.Contains(container(t, job).Args, "--rcon-required=false") {
+				t.Fatalf("args %q", container(t, job).Args)
+			}
+		}},
+		{"retention prunes after the run", func(b *jobspec.Backup) {
+			b.Retention = &jobspec.Retention{KeepLast: 3, KeepDaily: 7, KeepWithin: "30d", MinKeep: 2}
+		}, func(t *testing.T, job *batchv1.Job) {
+			args := strings.Join(container(t, job).Args, " ")
+			if !strings.Contains(args, "--keep-last 3 --keep-daily 7 --keep-within 30d --min-keep 2 --log-format json") || strings.Contains(args, "--keep-hourly") {
+				t.Fatalf("args %q", args)
+			}
+		}},
 		{"skipAwait annotates the Job only", func(b *jobspec.Backup) { b.Await = jobspec.Await{Skip: true} }, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "job skipAwait", job.Annotations["pulumi.com/skipAwait"], "true")
 			if _, ok := job.Spec.Template.Annotations["pulumi.com/skipAwait"]; ok {

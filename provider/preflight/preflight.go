@@ -41,10 +41,10 @@ type Requirements struct {
 	Secrets map[string][]string
 	// Claims are the PersistentVolumeClaims the pod mounts.
 	Claims []string
-	// SecretHint is the command that makes a missing Secret, e.g. `kubectl -n
-	// minecraft create secret generic felis-config --from-file=felis.toml`;
-	// empty: a generic one.
-	SecretHint string
+	// SecretHints are the commands that make a missing Secret, by name,
+	// e.g. `kubectl -n minecraft create secret generic felis-config
+	// --from-file=felis.toml`; a generic one where missing.
+	SecretHints map[string]string
 	// SecurityHint says how to make the pod pass a stricter namespace, e.g.
 	// "set securityMode restricted".
 	SecurityHint string
@@ -145,7 +145,7 @@ func Check(ctx context.Context, c kubernetes.Interface, req Requirements) (Resul
 	}
 
 	for _, name := range slices.Sorted(maps.Keys(req.Secrets)) {
-		hint := req.SecretHint
+		hint := req.SecretHints[name]
 		if hint == "" {
 			hint = fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=<file>", ns, name)
 		}

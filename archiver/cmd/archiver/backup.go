@@ -36,6 +36,8 @@ const backupHelp = `Usage: archiver backup --server S --run-id R [flags]
 
 Streams the world folder as tar, compressed, into
 <archive root>/<server>/<run id>.tar.zst (.tar.gz, .tar) through a temp file,
+or into <prefix>/<server>/<run id>.tar.zst of an S3 store ([archive] store or
+--store s3://bucket/prefix: a multipart upload completed only when whole),
 fsync and rename, then records the run in world_backups. A run whose row
 exists already writes nothing and exits 0; a retry of the same run ID removes
 the temp files of a killed earlier attempt. If the row cannot be inserted, the
@@ -68,6 +70,8 @@ type backupFlags struct {
 	rconAddr, rconPasswordFile string
 	rconRequired               bool
 	retention                  retentionFlags
+	store                      string
+	s3                         s3Flags
 }
 
 // jobSummary is the termination message of a backup: the run's summary and,
@@ -98,6 +102,8 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.StringVar(&f.rconPasswordFile, "rcon-password-file", "", "file holding the RCON password (a mounted Secret); overrides [rcon] password_file")
 	fs.BoolVar(&f.rconRequired, "rcon-required", true, "fail when the game server cannot be reached (false: warn and back up without quiescing); overrides [rcon] required")
 	f.retention.add(fs)
+	fs.StringVar(&f.store, "store", "", "s3://bucket/prefix: archive into this S3 store (settings: the --s3-* flags over [archive]); overrides [archive] store and local_path")
+	f.s3.add(fs)
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
@@ -105,6 +111,10 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	log := newLogger(f.logFormat, stderr)
 
 	p, root, cfg, err := backupSetup(fs, &f)
+	var spec storeSpec
+	if err == nil {
+		spec, err = archiveStoreSpec(cfg, root)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "archiver backup: %s\n", err)
 		tlog.write(log, jobSummary{Summary: backup.Summary{Status: backup.StatusFailed, Server: f.server, RunID: f.runID, Error: err.Error()}})
@@ -124,11 +134,12 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitUsage
 	}
 
-	s, err := runBackup(ctx, log, cfg, root, p, !f.noMigrate, quiescer, pruneOpts)
+	spec.limitMemory()
+	s, err := runBackup(ctx, log, cfg, spec, p, !f.noMigrate, quiescer, pruneOpts)
 	tlog.write(log, s)
 	if err != nil {
 		log.Error("backup failed", "server", p.Server, "run_id", p.RunID, "error", err)
-		if errors.Is(err, store.ErrNoRoot) || errors.Is(err, tarstream.ErrSelfContaining) {
+		if errors.Is(err, store.ErrNoRoot) || errors.Is(err, store.ErrDenied) || errors.Is(err, tarstream.ErrSelfContaining) {
 			return exitUsage // no retry can help: the volumes are wrong
 		}
 		return exitFailed
@@ -162,6 +173,9 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 	}
 
 	cfg, err := config.Load(f.configPath)
+	if err == nil {
+		cfg, err = f.storeOverrides(fs, cfg)
+	}
 	if err != nil {
 		return backup.Params{}, "", config.Config{}, err
 	}
@@ -181,6 +195,9 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 	root := cfg.Archive.LocalPath
 	if f.archiveRoot != "" {
 		root = f.archiveRoot
+	}
+	if f.archiveRoot == "" && cfg.Archive.S3.Enabled() {
+		return s3BackupParams(f, cfg)
 	}
 	switch {
 	case root == "":
@@ -233,7 +250,7 @@ func sameFolder(a, b string) bool {
 // runBackup connects to the catalog and performs the run, then, with
 // pruneOpts, the prune (also when the run was already recorded). A failed
 // prune does not fail the run: it is reported in the summary's Prune.
-func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, root string, p backup.Params, migrate bool,
+func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, spec storeSpec, p backup.Params, migrate bool,
 	q backup.Quiescer, pruneOpts *prune.Options) (jobSummary, error) {
 	start := time.Now()
 	fail := func(err error) (jobSummary, error) {
@@ -256,7 +273,7 @@ func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, root st
 			log.Info("applied catalog migrations", "migrations", applied)
 		}
 	}
-	st, err := store.NewLocal(root)
+	st, err := spec.open(db)
 	if err != nil {
 		return fail(err)
 	}

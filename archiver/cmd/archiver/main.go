@@ -40,13 +40,15 @@ Usage:
   archiver backup --server S --run-id R [flags]  archive the world and record the run
   archiver migrate [flags]                       apply the catalog's schema migrations
   archiver list [--server S] [--json] [flags]    list the recorded runs
-  archiver verify (--run-id R | --archive PATH)  check an archive against its row
-  archiver restore --archive PATH --sha256 HEX --into DIR [--replace]
+  archiver verify (--run-id R | --archive REF)   check an archive against its row
+  archiver restore --archive REF --sha256 HEX --into DIR [--replace]
                                                  restore a world from an archive (no database)
   archiver prune --server S --min-keep K [--keep-last N] [--keep-daily D] ...
                                                  expire old archives (restic's forget rules)
+  archiver status --max-age 26h [--server S]...  exit 1 when a server's newest archive is older
   archiver --version                             print the version
 
+REF is an archive file's path or an S3 store's s3://bucket/key URL.
 Run "archiver COMMAND --help" for the flags of a command.
 
 Exit codes:
@@ -55,7 +57,8 @@ Exit codes:
   1  failed: the reason is logged (and, for backup, written to the termination
      log); a retry may succeed
   2  usage or configuration error: a bad flag, run ID, server name, felis.toml,
-     a missing archive root, or a world that is the archive root
+     a missing archive root, or a world that is the archive root; an S3
+     bucket that does not exist or refused S3 credentials
   3  archive refused (verify, restore): checksum or size mismatch, a malicious
      or corrupt entry, bytes after the end of the archive; the log names the
      entry and why, a restore leaves the world untouched; a retry cannot help
@@ -87,6 +90,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdRestore(ctx, args[1:], stdout, stderr)
 	case "prune":
 		return cmdPrune(ctx, args[1:], stdout, stderr)
+	case "status":
+		return cmdStatus(ctx, args[1:], stdout, stderr)
 	case "--version", "-version", "version":
 		fmt.Fprintf(stdout, "archiver %s\n", version)
 		return exitOK

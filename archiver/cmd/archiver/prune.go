@@ -16,7 +16,6 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/config"
 	"github.com/worldbackup/worldbackup/archiver/prune"
 	"github.com/worldbackup/worldbackup/archiver/retention"
-	"github.com/worldbackup/worldbackup/archiver/store"
 )
 
 const pruneHelp = `Usage: archiver prune --server S --min-keep K [--keep-last N] [--keep-hourly H]
@@ -134,9 +133,9 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		err = errors.Join(errors.New("--server is required"), err)
 	}
 	var cfg config.Config
-	var root string
+	var spec storeSpec
 	if err == nil {
-		cfg, root, err = loadArchiveConfig(*configPath, archiveRoot)
+		cfg, spec, err = loadArchiveConfig(*configPath, archiveRoot)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "archiver prune: %s\n", err)
@@ -148,7 +147,7 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(exitFailed, err)
 	}
 	defer db.Close()
-	st, err := store.NewLocal(root)
+	st, err := spec.open(nil) // prune takes no archive lock
 	if err != nil {
 		return fail(exitUsage, err)
 	}
@@ -168,25 +167,25 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return exitOK
 }
 
-// loadArchiveConfig loads felis.toml and returns it with the archive root
-// (archiveRoot when given, else [archive] local_path); its errors are usage
-// errors.
-func loadArchiveConfig(configPath, archiveRoot string) (config.Config, string, error) {
+// loadArchiveConfig loads felis.toml and returns it with the archive store
+// (the folder archiveRoot when given, else [archive] store or local_path);
+// its errors are usage errors.
+func loadArchiveConfig(configPath, archiveRoot string) (config.Config, storeSpec, error) {
 	cfg, err := config.Load(configPath)
 	if err != nil {
-		return config.Config{}, "", err
+		return config.Config{}, storeSpec{}, err
 	}
-	root := cfg.Archive.LocalPath
-	if archiveRoot != "" {
-		root = archiveRoot
+	spec, err := archiveStoreSpec(cfg, archiveRoot)
+	if err != nil || spec.S3 != nil {
+		return cfg, spec, err
 	}
 	switch {
-	case root == "":
-		return config.Config{}, "", fmt.Errorf("no archive root: pass --archive-root or set [archive] local_path in %s", cfg.Path())
-	case !filepath.IsAbs(root):
-		return config.Config{}, "", fmt.Errorf("archive root %q is not an absolute path", root)
+	case spec.Root == "":
+		return config.Config{}, storeSpec{}, fmt.Errorf("no archive root: pass --archive-root or set [archive] local_path (or store) in %s", cfg.Path())
+	case !filepath.IsAbs(spec.Root):
+		return config.Config{}, storeSpec{}, fmt.Errorf("archive root %q is not an absolute path", spec.Root)
 	}
-	return cfg, filepath.Clean(root), nil
+	return cfg, storeSpec{Root: filepath.Clean(spec.Root)}, nil
 }
 
 // printPruneReport prints rep as JSON or as a table of the runs and the

@@ -174,3 +174,35 @@ func TestBackupThenPrune(t *testing.T) {
 		t.Fatal("a refused backup ran")
 	}
 }
+
+func TestStatus(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateWorld(t, e.world)
+	if r := archiver(t, e.backupArgs("old")...); r.code != 0 {
+		t.Fatalf("backup: %s", r.stderr)
+	}
+	backdate(t, e, []string{"old"}, 30*time.Hour)
+	status := func(extra ...string) result {
+		return archiver(t, append([]string{"status", "--config", e.config, "--log-format", "json"}, extra...)...)
+	}
+	if r := status("--max-age", "26h"); r.code != 1 || !strings.Contains(r.stdout, "STALE: older than 26h0m0s") {
+		t.Fatalf("a 54h old archive: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := status("--max-age", "100h"); r.code != 0 || !strings.Contains(r.stdout, "survival") || !strings.Contains(r.stdout, " ok") {
+		t.Fatalf("within 100h: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := status("--max-age", "100h", "--server", "survival", "--server", "lobby"); r.code != 1 || !strings.Contains(r.stdout, "STALE: no archive") {
+		t.Fatalf("a server without archives: exit %d\n%s", r.code, r.stdout)
+	}
+	if r := archiver(t, e.backupArgs("new")...); r.code != 0 {
+		t.Fatalf("backup: %s", r.stderr)
+	}
+	r := status("--max-age", "26h", "--json")
+	var st []serverStatus
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || r.code != 0 || len(st) != 1 || st[0].NewestRun != "new" || st[0].Runs != 2 || !st[0].OK {
+		t.Fatalf("after a new backup: exit %d, %+v, %v", r.code, st, err)
+	}
+	if r := status(); r.code != 2 || !strings.Contains(r.stderr, "--max-age is required") {
+		t.Fatalf("without --max-age: exit %d %s", r.code, r.stderr)
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/worldbackup/worldbackup/archiver/config"
 	"github.com/worldbackup/worldbackup/archiver/extract"
+	"github.com/worldbackup/worldbackup/archiver/store"
 )
 
 const restoreHelp = `Usage: archiver restore --archive PATH --sha256 HEX --into DIR [--replace] [--run-id R] [flags]
@@ -25,6 +27,11 @@ past --max-bytes or --max-entries, and bytes after the end of the archive.
 Restore needs no database and no config file: take the checksum from the
 catalog (archiver list) beforehand.
 
+An s3://bucket/key archive is read from the S3 store named by the --s3-*
+flags, with the credentials of the files of a mounted Secret. It is streamed
+twice, nothing is downloaded to disk: once to check its SHA-256, once to
+extract it, checked again before the swap.
+
 With --run-id, the restored world holds a marker (.worldbackup-restored: the
 run ID, the checksum and the time); a rerun with the same run ID and checksum
 finds it and exits 0 without touching the world. The log's world_state says
@@ -39,7 +46,7 @@ incomplete (a half-done swap: rerun to finish).
 func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	format := logFormat("auto")
 	fs := newFlagSet("restore", restoreHelp, stderr)
-	archive := fs.String("archive", "", "archive file to restore: .tar.zst, .tar.gz or .tar, detected from its bytes (required)")
+	archive := fs.String("archive", "", "archive to restore, a file or s3://bucket/key: .tar.zst, .tar.gz or .tar, detected from its bytes (required)")
 	sum := fs.String("sha256", "", "the archive's expected SHA-256, 64 lowercase hex digits, as archiver list shows it (required)")
 	into := fs.String("into", "", "world folder to restore into (required)")
 	replace := fs.Bool("replace", false, "replace DIR's contents when it is not empty (without it, a non-empty DIR is an error)")
@@ -47,6 +54,8 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	maxBytes := fs.Int64("max-bytes", extract.DefaultMaxBytes, "refuse the archive when its files hold more bytes than this")
 	maxEntries := fs.Int64("max-entries", extract.DefaultMaxEntries, "refuse the archive when it has more entries than this")
 	fs.Var(&format, "log-format", "json, text or auto (json when stderr is not a terminal)")
+	var s3f s3Flags
+	s3f.add(fs)
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
@@ -84,6 +93,15 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		MaxBytes:   *maxBytes,
 		MaxEntries: *maxEntries,
 	}
+	if store.IsS3URL(*archive) {
+		open, err := openS3Ref(s3f.over(fs, config.S3{}), *archive)
+		if err != nil {
+			return usageError(stderr, "restore", "--archive: %s", err)
+		}
+		o.Open = open
+	} else if s3f.given(fs) {
+		return usageError(stderr, "restore", "the --s3-* flags go with an s3:// --archive")
+	}
 	if err := o.Validate(); err != nil {
 		return usageError(stderr, "restore", "%s", err)
 	}
@@ -106,6 +124,9 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		case errors.Is(err, extract.ErrChecksum):
 			log.Error("archive checksum mismatch", "archive", *archive, "into", *into, "world_state", state, "error", err)
 			return exitRefused
+		case errors.Is(err, store.ErrDenied) || errors.Is(err, store.ErrNoRoot):
+			log.Error("the archive store refused the restore", "archive", *archive, "into", *into, "world_state", state, "error", err)
+			return exitUsage
 		default:
 			log.Error("restore failed", "archive", *archive, "into", *into, "world_state", state, "error", err)
 			return exitFailed

@@ -13,6 +13,7 @@ import (
 
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/config"
+	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 	"github.com/worldbackup/worldbackup/archiver/verify"
 	"github.com/worldbackup/worldbackup/internal/layout"
@@ -37,6 +38,8 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	archive := fs.String("archive", "", "verify this archive file")
 	sha := fs.String("sha256", "", "with --archive: expected SHA-256 (lowercase hex); skips the catalog")
 	fs.Var(&format, "log-format", "json, text or auto (json when stderr is not a terminal)")
+	var s3f s3Flags
+	s3f.add(fs)
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
@@ -57,11 +60,14 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var path string
 	var want verify.Want
 	if *archive != "" {
-		abs, err := filepath.Abs(*archive)
-		if err != nil {
-			return usageError(stderr, "verify", "--archive: %s", err)
+		path = *archive
+		if !store.IsS3URL(path) {
+			abs, err := filepath.Abs(*archive)
+			if err != nil {
+				return usageError(stderr, "verify", "--archive: %s", err)
+			}
+			path = abs
 		}
-		path = abs
 		run, c, ok := splitArchiveName(filepath.Base(path))
 		if !ok {
 			return usageError(stderr, "verify", "--archive %q: want a <run id>.tar.zst, .tar.gz or .tar file", *archive)
@@ -97,11 +103,22 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		want = verify.Want{Size: rec.SizeBytes, SHA256: rec.SHA256, Compression: c}
 	}
-	return verifyFile(ctx, log, path, want, stdout)
+	open := func(context.Context) (io.ReadCloser, error) { return os.Open(path) }
+	if store.IsS3URL(path) {
+		s3s, err := s3f.settings(fs, *configPath)
+		if err == nil {
+			open, err = openS3Ref(s3s, path)
+		}
+		if err != nil {
+			return usageError(stderr, "verify", "%s", err)
+		}
+	}
+	return verifyFile(ctx, log, path, open, want, stdout)
 }
 
-func verifyFile(ctx context.Context, log hclog.Logger, path string, want verify.Want, stdout io.Writer) int {
-	f, err := os.Open(path)
+func verifyFile(ctx context.Context, log hclog.Logger, path string, open func(context.Context) (io.ReadCloser, error),
+	want verify.Want, stdout io.Writer) int {
+	f, err := open(ctx)
 	if err != nil {
 		log.Error("cannot open the archive", "error", err)
 		return exitFailed

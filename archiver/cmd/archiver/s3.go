@@ -1,0 +1,273 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"unicode"
+
+	"github.com/worldbackup/worldbackup/archiver/backup"
+	"github.com/worldbackup/worldbackup/archiver/catalog"
+	"github.com/worldbackup/worldbackup/archiver/config"
+	"github.com/worldbackup/worldbackup/archiver/prune"
+	"github.com/worldbackup/worldbackup/archiver/store"
+)
+
+// archiveStore is the archive store of backup and prune: the folder store,
+// or an S3 store.
+type archiveStore interface {
+	backup.Store
+	prune.Store
+}
+
+var (
+	_ archiveStore = (*store.Local)(nil)
+	_ archiveStore = (*store.S3)(nil)
+	_ store.Locker = lockerFunc(nil)
+)
+
+// lockerFunc adapts the catalog's advisory archive lock to store.Locker.
+type lockerFunc func(ctx context.Context, name string) (func(), error)
+
+func (f lockerFunc) Lock(ctx context.Context, name string) (func(), error) { return f(ctx, name) }
+
+// maxKeyFile bounds a credentials file: a key is a few dozen bytes.
+const maxKeyFile = 4096
+
+// readKeyFile reads one credential from the file path (a mounted Secret's
+// key), without its trailing newline. Its errors name the file and what it
+// should hold, never its content.
+func readKeyFile(path, what string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the S3 %s: %w (mount the credentials Secret there)", what, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return "", fmt.Errorf("reading the S3 %s from %s: %w", what, path, err)
+	}
+	if len(b) > maxKeyFile {
+		return "", fmt.Errorf("the S3 %s file %s is larger than %d bytes: is it the right file?", what, path, maxKeyFile)
+	}
+	v := strings.TrimRightFunc(string(b), unicode.IsSpace)
+	switch {
+	case v == "":
+		return "", fmt.Errorf("the S3 %s file %s is empty", what, path)
+	case strings.ContainsFunc(v, unicode.IsSpace):
+		return "", fmt.Errorf("the S3 %s file %s holds more than one word: it must hold the %s alone", what, path, what)
+	}
+	return v, nil
+}
+
+// storeOverrides applies --store and the --s3-* flags to cfg's [archive].
+func (f *backupFlags) storeOverrides(fs *flag.FlagSet, cfg config.Config) (config.Config, error) {
+	switch {
+	case flagSet(fs, "store") && flagSet(fs, "archive-root"):
+		return cfg, errors.New("give one of --store (an S3 store) and --archive-root (a folder)")
+	case flagSet(fs, "store"):
+		if _, _, err := store.ParseS3URL(f.store); err != nil {
+			return cfg, fmt.Errorf("--store: %w", err)
+		}
+		cfg.Archive.Store, cfg.Archive.LocalPath = f.store, ""
+	case f.s3.given(fs) && (!cfg.Archive.S3.Enabled() || flagSet(fs, "archive-root")):
+		return cfg, errors.New("the --s3-* flags go with an S3 store: --store or [archive] store")
+	}
+	cfg.Archive.S3 = f.s3.over(fs, cfg.Archive.S3)
+	return cfg, nil
+}
+
+// s3Options returns the options of the S3 store s names, with the
+// credentials read from its key files; its errors are configuration errors.
+func s3Options(s config.S3) (store.S3Options, error) {
+	if s.AccessKeyFile == "" || s.SecretKeyFile == "" {
+		return store.S3Options{}, errors.New("an S3 store needs its credentials files: [archive] access_key_file and secret_key_file, or --s3-access-key-file and --s3-secret-key-file")
+	}
+	ak, err := readKeyFile(s.AccessKeyFile, "access key ID")
+	if err != nil {
+		return store.S3Options{}, err
+	}
+	sk, err := readKeyFile(s.SecretKeyFile, "secret access key")
+	if err != nil {
+		return store.S3Options{}, err
+	}
+	o := store.S3Options{URL: s.Store, Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,
+		AccessKey: ak, SecretKey: sk, PartSize: int64(s.PartSizeMiB) << 20}
+	if _, err := store.NewS3(o); err != nil {
+		return store.S3Options{}, err
+	}
+	return o, nil
+}
+
+// storeSpec says which archive store a command uses: the folder Root, or
+// the S3 store of S3 when it is set.
+type storeSpec struct {
+	Root string
+	S3   *store.S3Options
+}
+
+// archiveStoreSpec returns the store of cfg for a command whose
+// --archive-root is root (empty: not given): that folder when given, else
+// the S3 store of [archive] store, else [archive] local_path (empty when
+// unset). Its errors are configuration errors.
+func archiveStoreSpec(cfg config.Config, root string) (storeSpec, error) {
+	if root != "" || !cfg.Archive.S3.Enabled() {
+		if root == "" {
+			root = cfg.Archive.LocalPath
+		}
+		return storeSpec{Root: root}, nil
+	}
+	o, err := s3Options(cfg.Archive.S3)
+	if err != nil {
+		return storeSpec{}, fmt.Errorf("%s: [archive]: %w", cfg.Path(), err)
+	}
+	return storeSpec{S3: &o}, nil
+}
+
+// open returns the store; an S3 store takes its locks from db (nil: none).
+func (s storeSpec) open(db *catalog.DB) (archiveStore, error) {
+	if s.S3 == nil {
+		return store.NewLocal(s.Root)
+	}
+	o := *s.S3
+	if db != nil {
+		o.Locker = lockerFunc(db.LockArchive)
+	}
+	return store.NewS3(o)
+}
+
+// s3HeapBase is the memory of a backup besides the S3 store's two parts:
+// the folder store's whole run peaks at about 32 MiB RSS.
+const s3HeapBase = 24 << 20
+
+// limitMemory sets the Go runtime's soft memory limit of a backup into an
+// S3 store to its two part buffers plus s3HeapBase (40 MiB at 8 MiB parts),
+// unless GOMEMLIMIT is set. The buffers are live for the whole run, and the
+// garbage collector's default pacing lets the heap grow to twice what is
+// live: 60 MiB RSS on a 1 GiB world without the limit, 49 MiB with it.
+func (s storeSpec) limitMemory() {
+	if s.S3 == nil || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	part := s.S3.PartSize
+	if part == 0 {
+		part = store.DefaultPartSize
+	}
+	debug.SetMemoryLimit(2*part + s3HeapBase)
+}
+
+// s3Flags are the S3 settings of verify and restore, which may run
+// without felis.toml (restore never reads it: it has no database).
+type s3Flags struct {
+	endpoint, region             string
+	accessKeyFile, secretKeyFile string
+	pathStyle                    bool
+}
+
+func (f *s3Flags) add(fs *flag.FlagSet) {
+	fs.StringVar(&f.endpoint, "s3-endpoint", "", "with an s3:// archive: the S3 server's URL, http(s)://host[:port] (default: AWS)")
+	fs.StringVar(&f.region, "s3-region", "", "with an s3:// archive: the bucket's region (default us-east-1)")
+	fs.BoolVar(&f.pathStyle, "s3-path-style", false, "with an s3:// archive: address the bucket as endpoint/bucket (most S3-compatible servers)")
+	fs.StringVar(&f.accessKeyFile, "s3-access-key-file", "", "with an s3:// archive: file holding the access key ID (a mounted Secret)")
+	fs.StringVar(&f.secretKeyFile, "s3-secret-key-file", "", "with an s3:// archive: file holding the secret access key (a mounted Secret)")
+}
+
+// given reports whether any S3 flag was set.
+func (f *s3Flags) given(fs *flag.FlagSet) bool {
+	for _, n := range []string{"s3-endpoint", "s3-region", "s3-path-style", "s3-access-key-file", "s3-secret-key-file"} {
+		if flagSet(fs, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// over returns base with the flags that were set in its place.
+func (f *s3Flags) over(fs *flag.FlagSet, base config.S3) config.S3 {
+	if flagSet(fs, "s3-endpoint") {
+		base.Endpoint = f.endpoint
+	}
+	if flagSet(fs, "s3-region") {
+		base.Region = f.region
+	}
+	if flagSet(fs, "s3-path-style") {
+		base.PathStyle = f.pathStyle
+	}
+	if flagSet(fs, "s3-access-key-file") {
+		base.AccessKeyFile = f.accessKeyFile
+	}
+	if flagSet(fs, "s3-secret-key-file") {
+		base.SecretKeyFile = f.secretKeyFile
+	}
+	return base
+}
+
+// errNotS3Ref is returned for a ref that is not an s3:// object URL.
+var errNotS3Ref = errors.New("not an s3://bucket/key URL")
+
+// openS3Ref returns an opener of the object that ref (s3://bucket/key)
+// names, with the server and credentials of s (its Store is ignored).
+func openS3Ref(s config.S3, ref string) (func(ctx context.Context) (io.ReadCloser, error), error) {
+	rest, ok := strings.CutPrefix(ref, "s3://")
+	bucket, key, _ := strings.Cut(rest, "/")
+	if !ok || key == "" {
+		return nil, fmt.Errorf("%q: %w", ref, errNotS3Ref)
+	}
+	s.Store = "s3://" + bucket
+	o, err := s3Options(s)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.NewS3(o)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := st.KeyOf(ref); !ok {
+		return nil, fmt.Errorf("%q: %w", ref, errNotS3Ref)
+	}
+	return func(ctx context.Context) (io.ReadCloser, error) { return st.Open(ctx, key) }, nil
+}
+
+// s3BackupParams returns the run's parameters for an S3 store: no archive
+// root to check or to keep out of the world.
+func s3BackupParams(f *backupFlags, cfg config.Config) (backup.Params, string, config.Config, error) {
+	world, err := filepath.Abs(f.world)
+	if err != nil {
+		return backup.Params{}, "", config.Config{}, fmt.Errorf("--world: %w", err)
+	}
+	p := backup.Params{
+		Server:           f.server,
+		RunID:            f.runID,
+		FormerOwner:      f.formerOwner,
+		World:            world,
+		Compression:      cfg.Archive.Compression,
+		Excludes:         cfg.Archive.Excludes,
+		AllowEmpty:       f.allowEmpty || cfg.Archive.AllowEmpty,
+		ProgressInterval: f.progressInterval,
+	}
+	if err := p.Validate(); err != nil {
+		return backup.Params{}, "", config.Config{}, err
+	}
+	return p, "", cfg, nil
+}
+
+// settings returns the S3 settings of an s3:// archive: the flags over the
+// [archive] settings of felis.toml at configPath, which is read only when
+// the flags do not name both key files.
+func (f *s3Flags) settings(fs *flag.FlagSet, configPath string) (config.S3, error) {
+	var base config.S3
+	if !flagSet(fs, "s3-access-key-file") || !flagSet(fs, "s3-secret-key-file") {
+		cfg, err := config.Load(configPath)
+		if err != nil {
+			return config.S3{}, fmt.Errorf("%w (or give the S3 settings as --s3-* flags)", err)
+		}
+		base = cfg.Archive.S3
+	}
+	return f.over(fs, base), nil
+}

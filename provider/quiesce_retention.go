@@ -1,0 +1,135 @@
+package provider
+
+import (
+	"net"
+	"regexp"
+	"strconv"
+
+	"github.com/pulumi/pulumi-go-provider/infer"
+
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+)
+
+// RCON defaults: the port Minecraft listens on for RCON, and the Secret key
+// the itzg/minecraft Helm chart stores the password under.
+const (
+	DefaultRconPort      = 25575
+	DefaultRconSecretKey = "rcon-password"
+)
+
+// RconArgs say how a backup reaches the game server over RCON to turn its
+// autosave off while the world is read (save-off, save-all flush; save-on
+// after the archive is written). With chartRelease set, the defaults are
+// those of the itzg/minecraft chart: Service and Secret
+// <release>-minecraft-rcon, key rcon-password. Without it: address
+// <server>:25575, Secret <server>-rcon.
+type RconArgs struct {
+	ChartRelease string `pulumi:"chartRelease,optional"`
+	Address      string `pulumi:"address,optional"`
+	SecretName   string `pulumi:"secretName,optional"`
+	SecretKey    string `pulumi:"secretKey,optional"`
+	Required     *bool  `pulumi:"required,optional"`
+}
+
+// Annotate describes the rcon inputs in the plugin's schema.
+func (r *RconArgs) Annotate(a infer.Annotator) {
+	a.Describe(&r.ChartRelease, "The itzg/minecraft Helm release of the server: address, Secret and key default to that chart's "+
+		"<release>-minecraft-rcon:25575, Secret <release>-minecraft-rcon, key rcon-password.")
+	a.Describe(&r.Address, "host:port of the server's RCON listener. Default <server>:25575 (a Service named after the server), "+
+		"or the chart's Service with chartRelease.")
+	a.Describe(&r.SecretName, "The Secret holding the RCON password, mounted read-only (0400) into the Job; the password never "+
+		"reaches arguments, environment or state. Default <server>-rcon, or the chart's Secret.")
+	a.Describe(&r.SecretKey, "The key of the password in the Secret. Default rcon-password.")
+	a.Describe(&r.Required, "Fail the backup when the server cannot be reached (default true). False: a stopped server is a "+
+		"warning and the world is backed up as it is.")
+}
+
+// resolve applies the defaults for server and validates; nil r gives nil.
+func (r *RconArgs) resolve(p *problems, server string) *jobspec.Rcon {
+	if r == nil {
+		return nil
+	}
+	out := jobspec.Rcon{Address: r.Address, SecretName: r.SecretName, SecretKey: r.SecretKey, Required: r.Required == nil || *r.Required}
+	if r.ChartRelease != "" {
+		p.dnsLabel("rcon.chartRelease", r.ChartRelease)
+		setDefault(&out.Address, r.ChartRelease+"-minecraft-rcon:"+strconv.Itoa(DefaultRconPort))
+		setDefault(&out.SecretName, r.ChartRelease+"-minecraft-rcon")
+	}
+	setDefault(&out.Address, server+":"+strconv.Itoa(DefaultRconPort))
+	setDefault(&out.SecretName, server+"-rcon")
+	setDefault(&out.SecretKey, DefaultRconSecretKey)
+	if host, port, err := net.SplitHostPort(out.Address); err != nil || host == "" || port == "" {
+		p.addf("rcon.address", "%q: want host:port, e.g. survival:25575", out.Address)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		p.addf("rcon.address", "%q: the port must be 1 to 65535", out.Address)
+	}
+	p.dnsSubdomain("rcon.secretName", out.SecretName)
+	if !secretKeyRE.MatchString(out.SecretKey) {
+		p.addf("rcon.secretKey", "%q is not a valid Secret key: use letters, digits, '-', '_' and '.', e.g. rcon-password", out.SecretKey)
+	}
+	return &out
+}
+
+var secretKeyRE = regexp.MustCompile(`^[-._a-zA-Z0-9]{1,253}$`)
+
+// RetentionArgs are the rules of the prune a backup runs after its run:
+// restic's forget rules (a run kept by any rule is kept) with a floor of
+// minKeep archives, the newest run, and every run younger than grace.
+type RetentionArgs struct {
+	KeepLast    int    `pulumi:"keepLast,optional"`
+	KeepHourly  int    `pulumi:"keepHourly,optional"`
+	KeepDaily   int    `pulumi:"keepDaily,optional"`
+	KeepWeekly  int    `pulumi:"keepWeekly,optional"`
+	KeepMonthly int    `pulumi:"keepMonthly,optional"`
+	KeepYearly  int    `pulumi:"keepYearly,optional"`
+	KeepWithin  string `pulumi:"keepWithin,optional"`
+	MinKeep     int    `pulumi:"minKeep"`
+	Grace       string `pulumi:"grace,optional"`
+}
+
+// Annotate describes the retention inputs in the plugin's schema.
+func (r *RetentionArgs) Annotate(a infer.Annotator) {
+	a.Describe(&r.KeepLast, "Keep the N newest runs.")
+	a.Describe(&r.KeepHourly, "Keep the newest run of each of the last N hours that have one.")
+	a.Describe(&r.KeepDaily, "Keep the newest run of each of the last N days that have one.")
+	a.Describe(&r.KeepWeekly, "Keep the newest run of each of the last N ISO weeks that have one.")
+	a.Describe(&r.KeepMonthly, "Keep the newest run of each of the last N months that have one.")
+	a.Describe(&r.KeepYearly, "Keep the newest run of each of the last N years that have one.")
+	a.Describe(&r.KeepWithin, "Keep every run finished within this long of the newest, e.g. 30d, 2w, 36h.")
+	a.Describe(&r.MinKeep, "The floor: never fewer archives than this (at least 1).")
+	a.Describe(&r.Grace, "Keep runs and archive files younger than this (default 1h); at least the longest backup deadline.")
+}
+
+var withinRE = regexp.MustCompile(`^([0-9]+w)?([0-9]+d)?([0-9]+h)?([0-9]+m)?$`)
+
+// resolve validates r; nil r gives nil.
+func (r *RetentionArgs) resolve(p *problems) *jobspec.Retention {
+	if r == nil {
+		return nil
+	}
+	for _, c := range []struct {
+		input string
+		n     int
+	}{{"keepLast", r.KeepLast}, {"keepHourly", r.KeepHourly}, {"keepDaily", r.KeepDaily}, {"keepWeekly", r.KeepWeekly},
+		{"keepMonthly", r.KeepMonthly}, {"keepYearly", r.KeepYearly}} {
+		if c.n < 0 {
+			p.addf("retention."+c.input, "is %d: use 0 or more", c.n)
+		}
+	}
+	if r.MinKeep < 1 {
+		p.addf("retention.minKeep", "is %d: set the floor of archives never removed, at least 1 (e.g. 3)", r.MinKeep)
+	}
+	if r.KeepLast+r.KeepHourly+r.KeepDaily+r.KeepWeekly+r.KeepMonthly+r.KeepYearly <= 0 && r.KeepWithin == "" {
+		p.addf("retention", "has no keep rule: set at least one of keepLast, keepHourly, keepDaily, keepWeekly, keepMonthly, keepYearly, keepWithin")
+	}
+	for _, d := range []struct{ input, v string }{{"keepWithin", r.KeepWithin}, {"grace", r.Grace}} {
+		if d.v != "" && (!withinRE.MatchString(d.v) || withinRE.FindStringSubmatch(d.v)[0] == "") {
+			p.addf("retention."+d.input, "%q is not a duration: use weeks, days, hours and minutes, e.g. 30d, 2w, 36h or 1w3d12h", d.v)
+		}
+	}
+	if r.Grace != "" && regexp.MustCompile(`^(0+[wdhm])+$`).MatchString(r.Grace) {
+		p.addf("retention.grace", "%q must be positive: at least the longest backup deadline", r.Grace)
+	}
+	return &jobspec.Retention{KeepLast: r.KeepLast, KeepHourly: r.KeepHourly, KeepDaily: r.KeepDaily, KeepWeekly: r.KeepWeekly,
+		KeepMonthly: r.KeepMonthly, KeepYearly: r.KeepYearly, KeepWithin: r.KeepWithin, MinKeep: r.MinKeep, Grace: r.Grace}
+}

@@ -1,0 +1,66 @@
+package provider
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	batchv1 "k8s.io/api/batch/v1"
+)
+
+func validSchedule() WorldBackupScheduleArgs {
+	return WorldBackupScheduleArgs{Backup: validArgs(), Schedule: "0 4 * * *", TimeZone: "Europe/Berlin"}
+}
+
+func TestWorldBackupScheduleRegistersOneCronJob(t *testing.T) {
+	m, err := runMocked(t, func(ctx *pulumi.Context) error {
+		_, err := NewWorldBackupSchedule(ctx, "nightly", validSchedule())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs := m.ofType("kubernetes:batch/v1:CronJob")
+	if len(regs) != 1 || len(m.ofType(jobType)) != 0 {
+		t.Fatalf("%d CronJobs and %d Jobs registered, want one CronJob", len(regs), len(m.ofType(jobType)))
+	}
+	b, _ := json.Marshal(regs[0].Inputs.Mappable())
+	var cj batchv1.CronJob
+	if err := json.Unmarshal(b, &cj); err != nil {
+		t.Fatal(err)
+	}
+	if cj.Name != "survival-sched" || cj.Spec.Schedule != "0 4 * * *" || *cj.Spec.TimeZone != "Europe/Berlin" ||
+		cj.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent || *cj.Spec.StartingDeadlineSeconds != 600 ||
+		*cj.Spec.SuccessfulJobsHistoryLimit != 3 || cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args[4] != "$(WB_RUN_ID)" {
+		t.Fatalf("CronJob %+v", cj.Spec)
+	}
+}
+
+func TestWorldBackupScheduleInvalidInputs(t *testing.T) {
+	tests := []struct {
+		name       string
+		modify     func(a *WorldBackupScheduleArgs)
+		wantInputs []string
+		wantText   string
+	}{
+		{"no schedule", func(a *WorldBackupScheduleArgs) { a.Schedule = "" }, []string{"schedule"}, "is required"},
+		{"four fields", func(a *WorldBackupScheduleArgs) { a.Schedule = "0 4 * *" }, []string{"schedule"}, "five fields"},
+		{"bad time zone", func(a *WorldBackupScheduleArgs) { a.TimeZone = "Mars/Olympus" }, []string{"timeZone"}, "IANA"},
+		{"bad history", func(a *WorldBackupScheduleArgs) { a.FailedJobsHistory = new(-1) }, []string{"failedJobsHistory"}, "out of range"},
+		{"starting deadline too short", func(a *WorldBackupScheduleArgs) { a.StartingDeadline = "1s" }, []string{"startingDeadline"}, "too short"},
+		{"backup input and schedule together", func(a *WorldBackupScheduleArgs) {
+			a.Backup.Image = ""
+			a.Schedule = "daily"
+		}, []string{"image", "schedule"}, "2 invalid inputs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := validSchedule()
+			tt.modify(&a)
+			checkComponentInputError(t, func() error { _, _, err := a.resolve(); return err }, func(ctx *pulumi.Context) error {
+				_, err := NewWorldBackupSchedule(ctx, "nightly", a)
+				return err
+			}, tt.wantInputs, []string{tt.wantText})
+		})
+	}
+}
