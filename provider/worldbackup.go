@@ -157,36 +157,18 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 		"ReadWriteOnce world volume. Exclusive with nodeSelector.")
 	an.Describe(&a.NodeSelector, "Node labels the pod's node must have, rendered as a required node "+
 		"affinity (so the pod lands where a ReadWriteOnce world volume can attach). Exclusive with nodeName.")
-	an.Describe(&a.Labels, "Extra labels on the Job and its pod. The app.kubernetes.io/* and "+
-		"worldbackup.dev/server labels are set by the component.")
-	an.Describe(&a.Annotations, "Extra annotations on the Job and its pod. worldbackup.dev/run-id is set "+
-		"by the component.")
+	an.Describe(&a.Labels, descLabels)
+	an.Describe(&a.Annotations, descAnnotations)
 	an.Describe(&a.SkipAwait, "Do not wait for the Job to finish (annotation pulumi.com/skipAwait); "+
 		"`pulumi up` then does not report the backup's result. Default: false.")
-	an.Describe(&a.Timeout, "How long `pulumi up` waits for the Job, a Go duration, at least deadline. "+
-		"Default: deadline + 5m.")
-	an.Describe(&a.GamePodSelector, "Labels of the game server's pod, which mounts the world claim: the Job's "+
-		"pod is scheduled next to it (same node, topology key kubernetes.io/hostname), so a ReadWriteOnce "+
-		"world volume attached there can be mounted. Default: {statefulset.kubernetes.io/pod-name: <server>-0}.")
-	an.Describe(&a.GamePodAffinity, "preferred, required or none: how the pod is drawn to the game pod. "+
-		"preferred (default): on its node when it runs; a stopped server does not block the Job. required: "+
-		"only on its node (the Job waits while the server is stopped; not with nodeName). none: no pod affinity.")
+	an.Describe(&a.Timeout, descTimeout)
+	an.Describe(&a.GamePodSelector, descGamePodSelector)
+	an.Describe(&a.GamePodAffinity, descGamePodAffinity)
 	an.Describe(&a.Rcon, "Quiesce the game server over RCON while the world is read: save-off and save-all flush before, "+
 		"save-on after the archive is written (on every exit path). Needs the server's RCON password in a Secret.")
 	an.Describe(&a.Retention, "Prune the server's archives after a successful run, in the same pod: restic's forget rules "+
 		"with a floor (minKeep, the newest run, runs younger than grace). Rows go first, then files.")
-	an.Describe(&a.ReplaceUnready, "Annotate the Job pulumi.com/replaceUnready, so the next `pulumi up` replaces "+
-		"a Job that did not complete (failed): a failed run is retried with the same runId. Default: true, "+
-		"false with skipAwait (the next up would replace a Job still running). Turn it off in render mode.")
-	an.Describe(&a.Preflight, "At `pulumi preview` (and the preview of `pulumi up`), look up read-only what the "+
-		"Job needs: the namespace and whether its Pod Security enforce level admits the pod, the service "+
-		"account, the Secret and its key, the claims and whether they are Bound; fail with one message listing "+
-		"every missing piece and the command that makes it. A cluster it cannot reach, or a lookup RBAC "+
-		"forbids, is a warning. Default: true. Set false in render mode, or when the same program creates these "+
-		"objects.")
-	an.Describe(&a.KubeContext, "The kubeconfig context the preflight uses (as the Kubernetes provider's "+
-		"context): give the same one as the provider of this component. The preflight reads the ambient "+
-		"kubeconfig ($KUBECONFIG, ~/.kube/config, or the in-cluster service account); a Go program may also "+
-		"set the Kubeconfig field (a path or the contents), which is not an input of the plugin, so a "+
-		"kubeconfig never lands in the state. Default: the kubeconfig's current context.")
+	an.Describe(&a.ReplaceUnready, descReplaceUnready)
+	an.Describe(&a.Preflight, descPreflight)
+	an.Describe(&a.KubeContext, descKubeContext)
 }

@@ -1,0 +1,32 @@
+package provider
+
+// Descriptions of the inputs WorldBackup and WorldRestore share, written
+// once for both schemas.
+const (
+	descLabels = "Extra labels on the Job and its pod. The app.kubernetes.io/* and " +
+		"worldbackup.dev/server labels are set by the component."
+	descAnnotations = "Extra annotations on the Job and its pod. worldbackup.dev/run-id is set " +
+		"by the component."
+	descTimeout = "How long `pulumi up` waits for the Job, a Go duration, at least deadline. " +
+		"Default: deadline + 5m."
+	descGamePodSelector = "Labels of the game server's pod, which mounts the world claim: the Job's " +
+		"pod is scheduled next to it (same node, topology key kubernetes.io/hostname), so a ReadWriteOnce " +
+		"world volume attached there can be mounted. Default: {statefulset.kubernetes.io/pod-name: <server>-0}."
+	descGamePodAffinity = "preferred, required or none: how the pod is drawn to the game pod. " +
+		"preferred (default): on its node when it runs; a stopped server does not block the Job. required: " +
+		"only on its node (the Job waits while the server is stopped; not with nodeName). none: no pod affinity."
+	descReplaceUnready = "Annotate the Job pulumi.com/replaceUnready, so the next `pulumi up` replaces " +
+		"a Job that did not complete (failed): a failed run is retried with the same runId. Default: true, " +
+		"false with skipAwait (the next up would replace a Job still running). Turn it off in render mode."
+	descPreflight = "At `pulumi preview` (and the preview of `pulumi up`), look up read-only what the " +
+		"Job needs: the namespace and whether its Pod Security enforce level admits the pod, the service " +
+		"account, the Secret and its key, the claims and whether they are Bound; fail with one message listing " +
+		"every missing piece and the command that makes it. A cluster it cannot reach, or a lookup RBAC " +
+		"forbids, is a warning. Default: true. Set false in render mode, or when the same program creates these " +
+		"objects."
+	descKubeContext = "The kubeconfig context the preflight uses (as the Kubernetes provider's " +
+		"context): give the same one as the provider of this component. The preflight reads the ambient " +
+		"kubeconfig ($KUBECONFIG, ~/.kube/config, or the in-cluster service account); a Go program may also " +
+		"set the Kubeconfig field (a path or the contents), which is not an input of the plugin, so a " +
+		"kubeconfig never lands in the state. Default: the kubeconfig's current context."
+)
