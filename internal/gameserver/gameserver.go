@@ -199,6 +199,12 @@ func (s *Server) writeLocked(gen uint64) error {
 			return err
 		}
 	}
+	// A region file the world already had may be longer: the file is
+	// exactly the blocks just written.
+	if err := f.Truncate(blocks * blockSize); err != nil {
+		f.Close()
+		return err
+	}
 	if err := f.Close(); err != nil {
 		return err
 	}

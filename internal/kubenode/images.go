@@ -29,13 +29,40 @@ import (
 // buildPauseImage builds cmd/pause static and writes it as a one-layer image
 // tarball tagged PauseImage at out.
 func buildPauseImage(repoRoot, out string) error {
-	bin := filepath.Join(filepath.Dir(out), "pause")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin,
-		"github.com/worldbackup/worldbackup/internal/kubenode/cmd/pause")
+	return buildImage(repoRoot, out, binaryImage{
+		pkg: "github.com/worldbackup/worldbackup/internal/kubenode/cmd/pause", bin: "pause",
+		tag: PauseImage, user: "65535:65535",
+	})
+}
+
+// GameServerImage is the tag of the stand-in game server's image
+// (internal/gameserver/cmd/gameserver at /gameserver, running as root).
+const GameServerImage = "localhost/worldbackup-gameserver:test"
+
+// buildGameServerImage builds the gameserver command static and writes it as
+// a one-layer image tarball tagged GameServerImage at out.
+func buildGameServerImage(repoRoot, out string) error {
+	return buildImage(repoRoot, out, binaryImage{
+		pkg: "github.com/worldbackup/worldbackup/internal/gameserver/cmd/gameserver", bin: "gameserver",
+		tag: GameServerImage,
+	})
+}
+
+// binaryImage is an image of one static Go binary at /<bin>, its entrypoint.
+type binaryImage struct {
+	pkg, bin, tag string
+	user          string // the config's User; empty: root
+}
+
+// buildImage builds im.pkg static and writes it as a one-layer image tarball
+// tagged im.tag at out.
+func buildImage(repoRoot, out string, im binaryImage) error {
+	bin := filepath.Join(filepath.Dir(out), im.bin)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, im.pkg)
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the pause program: %v: %s", err, b)
+		return fmt.Errorf("building %s: %v: %s", im.pkg, err, b)
 	}
 	data, err := os.ReadFile(bin)
 	if err != nil {
@@ -43,7 +70,7 @@ func buildPauseImage(repoRoot, out string) error {
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: "pause", Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: im.bin, Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
 		return err
 	}
 	if _, err := tw.Write(data); err != nil {
@@ -56,7 +83,7 @@ func buildPauseImage(repoRoot, out string) error {
 		return io.NopCloser(bytes.NewReader(buf.Bytes())), nil
 	}, tarball.WithMediaType(types.OCIUncompressedLayer))
 	if err != nil {
-		return fmt.Errorf("making the pause layer: %w", err)
+		return fmt.Errorf("making the %s layer: %w", im.bin, err)
 	}
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
@@ -64,7 +91,7 @@ func buildPauseImage(repoRoot, out string) error {
 		Architecture: runtime.GOARCH,
 		OS:           "linux",
 		RootFS:       v1.RootFS{Type: "layers"},
-		Config:       v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"},
+		Config:       v1.Config{Entrypoint: []string{"/" + im.bin}, User: im.user},
 	})
 	if err != nil {
 		return err
@@ -73,11 +100,32 @@ func buildPauseImage(repoRoot, out string) error {
 	if err != nil {
 		return err
 	}
-	tag, err := name.NewTag(PauseImage)
+	tag, err := name.NewTag(im.tag)
 	if err != nil {
 		return err
 	}
 	return image.WriteTarball(out, img, tag)
+}
+
+// GameServerImage builds the stand-in game server's image and imports it
+// into the node's containerd on first use, and returns its tag
+// (GameServerImage) for a pod's image, with ImagePullPolicy Never.
+func (nd *Node) GameServerImage(t testing.TB) string {
+	t.Helper()
+	nd.gameServer.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		tar := filepath.Join(nd.n.dir, "gameserver.tar")
+		if err := buildGameServerImage(nd.n.repoRoot, tar); err != nil {
+			nd.gameServer.err = err
+			return
+		}
+		nd.gameServer.err = nd.n.importImage(ctx, tar)
+	})
+	if nd.gameServer.err != nil {
+		t.Fatalf("kubenode: the game server image: %v", nd.gameServer.err)
+	}
+	return GameServerImage
 }
 
 // tarballTag reads the first tag of a `docker save` tarball (manifest.json's

@@ -72,6 +72,12 @@ type Node struct {
 	GatewayIP string
 
 	n *node
+	// gameServer is the game server image, built and imported on first
+	// use (GameServerImage).
+	gameServer struct {
+		once sync.Once
+		err  error
+	}
 }
 
 // shared is the per-binary node. It is package state by necessity: one node

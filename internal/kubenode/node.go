@@ -53,16 +53,17 @@ func (t Tools) missing() []string {
 // node is the running node: the state that teardown undoes and what the
 // tests are handed.
 type node struct {
-	tools   Tools
-	dir     string
-	st      *state
-	logf    func(string, ...any)
-	exited  map[string]chan error // by process name: closed with its exit
-	kubecfg string
-	client  kubernetes.Interface
-	ctrSock string
-	began   time.Time
-	timings string // when each component was ready, for the log
+	tools    Tools
+	repoRoot string // the checkout, where images are built from
+	dir      string
+	st       *state
+	logf     func(string, ...any)
+	exited   map[string]chan error // by process name: closed with its exit
+	kubecfg  string
+	client   kubernetes.Interface
+	ctrSock  string
+	began    time.Time
+	timings  string // when each component was ready, for the log
 }
 
 // start brings the node up in order, saving the state before each change so
@@ -72,7 +73,7 @@ func start(ctx context.Context, tools Tools, repoRoot string, logf func(string, 
 	if err != nil {
 		return nil, fmt.Errorf("creating the node folder: %w", err)
 	}
-	n := &node{tools: tools, dir: dir, logf: logf, exited: map[string]chan error{}, began: time.Now(),
+	n := &node{tools: tools, repoRoot: repoRoot, dir: dir, logf: logf, exited: map[string]chan error{}, began: time.Now(),
 		st: &state{Dir: dir, Sysctls: map[string]string{}, OwnerPID: os.Getpid(), path: statePath}}
 	for _, k := range sysctls {
 		v, err := readSysctl(k)
