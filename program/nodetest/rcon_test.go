@@ -18,6 +18,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -170,6 +171,23 @@ func startRconGamePod(t *testing.T, node *kubenode.Node, ns *kubenode.Namespace,
 	if err != nil {
 		t.Fatalf("creating the game pod: %v", err)
 	}
+	// The server writes into the world folder until it stops: stop it
+	// before the folder is removed (cleanups run last first).
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}); err != nil {
+			t.Errorf("deleting the game pod: %v", err)
+			return
+		}
+		err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			_, err := pods.Get(ctx, name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			t.Errorf("the game pod is still there a minute after its deletion")
+		}
+	})
 	var pod *corev1.Pod
 	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		pod, err = pods.Get(ctx, name, metav1.GetOptions{})
