@@ -50,7 +50,7 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	sum := fs.String("sha256", "", "the archive's expected SHA-256, 64 lowercase hex digits, as archiver list shows it (required)")
 	into := fs.String("into", "", "world folder to restore into (required)")
 	replace := fs.Bool("replace", false, "replace DIR's contents when it is not empty (without it, a non-empty DIR is an error)")
-	runID := fs.String("run-id", "", "the run the archive is from: recorded in DIR's restore marker; a rerun of the same run and checksum does nothing")
+	runID := fs.String("run-id", "", "the restore's own run ID (the restore Job passes it): recorded in DIR's restore marker; a rerun with the same run ID and checksum does nothing")
 	maxBytes := fs.Int64("max-bytes", extract.DefaultMaxBytes, "refuse the archive when its files hold more bytes than this")
 	maxEntries := fs.Int64("max-entries", extract.DefaultMaxEntries, "refuse the archive when it has more entries than this")
 	fs.Var(&format, "log-format", "json, text or auto (json when stderr is not a terminal)")
