@@ -184,7 +184,10 @@ func startRconGamePod(t *testing.T, node *kubenode.Node, ns *kubenode.Namespace,
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}); err != nil {
+		// A graceful deletion: the pod object goes only once the kubelet has
+		// stopped its container (a forced one goes at once, while the server
+		// may still write).
+		if err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(1))}); err != nil {
 			t.Errorf("deleting the game pod: %v", err)
 			return
 		}
