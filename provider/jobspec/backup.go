@@ -95,6 +95,11 @@ type Backup struct {
 	Compression string   // zstd | gzip | none
 	Excludes    []string // nil = the config file's list
 
+	// Store is the S3 store the archive goes to; nil: the folder store on
+	// the backup claim. With a store, BackupClaimName and BackupRoot are
+	// unused: the Job mounts no backup claim.
+	Store *S3Store
+
 	Rcon      *Rcon      // nil: the world is read without quiescing the server
 	Retention *Retention // nil: no prune after the run
 
@@ -127,9 +132,15 @@ func BackupArgs(b Backup) []string {
 	args = append(args,
 		"--world", b.WorldRoot,
 		"--config", path.Join(b.ConfigMountPath, ConfigFileName),
-		"--archive-root", b.BackupRoot,
-		"--compression", b.Compression,
 	)
+	if b.Store != nil {
+		// The credentials are read from the mounted Secret, never passed here.
+		args = append(args, "--store", b.Store.URL)
+		args = append(args, b.Store.Args()...)
+	} else {
+		args = append(args, "--archive-root", b.BackupRoot)
+	}
+	args = append(args, "--compression", b.Compression)
 	for _, e := range b.Excludes {
 		args = append(args, "--exclude", e)
 	}
@@ -148,21 +159,23 @@ func BackupArgs(b Backup) []string {
 
 // BuildBackup returns the backup Job of b: one pod, never restarted in place,
 // running `archiver backup` with the world claim read-only, the backup claim
-// read-write, the config Secret read-only (0400), a small writable /tmp, no
-// service-account token, and the identity of b.Identity.Mode.
+// read-write (with an S3 store: the credentials Secret's two keys read-only,
+// 0400, and no backup claim), the config Secret read-only (0400), a small
+// writable /tmp, no service-account token, and the identity of
+// b.Identity.Mode.
 func BuildBackup(b Backup) *batchv1.Job {
 	tmpVolume, tmpMount := TmpVolume()
-	mounts := []corev1.VolumeMount{
-		{Name: WorldVolumeName, MountPath: b.WorldRoot, ReadOnly: true},
-		{Name: BackupVolumeName, MountPath: b.BackupRoot},
-		{Name: ConfigVolumeName, MountPath: b.ConfigMountPath, ReadOnly: true},
-		tmpMount,
+	mounts := []corev1.VolumeMount{{Name: WorldVolumeName, MountPath: b.WorldRoot, ReadOnly: true}}
+	volumes := []corev1.Volume{ClaimVolume(WorldVolumeName, b.WorldClaimName, true)}
+	if b.Store == nil {
+		mounts = append(mounts, corev1.VolumeMount{Name: BackupVolumeName, MountPath: b.BackupRoot})
+		volumes = append(volumes, ClaimVolume(BackupVolumeName, b.BackupClaimName, false))
 	}
-	volumes := []corev1.Volume{
-		ClaimVolume(WorldVolumeName, b.WorldClaimName, true),
-		ClaimVolume(BackupVolumeName, b.BackupClaimName, false),
-		SecretVolume(ConfigVolumeName, b.ConfigSecretName),
-		tmpVolume,
+	mounts = append(mounts, corev1.VolumeMount{Name: ConfigVolumeName, MountPath: b.ConfigMountPath, ReadOnly: true}, tmpMount)
+	volumes = append(volumes, SecretVolume(ConfigVolumeName, b.ConfigSecretName), tmpVolume)
+	if b.Store != nil {
+		v, m := b.Store.Volume()
+		mounts, volumes = append(mounts, m), append(volumes, v)
 	}
 	if r := b.Rcon; r != nil {
 		mounts = append(mounts, corev1.VolumeMount{Name: RconVolumeName, MountPath: RconMountPath, ReadOnly: true})

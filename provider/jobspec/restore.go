@@ -28,7 +28,7 @@ type Restore struct {
 	Server string
 	RunID  string // the restore's own run ID: names the Job
 
-	ArchiveRef string // the archive's path in the pod, under BackupRoot
+	ArchiveRef string // the archive's path in the pod, under BackupRoot; with Store its s3:// URL
 	SHA256     string // its expected SHA-256, 64 lowercase hex digits
 	Replace    bool   // pass --replace: replace a world that is not empty
 	MaxBytes   int64  // --max-bytes; 0 = the archiver's default
@@ -37,6 +37,12 @@ type Restore struct {
 	Namespace          string
 	Image              string
 	ServiceAccountName string
+
+	// Store holds the settings and credentials of the S3 store ArchiveRef
+	// is an object of (its URL is unused); nil: ArchiveRef is a file on the
+	// backup claim. With a store, BackupClaimName and BackupRoot are
+	// unused: the Job mounts no backup claim.
+	Store *S3Store
 
 	WorldClaimName  string
 	BackupClaimName string
@@ -79,6 +85,10 @@ func RestoreArgs(r Restore) []string {
 	if r.MaxEntries > 0 {
 		args = append(args, "--max-entries", strconv.FormatInt(r.MaxEntries, 10))
 	}
+	if r.Store != nil {
+		// The credentials are read from the mounted Secret, never passed here.
+		args = append(args, r.Store.Args()...)
+	}
 	return append(args, "--log-format", "json")
 }
 
@@ -86,9 +96,22 @@ func RestoreArgs(r Restore) []string {
 // place, running `archiver restore` with the backup claim read-only (at the
 // volume and at the mount), the world claim read-write, a small writable
 // /tmp, no config Secret (the restore needs no database), no
-// service-account token, and the identity of r.Identity.Mode.
+// service-account token, and the identity of r.Identity.Mode. With an S3
+// store it mounts the credentials Secret's two keys read-only (0400) in
+// place of the backup claim.
 func BuildRestore(r Restore) *batchv1.Job {
 	tmpVolume, tmpMount := TmpVolume()
+	mounts := []corev1.VolumeMount{{Name: WorldVolumeName, MountPath: r.WorldRoot}}
+	volumes := []corev1.Volume{ClaimVolume(WorldVolumeName, r.WorldClaimName, false)}
+	if r.Store == nil {
+		mounts = append(mounts, corev1.VolumeMount{Name: BackupVolumeName, MountPath: r.BackupRoot, ReadOnly: true})
+		volumes = append(volumes, ClaimVolume(BackupVolumeName, r.BackupClaimName, true))
+	}
+	mounts, volumes = append(mounts, tmpMount), append(volumes, tmpVolume)
+	if r.Store != nil {
+		v, m := r.Store.Volume()
+		mounts, volumes = append(mounts, m), append(volumes, v)
+	}
 
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
@@ -129,17 +152,9 @@ func BuildRestore(r Restore) *batchv1.Job {
 						Resources:                ContainerResources(r.Resources),
 						SecurityContext:          ContainerSecurityContext(r.Identity, RestoreCapabilities),
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						VolumeMounts: []corev1.VolumeMount{
-							{Name: WorldVolumeName, MountPath: r.WorldRoot},
-							{Name: BackupVolumeName, MountPath: r.BackupRoot, ReadOnly: true},
-							tmpMount,
-						},
+						VolumeMounts:             mounts,
 					}},
-					Volumes: []corev1.Volume{
-						ClaimVolume(WorldVolumeName, r.WorldClaimName, false),
-						ClaimVolume(BackupVolumeName, r.BackupClaimName, true),
-						tmpVolume,
-					},
+					Volumes: volumes,
 				},
 			},
 		},
