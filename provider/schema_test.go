@@ -94,8 +94,8 @@ func TestSchemaThroughInfer(t *testing.T) {
 			"worldClaimName", "deadline", "cpuLimit", "memoryLimit", "securityMode", "runAsUser", "runAsGroup",
 			"fsGroup", "ttlAfterFinished", "backoffLimit", "compression", "excludes", "nodeName", "nodeSelector",
 			"labels", "annotations", "skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "replaceUnready", "preflight", "rcon", "retention",
-			"kubeContext"},
-		[]string{"backupClaimName", "image", "runId", "server"},
+			"store", "kubeContext"},
+		[]string{"image", "runId", "server"},
 		[]string{"jobName", "namespace", "runId", "archiveRef"})
 	// A kubeconfig's contents would land in the state: the plugin takes none.
 	if _, ok := res.InputProperties["kubeconfig"]; ok {

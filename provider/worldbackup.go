@@ -59,12 +59,18 @@ func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts
 	if rc := r.Job.Rcon; rc != nil {
 		secrets[rc.SecretName] = append(secrets[rc.SecretName], rc.SecretKey)
 	}
+	if st := r.Job.Store; st != nil {
+		secrets[st.SecretName] = append(secrets[st.SecretName], st.AccessKeyKey, st.SecretKeyKey)
+	}
 	req := preflight.FromJob(job, secrets)
 	req.SecretHints = map[string]string{
 		r.Job.ConfigSecretName: fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", job.Namespace, r.Job.ConfigSecretName, jobspec.ConfigFileName),
 	}
 	if rc := r.Job.Rcon; rc != nil {
 		req.SecretHints[rc.SecretName] = fmt.Sprintf("kubectl -n %s create secret generic %s --from-literal=%s=<the server's rcon.password>", job.Namespace, rc.SecretName, rc.SecretKey)
+	}
+	if st := r.Job.Store; st != nil {
+		req.SecretHints[st.SecretName] = s3SecretHint(job.Namespace, st)
 	}
 	req.SecurityHint = "set securityMode restricted"
 	if err := checkCluster(ctx, "worldbackup", r.Preflight, req); err != nil {
@@ -92,9 +98,9 @@ func (w *WorldBackup) Annotate(a infer.Annotator) {
 	a.Describe(&w.JobName, "The Job's metadata.name: <server>-backup-<suffix>, the suffix derived from runId.")
 	a.Describe(&w.Namespace, "The namespace of the Job.")
 	a.Describe(&w.RunID, "The run ID of this backup (the catalog's run_id).")
-	a.Describe(&w.ArchiveRef, "The absolute path of the archive inside the backup volume, as the archiver "+
-		"writes it and records it in the catalog: <backupRoot>/<server>/<runId>.tar.zst "+
-		"(.tar.gz with gzip, .tar with none).")
+	a.Describe(&w.ArchiveRef, "The archive as the archiver writes it and records it in the catalog: its absolute "+
+		"path inside the backup volume, <backupRoot>/<server>/<runId>.tar.zst (.tar.gz with gzip, .tar with none), "+
+		"or with store its URL, s3://<bucket>/<prefix>/<server>/<runId>.tar.zst.")
 }
 
 // Annotate describes every input of WorldBackup in the plugin's schema.
@@ -110,7 +116,7 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.Image, "The archiver image, e.g. ghcr.io/worldbackup/archiver:v0.1.0. Its binary is "+
 		"/usr/local/bin/archiver.")
 	an.Describe(&a.BackupClaimName, "The PersistentVolumeClaim that holds the archives, mounted read-write "+
-		"at backupRoot.")
+		"at backupRoot. Required unless store is set (then not allowed: the Job mounts no backup claim).")
 	an.Describe(&a.Namespace, "The namespace of the Job, where the world and backup claims live. Default: minecraft.")
 	an.Describe(&a.ServiceAccountName, "The Job's service account (pre-existing, with no permissions needed; "+
 		"its token is not mounted). Default: felis-restore.")
@@ -168,6 +174,9 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 		"save-on after the archive is written (on every exit path). Needs the server's RCON password in a Secret.")
 	an.Describe(&a.Retention, "Prune the server's archives after a successful run, in the same pod: restic's forget rules "+
 		"with a floor (minKeep, the newest run, runs younger than grace). Rows go first, then files.")
+	an.Describe(&a.Store, "Archive into an S3-compatible object store instead of the backup claim: the Job passes "+
+		"--store and the --s3-* settings, mounts the credentials Secret read-only and mounts no backup claim. "+
+		"Default: none, the folder store on backupClaimName.")
 	an.Describe(&a.ReplaceUnready, descReplaceUnready)
 	an.Describe(&a.Preflight, descPreflight)
 	an.Describe(&a.KubeContext, descKubeContext)

@@ -27,7 +27,7 @@ type WorldBackupArgs struct {
 	FormerOwner        string            `pulumi:"formerOwner,optional"`
 	RunID              string            `pulumi:"runId"`
 	Image              string            `pulumi:"image"`
-	BackupClaimName    string            `pulumi:"backupClaimName"`
+	BackupClaimName    string            `pulumi:"backupClaimName,optional"`
 	Namespace          string            `pulumi:"namespace,optional"`
 	ServiceAccountName string            `pulumi:"serviceAccountName,optional"`
 	ConfigSecretName   string            `pulumi:"configSecretName,optional"`
@@ -50,6 +50,7 @@ type WorldBackupArgs struct {
 	NodeSelector       map[string]string `pulumi:"nodeSelector,optional"`
 	Rcon               *RconArgs         `pulumi:"rcon,optional"`
 	Retention          *RetentionArgs    `pulumi:"retention,optional"`
+	Store              *StoreArgs        `pulumi:"store,optional"`
 	GamePodSelector    map[string]string `pulumi:"gamePodSelector,optional"`
 	GamePodAffinity    string            `pulumi:"gamePodAffinity,optional"`
 	Labels             map[string]string `pulumi:"labels,optional"`
@@ -138,9 +139,8 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 	p.runID("runId", a.RunID)
 	p.text("formerOwner", a.FormerOwner, 253)
 	p.image("image", a.Image)
-	if p.required("backupClaimName", a.BackupClaimName, "set it to the PersistentVolumeClaim that holds the archives, e.g. world-backups") {
-		p.dnsSubdomain("backupClaimName", a.BackupClaimName)
-	}
+	store := a.Store.resolve(p, storeForBackup)
+	p.backupClaim(a.BackupClaimName, store)
 	j := p.job(a.shared().withDefaults(), jobRules{run: "backup", baselineCaps: "DAC_OVERRIDE", fsGroupNeed: fsGroupForSecret})
 	p.dnsSubdomain("configSecretName", a.ConfigSecretName)
 	if a.WorldClaimName != naming.WorldClaim(a.Server) { // the derived name is as valid as server
@@ -168,6 +168,9 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 		return resolvedBackup{}, err
 	}
 	archiveRef, err := layout.ArchiveRef(a.BackupRoot, a.Server, a.RunID, a.Compression)
+	if store != nil {
+		archiveRef, err = s3ArchiveRefOf(store.URL, a.Server, a.RunID, a.Compression)
+	}
 	if err != nil { // unreachable: every part was validated above
 		return resolvedBackup{}, err
 	}
@@ -187,6 +190,7 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 			ConfigMountPath:    a.ConfigMountPath,
 			Compression:        a.Compression,
 			Excludes:           a.Excludes,
+			Store:              store,
 			Rcon:               rcon,
 			Retention:          retention,
 			Deadline:           j.Deadline,
@@ -203,6 +207,19 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 		ArchiveRef: archiveRef,
 		Preflight:  j.Preflight,
 	}, nil
+}
+
+// backupClaim checks backupClaimName: required for the folder store, not
+// set with an S3 store (whose Job mounts no backup claim).
+func (p *problems) backupClaim(claim string, store *jobspec.S3Store) {
+	switch {
+	case store == nil:
+		if p.required("backupClaimName", claim, "set it to the PersistentVolumeClaim that holds the archives, e.g. world-backups, or set store to archive into S3") {
+			p.dnsSubdomain("backupClaimName", claim)
+		}
+	case claim != "":
+		p.addf("backupClaimName", "is set together with store: with an S3 store the Job mounts no backup claim; remove backupClaimName, or remove store to use the claim")
+	}
 }
 
 // resolvedBackup is a validated WorldBackup: the Job builder's arguments,

@@ -49,7 +49,14 @@ func NewWorldRestore(ctx *pulumi.Context, name string, args WorldRestoreArgs, op
 		return nil, err
 	}
 	job := jobspec.BuildRestore(r.Job)
-	req := preflight.FromJob(job, nil)
+	var secrets map[string][]string
+	if st := r.Job.Store; st != nil {
+		secrets = map[string][]string{st.SecretName: {st.AccessKeyKey, st.SecretKeyKey}}
+	}
+	req := preflight.FromJob(job, secrets)
+	if st := r.Job.Store; st != nil {
+		req.SecretHints = map[string]string{st.SecretName: s3SecretHint(job.Namespace, st)}
+	}
 	req.SecurityHint = "set securityMode restricted (which can read only archives a restricted-mode backup wrote)"
 	if err := checkCluster(ctx, "worldrestore", r.Preflight, req); err != nil {
 		return nil, err
@@ -80,7 +87,7 @@ func (w *WorldRestore) Annotate(a infer.Annotator) {
 	a.Describe(&w.JobName, "The Job's metadata.name: <server>-restore-<suffix>, the suffix derived from runId.")
 	a.Describe(&w.Namespace, "The namespace of the Job.")
 	a.Describe(&w.RunID, "The run ID of this restore.")
-	a.Describe(&w.ArchiveRef, "The restored archive's path in the pod (the archiveRef input).")
+	a.Describe(&w.ArchiveRef, "The restored archive's path in the pod or its s3:// URL (the archiveRef input).")
 }
 
 // Annotate describes every input of WorldRestore in the plugin's schema.
@@ -95,7 +102,8 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.ArchiveRef, "The archive to restore: its absolute path in the pod, under backupRoot, "+
 		"e.g. /backups/survival/2025-06-01T0300Z.tar.zst. A WorldBackup's archiveRef output, or the "+
 		"archive_ref column of `archiver list`, is this path when both Jobs mount the backup claim at the "+
-		"same backupRoot. Passed as --archive.")
+		"same backupRoot. With store, the archive's s3://bucket/key URL instead (a WorldBackup's archiveRef "+
+		"with the same store). Passed as --archive.")
 	an.Describe(&a.SHA256, "The archive's expected SHA-256, 64 lowercase hex digits: the sha256 column of "+
 		"`archiver list` (the catalog's record). The archive is checked against it before anything is "+
 		"extracted; a mismatch fails the Job and leaves the world untouched. Passed as --sha256.")
@@ -106,7 +114,8 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.Image, "The archiver image, e.g. ghcr.io/worldbackup/archiver:v0.1.0. Its binary is "+
 		"/usr/local/bin/archiver.")
 	an.Describe(&a.BackupClaimName, "The PersistentVolumeClaim that holds the archives, mounted read-only "+
-		"(at the volume and at the mount) at backupRoot.")
+		"(at the volume and at the mount) at backupRoot. Required unless store is set (then not allowed: the "+
+		"Job mounts no backup claim).")
 	an.Describe(&a.Namespace, "The namespace of the Job, where the world and backup claims live. Default: minecraft.")
 	an.Describe(&a.ServiceAccountName, "The Job's service account (pre-existing, with no permissions needed; "+
 		"its token is not mounted). Default: felis-restore.")
@@ -149,6 +158,10 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 		"quantity, e.g. 64Gi (--max-bytes): a guard against tar bombs. Default: the archiver's, 64Gi.")
 	an.Describe(&a.MaxEntries, "Refuse the archive when it has more than this many entries (--max-entries). "+
 		"Default: the archiver's, 1000000.")
+	an.Describe(&a.Store, "Restore from an S3-compatible object store: archiveRef is then the object's s3:// URL. "+
+		"The Job passes the --s3-* settings and mounts the credentials Secret read-only (0400) in place of the "+
+		"backup claim; it still has no database access and no service-account token. Default: none, archiveRef "+
+		"is a file on backupClaimName.")
 	an.Describe(&a.NodeName, "Runs the pod on this node (bypassing the scheduler), e.g. the node of a "+
 		"ReadWriteOnce world volume. Exclusive with nodeSelector.")
 	an.Describe(&a.NodeSelector, "Node labels the pod's node must have, rendered as a required node "+

@@ -35,7 +35,7 @@ type WorldRestoreArgs struct {
 	SHA256             string            `pulumi:"sha256"`
 	Replace            *bool             `pulumi:"replace,optional"`
 	Image              string            `pulumi:"image"`
-	BackupClaimName    string            `pulumi:"backupClaimName"`
+	BackupClaimName    string            `pulumi:"backupClaimName,optional"`
 	Namespace          string            `pulumi:"namespace,optional"`
 	ServiceAccountName string            `pulumi:"serviceAccountName,optional"`
 	BackupRoot         string            `pulumi:"backupRoot,optional"`
@@ -52,6 +52,7 @@ type WorldRestoreArgs struct {
 	BackoffLimit       *int              `pulumi:"backoffLimit,optional"`
 	MaxBytes           string            `pulumi:"maxBytes,optional"`
 	MaxEntries         *int              `pulumi:"maxEntries,optional"`
+	Store              *StoreArgs        `pulumi:"store,optional"`
 	NodeName           string            `pulumi:"nodeName,optional"`
 	NodeSelector       map[string]string `pulumi:"nodeSelector,optional"`
 	GamePodSelector    map[string]string `pulumi:"gamePodSelector,optional"`
@@ -142,11 +143,15 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 	p.runID("runId", a.RunID)
 	p.sha256("sha256", a.SHA256)
 	p.image("image", a.Image)
-	if p.required("backupClaimName", a.BackupClaimName, "set it to the PersistentVolumeClaim that holds the archives, e.g. world-backups") {
-		p.dnsSubdomain("backupClaimName", a.BackupClaimName)
+	store := a.Store.resolve(p, storeForRestore)
+	p.backupClaim(a.BackupClaimName, store)
+	// The restore needs no config Secret, so restricted mode needs no
+	// fsGroup, but for the S3 credentials Secret.
+	rules := jobRules{run: "restore", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"}
+	if store != nil {
+		rules.fsGroupNeed = fsGroupForS3Secret
 	}
-	// The restore needs no config Secret, so restricted mode needs no fsGroup.
-	j := p.job(a.shared().withDefaults(), jobRules{run: "restore", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"})
+	j := p.job(a.shared().withDefaults(), rules)
 	if a.WorldClaimName != naming.WorldClaim(a.Server) { // the derived name is as valid as server
 		p.dnsSubdomain("worldClaimName", a.WorldClaimName)
 	}
@@ -154,7 +159,16 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 		mount{"worldRoot", a.WorldRoot},
 		mount{"backupRoot", a.BackupRoot},
 	)
-	p.archiveRef("archiveRef", a.ArchiveRef, a.BackupRoot)
+	switch {
+	case store != nil:
+		if p.required("archiveRef", a.ArchiveRef, "set it to the archive's s3:// URL: a WorldBackup's archiveRef output or the archive_ref column of `archiver list`") {
+			p.s3ArchiveRef("archiveRef", a.ArchiveRef, store.URL)
+		}
+	case strings.HasPrefix(a.ArchiveRef, "s3://"):
+		p.addf("archiveRef", "%q is in an S3 store, but store is not set: set store (its endpoint, region, pathStyle and credentialsSecretName) so the Job can read it", a.ArchiveRef)
+	default:
+		p.archiveRef("archiveRef", a.ArchiveRef, a.BackupRoot)
+	}
 	var maxBytes int64
 	if a.MaxBytes != "" {
 		if q, ok := p.quantity("maxBytes", a.MaxBytes, "64Gi or 500Mi"); ok {
@@ -184,6 +198,7 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 			Replace:            *a.Replace,
 			MaxBytes:           maxBytes,
 			MaxEntries:         maxEntries,
+			Store:              store,
 			Namespace:          j.Namespace,
 			Image:              a.Image,
 			ServiceAccountName: j.ServiceAccountName,

@@ -392,8 +392,8 @@ func TestWorldRestoreSchemaThroughInfer(t *testing.T) {
 			"memoryLimit", "securityMode", "runAsUser", "runAsGroup", "fsGroup", "ttlAfterFinished",
 			"backoffLimit", "maxBytes", "maxEntries", "nodeName", "nodeSelector", "labels", "annotations",
 			"skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "replaceUnready", "preflight",
-			"kubeContext"},
-		[]string{"archiveRef", "backupClaimName", "image", "runId", "server", "sha256"},
+			"store", "kubeContext"},
+		[]string{"archiveRef", "image", "runId", "server", "sha256"},
 		[]string{"jobName", "namespace", "runId", "archiveRef"})
 	if !strings.Contains(res.InputProperties["replace"].Description, "Default: true") {
 		t.Errorf("replace's description does not give its default: %q", res.InputProperties["replace"].Description)

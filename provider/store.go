@@ -1,0 +1,209 @@
+package provider
+
+import (
+	"fmt"
+	"io/fs"
+	"net/url"
+	"strings"
+	"unicode"
+
+	"github.com/pulumi/pulumi-go-provider/infer"
+
+	"github.com/worldbackup/worldbackup/internal/layout"
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+)
+
+// Defaults of the store input: the keys of the credentials Secret.
+const (
+	DefaultAccessKeyKey = "access-key"
+	DefaultSecretKeyKey = "secret-key"
+)
+
+// fsGroupForS3Secret is why a restricted-mode restore from an S3 store
+// needs a non-zero fsGroup.
+const fsGroupForS3Secret = "so that the non-root archiver can read the S3 credentials Secret (files owned by root, mode 0400)"
+
+// StoreArgs name an S3-compatible archive store (AWS S3, MinIO, Ceph RGW,
+// versitygw, …) in place of the backup claim: the backup streams its
+// archive into the bucket, the restore reads it from there. The
+// credentials stay in a Secret that the Job mounts read-only; they never
+// reach arguments, environment or state.
+type StoreArgs struct {
+	URL                   string `pulumi:"url,optional"`
+	Endpoint              string `pulumi:"endpoint,optional"`
+	Region                string `pulumi:"region,optional"`
+	PathStyle             bool   `pulumi:"pathStyle,optional"`
+	CredentialsSecretName string `pulumi:"credentialsSecretName"`
+	AccessKeyKey          string `pulumi:"accessKeyKey,optional"`
+	SecretKeyKey          string `pulumi:"secretKeyKey,optional"`
+}
+
+// Annotate describes the store inputs in the plugin's schema.
+func (s *StoreArgs) Annotate(a infer.Annotator) {
+	a.Describe(&s.URL, "The store, s3://bucket or s3://bucket/prefix: archives go to <prefix>/<server>/<runId>.tar.zst. "+
+		"Required for a backup; for a restore, optional (when set, archiveRef must be in it).")
+	a.Describe(&s.Endpoint, "The S3 server's URL, http(s)://host[:port], e.g. http://minio.storage:9000. Default: AWS.")
+	a.Describe(&s.Region, "The bucket's region. Default: us-east-1.")
+	a.Describe(&s.PathStyle, "Address the bucket as <endpoint>/<bucket> rather than <bucket>.<endpoint> "+
+		"(most self-hosted servers: MinIO, versitygw, Ceph RGW). Default: false.")
+	a.Describe(&s.CredentialsSecretName, "The Secret holding the access key ID and the secret access key, in the Job's "+
+		"namespace; its two keys are mounted read-only (0400) into the Job and never reach arguments, environment or state.")
+	a.Describe(&s.AccessKeyKey, "The key of the access key ID in the Secret. Default: access-key.")
+	a.Describe(&s.SecretKeyKey, "The key of the secret access key in the Secret. Default: secret-key.")
+}
+
+// storeRole says what a component needs of the store input.
+type storeRole int
+
+const (
+	storeForBackup  storeRole = iota // url required: the backup writes there
+	storeForRestore                  // url optional: archiveRef names the object
+)
+
+// resolve applies the defaults and validates; nil s gives nil. Problems
+// name the inputs store.<field>.
+func (s *StoreArgs) resolve(p *problems, role storeRole) *jobspec.S3Store {
+	if s == nil {
+		return nil
+	}
+	out := jobspec.S3Store{Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,
+		SecretName: s.CredentialsSecretName, AccessKeyKey: s.AccessKeyKey, SecretKeyKey: s.SecretKeyKey}
+	setDefault(&out.AccessKeyKey, DefaultAccessKeyKey)
+	setDefault(&out.SecretKeyKey, DefaultSecretKeyKey)
+	if s.URL != "" || role == storeForBackup {
+		if p.required("store.url", s.URL, "set it to the bucket and prefix of the archives, e.g. s3://felis-backups/worlds") {
+			out.URL = p.s3StoreURL("store.url", s.URL)
+		}
+	}
+	if s.Endpoint != "" {
+		u, err := url.Parse(s.Endpoint)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+			p.addf("store.endpoint", "%q is invalid: use http(s)://host[:port], e.g. http://minio.storage:9000, or leave it unset for AWS", s.Endpoint)
+		case u.User != nil:
+			p.addf("store.endpoint", "has credentials in it: remove them; the keys go in the Secret credentialsSecretName")
+		}
+	}
+	if s.Region != "" && (strings.IndexFunc(s.Region, func(r rune) bool {
+		return !(r == '-' || r == '_' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z')
+	}) >= 0 || len(s.Region) > 64) {
+		p.addf("store.region", "%q is not a region name: use letters, digits and '-', e.g. us-east-1", s.Region)
+	}
+	if p.required("store.credentialsSecretName", s.CredentialsSecretName,
+		"set it to the Secret holding the S3 access key ID and secret access key, e.g. felis-s3") {
+		p.dnsSubdomain("store.credentialsSecretName", s.CredentialsSecretName)
+	}
+	for _, k := range []struct{ input, v string }{{"store.accessKeyKey", out.AccessKeyKey}, {"store.secretKeyKey", out.SecretKeyKey}} {
+		if !secretKeyRE.MatchString(k.v) {
+			p.addf(k.input, "%q is not a valid Secret key: use letters, digits, '-', '_' and '.', e.g. %s", k.v, DefaultAccessKeyKey)
+		}
+	}
+	if out.AccessKeyKey == out.SecretKeyKey {
+		p.addf("store.secretKeyKey", "is the same key as accessKeyKey (%q): the access key ID and the secret access key are two keys of the Secret", out.AccessKeyKey)
+	}
+	return &out
+}
+
+// s3StoreURL checks an s3://bucket[/prefix] URL and returns its canonical
+// form (no trailing slash); the archiver accepts the same.
+func (p *problems) s3StoreURL(input, u string) string {
+	const example = "s3://felis-backups/worlds"
+	bucket, prefix, ok := splitS3(u)
+	if !ok {
+		p.addf(input, "%q is not an S3 store: use s3://bucket or s3://bucket/prefix, e.g. %s", u, example)
+		return ""
+	}
+	prefix = strings.TrimSuffix(prefix, "/")
+	good := true
+	if !validBucket(bucket) {
+		p.addf(input, "%q: bucket %q is not a valid bucket name: use 3 to 63 lowercase letters, digits, '.' and '-', e.g. %s", u, bucket, example)
+		good = false
+	}
+	if prefix != "" && !validKey(prefix) {
+		p.addf(input, "%q: prefix %q is invalid: use a slash-separated path without empty, '.' or '..' elements, nothing starting with '.', e.g. %s", u, prefix, example)
+		good = false
+	}
+	if !good {
+		return ""
+	}
+	if prefix == "" {
+		return "s3://" + bucket
+	}
+	return "s3://" + bucket + "/" + prefix
+}
+
+// s3ArchiveRef checks the s3:// URL of an archive object: a valid bucket
+// and key, in store (when store is not "").
+func (p *problems) s3ArchiveRef(input, ref, store string) {
+	const example = "s3://felis-backups/worlds/survival/2025-06-01T0300Z.tar.zst"
+	bucket, key, ok := splitS3(ref)
+	switch {
+	case !ok || key == "":
+		p.addf(input, "%q is not an archive in an S3 store: use s3://bucket/key, a WorldBackup's archiveRef output or the archive_ref column of `archiver list`, e.g. %s", ref, example)
+	case !validBucket(bucket):
+		p.addf(input, "%q: bucket %q is not a valid bucket name: use 3 to 63 lowercase letters, digits, '.' and '-'", ref, bucket)
+	case !validKey(key):
+		p.addf(input, "%q: key %q is invalid: use a slash-separated path without empty, '.' or '..' elements, nothing starting with '.', e.g. %s", ref, key, example)
+	case store != "" && !strings.HasPrefix(ref, store+"/"):
+		p.addf(input, "%q is not in store.url %q: give an archive of that store, or set store.url to the store the backup wrote to", ref, store)
+	}
+}
+
+// splitS3 splits s3://bucket/rest.
+func splitS3(u string) (bucket, rest string, ok bool) {
+	after, ok := strings.CutPrefix(u, "s3://")
+	if !ok {
+		return "", "", false
+	}
+	bucket, rest, _ = strings.Cut(after, "/")
+	return bucket, rest, true
+}
+
+// validBucket reports whether b is a valid S3 bucket name (the archiver's
+// rule): 3 to 63 lowercase letters, digits, '.' and '-', starting and
+// ending with a letter or digit.
+func validBucket(b string) bool {
+	if len(b) < 3 || len(b) > 63 {
+		return false
+	}
+	for i, r := range b {
+		switch {
+		case 'a' <= r && r <= 'z', '0' <= r && r <= '9':
+		case (r == '-' || r == '.') && i > 0 && i < len(b)-1:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validKey reports whether k is a key the archiver's S3 store accepts: a
+// relative slash path without '.', '..' or empty elements, no element
+// starting with '.', no backslash and no control characters.
+func validKey(k string) bool {
+	if !fs.ValidPath(k) || k == "." || strings.ContainsRune(k, '\\') || strings.IndexFunc(k, unicode.IsControl) >= 0 {
+		return false
+	}
+	for el := range strings.SplitSeq(k, "/") {
+		if strings.HasPrefix(el, ".") {
+			return false
+		}
+	}
+	return true
+}
+
+// s3ArchiveRefOf returns the s3:// URL of the archive a backup of server
+// and runID writes into the store at storeURL (canonical, validated).
+func s3ArchiveRefOf(storeURL, server, runID, compression string) (string, error) {
+	name, err := layout.ArchiveName(server, runID, compression)
+	if err != nil {
+		return "", fmt.Errorf("naming the archive in %s: %w", storeURL, err)
+	}
+	return storeURL + "/" + name, nil
+}
+
+// s3SecretHint is the command that makes the credentials Secret of s.
+func s3SecretHint(namespace string, s *jobspec.S3Store) string {
+	return fmt.Sprintf("kubectl -n %s create secret generic %s --from-literal=%s=<access key ID> --from-literal=%s=<secret access key>",
+		namespace, s.SecretName, s.AccessKeyKey, s.SecretKeyKey)
+}

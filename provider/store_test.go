@@ -1,0 +1,253 @@
+package provider
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/worldbackup/worldbackup/provider/internal/jobtest"
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+)
+
+// validStore is an S3 store on a self-hosted server, keys by default.
+func validStore() *StoreArgs {
+	return &StoreArgs{URL: "s3://felis-backups/worlds", Endpoint: "http://minio.storage:9000", PathStyle: true,
+		CredentialsSecretName: "felis-s3"}
+}
+
+// s3Backup is validArgs archiving into validStore, without a backup claim.
+func s3Backup() WorldBackupArgs {
+	a := validArgs()
+	a.BackupClaimName, a.Store = "", validStore()
+	return a
+}
+
+// s3Restore is validRestoreArgs restoring from validStore.
+func s3Restore() WorldRestoreArgs {
+	a := validRestoreArgs()
+	a.BackupClaimName, a.Store = "", validStore()
+	a.ArchiveRef = "s3://felis-backups/worlds/survival/20250601-0300.tar.zst"
+	return a
+}
+
+// wantS3Store is validStore resolved.
+func wantS3Store() *jobspec.S3Store {
+	return &jobspec.S3Store{URL: "s3://felis-backups/worlds", Endpoint: "http://minio.storage:9000", PathStyle: true,
+		SecretName: "felis-s3", AccessKeyKey: "access-key", SecretKeyKey: "secret-key"}
+}
+
+// TestWorldBackupS3Store checks the backup into an S3 store: the Job the
+// builder makes of the resolved store, and archiveRef the object's URL.
+func TestWorldBackupS3Store(t *testing.T) {
+	tests := []struct {
+		name    string
+		store   *StoreArgs
+		want    *jobspec.S3Store
+		wantRef string
+	}{
+		{"prefix", validStore(), wantS3Store(), "s3://felis-backups/worlds/survival/20250601-0300.tar.zst"},
+		{"trailing slash, keys and region given", &StoreArgs{URL: "s3://felis-backups/a/b/", Region: "eu-central-1",
+			CredentialsSecretName: "aws", AccessKeyKey: "AWS_ACCESS_KEY_ID", SecretKeyKey: "AWS_SECRET_ACCESS_KEY"},
+			&jobspec.S3Store{URL: "s3://felis-backups/a/b", Region: "eu-central-1", SecretName: "aws",
+				AccessKeyKey: "AWS_ACCESS_KEY_ID", SecretKeyKey: "AWS_SECRET_ACCESS_KEY"},
+			"s3://felis-backups/a/b/survival/20250601-0300.tar.zst"},
+		{"bucket only", &StoreArgs{URL: "s3://felis-backups", CredentialsSecretName: "felis-s3"},
+			&jobspec.S3Store{URL: "s3://felis-backups", SecretName: "felis-s3", AccessKeyKey: "access-key", SecretKeyKey: "secret-key"},
+			"s3://felis-backups/survival/20250601-0300.tar.zst"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := s3Backup()
+			a.Store = tt.store
+			var got outputs
+			var wg sync.WaitGroup
+			m, err := runMocked(t, func(ctx *pulumi.Context) error {
+				wb, err := NewWorldBackup(ctx, "backup", a)
+				if err != nil {
+					return err
+				}
+				captureOutputs(&wg, &got, wb.JobName, wb.Namespace, wb.RunID, wb.ArchiveRef)
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("NewWorldBackup: %v", err)
+			}
+			wg.Wait()
+			want := jobtest.DefaultBackup()
+			want.BackupClaimName, want.Store = "", tt.want
+			checkOneJob(t, m, WorldBackupType, "backup", "35m0s", jobspec.BuildBackup(want))
+			if got.archiveRef != tt.wantRef {
+				t.Fatalf("archiveRef = %q, want %q", got.archiveRef, tt.wantRef)
+			}
+		})
+	}
+}
+
+// TestWorldRestoreS3Store checks the restore of an s3:// archive: the
+// store's settings and credentials, no backup claim.
+func TestWorldRestoreS3Store(t *testing.T) {
+	m, err := runMocked(t, func(ctx *pulumi.Context) error {
+		_, err := NewWorldRestore(ctx, "restore", s3Restore())
+		return err
+	})
+	if err != nil {
+		t.Fatalf("NewWorldRestore: %v", err)
+	}
+	want := jobtest.DefaultRestore()
+	want.BackupClaimName, want.Store = "", wantS3Store()
+	want.ArchiveRef = "s3://felis-backups/worlds/survival/20250601-0300.tar.zst"
+	checkOneJob(t, m, WorldRestoreType, "restore", "35m0s", jobspec.BuildRestore(want))
+
+	// Without store.url any s3:// archive is accepted.
+	a := s3Restore()
+	a.Store.URL = ""
+	a.ArchiveRef = "s3://other-bucket/survival/x.tar.zst"
+	if err := a.Validate(); err != nil {
+		t.Fatalf("Validate() without store.url = %v", err)
+	}
+}
+
+// TestWorldBackupScheduleS3Store checks that the schedule takes the store
+// of its backup.
+func TestWorldBackupScheduleS3Store(t *testing.T) {
+	s := validSchedule()
+	s.Backup.BackupClaimName, s.Backup.Store = "", validStore()
+	b, _, err := s.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Store == nil || *b.Store != *wantS3Store() || b.BackupClaimName != "" {
+		t.Fatalf("scheduled backup store = %+v, claim %q; want %+v and no claim", b.Store, b.BackupClaimName, wantS3Store())
+	}
+	s.Backup.Store.URL = "s3://Felis"
+	if _, _, err := s.resolve(); err == nil || !strings.Contains(err.Error(), "store.url") {
+		t.Fatalf("err = %v, want the store.url problem", err)
+	}
+}
+
+func TestStoreInvalidInputs(t *testing.T) {
+	backup := []struct {
+		name       string
+		modify     func(a *WorldBackupArgs)
+		wantInputs []string
+		wantText   string
+	}{
+		{"no url", func(a *WorldBackupArgs) { a.Store.URL = "" }, []string{"store.url"}, "store.url is required: set it to the bucket and prefix"},
+		{"not s3", func(a *WorldBackupArgs) { a.Store.URL = "https://felis-backups/worlds" }, []string{"store.url"}, "use s3://bucket or s3://bucket/prefix"},
+		{"bad bucket", func(a *WorldBackupArgs) { a.Store.URL = "s3://Felis_Backups/worlds" }, []string{"store.url"}, `bucket "Felis_Backups" is not a valid bucket name`},
+		{"dot-dot prefix", func(a *WorldBackupArgs) { a.Store.URL = "s3://felis-backups/../x" }, []string{"store.url"}, `prefix "../x" is invalid`},
+		{"hidden prefix", func(a *WorldBackupArgs) { a.Store.URL = "s3://felis-backups/.x" }, []string{"store.url"}, `prefix ".x" is invalid`},
+		{"no secret name", func(a *WorldBackupArgs) { a.Store.CredentialsSecretName = "" }, []string{"store.credentialsSecretName"},
+			"store.credentialsSecretName is required: set it to the Secret holding the S3 access key ID and secret access key"},
+		{"bad secret name", func(a *WorldBackupArgs) { a.Store.CredentialsSecretName = "S3!" }, []string{"store.credentialsSecretName"}, "is invalid"},
+		{"bad key", func(a *WorldBackupArgs) { a.Store.AccessKeyKey = "access key" }, []string{"store.accessKeyKey"}, "not a valid Secret key"},
+		{"same keys", func(a *WorldBackupArgs) { a.Store.SecretKeyKey = "access-key" }, []string{"store.secretKeyKey"}, "is the same key as accessKeyKey"},
+		{"endpoint without scheme", func(a *WorldBackupArgs) { a.Store.Endpoint = "minio:9000" }, []string{"store.endpoint"}, "use http(s)://host[:port]"},
+		{"endpoint with path", func(a *WorldBackupArgs) { a.Store.Endpoint = "http://minio:9000/s3" }, []string{"store.endpoint"}, "use http(s)://host[:port]"},
+		{"endpoint with credentials", func(a *WorldBackupArgs) { a.Store.Endpoint = "http://AKIA:secret@minio:9000" }, []string{"store.endpoint"}, "has credentials in it"},
+		{"bad region", func(a *WorldBackupArgs) { a.Store.Region = "eu central" }, []string{"store.region"}, "not a region name"},
+		{"backup claim too", func(a *WorldBackupArgs) { a.BackupClaimName = "world-backups" }, []string{"backupClaimName"}, "is set together with store"},
+	}
+	for _, tt := range backup {
+		t.Run("backup "+tt.name, func(t *testing.T) {
+			a := s3Backup()
+			tt.modify(&a)
+			checkInputError(t, a, tt.wantInputs, []string{tt.wantText})
+		})
+	}
+	// No secret leaks into a message: the endpoint's password is not echoed.
+	a := s3Backup()
+	a.Store.Endpoint = "http://AKIA:hunter2@minio:9000"
+	if err := a.Validate(); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("err = %v: want an error that does not echo the password", err)
+	}
+
+	restore := []struct {
+		name       string
+		modify     func(a *WorldRestoreArgs)
+		wantInputs []string
+		wantText   string
+	}{
+		{"s3 ref without store", func(a *WorldRestoreArgs) { a.Store, a.BackupClaimName = nil, "world-backups" }, []string{"archiveRef"},
+			"is in an S3 store, but store is not set"},
+		{"path ref with store", func(a *WorldRestoreArgs) { a.ArchiveRef = "/backups/survival/x.tar.zst" }, []string{"archiveRef"},
+			"is not an archive in an S3 store: use s3://bucket/key"},
+		{"no key", func(a *WorldRestoreArgs) { a.ArchiveRef = "s3://felis-backups" }, []string{"archiveRef"}, "use s3://bucket/key"},
+		{"bad key", func(a *WorldRestoreArgs) { a.ArchiveRef = "s3://felis-backups/worlds/../x.tar.zst" }, []string{"archiveRef"}, `key "worlds/../x.tar.zst" is invalid`},
+		{"not in store", func(a *WorldRestoreArgs) { a.ArchiveRef = "s3://felis-backups/other/survival/x.tar.zst" }, []string{"archiveRef"},
+			`is not in store.url "s3://felis-backups/worlds"`},
+		{"no secret name", func(a *WorldRestoreArgs) { a.Store.CredentialsSecretName = "" }, []string{"store.credentialsSecretName"}, "is required"},
+		{"backup claim too", func(a *WorldRestoreArgs) { a.BackupClaimName = "world-backups" }, []string{"backupClaimName"}, "is set together with store"},
+		{"restricted without fsGroup", func(a *WorldRestoreArgs) { a.SecurityMode = "restricted"; a.FSGroup = new(0) }, []string{"fsGroup"},
+			"read the S3 credentials Secret"},
+	}
+	for _, tt := range restore {
+		t.Run("restore "+tt.name, func(t *testing.T) {
+			a := s3Restore()
+			tt.modify(&a)
+			checkRestoreInputError(t, a, tt.wantInputs, []string{tt.wantText})
+		})
+	}
+}
+
+// TestStorePreflight checks that the preflight asks for the credentials
+// Secret and both its keys, and says how to make it.
+func TestStorePreflight(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		run  func(kubeconfig string) pulumi.RunFunc
+	}{
+		{"backup", func(kc string) pulumi.RunFunc {
+			return func(ctx *pulumi.Context) error {
+				a := s3Backup()
+				a.Kubeconfig = kc
+				_, err := NewWorldBackup(ctx, "survival", a)
+				return err
+			}
+		}},
+		{"restore", func(kc string) pulumi.RunFunc {
+			return func(ctx *pulumi.Context) error {
+				a := s3Restore()
+				a.Kubeconfig = kc
+				_, err := NewWorldRestore(ctx, "survival-restore", a)
+				return err
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			kc, _ := emptyCluster(t)
+			_, err := runMockedPreview(t, tt.run(kc))
+			if err == nil {
+				t.Fatal("preview passed against a cluster with nothing in it")
+			}
+			msg := err.Error()
+			want := "kubectl -n minecraft create secret generic felis-s3 --from-literal=access-key=<access key ID> --from-literal=secret-key=<secret access key>"
+			if !strings.Contains(msg, want) {
+				t.Errorf("error lacks %q:\n%s", want, msg)
+			}
+			if strings.Contains(msg, "world-backups") {
+				t.Errorf("the preflight asks for the backup claim of an S3 store:\n%s", msg)
+			}
+		})
+	}
+}
+
+// TestStoreSchema checks the store input in both components' schemas: the
+// backup claim is no longer required.
+func TestStoreSchema(t *testing.T) {
+	for _, res := range []componentSchema{
+		schemaOf(t, infer.ComponentF(NewWorldBackup), WorldBackupType),
+		schemaOf(t, infer.ComponentF(NewWorldRestore), WorldRestoreType),
+	} {
+		if res.InputProperties["store"].Description == "" {
+			t.Error("input store is missing or undocumented")
+		}
+		if slices.Contains(res.RequiredInputs, "backupClaimName") {
+			t.Error("backupClaimName is required in the schema: an S3 store needs none")
+		}
+	}
+}
