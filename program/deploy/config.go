@@ -34,6 +34,21 @@ type Config struct {
 	// Retention is the stack-wide prune after each backup; a server's own
 	// retention replaces it.
 	Retention *Retention
+	// Store is the stack-wide S3 archive store (nil: the folder store on
+	// BackupClaim); a server's own store replaces it.
+	Store *Store
+}
+
+// Store is an S3-compatible archive store (see provider.StoreArgs for the
+// defaults). The credentials stay in the Secret CredentialsSecretName.
+type Store struct {
+	URL                   string `json:"url,omitempty"`
+	Endpoint              string `json:"endpoint,omitempty"`
+	Region                string `json:"region,omitempty"`
+	PathStyle             bool   `json:"pathStyle,omitempty"`
+	CredentialsSecretName string `json:"credentialsSecretName,omitempty"`
+	AccessKeyKey          string `json:"accessKeyKey,omitempty"`
+	SecretKeyKey          string `json:"secretKeyKey,omitempty"`
 }
 
 // Rcon is how a server's backup quiesces it over RCON (see
@@ -87,6 +102,28 @@ type Server struct {
 	Rcon *Rcon `json:"rcon,omitempty"`
 	// Retention replaces the stack-wide worldbackup:retention for this server.
 	Retention *Retention `json:"retention,omitempty"`
+	// Store replaces the stack-wide worldbackup:store for this server.
+	Store *Store `json:"store,omitempty"`
+}
+
+// storeOf returns the store of server s: its own, else the stack-wide one
+// (nil: the folder store on the backup claim).
+func (c Config) storeOf(s Server) *Store {
+	if s.Store != nil {
+		return s.Store
+	}
+	return c.Store
+}
+
+// server returns the server named name, or one with only that name when
+// it is not listed (a restore of a server that is not backed up).
+func (c Config) server(name string) Server {
+	for _, s := range c.Servers {
+		if s.Name == name {
+			return s
+		}
+	}
+	return Server{Name: name}
 }
 
 // Restore asks for one archive to be restored into a server's world. The
@@ -112,7 +149,7 @@ var clusterName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
 
 // keys are the worldbackup: keys the program reads, as declared in Pulumi.yaml.
 func keys() []string {
-	return []string{"image", "backupClaim", "servers", "runId", "clusters", "restores", "renderDir", "securityMode", "skipAwait", "retention"}
+	return []string{"image", "backupClaim", "servers", "runId", "clusters", "restores", "renderDir", "securityMode", "skipAwait", "retention", "store"}
 }
 
 // ParseConfig reads the program's config through get, which returns a fully
@@ -161,6 +198,17 @@ func ParseConfig(get func(key string) (string, bool), present []string) (Config,
 		}
 		if *c.Retention == (Retention{}) { // the project's default, {}: no prune
 			c.Retention = nil
+		}
+	}
+	if v := str("store"); v != "" {
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.DisallowUnknownFields()
+		c.Store = new(Store)
+		if err := dec.Decode(c.Store); err != nil {
+			errs = append(errs, fmt.Errorf("%s:store must be an object such as {url: s3://felis-backups/worlds, endpoint: http://minio.storage:9000, pathStyle: true, credentialsSecretName: felis-s3} (set it with `pulumi config set --path 'worldbackup:store.url' s3://felis-backups/worlds`): %w", Namespace, err))
+		}
+		if *c.Store == (Store{}) { // the project's default, {}: the folder store
+			c.Store = nil
 		}
 	}
 	c.withDefaults()
@@ -234,6 +282,22 @@ func (c *Config) withDefaults() {
 	}
 }
 
+// needsClaim reports whether a backup or restore of c uses the backup
+// claim: a server without an S3 store, or a restore of an archive path.
+func (c Config) needsClaim() bool {
+	for _, s := range c.Servers {
+		if c.storeOf(s) == nil {
+			return true
+		}
+	}
+	for _, r := range c.Restores {
+		if !strings.HasPrefix(r.ArchiveRef, "s3://") {
+			return true
+		}
+	}
+	return false
+}
+
 // Validate reports every problem in c, each naming the config key to fix.
 // Inputs that the WorldBackup component checks itself (image format, server
 // name length, quantities) are left to it, so there is one rule per input.
@@ -245,8 +309,8 @@ func (c Config) Validate() error {
 	if c.Image == "" {
 		add("image is required: build and push the archiver image with `make image-push REGISTRY=<registry>`, then `pulumi config set worldbackup:image <the reference it prints>`")
 	}
-	if c.BackupClaim == "" {
-		add("backupClaim is required: `pulumi config set worldbackup:backupClaim <name of the PVC that receives the archives>`")
+	if c.BackupClaim == "" && c.needsClaim() {
+		add("backupClaim is required (unless every server has an S3 store): `pulumi config set worldbackup:backupClaim <name of the PVC that receives the archives>`, or `pulumi config set --path 'worldbackup:store.url' s3://<bucket>/<prefix>` with its endpoint and credentialsSecretName")
 	}
 	if len(c.Servers) == 0 {
 		add("servers is empty: list at least one server, e.g. `pulumi config set --path 'worldbackup:servers[0].name' lobby`")
@@ -292,6 +356,11 @@ func (c Config) Validate() error {
 		restored[key] = true
 		if c.SkipAwait && seen[r.Server] {
 			add("skipAwait is true, but restores[%d] (%s) is ordered after this run's backup of %s: without waiting, the restore would start as soon as the backup Job is created and could replace the world before it is saved. Unset worldbackup:skipAwait for this run, or back up and restore in two runs", i, r.Server, r.Server)
+		}
+	}
+	for i, r := range c.Restores {
+		if strings.HasPrefix(r.ArchiveRef, "s3://") && c.storeOf(c.server(r.Server)) == nil {
+			add("restores[%d] (%s): archiveRef %q is in an S3 store, but neither worldbackup:store nor the server's store is set: set one with its endpoint and credentialsSecretName", i, r.Server, r.ArchiveRef)
 		}
 	}
 	if c.RenderDir != "" && !filepath.IsAbs(c.RenderDir) && strings.HasPrefix(c.RenderDir, "~") {

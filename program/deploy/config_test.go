@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"maps"
 	"strings"
 	"testing"
 )
@@ -227,4 +228,68 @@ func TestScheduleIsDeclared(t *testing.T) {
 	if err != nil || c.Servers[0].Schedule != "0 4 * * *" || c.Servers[0].TimeZone != "UTC" {
 		t.Fatalf("servers %+v, err %v", c.Servers, err)
 	}
+}
+
+func TestStore(t *testing.T) {
+	const sum = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	m := map[string]string{
+		"worldbackup:image": "img:1",
+		"worldbackup:servers": `[{"name":"lobby"},` +
+			`{"name":"survival","store":{"url":"s3://other/worlds","credentialsSecretName":"other-s3"}}]`,
+		"worldbackup:store":    `{"url":"s3://felis-backups/worlds","endpoint":"http://minio.storage:9000","pathStyle":true,"credentialsSecretName":"felis-s3"}`,
+		"worldbackup:restores": `[{"server":"lobby","archiveRef":"s3://felis-backups/old/lobby/x.tar.zst","sha256":"` + sum + `"}]`,
+	}
+	c, err := ParseConfig(getter(m), nil)
+	if err != nil {
+		t.Fatalf("no backupClaim with a store for every server: %v", err)
+	}
+	lobby := backupArgs(c, c.Clusters[0], c.Servers[0])
+	if lobby.Store == nil || lobby.Store.URL != "s3://felis-backups/worlds" || lobby.Store.CredentialsSecretName != "felis-s3" || lobby.BackupClaimName != "" {
+		t.Fatalf("lobby: store %+v, claim %q; want the stack-wide store and no claim", lobby.Store, lobby.BackupClaimName)
+	}
+	survival := backupArgs(c, c.Clusters[0], c.Servers[1])
+	if survival.Store == nil || survival.Store.URL != "s3://other/worlds" || survival.Store.Endpoint != "" {
+		t.Fatalf("survival: store %+v; want its own store", survival.Store)
+	}
+	restore := restoreArgs(c, c.Clusters[0], c.Restores[0])
+	if restore.Store == nil || restore.Store.Endpoint != "http://minio.storage:9000" || restore.Store.URL != "" || restore.BackupClaimName != "" {
+		t.Fatalf("restore: store %+v, claim %q; want the server's store settings without its url, no claim", restore.Store, restore.BackupClaimName)
+	}
+	for what, err := range map[string]error{"lobby": lobby.Validate(), "survival": survival.Validate(), "restore": restore.Validate()} {
+		if err != nil {
+			t.Fatalf("%s's args: %v", what, err)
+		}
+	}
+
+	t.Run("a server without a store needs the claim", func(t *testing.T) {
+		m := maps.Clone(m)
+		m["worldbackup:store"] = "{}"
+		_, err := ParseConfig(getter(m), nil)
+		if err == nil || !strings.Contains(err.Error(), "worldbackup:backupClaim is required (unless every server has an S3 store)") {
+			t.Fatalf("err = %v", err)
+		}
+		if !strings.Contains(err.Error(), `restores[0] (lobby): archiveRef "s3://felis-backups/old/lobby/x.tar.zst" is in an S3 store, but neither`) {
+			t.Fatalf("err = %v, want the restore's missing store", err)
+		}
+	})
+	t.Run("a typo in store", func(t *testing.T) {
+		m := maps.Clone(m)
+		m["worldbackup:store"] = `{"ulr":"s3://x"}`
+		if _, err := ParseConfig(getter(m), nil); err == nil || !strings.Contains(err.Error(), "worldbackup:store must be an object") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("an archive path is restored from the claim", func(t *testing.T) {
+		m := maps.Clone(m)
+		m["worldbackup:backupClaim"] = "backups"
+		m["worldbackup:restores"] = `[{"server":"lobby","archiveRef":"/backups/lobby/x.tar.zst","sha256":"` + sum + `"}]`
+		c, err := ParseConfig(getter(m), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := restoreArgs(c, c.Clusters[0], c.Restores[0])
+		if r.Store != nil || r.BackupClaimName != "backups" {
+			t.Fatalf("restore: store %+v, claim %q; want the claim", r.Store, r.BackupClaimName)
+		}
+	})
 }

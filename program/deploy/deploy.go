@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -149,11 +150,16 @@ func clusterProvider(ctx *pulumi.Context, cfg Config, cl Cluster) (*kubernetes.P
 // restoreArgs: the restore's run ID is derived from the archive's checksum,
 // so the same restore entry performs no second restore and a new archive a
 // new one.
+//
+// An s3:// archive is read with the settings and credentials of the
+// server's store (its own or the stack-wide one), whatever its bucket and
+// prefix; an archive path from the backup claim.
 func restoreArgs(cfg Config, cl Cluster, r Restore) provider.WorldRestoreArgs {
-	server := Server{Name: r.Server}
-	for _, s := range cfg.Servers {
-		if s.Name == r.Server {
-			server = s
+	server := cfg.server(r.Server)
+	claim, store := cfg.BackupClaim, (*provider.StoreArgs)(nil)
+	if strings.HasPrefix(r.ArchiveRef, "s3://") {
+		if store = cfg.storeOf(server).args(); store != nil {
+			claim, store.URL = "", ""
 		}
 	}
 	sum := r.SHA256
@@ -169,8 +175,9 @@ func restoreArgs(cfg Config, cl Cluster, r Restore) provider.WorldRestoreArgs {
 		RunID:           RunID(cl.Name, r.Server, "restore-"+sum),
 		ArchiveRef:      r.ArchiveRef,
 		SHA256:          r.SHA256,
+		Store:           store,
 		Image:           cfg.Image,
-		BackupClaimName: cfg.BackupClaim,
+		BackupClaimName: claim,
 		Namespace:       cl.Namespace,
 		WorldClaimName:  server.WorldClaimName,
 		NodeName:        server.NodeName,
@@ -197,14 +204,19 @@ func backupArgs(cfg Config, cl Cluster, s Server) provider.WorldBackupArgs {
 	if s.Retention != nil {
 		ret = s.Retention
 	}
+	store, claim := cfg.storeOf(s).args(), cfg.BackupClaim
+	if store != nil {
+		claim = "" // an S3 backup mounts no backup claim
+	}
 	return provider.WorldBackupArgs{
 		Rcon:            s.Rcon.args(),
 		Retention:       ret.args(),
+		Store:           store,
 		Server:          s.Name,
 		FormerOwner:     s.FormerOwner,
 		RunID:           RunID(cl.Name, s.Name, cfg.RunID),
 		Image:           cfg.Image,
-		BackupClaimName: cfg.BackupClaim,
+		BackupClaimName: claim,
 		Namespace:       cl.Namespace,
 		WorldClaimName:  s.WorldClaimName,
 		NodeName:        s.NodeName,
@@ -244,6 +256,15 @@ func (r *Rcon) args() *provider.RconArgs {
 		return nil
 	}
 	return &provider.RconArgs{ChartRelease: r.ChartRelease, Address: r.Address, SecretName: r.SecretName, SecretKey: r.SecretKey, Required: r.Required}
+}
+
+// args converts the config's store to the component's input (nil: none).
+func (s *Store) args() *provider.StoreArgs {
+	if s == nil {
+		return nil
+	}
+	a := provider.StoreArgs(*s)
+	return &a
 }
 
 // args converts the config's retention to the component's input (nil: none).
