@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,7 +42,7 @@ const startTimeout = 20 * time.Second
 
 // Server is a running versitygw.
 type Server struct {
-	Endpoint string // http://127.0.0.1:PORT
+	Endpoint string // http://HOST:PORT
 	Root     string // the folder it serves: one subfolder per bucket
 
 	cmd      *exec.Cmd
@@ -87,15 +88,24 @@ func repoRoot(dir string) (string, bool) {
 	}
 }
 
-// New starts a server for the test and stops it when the test ends.
+// New starts a server for the test on 127.0.0.1 and stops it when the test
+// ends.
 func New(t testing.TB) *Server {
+	t.Helper()
+	return NewOn(t, "127.0.0.1")
+}
+
+// NewOn starts a server for the test on a free port of host (an IP of this
+// machine, e.g. a node's bridge gateway that its pods reach) and stops it
+// when the test ends.
+func NewOn(t testing.TB, host string) *Server {
 	t.Helper()
 	bin, err := Binary()
 	testenv.Require(t, err == nil, "versitygw (the test S3 server) is not built", "run scripts/versitygw.sh (or make tools)")
 	root := t.TempDir()
 	var lastErr error
 	for range 3 { // the free port may be taken between the probe and the start
-		s, err := start(bin, root)
+		s, err := start(bin, root, host)
 		if err == nil {
 			t.Cleanup(s.Stop)
 			return s
@@ -106,13 +116,14 @@ func New(t testing.TB) *Server {
 	return nil
 }
 
-// start runs bin over root on a free port and waits until it answers.
-func start(bin, root string) (*Server, error) {
-	port, err := freePort()
+// start runs bin over root on a free port of host and waits until it
+// answers.
+func start(bin, root, host string) (*Server, error) {
+	port, err := freePort(host)
 	if err != nil {
 		return nil, err
 	}
-	return startOn(bin, root, fmt.Sprintf("127.0.0.1:%d", port))
+	return startOn(bin, root, net.JoinHostPort(host, strconv.Itoa(port)))
 }
 
 // startOn runs bin over root on addr and waits until it answers.
@@ -153,9 +164,9 @@ func startOn(bin, root, addr string) (*Server, error) {
 	}
 }
 
-// freePort returns a TCP port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// freePort returns a TCP port of host that was free a moment ago.
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, err
 	}
