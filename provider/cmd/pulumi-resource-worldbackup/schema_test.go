@@ -100,8 +100,8 @@ func TestSchemaServesTheComponents(t *testing.T) {
 		required []string
 		outputs  []string
 	}{
-		{"worldbackup:index:WorldBackup", []string{"server", "runId", "image", "backupClaimName"}, []string{"jobName", "namespace", "runId", "archiveRef"}},
-		{"worldbackup:index:WorldRestore", []string{"server", "runId", "archiveRef", "sha256", "image", "backupClaimName"}, []string{"jobName", "namespace", "runId", "archiveRef"}},
+		{"worldbackup:index:WorldBackup", []string{"server", "runId", "image"}, []string{"jobName", "namespace", "runId", "archiveRef"}},
+		{"worldbackup:index:WorldRestore", []string{"server", "runId", "archiveRef", "sha256", "image"}, []string{"jobName", "namespace", "runId", "archiveRef"}},
 	}
 	if len(schema.Resources) != len(tests) {
 		t.Errorf("schema has %d resources, want %d", len(schema.Resources), len(tests))
