@@ -202,6 +202,16 @@ func s3ArchiveRefOf(storeURL, server, runID, compression string) (string, error)
 	return storeURL + "/" + name, nil
 }
 
+// storeMounts returns the mount paths of a Job besides mounts: backupRoot
+// for the folder store; with an S3 store the credentials folder (last, so
+// that an overlap names the input).
+func storeMounts(store *jobspec.S3Store, backupRoot string, mounts ...mount) []mount {
+	if store == nil {
+		return append(mounts, mount{"backupRoot", backupRoot})
+	}
+	return append(mounts, mount{"the S3 credentials folder", jobspec.S3MountPath})
+}
+
 // s3SecretHint is the command that makes the credentials Secret of s.
 func s3SecretHint(namespace string, s *jobspec.S3Store) string {
 	return fmt.Sprintf("kubectl -n %s create secret generic %s --from-literal=%s=<access key ID> --from-literal=%s=<secret access key>",

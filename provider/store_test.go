@@ -151,6 +151,8 @@ func TestStoreInvalidInputs(t *testing.T) {
 		{"endpoint with credentials", func(a *WorldBackupArgs) { a.Store.Endpoint = "http://AKIA:secret@minio:9000" }, []string{"store.endpoint"}, "has credentials in it"},
 		{"bad region", func(a *WorldBackupArgs) { a.Store.Region = "eu central" }, []string{"store.region"}, "not a region name"},
 		{"backup claim too", func(a *WorldBackupArgs) { a.BackupClaimName = "world-backups" }, []string{"backupClaimName"}, "is set together with store"},
+		{"config over the credentials", func(a *WorldBackupArgs) { a.ConfigMountPath = "/etc/felis-s3" }, []string{"configMountPath"},
+			`"/etc/felis-s3" overlaps the S3 credentials folder`},
 	}
 	for _, tt := range backup {
 		t.Run("backup "+tt.name, func(t *testing.T) {
@@ -182,6 +184,7 @@ func TestStoreInvalidInputs(t *testing.T) {
 			`is not in store.url "s3://felis-backups/worlds"`},
 		{"no secret name", func(a *WorldRestoreArgs) { a.Store.CredentialsSecretName = "" }, []string{"store.credentialsSecretName"}, "is required"},
 		{"backup claim too", func(a *WorldRestoreArgs) { a.BackupClaimName = "world-backups" }, []string{"backupClaimName"}, "is set together with store"},
+		{"world over the credentials", func(a *WorldRestoreArgs) { a.WorldRoot = "/etc" }, []string{"worldRoot"}, `"/etc" overlaps the S3 credentials folder`},
 		{"restricted without fsGroup", func(a *WorldRestoreArgs) { a.SecurityMode = "restricted"; a.FSGroup = new(0) }, []string{"fsGroup"},
 			"read the S3 credentials Secret"},
 	}

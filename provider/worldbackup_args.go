@@ -146,11 +146,10 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 	if a.WorldClaimName != naming.WorldClaim(a.Server) { // the derived name is as valid as server
 		p.dnsSubdomain("worldClaimName", a.WorldClaimName)
 	}
-	p.mountPaths(
+	p.mountPaths(storeMounts(store, a.BackupRoot,
 		mount{"worldRoot", a.WorldRoot},
-		mount{"backupRoot", a.BackupRoot},
 		mount{"configMountPath", a.ConfigMountPath},
-	)
+	)...)
 	if _, err := layout.Extension(a.Compression); err != nil {
 		p.addf("compression", "%q is not supported: use zstd, gzip or none", a.Compression)
 	}

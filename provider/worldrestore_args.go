@@ -155,10 +155,7 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 	if a.WorldClaimName != naming.WorldClaim(a.Server) { // the derived name is as valid as server
 		p.dnsSubdomain("worldClaimName", a.WorldClaimName)
 	}
-	p.mountPaths(
-		mount{"worldRoot", a.WorldRoot},
-		mount{"backupRoot", a.BackupRoot},
-	)
+	p.mountPaths(storeMounts(store, a.BackupRoot, mount{"worldRoot", a.WorldRoot})...)
 	switch {
 	case store != nil:
 		if p.required("archiveRef", a.ArchiveRef, "set it to the archive's s3:// URL: a WorldBackup's archiveRef output or the archive_ref column of `archiver list`") {
