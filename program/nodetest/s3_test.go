@@ -27,10 +27,21 @@ import (
 // namespace that has no backup claim at all. The object is at the exported
 // s3:// archiveRef with the row's SHA-256; a restore entry of that ref
 // restores the world from it. The secret key is in no state, Job or log.
+// In both security modes: restricted runs as the game's non-root UID in a
+// namespace enforcing restricted, reading the 0400 credentials through its
+// fsGroup.
 func TestS3StoreOnNode(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
-	ns := node.Namespace(t, kubenode.NamespaceOptions{WithoutBackupClaim: true})
+	for _, mode := range []string{"baseline", "restricted"} {
+		t.Run(mode, func(t *testing.T) { s3RoundTrip(t, node, tools, mode) })
+	}
+}
+
+// s3RoundTrip backs lobby up into a new bucket and restores it from there,
+// in securityMode mode (and a namespace enforcing it).
+func s3RoundTrip(t *testing.T, node *kubenode.Node, tools stacktest.Tools, mode string) {
+	ns := node.Namespace(t, kubenode.NamespaceOptions{WithoutBackupClaim: true, Enforce: mode})
 	srv := s3test.NewOn(t, node.GatewayIP)
 	bucket := srv.NewBucket(t)
 
@@ -48,6 +59,7 @@ func TestS3StoreOnNode(t *testing.T) {
 
 	cfg := stackConfig(node, ns, "r1")
 	delete(cfg, "worldbackup:backupClaim")
+	cfg["worldbackup:securityMode"] = mode
 	cfg["worldbackup:store.url"] = "s3://" + bucket + "/worlds"
 	cfg["worldbackup:store.endpoint"] = srv.Endpoint
 	cfg["worldbackup:store.pathStyle"] = "true"
