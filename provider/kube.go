@@ -12,6 +12,8 @@ import (
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/utilities"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/worldbackup/worldbackup/provider/preflight"
 )
 
 // jobType is the Pulumi type token of a Kubernetes Job.
@@ -53,17 +55,20 @@ func registerChildJob(ctx *pulumi.Context, parent pulumi.Resource, name string, 
 }
 
 // jobOutputs are the outputs of a component that is one Job, each known
-// after the Job is registered.
+// after the Job is registered, and what its run reported (observeJob).
 type jobOutputs struct {
 	JobName, Namespace, RunID, ArchiveRef pulumi.StringOutput
+	Observed                              observedOutputs
 }
 
 // registerJobComponent registers comp as the component typ named name (opts
 // its options) with job as its one child, named name+"-job", with timeout as
-// its create and update timeout; it records and returns the outputs every
-// component has: the Job's name and namespace, runID and archiveRef.
+// its create and update timeout, observed through the cluster s names
+// (observeJob); it records and returns the outputs every component has: the
+// Job's name and namespace, runID, archiveRef and the run's status, and for
+// a WorldBackup the archive's sha256 and sizeBytes.
 func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.ComponentResource, job *batchv1.Job,
-	timeout time.Duration, runID, archiveRef string, opts ...pulumi.ResourceOption) (jobOutputs, error) {
+	timeout time.Duration, runID, archiveRef string, s preflightSettings, opts ...pulumi.ResourceOption) (jobOutputs, error) {
 	kind := typ[strings.LastIndex(typ, ":")+1:] // e.g. WorldBackup
 	if err := ctx.RegisterComponentResource(typ, name, comp, opts...); err != nil {
 		return jobOutputs{}, fmt.Errorf("registering %s %q: %w", kind, name, err)
@@ -77,13 +82,19 @@ func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.Com
 		Namespace:  knownAfter(res, job.Namespace),
 		RunID:      knownAfter(res, runID),
 		ArchiveRef: knownAfter(res, archiveRef),
+		Observed:   observeJob(ctx, comp, res, job, s, timeout, preflight.Client),
 	}
-	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
+	outputs := pulumi.Map{
 		"jobName":    out.JobName,
 		"namespace":  out.Namespace,
 		"runId":      out.RunID,
 		"archiveRef": out.ArchiveRef,
-	}); err != nil {
+		"status":     out.Observed.Status,
+	}
+	if typ == WorldBackupType {
+		outputs["sha256"], outputs["sizeBytes"] = out.Observed.SHA256, out.Observed.SizeBytes
+	}
+	if err := ctx.RegisterResourceOutputs(comp, outputs); err != nil {
 		return jobOutputs{}, fmt.Errorf("registering outputs of %s %q: %w", kind, name, err)
 	}
 	return out, nil

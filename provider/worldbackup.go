@@ -36,6 +36,12 @@ type WorldBackup struct {
 	// ArchiveRef is the absolute path of the archive inside the backup
 	// volume: <backupRoot>/<server>/<runId>.tar.zst (.tar.gz, .tar).
 	ArchiveRef pulumi.StringOutput `pulumi:"archiveRef"`
+	// Status is what the run reported: done or already-recorded.
+	Status pulumi.StringOutput `pulumi:"status"`
+	// SHA256 is the archive's SHA-256 as the run reported it.
+	SHA256 pulumi.StringOutput `pulumi:"sha256"`
+	// SizeBytes is the archive's size as the run reported it.
+	SizeBytes pulumi.IntOutput `pulumi:"sizeBytes"`
 }
 
 // NewWorldBackup validates args and registers a WorldBackup with its one
@@ -72,11 +78,12 @@ func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts
 	}
 
 	comp := &WorldBackup{}
-	out, err := registerJobComponent(ctx, WorldBackupType, name, comp, job, r.Timeout, r.Job.RunID, r.ArchiveRef, opts...)
+	out, err := registerJobComponent(ctx, WorldBackupType, name, comp, job, r.Timeout, r.Job.RunID, r.ArchiveRef, r.Preflight, opts...)
 	if err != nil {
 		return nil, err
 	}
 	comp.JobName, comp.Namespace, comp.RunID, comp.ArchiveRef = out.JobName, out.Namespace, out.RunID, out.ArchiveRef
+	comp.Status, comp.SHA256, comp.SizeBytes = out.Observed.Status, out.Observed.SHA256, out.Observed.SizeBytes
 	return comp, nil
 }
 
@@ -95,6 +102,11 @@ func (w *WorldBackup) Annotate(a infer.Annotator) {
 	a.Describe(&w.ArchiveRef, "The absolute path of the archive inside the backup volume, as the archiver "+
 		"writes it and records it in the catalog: <backupRoot>/<server>/<runId>.tar.zst "+
 		"(.tar.gz with gzip, .tar with none).")
+	a.Describe(&w.Status, "What the run reported: done (archived and recorded now) or already-recorded (the "+
+		"runId had a catalog row: nothing written). "+descObserved)
+	a.Describe(&w.SHA256, "The archive's SHA-256 (64 lowercase hex digits) as the run reported it, the catalog "+
+		"row's sha256: give it with archiveRef to a WorldRestore. "+descObserved)
+	a.Describe(&w.SizeBytes, "The archive's size in bytes as the run reported it, the catalog row's size_bytes. "+descObserved)
 }
 
 // Annotate describes every input of WorldBackup in the plugin's schema.

@@ -30,6 +30,8 @@ type WorldRestore struct {
 	RunID pulumi.StringOutput `pulumi:"runId"`
 	// ArchiveRef is the restored archive's path in the pod (the input).
 	ArchiveRef pulumi.StringOutput `pulumi:"archiveRef"`
+	// Status is what the run reported: restored or already-restored.
+	Status pulumi.StringOutput `pulumi:"status"`
 }
 
 // NewWorldRestore validates args and registers a WorldRestore with its one
@@ -56,11 +58,12 @@ func NewWorldRestore(ctx *pulumi.Context, name string, args WorldRestoreArgs, op
 	}
 
 	comp := &WorldRestore{}
-	out, err := registerJobComponent(ctx, WorldRestoreType, name, comp, job, r.Timeout, r.Job.RunID, r.Job.ArchiveRef, opts...)
+	out, err := registerJobComponent(ctx, WorldRestoreType, name, comp, job, r.Timeout, r.Job.RunID, r.Job.ArchiveRef, r.Preflight, opts...)
 	if err != nil {
 		return nil, err
 	}
 	comp.JobName, comp.Namespace, comp.RunID, comp.ArchiveRef = out.JobName, out.Namespace, out.RunID, out.ArchiveRef
+	comp.Status = out.Observed.Status
 	return comp, nil
 }
 
@@ -81,6 +84,8 @@ func (w *WorldRestore) Annotate(a infer.Annotator) {
 	a.Describe(&w.Namespace, "The namespace of the Job.")
 	a.Describe(&w.RunID, "The run ID of this restore.")
 	a.Describe(&w.ArchiveRef, "The restored archive's path in the pod (the archiveRef input).")
+	a.Describe(&w.Status, "What the run reported: restored (the world now holds the archive) or "+
+		"already-restored (the world's marker names this runId and checksum: nothing done). "+descObserved)
 }
 
 // Annotate describes every input of WorldRestore in the plugin's schema.
