@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -155,9 +154,7 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if res.WorldState == extract.StateAlreadyRestored {
 		summary.Status = "already-restored"
 	}
-	if b, err := json.Marshal(summary); err == nil {
-		terminationLog{path: *termPath, explicit: flagSet(fs, "termination-log")}.writeLine(log, b)
-	}
+	terminationLog{path: *termPath, explicit: flagSet(fs, "termination-log")}.writeBounded(log, &summary)
 	if res.WorldState == extract.StateAlreadyRestored {
 		fmt.Fprintf(stdout, "already restored %s into %s (run %s)\n", *archive, *into, *runID)
 		return exitOK
