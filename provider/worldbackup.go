@@ -12,6 +12,7 @@ import (
 
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/preflight"
@@ -50,34 +51,56 @@ type WorldBackup struct {
 // waited for it (unless skipAwait), so a resource that depends on archiveRef
 // waits for the backup.
 func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts ...pulumi.ResourceOption) (*WorldBackup, error) {
-	r, err := args.resolve()
+	s, err := settleNow(ctx.Context(), ctx.DryRun(), args)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("resolving the inputs of WorldBackup %q: %w", name, err)
 	}
-	job := jobspec.BuildBackup(r.Job)
-	secrets := map[string][]string{r.Job.ConfigSecretName: {jobspec.ConfigFileName}}
-	if rc := r.Job.Rcon; rc != nil {
-		secrets[rc.SecretName] = append(secrets[rc.SecretName], rc.SecretKey)
-	}
-	req := preflight.FromJob(job, secrets)
-	req.SecretHints = map[string]string{
-		r.Job.ConfigSecretName: fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", job.Namespace, r.Job.ConfigSecretName, jobspec.ConfigFileName),
-	}
-	if rc := r.Job.Rcon; rc != nil {
-		req.SecretHints[rc.SecretName] = fmt.Sprintf("kubectl -n %s create secret generic %s --from-literal=%s=<the server's rcon.password>", job.Namespace, rc.SecretName, rc.SecretKey)
-	}
-	req.SecurityHint = "set securityMode restricted"
-	if err := checkCluster(ctx, "worldbackup", r.Preflight, req); err != nil {
-		return nil, err
+	pl := jobPlan{Secret: s.Secret, Deps: s.Deps}
+	if s.Known {
+		r, err := s.Args.resolve()
+		if err != nil {
+			return nil, err
+		}
+		pl.Job, pl.RunID, pl.ArchiveRef, pl.Timeout = jobspec.BuildBackup(r.Job), r.Job.RunID, r.ArchiveRef, r.Timeout
+		if err := checkCluster(ctx, "worldbackup", r.Preflight, backupRequirements(pl.Job, r.Job)); err != nil {
+			return nil, err
+		}
+	} else {
+		pl.Timeout = laterTimeout(args.JobInputs)
+		pl.Later = settleLater(args, func(a WorldBackupArgs) (any, error) {
+			r, err := a.resolve()
+			if err != nil {
+				return nil, err
+			}
+			return jobResult{Job: jobspec.BuildBackup(r.Job), RunID: r.Job.RunID, ArchiveRef: r.ArchiveRef}, nil
+		})
 	}
 
 	comp := &WorldBackup{}
-	out, err := registerJobComponent(ctx, WorldBackupType, name, comp, job, r.Timeout, r.Job.RunID, r.ArchiveRef, opts...)
+	out, err := registerJobComponent(ctx, WorldBackupType, name, comp, pl, opts...)
 	if err != nil {
 		return nil, err
 	}
 	comp.JobName, comp.Namespace, comp.RunID, comp.ArchiveRef = out.JobName, out.Namespace, out.RunID, out.ArchiveRef
 	return comp, nil
+}
+
+// backupRequirements are what the preflight looks up for the backup Job
+// job of b: its claims, service account, config Secret and RCON Secret.
+func backupRequirements(job *batchv1.Job, b jobspec.Backup) preflight.Requirements {
+	secrets := map[string][]string{b.ConfigSecretName: {jobspec.ConfigFileName}}
+	if rc := b.Rcon; rc != nil {
+		secrets[rc.SecretName] = append(secrets[rc.SecretName], rc.SecretKey)
+	}
+	req := preflight.FromJob(job, secrets)
+	req.SecretHints = map[string]string{
+		b.ConfigSecretName: fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", job.Namespace, b.ConfigSecretName, jobspec.ConfigFileName),
+	}
+	if rc := b.Rcon; rc != nil {
+		req.SecretHints[rc.SecretName] = fmt.Sprintf("kubectl -n %s create secret generic %s --from-literal=%s=<the server's rcon.password>", job.Namespace, rc.SecretName, rc.SecretKey)
+	}
+	req.SecurityHint = "set securityMode restricted"
+	return req
 }
 
 // Annotate describes WorldBackup and its outputs in the plugin's schema and

@@ -49,7 +49,7 @@ func TestWorldBackupScheduleInvalidInputs(t *testing.T) {
 		{"bad history", func(a *WorldBackupScheduleArgs) { a.FailedJobsHistory = new(-1) }, []string{"failedJobsHistory"}, "out of range"},
 		{"starting deadline too short", func(a *WorldBackupScheduleArgs) { a.StartingDeadline = "1s" }, []string{"startingDeadline"}, "too short"},
 		{"backup input and schedule together", func(a *WorldBackupScheduleArgs) {
-			a.Backup.Image = ""
+			a.Backup.Image = pulumi.String("")
 			a.Schedule = "daily"
 		}, []string{"image", "schedule"}, "2 invalid inputs"},
 	}

@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"fmt"
+
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -44,19 +46,35 @@ type WorldRestore struct {
 // waited for it (unless skipAwait), so a resource that depends on them (e.g.
 // the game server scaled back up) waits for the restore.
 func NewWorldRestore(ctx *pulumi.Context, name string, args WorldRestoreArgs, opts ...pulumi.ResourceOption) (*WorldRestore, error) {
-	r, err := args.resolve()
+	s, err := settleNow(ctx.Context(), ctx.DryRun(), args)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("resolving the inputs of WorldRestore %q: %w", name, err)
 	}
-	job := jobspec.BuildRestore(r.Job)
-	req := preflight.FromJob(job, nil)
-	req.SecurityHint = "set securityMode restricted (which can read only archives a restricted-mode backup wrote)"
-	if err := checkCluster(ctx, "worldrestore", r.Preflight, req); err != nil {
-		return nil, err
+	pl := jobPlan{Secret: s.Secret, Deps: s.Deps}
+	if s.Known {
+		r, err := s.Args.resolve()
+		if err != nil {
+			return nil, err
+		}
+		pl.Job, pl.RunID, pl.ArchiveRef, pl.Timeout = jobspec.BuildRestore(r.Job), r.Job.RunID, r.Job.ArchiveRef, r.Timeout
+		req := preflight.FromJob(pl.Job, nil)
+		req.SecurityHint = "set securityMode restricted (which can read only archives a restricted-mode backup wrote)"
+		if err := checkCluster(ctx, "worldrestore", r.Preflight, req); err != nil {
+			return nil, err
+		}
+	} else {
+		pl.Timeout = laterTimeout(args.JobInputs)
+		pl.Later = settleLater(args, func(a WorldRestoreArgs) (any, error) {
+			r, err := a.resolve()
+			if err != nil {
+				return nil, err
+			}
+			return jobResult{Job: jobspec.BuildRestore(r.Job), RunID: r.Job.RunID, ArchiveRef: r.Job.ArchiveRef}, nil
+		})
 	}
 
 	comp := &WorldRestore{}
-	out, err := registerJobComponent(ctx, WorldRestoreType, name, comp, job, r.Timeout, r.Job.RunID, r.Job.ArchiveRef, opts...)
+	out, err := registerJobComponent(ctx, WorldRestoreType, name, comp, pl, opts...)
 	if err != nil {
 		return nil, err
 	}

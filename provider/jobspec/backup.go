@@ -3,7 +3,6 @@ package jobspec
 import (
 	"path"
 	"strconv"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -73,42 +72,22 @@ func (r Retention) Args() []string {
 	return args
 }
 
-// Backup holds the resolved, validated arguments of one backup Job. Paths are
-// absolute and clean, names valid, durations positive (TTL zero: none).
+// Backup holds the resolved, validated arguments of one backup Job: those
+// of every Job (the world claim mounted read-only, the backup claim
+// read-write) and the backup's own.
 type Backup struct {
-	Server      string
+	Job
+
 	FormerOwner string // "" = none
-	RunID       string
 
-	Namespace          string
-	Image              string
-	ServiceAccountName string
-
-	WorldClaimName   string
-	BackupClaimName  string
 	ConfigSecretName string
-
-	WorldRoot       string // world claim mount, read-only
-	BackupRoot      string // backup claim mount, read-write; the archive root
-	ConfigMountPath string // config Secret mount, read-only
+	ConfigMountPath  string // config Secret mount, read-only
 
 	Compression string   // zstd | gzip | none
 	Excludes    []string // nil = the config file's list
 
 	Rcon      *Rcon      // nil: the world is read without quiescing the server
 	Retention *Retention // nil: no prune after the run
-
-	Deadline         time.Duration // activeDeadlineSeconds
-	TTLAfterFinished time.Duration // ttlSecondsAfterFinished; 0 = keep the finished Job
-	BackoffLimit     int32
-
-	Resources Resources
-	Identity  Identity
-	Placement Placement
-
-	Labels      map[string]string // extra labels, Job and pod
-	Annotations map[string]string // extra annotations, Job and pod
-	Await       Await             // pulumi.com/skipAwait, pulumi.com/replaceUnready on the Job
 }
 
 // BackupJobName returns the backup Job's name for server and runID.

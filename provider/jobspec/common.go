@@ -191,6 +191,36 @@ func JobAnnotations(runID string, extra map[string]string, aw Await) map[string]
 	return a
 }
 
+// Job holds the resolved arguments every Job kind shares: Backup and
+// Restore embed it, and so does a next kind, so each is declared once. Paths
+// are absolute and clean, names valid, durations positive (TTL zero: none).
+type Job struct {
+	Server string
+	RunID  string // the run's own ID: names the Job
+
+	Namespace          string
+	Image              string
+	ServiceAccountName string
+
+	WorldClaimName  string
+	BackupClaimName string
+
+	WorldRoot  string // world claim mount
+	BackupRoot string // backup claim mount; the archive root
+
+	Deadline         time.Duration // activeDeadlineSeconds
+	TTLAfterFinished time.Duration // ttlSecondsAfterFinished; 0 = keep the finished Job
+	BackoffLimit     int32
+
+	Resources Resources
+	Identity  Identity
+	Placement Placement
+
+	Labels      map[string]string // extra labels, Job and pod
+	Annotations map[string]string // extra annotations, Job and pod
+	Await       Await             // pulumi.com/skipAwait, pulumi.com/replaceUnready on the Job
+}
+
 // TTLSeconds returns ttlSecondsAfterFinished for d, or nil (keep the finished
 // Job) when d is 0.
 func TTLSeconds(d time.Duration) *int32 {

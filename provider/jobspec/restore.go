@@ -2,7 +2,6 @@ package jobspec
 
 import (
 	"strconv"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,40 +20,17 @@ const ComponentRestore = "restore"
 // three are in the baseline Pod Security Standard's allowed list.
 var RestoreCapabilities = []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "FOWNER"}
 
-// Restore holds the resolved, validated arguments of one restore Job. Paths
-// are absolute and clean (ArchiveRef under BackupRoot), names valid,
-// durations positive (TTL zero: none).
+// Restore holds the resolved, validated arguments of one restore Job: those
+// of every Job (the world claim mounted read-write, the backup claim
+// read-only) and the restore's own; ArchiveRef is under BackupRoot.
 type Restore struct {
-	Server string
-	RunID  string // the restore's own run ID: names the Job
+	Job
 
 	ArchiveRef string // the archive's path in the pod, under BackupRoot
 	SHA256     string // its expected SHA-256, 64 lowercase hex digits
 	Replace    bool   // pass --replace: replace a world that is not empty
 	MaxBytes   int64  // --max-bytes; 0 = the archiver's default
 	MaxEntries int64  // --max-entries; 0 = the archiver's default
-
-	Namespace          string
-	Image              string
-	ServiceAccountName string
-
-	WorldClaimName  string
-	BackupClaimName string
-
-	WorldRoot  string // world claim mount, read-write; the restore target
-	BackupRoot string // backup claim mount, read-only
-
-	Deadline         time.Duration // activeDeadlineSeconds
-	TTLAfterFinished time.Duration // ttlSecondsAfterFinished; 0 = keep the finished Job
-	BackoffLimit     int32
-
-	Resources Resources
-	Identity  Identity
-	Placement Placement
-
-	Labels      map[string]string // extra labels, Job and pod
-	Annotations map[string]string // extra annotations, Job and pod
-	Await       Await             // pulumi.com/skipAwait, pulumi.com/replaceUnready on the Job
 }
 
 // RestoreJobName returns the restore Job's name for server and runID.
