@@ -234,6 +234,12 @@ func (SecurityMode) Values() []infer.EnumValue[SecurityMode] {
 	}
 }
 
+// Annotate gives the enum its token, worldbackup:index:SecurityMode.
+func (m *SecurityMode) Annotate(a infer.Annotator) {
+	a.SetToken("index", "SecurityMode")
+	a.Describe(m, "The identity of a Job's pod.")
+}
+
 // Compression is WorldBackup's compression input: a schema enum.
 type Compression string
 
@@ -251,6 +257,12 @@ func (Compression) Values() []infer.EnumValue[Compression] {
 		{Name: "Gzip", Value: CompressionGzip, Description: "gzip, extension .tar.gz."},
 		{Name: "None", Value: CompressionNone, Description: "No compression, extension .tar."},
 	}
+}
+
+// Annotate gives the enum its token, worldbackup:index:Compression.
+func (c *Compression) Annotate(a infer.Annotator) {
+	a.SetToken("index", "Compression")
+	a.Describe(c, "The compression of a backup archive.")
 }
 
 // Reading settled inputs: after settle, every non-nil input of an args
