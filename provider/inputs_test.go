@@ -279,4 +279,3 @@ func jsonString(t *testing.T, v any) string {
 	}
 	return string(b)
 }
-

@@ -287,9 +287,15 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		{"cpuLimit invalid", func(a *WorldBackupArgs) { a.CPULimit = pulumi.String("one") }, []string{"cpuLimit"}, "not a Kubernetes quantity"},
 		{"memoryLimit zero", func(a *WorldBackupArgs) { a.MemoryLimit = pulumi.String("0") }, []string{"memoryLimit"}, "greater than zero"},
 		{"securityMode unknown", func(a *WorldBackupArgs) { a.SecurityMode = new(SecurityMode("privileged")) }, []string{"securityMode"}, "use baseline"},
-		{"restricted as root", func(a *WorldBackupArgs) { a.SecurityMode = new(SecurityMode("restricted")); a.RunAsUser = pulumi.Int(0) }, []string{"runAsUser"}, "forbids"},
+		{"restricted as root", func(a *WorldBackupArgs) {
+			a.SecurityMode = new(SecurityMode("restricted"))
+			a.RunAsUser = pulumi.Int(0)
+		}, []string{"runAsUser"}, "forbids"},
 		{"restricted without fsGroup", func(a *WorldBackupArgs) { a.SecurityMode = new(SecurityMode("restricted")); a.FSGroup = pulumi.Int(0) }, []string{"fsGroup"}, "config Secret"},
-		{"restricted group 0", func(a *WorldBackupArgs) { a.SecurityMode = new(SecurityMode("restricted")); a.RunAsGroup = pulumi.Int(0) }, []string{"runAsGroup"}, "fsGroup defaults to 0"},
+		{"restricted group 0", func(a *WorldBackupArgs) {
+			a.SecurityMode = new(SecurityMode("restricted"))
+			a.RunAsGroup = pulumi.Int(0)
+		}, []string{"runAsGroup"}, "fsGroup defaults to 0"},
 		{"negative runAsGroup", func(a *WorldBackupArgs) { a.RunAsGroup = pulumi.Int(-1) }, []string{"runAsGroup"}, "out of range"},
 		{"negative backoffLimit", func(a *WorldBackupArgs) { a.BackoffLimit = pulumi.Int(-1) }, []string{"backoffLimit"}, "out of range"},
 		{"compression unknown", func(a *WorldBackupArgs) { a.Compression = new(Compression("xz")) }, []string{"compression"}, `compression "xz" is not supported`},

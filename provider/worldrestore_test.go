@@ -253,7 +253,10 @@ func TestWorldRestoreInvalidInputs(t *testing.T) {
 		{"deadline zero", func(a *WorldRestoreArgs) { a.Deadline = pulumi.String("0s") }, []string{"deadline"}, "too short"},
 		{"memoryLimit zero", func(a *WorldRestoreArgs) { a.MemoryLimit = pulumi.String("0") }, []string{"memoryLimit"}, "greater than zero"},
 		{"securityMode unknown", func(a *WorldRestoreArgs) { a.SecurityMode = new(SecurityMode("privileged")) }, []string{"securityMode"}, "use baseline (root with CHOWN, DAC_OVERRIDE and FOWNER only)"},
-		{"restricted as root", func(a *WorldRestoreArgs) { a.SecurityMode = new(SecurityMode("restricted")); a.RunAsUser = pulumi.Int(0) }, []string{"runAsUser"}, "forbids"},
+		{"restricted as root", func(a *WorldRestoreArgs) {
+			a.SecurityMode = new(SecurityMode("restricted"))
+			a.RunAsUser = pulumi.Int(0)
+		}, []string{"runAsUser"}, "forbids"},
 		{"maxBytes not a quantity", func(a *WorldRestoreArgs) { a.MaxBytes = pulumi.String("lots") }, []string{"maxBytes"}, "not a Kubernetes quantity"},
 		{"maxBytes zero", func(a *WorldRestoreArgs) { a.MaxBytes = pulumi.String("0") }, []string{"maxBytes"}, "greater than zero"},
 		{"maxBytes too large", func(a *WorldRestoreArgs) { a.MaxBytes = pulumi.String("9Ei") }, []string{"maxBytes"}, "too large"},
