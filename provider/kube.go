@@ -166,8 +166,11 @@ func laterTimeout(a JobInputs) time.Duration {
 	}
 	deadline := DefaultDeadline
 	if a.Deadline != nil {
-		deadline = ""
-		if s, ok := a.Deadline.(pulumi.String); ok {
+		s, ok := a.Deadline.(pulumi.String)
+		switch {
+		case !ok: // not known now
+			deadline = ""
+		case s != "":
 			deadline = string(s)
 		}
 	}

@@ -43,8 +43,9 @@ func configKeys() []string {
 // jobName and archiveRef) and `restores` (the same for each restore).
 //
 // A restore of a server that is also backed up in the same cluster waits for
-// that backup: the world is saved before it is replaced (Validate refuses
-// skipAwait then, which would break that order).
+// that backup, whose archiveRef Output carries the restore's archive: the
+// world is saved before it is replaced (Validate refuses skipAwait then,
+// which would break that order).
 //
 // When deploying (not rendering), each component looks up at preview what
 // its Job needs in its cluster, with the cluster's kubeconfig and context,
