@@ -27,7 +27,9 @@ const (
 // WorldBackupScheduleArgs are the inputs of a WorldBackupSchedule: those of
 // a WorldBackup (its runId, skipAwait, replaceUnready and timeout are not
 // used: each scheduled run's ID is its Job's name, and Pulumi does not await
-// the Jobs a CronJob creates) and the schedule's own.
+// the Jobs a CronJob creates) and the schedule's own. The backup's values
+// may be Pulumi inputs as for a WorldBackup; the schedule's own are plain (the
+// component is served to Go programs only).
 type WorldBackupScheduleArgs struct {
 	Backup WorldBackupArgs
 	// Schedule is the cron expression, e.g. "0 4 * * *" (required).

@@ -6,7 +6,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/worldbackup/worldbackup/provider/naming"
 )
@@ -150,48 +149,11 @@ func BuildBackup(b Backup) *batchv1.Job {
 		volumes = append(volumes, v)
 	}
 
-	return &batchv1.Job{
-		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        BackupJobName(b.Server, b.RunID),
-			Namespace:   b.Namespace,
-			Labels:      Labels(b.Server, ComponentBackup, b.Labels),
-			Annotations: JobAnnotations(b.RunID, b.Annotations, b.Await),
-		},
-		Spec: batchv1.JobSpec{
-			BackoffLimit:            new(b.BackoffLimit),
-			ActiveDeadlineSeconds:   new(Seconds(b.Deadline)),
-			TTLSecondsAfterFinished: TTLSeconds(b.TTLAfterFinished),
-			// A replacement pod starts only once the previous one has
-			// terminated, so two pods never write the same run's archive.
-			PodReplacementPolicy: new(batchv1.Failed),
-			PodFailurePolicy:     PodFailurePolicy(),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels:      Labels(b.Server, ComponentBackup, b.Labels),
-					Annotations: Annotations(b.RunID, b.Annotations),
-				},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyNever,
-					ServiceAccountName:           b.ServiceAccountName,
-					AutomountServiceAccountToken: new(false),
-					EnableServiceLinks:           new(false),
-					NodeName:                     b.Placement.NodeName,
-					Affinity:                     Affinity(b.Placement),
-					SecurityContext:              PodSecurityContext(b.Identity),
-					Containers: []corev1.Container{{
-						Name:                     ContainerName,
-						Image:                    b.Image,
-						Command:                  []string{ArchiverPath},
-						Args:                     BackupArgs(b),
-						Resources:                ContainerResources(b.Resources),
-						SecurityContext:          ContainerSecurityContext(b.Identity, BackupCapabilities),
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						VolumeMounts:             mounts,
-					}},
-					Volumes: volumes,
-				},
-			},
-		},
-	}
+	return BuildJob(b.Job, Pod{
+		Component:    ComponentBackup,
+		Args:         BackupArgs(b),
+		Capabilities: BackupCapabilities,
+		Mounts:       mounts,
+		Volumes:      volumes,
+	})
 }

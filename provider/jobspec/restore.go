@@ -5,7 +5,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/worldbackup/worldbackup/provider/naming"
 )
@@ -66,58 +65,19 @@ func RestoreArgs(r Restore) []string {
 func BuildRestore(r Restore) *batchv1.Job {
 	tmpVolume, tmpMount := TmpVolume()
 
-	return &batchv1.Job{
-		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        RestoreJobName(r.Server, r.RunID),
-			Namespace:   r.Namespace,
-			Labels:      Labels(r.Server, ComponentRestore, r.Labels),
-			Annotations: JobAnnotations(r.RunID, r.Annotations, r.Await),
+	return BuildJob(r.Job, Pod{
+		Component:    ComponentRestore,
+		Args:         RestoreArgs(r),
+		Capabilities: RestoreCapabilities,
+		Mounts: []corev1.VolumeMount{
+			{Name: WorldVolumeName, MountPath: r.WorldRoot},
+			{Name: BackupVolumeName, MountPath: r.BackupRoot, ReadOnly: true},
+			tmpMount,
 		},
-		Spec: batchv1.JobSpec{
-			BackoffLimit:            new(r.BackoffLimit),
-			ActiveDeadlineSeconds:   new(Seconds(r.Deadline)),
-			TTLSecondsAfterFinished: TTLSeconds(r.TTLAfterFinished),
-			// A replacement pod starts only once the previous one has
-			// terminated, so two pods never write the same world (the
-			// archiver also locks it, and a rerun finishes or undoes a swap
-			// that a killed pod left half done).
-			PodReplacementPolicy: new(batchv1.Failed),
-			PodFailurePolicy:     PodFailurePolicy(),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels:      Labels(r.Server, ComponentRestore, r.Labels),
-					Annotations: Annotations(r.RunID, r.Annotations),
-				},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyNever,
-					ServiceAccountName:           r.ServiceAccountName,
-					AutomountServiceAccountToken: new(false),
-					EnableServiceLinks:           new(false),
-					NodeName:                     r.Placement.NodeName,
-					Affinity:                     Affinity(r.Placement),
-					SecurityContext:              PodSecurityContext(r.Identity),
-					Containers: []corev1.Container{{
-						Name:                     ContainerName,
-						Image:                    r.Image,
-						Command:                  []string{ArchiverPath},
-						Args:                     RestoreArgs(r),
-						Resources:                ContainerResources(r.Resources),
-						SecurityContext:          ContainerSecurityContext(r.Identity, RestoreCapabilities),
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						VolumeMounts: []corev1.VolumeMount{
-							{Name: WorldVolumeName, MountPath: r.WorldRoot},
-							{Name: BackupVolumeName, MountPath: r.BackupRoot, ReadOnly: true},
-							tmpMount,
-						},
-					}},
-					Volumes: []corev1.Volume{
-						ClaimVolume(WorldVolumeName, r.WorldClaimName, false),
-						ClaimVolume(BackupVolumeName, r.BackupClaimName, true),
-						tmpVolume,
-					},
-				},
-			},
+		Volumes: []corev1.Volume{
+			ClaimVolume(WorldVolumeName, r.WorldClaimName, false),
+			ClaimVolume(BackupVolumeName, r.BackupClaimName, true),
+			tmpVolume,
 		},
-	}
+	})
 }
