@@ -1,10 +1,12 @@
 // Package jobspec builds the Kubernetes Jobs of the worldbackup components as
 // pure functions from resolved, validated, plain arguments to *batchv1.Job.
 // It knows nothing of Pulumi: the components validate their inputs, call a
-// builder and register the result. Each Job's whole shape sits in one file
-// (backup.go for the backup Job, restore.go for the restore Job); this file
-// holds the parts every Job shares: labels, annotations, identity (the two
-// security modes), resources, placement and volumes.
+// builder and register the result. Every Job kind embeds Job (the resolved
+// arguments every Job shares) in its own arguments and builds its Job with
+// BuildJob, passing what it adds (a Pod: arguments, capabilities, volumes);
+// backup.go and restore.go hold those parts of the backup and restore Jobs.
+// This file holds the parts every Job shares: labels, annotations, identity
+// (the two security modes), resources, placement and volumes.
 package jobspec
 
 import (
