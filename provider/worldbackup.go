@@ -3,8 +3,14 @@
 // `archiver backup`; WorldRestore declares one restore of an archive into a
 // world as a Job that runs `archiver restore`. Each Job is built by a pure
 // builder in package jobspec from validated inputs, so the same Job comes out
-// of a Go program and of the component-provider plugin (pulumi-go-provider's
-// infer.ComponentF serves NewWorldBackup and NewWorldRestore as they are).
+// of a Go program and of the component-provider plugin (which serves
+// NewWorldBackup and NewWorldRestore as they are).
+//
+// The inputs every Job shares are JobInputs, embedded in each component's
+// args; values of the Job are Pulumi inputs. A component settles them first
+// (inputs.go): known ones (waited for at preview) are validated at once and
+// give a plain Job; ones unknown at preview give a Job built in an apply that
+// runs the same validation.
 package provider
 
 import (
