@@ -24,7 +24,9 @@ func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 	return args.Name + "-id", args.Inputs, nil
 }
 
-func (r *recorder) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) { return args.Args, nil }
+func (r *recorder) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	return args.Args, nil
+}
 
 // TestRestoreAfterBackupTakesItsArchiveRef: a restore of a server this run
 // backs up takes the backup's archiveRef Output instead of DependsOn: its
