@@ -48,6 +48,7 @@ func TestObserveJob(t *testing.T) {
 	tests := []struct {
 		name      string
 		dryRun    bool
+		later     bool // inputs that are Outputs: the Job is built in an apply
 		skipAwait bool
 		preflight bool
 		cluster   bool // the Job has run: it and its pod exist
@@ -57,6 +58,9 @@ func TestObserveJob(t *testing.T) {
 	}{
 		{name: "up: the run's report", preflight: true, cluster: true, asked: true,
 			want: got{"done", sum, 4096, true}},
+		{name: "up: a Job built later, the run's report", later: true, preflight: true, cluster: true, asked: true,
+			want: got{"done", sum, 4096, true}},
+		{name: "up: a Job built later, skipAwait", later: true, preflight: true, skipAwait: true, cluster: true, want: got{known: true}},
 		{name: "up: the Job's pod is gone", preflight: true, asked: true, want: got{known: true}},
 		{name: "up: no cluster config", preflight: true, clientErr: errors.New("no kubeconfig"), asked: true, want: got{known: true}},
 		{name: "preview: the same run already reported", dryRun: true, preflight: true, cluster: true, asked: true,
@@ -95,11 +99,15 @@ func TestObserveJob(t *testing.T) {
 				if err := ctx.RegisterComponentResource(WorldBackupType, "survival", comp); err != nil {
 					return err
 				}
-				res, err := registerChildJob(ctx, comp, "survival-job", job, time.Minute)
+				pl := jobPlan{Job: job, Timeout: time.Minute, Preflight: preflightSettings{Enabled: tt.preflight}}
+				if tt.later {
+					pl = jobPlan{Timeout: time.Minute, Later: pulumi.Any(jobResult{Job: job, Preflight: pl.Preflight})}
+				}
+				res, err := registerChildJob(ctx, comp, "survival-job", pl)
 				if err != nil {
 					return err
 				}
-				o := observeJob(ctx, comp, res, job, preflightSettings{Enabled: tt.preflight}, time.Minute, newClient)
+				o := observeJob(ctx, comp, res, pl, newClient)
 				pulumi.All(o.Status, o.SHA256, o.SizeBytes).ApplyT(func(v []any) error {
 					mu.Lock()
 					defer mu.Unlock()
