@@ -1,7 +1,11 @@
 package provider
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -130,5 +134,76 @@ func TestObserveJob(t *testing.T) {
 				t.Errorf("client made: %v, want %v", asked, tt.asked)
 			}
 		})
+	}
+}
+
+// clusterWith is an API server that serves objs (a Job and its pods) at
+// their paths; everything else is 404.
+func clusterWith(t *testing.T, job *batchv1.Job, pods ...corev1.Pod) string {
+	t.Helper()
+	jobPath := "/apis/batch/v1/namespaces/" + job.Namespace + "/jobs/" + job.Name
+	podsPath := "/api/v1/namespaces/" + job.Namespace + "/pods"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		var v any
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == jobPath:
+			j := job.DeepCopy()
+			j.APIVersion, j.Kind = "batch/v1", "Job"
+			v = j
+		case r.Method == http.MethodGet && r.URL.Path == podsPath:
+			v = &corev1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Items: pods}
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(v)
+	}))
+	t.Cleanup(srv.Close)
+	return kubeconfigFor(srv.URL)
+}
+
+// TestRestoreFromBackupOutputs: a WorldRestore declared from a WorldBackup's
+// outputs alone (archiveRef, sha256) restores the archive the backup run
+// reported.
+func TestRestoreFromBackupOutputs(t *testing.T) {
+	r, err := validArgs().resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := strings.Repeat("c0", 32)
+	objs := finishedBackup(jobspec.BuildBackup(r.Job),
+		`{"status":"done","run_id":"20250601-0300","archive_ref":"/backups/survival/20250601-0300.tar.zst","sha256":"`+sum+`","size_bytes":9,"duration_seconds":1}`)
+	kc := clusterWith(t, objs[0].(*batchv1.Job), *objs[1].(*corev1.Pod))
+
+	m, err := runMocked(t, func(ctx *pulumi.Context) error {
+		ba := validArgs()
+		ba.Kubeconfig = kc
+		b, err := NewWorldBackup(ctx, "survival", ba)
+		if err != nil {
+			return err
+		}
+		ra := validRestoreArgs()
+		ra.Kubeconfig = kc
+		ra.ArchiveRef, ra.SHA256 = b.ArchiveRef, b.SHA256
+		_, err = NewWorldRestore(ctx, "survival-restore", ra)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := m.ofType(jobType)
+	if len(jobs) != 2 {
+		t.Fatalf("%d Jobs registered, want the backup's and the restore's", len(jobs))
+	}
+	b, err := json.Marshal(jobs[1].Inputs.Mappable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"restore"`, `"--sha256"`, `"` + sum + `"`, `"/backups/survival/20250601-0300.tar.zst"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the restore Job lacks %s: %s", want, b)
+		}
 	}
 }
