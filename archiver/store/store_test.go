@@ -203,19 +203,7 @@ func TestLocalPutWritesBehind(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if size != int64(len(want)) {
-		t.Errorf("Put returned size %d, want %d", size, len(want))
-	}
-	got, err := os.ReadFile(filepath.Join(root, "srv/run.tar.zst"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("the archive holds %d bytes that differ from the %d written", len(got), len(want))
-	}
+	checkPut(t, root, "srv/run.tar.zst", size, err, want)
 	if n := fs.datasyncs.Load(); n < 1 {
 		t.Errorf("%d background syncs while writing %d bytes, flushing every %d", n, len(want), l.flushEvery)
 	}
@@ -325,19 +313,7 @@ func TestLocalPutDirect(t *testing.T) {
 				}
 				return nil
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if size != int64(len(want)) {
-				t.Errorf("Put returned size %d, want %d", size, len(want))
-			}
-			got, err := os.ReadFile(filepath.Join(root, "srv/run.tar.zst"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("the archive holds %d bytes that differ from the %d written", len(got), len(want))
-			}
+			checkPut(t, root, "srv/run.tar.zst", size, err, want)
 		})
 	}
 }
@@ -364,5 +340,24 @@ func TestLocalMissingRoot(t *testing.T) {
 	}
 	if _, err := l.Put(t.Context(), "srv/run.tar", func(w io.Writer) error { return nil }); err != nil {
 		t.Fatalf("Put below an existing root: %v", err)
+	}
+}
+
+// checkPut checks that a Put of key under root succeeded, returned the size
+// of want and left exactly want in the archive.
+func checkPut(t *testing.T, root, key string, size int64, err error, want []byte) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size != int64(len(want)) {
+		t.Errorf("Put returned size %d, want %d", size, len(want))
+	}
+	got, err := os.ReadFile(filepath.Join(root, key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("the archive holds %d bytes that differ from the %d written", len(got), len(want))
 	}
 }

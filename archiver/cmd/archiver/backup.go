@@ -371,20 +371,44 @@ type terminationLog struct {
 // maxTerminationMessage is Kubernetes' limit on a termination message.
 const maxTerminationMessage = 4096
 
-// write writes s as one JSON line, shortening a long error to fit.
+// write writes s as one JSON line, shortening its errors (the backup's and
+// the prune's) to fit.
 func (t terminationLog) write(log hclog.Logger, s jobSummary) {
+	errs := []*string{&s.Error}
+	if s.Prune != nil {
+		p := *s.Prune // a copy: the caller's summary stays whole
+		s.Prune = &p
+		errs = append(errs, &p.Error)
+	}
+	t.writeBounded(log, &s, errs...)
+}
+
+// writeBounded writes v as one JSON line of at most maxTerminationMessage
+// bytes, shortening the strings errs point to (fields of v), longest first,
+// as needed. Kubernetes truncates a longer termination message, which would
+// leave it unparsable.
+func (t terminationLog) writeBounded(log hclog.Logger, v any, errs ...*string) {
 	if t.path == "" {
 		return
 	}
-	b, err := json.Marshal(s)
-	// Shorten a long error to fit (escaping may take a few rounds).
-	for range 8 {
+	b, err := json.Marshal(v)
+	// Escaping may make a cut string longer than expected: a few rounds.
+	for range 16 {
 		excess := len(b) + 1 - maxTerminationMessage
 		if err != nil || excess <= 0 {
 			break
 		}
-		s.Error = s.Error[:max(len(s.Error)-excess-3, 0)] + "..."
-		b, err = json.Marshal(s)
+		var p *string
+		for _, e := range errs {
+			if p == nil || len(*e) > len(*p) {
+				p = e
+			}
+		}
+		if p == nil || *p == "" {
+			break
+		}
+		*p = (*p)[:max(len(*p)-excess-3, 0)] + "..."
+		b, err = json.Marshal(v)
 	}
 	if err != nil {
 		log.Error("encoding the summary", "error", err)

@@ -122,8 +122,8 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	tlog := terminationLog{path: tlogPath, explicit: flagSet(fs, "termination-log")}
 	log := newLogger(format, stderr)
 	fail := func(code int, err error) int {
-		b, _ := json.Marshal(pruneSummary{Status: "failed", Server: server, DryRun: dryRun, Error: err.Error()})
-		tlog.writeLine(log, b)
+		ps := pruneSummary{Status: "failed", Server: server, DryRun: dryRun, Error: err.Error()}
+		tlog.writeBounded(log, &ps, &ps.Error)
 		return code
 	}
 
@@ -161,9 +161,8 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(exitFailed, err)
 	}
-	b, _ := json.Marshal(pruneSummary{Status: "done", Server: rep.Server, DryRun: rep.DryRun,
+	tlog.writeBounded(log, &pruneSummary{Status: "done", Server: rep.Server, DryRun: rep.DryRun,
 		RowsDeleted: rep.RowsDeleted, FilesRemoved: rep.FilesRemoved, BytesFreed: rep.BytesFreed})
-	tlog.writeLine(log, b)
 	return exitOK
 }
 
