@@ -8,6 +8,7 @@ import (
 	"unicode"
 
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/worldbackup/worldbackup/internal/layout"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
@@ -28,14 +29,17 @@ const fsGroupForS3Secret = "so that the non-root archiver can read the S3 creden
 // archive into the bucket, the restore reads it from there. The
 // credentials stay in a Secret that the Job mounts read-only; they never
 // reach arguments, environment or state.
+//
+// Each setting is a Pulumi input (nil = unset, the default); whether the
+// store is set at all is plain, as it shapes the Job.
 type StoreArgs struct {
-	URL                   string `pulumi:"url,optional"`
-	Endpoint              string `pulumi:"endpoint,optional"`
-	Region                string `pulumi:"region,optional"`
-	PathStyle             bool   `pulumi:"pathStyle,optional"`
-	CredentialsSecretName string `pulumi:"credentialsSecretName"`
-	AccessKeyKey          string `pulumi:"accessKeyKey,optional"`
-	SecretKeyKey          string `pulumi:"secretKeyKey,optional"`
+	URL                   pulumi.StringInput `pulumi:"url,optional"`
+	Endpoint              pulumi.StringInput `pulumi:"endpoint,optional"`
+	Region                pulumi.StringInput `pulumi:"region,optional"`
+	PathStyle             pulumi.BoolInput   `pulumi:"pathStyle,optional"`
+	CredentialsSecretName pulumi.StringInput `pulumi:"credentialsSecretName"`
+	AccessKeyKey          pulumi.StringInput `pulumi:"accessKeyKey,optional"`
+	SecretKeyKey          pulumi.StringInput `pulumi:"secretKeyKey,optional"`
 }
 
 // Annotate describes the store inputs in the plugin's schema.
@@ -60,38 +64,42 @@ const (
 	storeForRestore                  // url optional: archiveRef names the object
 )
 
-// resolve applies the defaults and validates; nil s gives nil. Problems
-// name the inputs store.<field>.
+// resolve applies the defaults and validates the settled inputs of s (see
+// settle); nil s gives nil. Problems name the inputs store.<field>.
 func (s *StoreArgs) resolve(p *problems, role storeRole) *jobspec.S3Store {
 	if s == nil {
 		return nil
 	}
-	out := jobspec.S3Store{Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,
-		SecretName: s.CredentialsSecretName, AccessKeyKey: s.AccessKeyKey, SecretKeyKey: s.SecretKeyKey}
+	storeURL := str(s.URL)
+	out := jobspec.S3Store{Endpoint: str(s.Endpoint), Region: str(s.Region),
+		SecretName: str(s.CredentialsSecretName), AccessKeyKey: str(s.AccessKeyKey), SecretKeyKey: str(s.SecretKeyKey)}
+	if ps := optBool(s.PathStyle); ps != nil {
+		out.PathStyle = *ps
+	}
 	setDefault(&out.AccessKeyKey, DefaultAccessKeyKey)
 	setDefault(&out.SecretKeyKey, DefaultSecretKeyKey)
-	if s.URL != "" || role == storeForBackup {
-		if p.required("store.url", s.URL, "set it to the bucket and prefix of the archives, e.g. s3://felis-backups/worlds") {
-			out.URL = p.s3StoreURL("store.url", s.URL)
+	if storeURL != "" || role == storeForBackup {
+		if p.required("store.url", storeURL, "set it to the bucket and prefix of the archives, e.g. s3://felis-backups/worlds") {
+			out.URL = p.s3StoreURL("store.url", storeURL)
 		}
 	}
-	if s.Endpoint != "" {
-		u, err := url.Parse(s.Endpoint)
+	if out.Endpoint != "" {
+		u, err := url.Parse(out.Endpoint)
 		switch {
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
-			p.addf("store.endpoint", "%q is invalid: use http(s)://host[:port], e.g. http://minio.storage:9000, or leave it unset for AWS", s.Endpoint)
+			p.addf("store.endpoint", "%q is invalid: use http(s)://host[:port], e.g. http://minio.storage:9000, or leave it unset for AWS", out.Endpoint)
 		case u.User != nil:
 			p.addf("store.endpoint", "has credentials in it: remove them; the keys go in the Secret credentialsSecretName")
 		}
 	}
-	if s.Region != "" && (strings.IndexFunc(s.Region, func(r rune) bool {
+	if out.Region != "" && (strings.IndexFunc(out.Region, func(r rune) bool {
 		return !(r == '-' || r == '_' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z')
-	}) >= 0 || len(s.Region) > 64) {
-		p.addf("store.region", "%q is not a region name: use letters, digits and '-', e.g. us-east-1", s.Region)
+	}) >= 0 || len(out.Region) > 64) {
+		p.addf("store.region", "%q is not a region name: use letters, digits and '-', e.g. us-east-1", out.Region)
 	}
-	if p.required("store.credentialsSecretName", s.CredentialsSecretName,
+	if p.required("store.credentialsSecretName", out.SecretName,
 		"set it to the Secret holding the S3 access key ID and secret access key, e.g. felis-s3") {
-		p.dnsSubdomain("store.credentialsSecretName", s.CredentialsSecretName)
+		p.dnsSubdomain("store.credentialsSecretName", out.SecretName)
 	}
 	for _, k := range []struct{ input, v string }{{"store.accessKeyKey", out.AccessKeyKey}, {"store.secretKeyKey", out.SecretKeyKey}} {
 		if !secretKeyRE.MatchString(k.v) {

@@ -15,22 +15,22 @@ import (
 
 // validStore is an S3 store on a self-hosted server, keys by default.
 func validStore() *StoreArgs {
-	return &StoreArgs{URL: "s3://felis-backups/worlds", Endpoint: "http://minio.storage:9000", PathStyle: true,
-		CredentialsSecretName: "felis-s3"}
+	return &StoreArgs{URL: pulumi.String("s3://felis-backups/worlds"), Endpoint: pulumi.String("http://minio.storage:9000"),
+		PathStyle: pulumi.Bool(true), CredentialsSecretName: pulumi.String("felis-s3")}
 }
 
 // s3Backup is validArgs archiving into validStore, without a backup claim.
 func s3Backup() WorldBackupArgs {
 	a := validArgs()
-	a.BackupClaimName, a.Store = "", validStore()
+	a.BackupClaimName, a.Store = nil, validStore()
 	return a
 }
 
 // s3Restore is validRestoreArgs restoring from validStore.
 func s3Restore() WorldRestoreArgs {
 	a := validRestoreArgs()
-	a.BackupClaimName, a.Store = "", validStore()
-	a.ArchiveRef = "s3://felis-backups/worlds/survival/20250601-0300.tar.zst"
+	a.BackupClaimName, a.Store = nil, validStore()
+	a.ArchiveRef = pulumi.String("s3://felis-backups/worlds/survival/20250601-0300.tar.zst")
 	return a
 }
 
@@ -50,12 +50,12 @@ func TestWorldBackupS3Store(t *testing.T) {
 		wantRef string
 	}{
 		{"prefix", validStore(), wantS3Store(), "s3://felis-backups/worlds/survival/20250601-0300.tar.zst"},
-		{"trailing slash, keys and region given", &StoreArgs{URL: "s3://felis-backups/a/b/", Region: "eu-central-1",
-			CredentialsSecretName: "aws", AccessKeyKey: "AWS_ACCESS_KEY_ID", SecretKeyKey: "AWS_SECRET_ACCESS_KEY"},
+		{"trailing slash, keys and region given", &StoreArgs{URL: pulumi.String("s3://felis-backups/a/b/"), Region: pulumi.String("eu-central-1"),
+			CredentialsSecretName: pulumi.String("aws"), AccessKeyKey: pulumi.String("AWS_ACCESS_KEY_ID"), SecretKeyKey: pulumi.String("AWS_SECRET_ACCESS_KEY")},
 			&jobspec.S3Store{URL: "s3://felis-backups/a/b", Region: "eu-central-1", SecretName: "aws",
 				AccessKeyKey: "AWS_ACCESS_KEY_ID", SecretKeyKey: "AWS_SECRET_ACCESS_KEY"},
 			"s3://felis-backups/a/b/survival/20250601-0300.tar.zst"},
-		{"bucket only", &StoreArgs{URL: "s3://felis-backups", CredentialsSecretName: "felis-s3"},
+		{"bucket only", &StoreArgs{URL: pulumi.String("s3://felis-backups"), CredentialsSecretName: pulumi.String("felis-s3")},
 			&jobspec.S3Store{URL: "s3://felis-backups", SecretName: "felis-s3", AccessKeyKey: "access-key", SecretKeyKey: "secret-key"},
 			"s3://felis-backups/survival/20250601-0300.tar.zst"},
 	}
@@ -104,8 +104,8 @@ func TestWorldRestoreS3Store(t *testing.T) {
 
 	// Without store.url any s3:// archive is accepted.
 	a := s3Restore()
-	a.Store.URL = ""
-	a.ArchiveRef = "s3://other-bucket/survival/x.tar.zst"
+	a.Store.URL = nil
+	a.ArchiveRef = pulumi.String("s3://other-bucket/survival/x.tar.zst")
 	if err := a.Validate(); err != nil {
 		t.Fatalf("Validate() without store.url = %v", err)
 	}
@@ -115,7 +115,7 @@ func TestWorldRestoreS3Store(t *testing.T) {
 // of its backup.
 func TestWorldBackupScheduleS3Store(t *testing.T) {
 	s := validSchedule()
-	s.Backup.BackupClaimName, s.Backup.Store = "", validStore()
+	s.Backup.BackupClaimName, s.Backup.Store = nil, validStore()
 	b, _, err := s.resolve()
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestWorldBackupScheduleS3Store(t *testing.T) {
 	if b.Store == nil || *b.Store != *wantS3Store() || b.BackupClaimName != "" {
 		t.Fatalf("scheduled backup store = %+v, claim %q; want %+v and no claim", b.Store, b.BackupClaimName, wantS3Store())
 	}
-	s.Backup.Store.URL = "s3://Felis"
+	s.Backup.Store.URL = pulumi.String("s3://Felis")
 	if _, _, err := s.resolve(); err == nil || !strings.Contains(err.Error(), "store.url") {
 		t.Fatalf("err = %v, want the store.url problem", err)
 	}
@@ -136,22 +136,24 @@ func TestStoreInvalidInputs(t *testing.T) {
 		wantInputs []string
 		wantText   string
 	}{
-		{"no url", func(a *WorldBackupArgs) { a.Store.URL = "" }, []string{"store.url"}, "store.url is required: set it to the bucket and prefix"},
-		{"not s3", func(a *WorldBackupArgs) { a.Store.URL = "https://felis-backups/worlds" }, []string{"store.url"}, "use s3://bucket or s3://bucket/prefix"},
-		{"bad bucket", func(a *WorldBackupArgs) { a.Store.URL = "s3://Felis_Backups/worlds" }, []string{"store.url"}, `bucket "Felis_Backups" is not a valid bucket name`},
-		{"dot-dot prefix", func(a *WorldBackupArgs) { a.Store.URL = "s3://felis-backups/../x" }, []string{"store.url"}, `prefix "../x" is invalid`},
-		{"hidden prefix", func(a *WorldBackupArgs) { a.Store.URL = "s3://felis-backups/.x" }, []string{"store.url"}, `prefix ".x" is invalid`},
-		{"no secret name", func(a *WorldBackupArgs) { a.Store.CredentialsSecretName = "" }, []string{"store.credentialsSecretName"},
+		{"no url", func(a *WorldBackupArgs) { a.Store.URL = nil }, []string{"store.url"}, "store.url is required: set it to the bucket and prefix"},
+		{"not s3", func(a *WorldBackupArgs) { a.Store.URL = pulumi.String("https://felis-backups/worlds") }, []string{"store.url"}, "use s3://bucket or s3://bucket/prefix"},
+		{"bad bucket", func(a *WorldBackupArgs) { a.Store.URL = pulumi.String("s3://Felis_Backups/worlds") }, []string{"store.url"}, `bucket "Felis_Backups" is not a valid bucket name`},
+		{"dot-dot prefix", func(a *WorldBackupArgs) { a.Store.URL = pulumi.String("s3://felis-backups/../x") }, []string{"store.url"}, `prefix "../x" is invalid`},
+		{"hidden prefix", func(a *WorldBackupArgs) { a.Store.URL = pulumi.String("s3://felis-backups/.x") }, []string{"store.url"}, `prefix ".x" is invalid`},
+		{"no secret name", func(a *WorldBackupArgs) { a.Store.CredentialsSecretName = nil }, []string{"store.credentialsSecretName"},
 			"store.credentialsSecretName is required: set it to the Secret holding the S3 access key ID and secret access key"},
-		{"bad secret name", func(a *WorldBackupArgs) { a.Store.CredentialsSecretName = "S3!" }, []string{"store.credentialsSecretName"}, "is invalid"},
-		{"bad key", func(a *WorldBackupArgs) { a.Store.AccessKeyKey = "access key" }, []string{"store.accessKeyKey"}, "not a valid Secret key"},
-		{"same keys", func(a *WorldBackupArgs) { a.Store.SecretKeyKey = "access-key" }, []string{"store.secretKeyKey"}, "is the same key as accessKeyKey"},
-		{"endpoint without scheme", func(a *WorldBackupArgs) { a.Store.Endpoint = "minio:9000" }, []string{"store.endpoint"}, "use http(s)://host[:port]"},
-		{"endpoint with path", func(a *WorldBackupArgs) { a.Store.Endpoint = "http://minio:9000/s3" }, []string{"store.endpoint"}, "use http(s)://host[:port]"},
-		{"endpoint with credentials", func(a *WorldBackupArgs) { a.Store.Endpoint = "http://AKIA:secret@minio:9000" }, []string{"store.endpoint"}, "has credentials in it"},
-		{"bad region", func(a *WorldBackupArgs) { a.Store.Region = "eu central" }, []string{"store.region"}, "not a region name"},
-		{"backup claim too", func(a *WorldBackupArgs) { a.BackupClaimName = "world-backups" }, []string{"backupClaimName"}, "is set together with store"},
-		{"config over the credentials", func(a *WorldBackupArgs) { a.ConfigMountPath = "/etc/felis-s3" }, []string{"configMountPath"},
+		{"bad secret name", func(a *WorldBackupArgs) { a.Store.CredentialsSecretName = pulumi.String("S3!") }, []string{"store.credentialsSecretName"}, "is invalid"},
+		{"bad key", func(a *WorldBackupArgs) { a.Store.AccessKeyKey = pulumi.String("access key") }, []string{"store.accessKeyKey"}, "not a valid Secret key"},
+		{"same keys", func(a *WorldBackupArgs) { a.Store.SecretKeyKey = pulumi.String("access-key") }, []string{"store.secretKeyKey"}, "is the same key as accessKeyKey"},
+		{"endpoint without scheme", func(a *WorldBackupArgs) { a.Store.Endpoint = pulumi.String("minio:9000") }, []string{"store.endpoint"}, "use http(s)://host[:port]"},
+		{"endpoint with path", func(a *WorldBackupArgs) { a.Store.Endpoint = pulumi.String("http://minio:9000/s3") }, []string{"store.endpoint"}, "use http(s)://host[:port]"},
+		{"endpoint with credentials", func(a *WorldBackupArgs) { a.Store.Endpoint = pulumi.String("http://AKIA:secret@minio:9000") }, []string{"store.endpoint"}, "has credentials in it"},
+		{"bad region", func(a *WorldBackupArgs) { a.Store.Region = pulumi.String("eu central") }, []string{"store.region"}, "not a region name"},
+		{"backup claim too", func(a *WorldBackupArgs) { a.BackupClaimName = pulumi.String("world-backups") }, []string{"backupClaimName"}, "is set together with store"},
+		{"backup root too", func(a *WorldBackupArgs) { a.BackupRoot = pulumi.String("/archives") }, []string{"backupRoot"},
+			`"/archives" is set together with store: with an S3 store the Job mounts no backup claim, so there is no archive root; remove backupRoot`},
+		{"config over the credentials", func(a *WorldBackupArgs) { a.ConfigMountPath = pulumi.String("/etc/felis-s3") }, []string{"configMountPath"},
 			`"/etc/felis-s3" overlaps the S3 credentials folder`},
 	}
 	for _, tt := range backup {
@@ -163,7 +165,7 @@ func TestStoreInvalidInputs(t *testing.T) {
 	}
 	// No secret leaks into a message: the endpoint's password is not echoed.
 	a := s3Backup()
-	a.Store.Endpoint = "http://AKIA:hunter2@minio:9000"
+	a.Store.Endpoint = pulumi.String("http://AKIA:hunter2@minio:9000")
 	if err := a.Validate(); err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("err = %v: want an error that does not echo the password", err)
 	}
@@ -174,18 +176,20 @@ func TestStoreInvalidInputs(t *testing.T) {
 		wantInputs []string
 		wantText   string
 	}{
-		{"s3 ref without store", func(a *WorldRestoreArgs) { a.Store, a.BackupClaimName = nil, "world-backups" }, []string{"archiveRef"},
+		{"s3 ref without store", func(a *WorldRestoreArgs) { a.Store, a.BackupClaimName = nil, pulumi.String("world-backups") }, []string{"archiveRef"},
 			"is in an S3 store, but store is not set"},
-		{"path ref with store", func(a *WorldRestoreArgs) { a.ArchiveRef = "/backups/survival/x.tar.zst" }, []string{"archiveRef"},
+		{"path ref with store", func(a *WorldRestoreArgs) { a.ArchiveRef = pulumi.String("/backups/survival/x.tar.zst") }, []string{"archiveRef"},
 			"is not an archive in an S3 store: use s3://bucket/key"},
-		{"no key", func(a *WorldRestoreArgs) { a.ArchiveRef = "s3://felis-backups" }, []string{"archiveRef"}, "use s3://bucket/key"},
-		{"bad key", func(a *WorldRestoreArgs) { a.ArchiveRef = "s3://felis-backups/worlds/../x.tar.zst" }, []string{"archiveRef"}, `key "worlds/../x.tar.zst" is invalid`},
-		{"not in store", func(a *WorldRestoreArgs) { a.ArchiveRef = "s3://felis-backups/other/survival/x.tar.zst" }, []string{"archiveRef"},
+		{"no key", func(a *WorldRestoreArgs) { a.ArchiveRef = pulumi.String("s3://felis-backups") }, []string{"archiveRef"}, "use s3://bucket/key"},
+		{"bad key", func(a *WorldRestoreArgs) { a.ArchiveRef = pulumi.String("s3://felis-backups/worlds/../x.tar.zst") }, []string{"archiveRef"}, `key "worlds/../x.tar.zst" is invalid`},
+		{"not in store", func(a *WorldRestoreArgs) { a.ArchiveRef = pulumi.String("s3://felis-backups/other/survival/x.tar.zst") }, []string{"archiveRef"},
 			`is not in store.url "s3://felis-backups/worlds"`},
-		{"no secret name", func(a *WorldRestoreArgs) { a.Store.CredentialsSecretName = "" }, []string{"store.credentialsSecretName"}, "is required"},
-		{"backup claim too", func(a *WorldRestoreArgs) { a.BackupClaimName = "world-backups" }, []string{"backupClaimName"}, "is set together with store"},
-		{"world over the credentials", func(a *WorldRestoreArgs) { a.WorldRoot = "/etc" }, []string{"worldRoot"}, `"/etc" overlaps the S3 credentials folder`},
-		{"restricted without fsGroup", func(a *WorldRestoreArgs) { a.SecurityMode = "restricted"; a.FSGroup = new(0) }, []string{"fsGroup"},
+		{"no secret name", func(a *WorldRestoreArgs) { a.Store.CredentialsSecretName = nil }, []string{"store.credentialsSecretName"}, "is required"},
+		{"backup claim too", func(a *WorldRestoreArgs) { a.BackupClaimName = pulumi.String("world-backups") }, []string{"backupClaimName"}, "is set together with store"},
+		{"backup root too", func(a *WorldRestoreArgs) { a.BackupRoot = pulumi.String("/backups") }, []string{"backupRoot"},
+			`"/backups" is set together with store`},
+		{"world over the credentials", func(a *WorldRestoreArgs) { a.WorldRoot = pulumi.String("/etc") }, []string{"worldRoot"}, `"/etc" overlaps the S3 credentials folder`},
+		{"restricted without fsGroup", func(a *WorldRestoreArgs) { a.SecurityMode = new(SecurityModeRestricted); a.FSGroup = pulumi.Int(0) }, []string{"fsGroup"},
 			"read the S3 credentials Secret"},
 	}
 	for _, tt := range restore {
@@ -252,5 +256,72 @@ func TestStoreSchema(t *testing.T) {
 		if slices.Contains(res.RequiredInputs, "backupClaimName") {
 			t.Error("backupClaimName is required in the schema: an S3 store needs none")
 		}
+	}
+}
+
+// TestS3ArchiveRefOutput: a restore from an S3 store takes a backup's
+// archiveRef Output (the backup into the same store), and an s3:// archive
+// that resolves later is checked then: an archive outside store.url fails
+// NewWorldRestore at preview, where its value is known, and the Job's
+// registration at up, with the same message.
+func TestS3ArchiveRefOutput(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		run  func(*testing.T, pulumi.RunFunc) (*mocks, error)
+	}{{"preview", runMockedPreview}, {"up", runMocked}} {
+		t.Run(tt.name+" from the backup", func(t *testing.T) {
+			m, err := tt.run(t, func(ctx *pulumi.Context) error {
+				ba := s3Backup()
+				ba.Preflight = new(false)
+				b, err := NewWorldBackup(ctx, "survival", ba)
+				if err != nil {
+					return err
+				}
+				ra := s3Restore()
+				ra.ArchiveRef = b.ArchiveRef
+				ra.Preflight = new(false)
+				_, err = NewWorldRestore(ctx, "survival-restore", ra)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range m.ofType("kubernetes:batch/v1:Job") {
+				if j.Name != "survival-restore-job" {
+					continue
+				}
+				want := "s3://felis-backups/worlds/survival/20250601-0300.tar.zst"
+				if args := decodeJob(t, j, true).Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, want) {
+					t.Fatalf("restore args = %q, want the backup's archive %s", args, want)
+				}
+				return
+			}
+			t.Fatal("no restore Job registered")
+		})
+
+		t.Run(tt.name+" outside the store", func(t *testing.T) {
+			var compErr error
+			_, err := tt.run(t, func(ctx *pulumi.Context) error {
+				ref, err := registerClaim(ctx, "s3://felis-backups/other/survival/x.tar.zst")
+				if err != nil {
+					return err
+				}
+				a := s3Restore()
+				a.ArchiveRef = ref
+				a.Preflight = new(false)
+				_, compErr = NewWorldRestore(ctx, "survival-restore", a)
+				return compErr
+			})
+			const want = `archiveRef "s3://felis-backups/other/survival/x.tar.zst" is not in store.url "s3://felis-backups/worlds"`
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("program error = %v, want one containing %q", err, want)
+			}
+			if tt.name == "preview" && compErr == nil {
+				t.Fatal("preview: NewWorldRestore accepted an archive it could check")
+			}
+			if tt.name == "up" && compErr != nil {
+				t.Fatalf("up: NewWorldRestore returned %v before the input resolved", compErr)
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	k8sbatchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/utilities"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
@@ -26,7 +27,9 @@ const (
 // WorldBackupScheduleArgs are the inputs of a WorldBackupSchedule: those of
 // a WorldBackup (its runId, skipAwait, replaceUnready and timeout are not
 // used: each scheduled run's ID is its Job's name, and Pulumi does not await
-// the Jobs a CronJob creates) and the schedule's own.
+// the Jobs a CronJob creates) and the schedule's own. The backup's values
+// may be Pulumi inputs as for a WorldBackup; the schedule's own are plain (the
+// component is served to Go programs only).
 type WorldBackupScheduleArgs struct {
 	Backup WorldBackupArgs
 	// Schedule is the cron expression, e.g. "0 4 * * *" (required).
@@ -56,25 +59,57 @@ type WorldBackupSchedule struct {
 // NewWorldBackupSchedule validates args and registers a WorldBackupSchedule
 // with its one child, a kubernetes:batch/v1:CronJob named name+"-cronjob".
 func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args WorldBackupScheduleArgs, opts ...pulumi.ResourceOption) (*WorldBackupSchedule, error) {
-	b, s, err := args.resolve()
+	st, err := settleNow(ctx.Context(), ctx.DryRun(), args.Backup)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("resolving the inputs of WorldBackupSchedule %q: %w", name, err)
 	}
-	cj := jobspec.BuildBackupSchedule(b, s)
+	var props pulumi.Map
+	var cjName, cjNamespace pulumi.StringOutput
+	if st.Known {
+		args.Backup = st.Args
+		b, s, err := args.resolve()
+		if err != nil {
+			return nil, err
+		}
+		cj := jobspec.BuildBackupSchedule(b, s)
+		if props, err = objectInputs(cj, "CronJob", cj.Name); err != nil {
+			return nil, err
+		}
+		if st.Secret {
+			props["spec"] = pulumi.ToSecret(props["spec"])
+		}
+		cjName, cjNamespace = pulumi.String(cj.Name).ToStringOutput(), pulumi.String(cj.Namespace).ToStringOutput()
+	} else {
+		later := settleLater(args.Backup, func(b WorldBackupArgs) (any, error) {
+			a := args
+			a.Backup = b
+			bj, s, err := a.resolve()
+			if err != nil {
+				return nil, err
+			}
+			return jobspec.BuildBackupSchedule(bj, s), nil
+		})
+		props = laterInputs(later, "CronJob", func(v any) any { return v })
+		cjName = later.ApplyT(func(v any) string { return v.(*batchv1.CronJob).Name }).(pulumi.StringOutput)
+		cjNamespace = later.ApplyT(func(v any) string { return v.(*batchv1.CronJob).Namespace }).(pulumi.StringOutput)
+	}
 	comp := &WorldBackupSchedule{}
 	if err := ctx.RegisterComponentResource(WorldBackupScheduleType, name, comp, opts...); err != nil {
 		return nil, fmt.Errorf("registering WorldBackupSchedule %q: %w", name, err)
 	}
-	props, err := objectInputs(cj, "CronJob", cj.Name)
-	if err != nil {
-		return nil, err
+	childOpts := []pulumi.ResourceOption{pulumi.Parent(comp)}
+	if len(st.Deps) > 0 {
+		childOpts = append(childOpts, pulumi.DependsOn(st.Deps))
 	}
 	var res k8sbatchv1.CronJob
 	if err := ctx.RegisterResource("kubernetes:batch/v1:CronJob", name+"-cronjob", props, &res,
-		utilities.PkgResourceDefaultOpts([]pulumi.ResourceOption{pulumi.Parent(comp)})...); err != nil {
-		return nil, fmt.Errorf("registering CronJob %q: %w", cj.Name, err)
+		utilities.PkgResourceDefaultOpts(childOpts)...); err != nil {
+		return nil, fmt.Errorf("registering CronJob of WorldBackupSchedule %q: %w", name, err)
 	}
-	comp.CronJobName, comp.Namespace = knownAfter(&res, cj.Name), knownAfter(&res, cj.Namespace)
+	after := func(o pulumi.StringOutput) pulumi.StringOutput {
+		return pulumi.All(res.URN(), o).ApplyT(func(v []any) string { return v[1].(string) }).(pulumi.StringOutput)
+	}
+	comp.CronJobName, comp.Namespace = after(cjName), after(cjNamespace)
 	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"cronJobName": comp.CronJobName, "namespace": comp.Namespace}); err != nil {
 		return nil, fmt.Errorf("registering outputs of WorldBackupSchedule %q: %w", name, err)
 	}
@@ -88,7 +123,7 @@ const scheduledRunID = "scheduled"
 // resolve validates the backup inputs and the schedule's.
 func (a WorldBackupScheduleArgs) resolve() (jobspec.Backup, jobspec.Schedule, error) {
 	b := a.Backup
-	b.RunID, b.SkipAwait, b.ReplaceUnready, b.Timeout = scheduledRunID, false, new(false), ""
+	b.RunID, b.SkipAwait, b.ReplaceUnready, b.Timeout = pulumi.String(scheduledRunID), false, new(false), ""
 	r, berr := b.resolve()
 	p := &problems{component: "worldbackupschedule"}
 	var bie *InputError

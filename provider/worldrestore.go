@@ -1,8 +1,11 @@
 package provider
 
 import (
+	"fmt"
+
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/preflight"
@@ -30,6 +33,8 @@ type WorldRestore struct {
 	RunID pulumi.StringOutput `pulumi:"runId"`
 	// ArchiveRef is the restored archive's path in the pod (the input).
 	ArchiveRef pulumi.StringOutput `pulumi:"archiveRef"`
+	// Status is what the run reported: restored or already-restored.
+	Status pulumi.StringOutput `pulumi:"status"`
 }
 
 // NewWorldRestore validates args and registers a WorldRestore with its one
@@ -44,31 +49,55 @@ type WorldRestore struct {
 // waited for it (unless skipAwait), so a resource that depends on them (e.g.
 // the game server scaled back up) waits for the restore.
 func NewWorldRestore(ctx *pulumi.Context, name string, args WorldRestoreArgs, opts ...pulumi.ResourceOption) (*WorldRestore, error) {
-	r, err := args.resolve()
+	s, err := settleNow(ctx.Context(), ctx.DryRun(), args)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("resolving the inputs of WorldRestore %q: %w", name, err)
 	}
-	job := jobspec.BuildRestore(r.Job)
-	var secrets map[string][]string
-	if st := r.Job.Store; st != nil {
-		secrets = map[string][]string{st.SecretName: {st.AccessKeyKey, st.SecretKeyKey}}
-	}
-	req := preflight.FromJob(job, secrets)
-	if st := r.Job.Store; st != nil {
-		req.SecretHints = map[string]string{st.SecretName: s3SecretHint(job.Namespace, st)}
-	}
-	req.SecurityHint = "set securityMode restricted (which can read only archives a restricted-mode backup wrote)"
-	if err := checkCluster(ctx, "worldrestore", r.Preflight, req); err != nil {
-		return nil, err
+	pl := jobPlan{Secret: s.Secret, Deps: s.Deps}
+	if s.Known {
+		r, err := s.Args.resolve()
+		if err != nil {
+			return nil, err
+		}
+		pl.Job, pl.RunID, pl.ArchiveRef, pl.Timeout = jobspec.BuildRestore(r.Job), r.Job.RunID, r.Job.ArchiveRef, r.Timeout
+		pl.Preflight = r.Preflight
+		req := restoreRequirements(pl.Job, r.Job)
+		req.SecurityHint = "set securityMode restricted (which can read only archives a restricted-mode backup wrote)"
+		if err := checkCluster(ctx, "worldrestore", r.Preflight, req); err != nil {
+			return nil, err
+		}
+	} else {
+		pl.Timeout = laterTimeout(args.JobInputs)
+		pl.Later = settleLater(args, func(a WorldRestoreArgs) (any, error) {
+			r, err := a.resolve()
+			if err != nil {
+				return nil, err
+			}
+			return jobResult{Job: jobspec.BuildRestore(r.Job), RunID: r.Job.RunID, ArchiveRef: r.Job.ArchiveRef, Preflight: r.Preflight}, nil
+		})
 	}
 
 	comp := &WorldRestore{}
-	out, err := registerJobComponent(ctx, WorldRestoreType, name, comp, job, r.Timeout, r.Job.RunID, r.Job.ArchiveRef, opts...)
+	out, err := registerJobComponent(ctx, WorldRestoreType, name, comp, pl, opts...)
 	if err != nil {
 		return nil, err
 	}
 	comp.JobName, comp.Namespace, comp.RunID, comp.ArchiveRef = out.JobName, out.Namespace, out.RunID, out.ArchiveRef
+	comp.Status = out.Observed.Status
 	return comp, nil
+}
+
+// restoreRequirements are what the preflight looks up for the restore Job
+// job of r: its claims, service account and, with an S3 store, the
+// credentials Secret.
+func restoreRequirements(job *batchv1.Job, r jobspec.Restore) preflight.Requirements {
+	st := r.Store
+	if st == nil {
+		return preflight.FromJob(job, nil)
+	}
+	req := preflight.FromJob(job, map[string][]string{st.SecretName: {st.AccessKeyKey, st.SecretKeyKey}})
+	req.SecretHints = map[string]string{st.SecretName: s3SecretHint(job.Namespace, st)}
+	return req
 }
 
 // Annotate describes WorldRestore and its outputs in the plugin's schema and
@@ -88,9 +117,13 @@ func (w *WorldRestore) Annotate(a infer.Annotator) {
 	a.Describe(&w.Namespace, "The namespace of the Job.")
 	a.Describe(&w.RunID, "The run ID of this restore.")
 	a.Describe(&w.ArchiveRef, "The restored archive's path in the pod or its s3:// URL (the archiveRef input).")
+	a.Describe(&w.Status, "What the run reported: restored (the world now holds the archive) or "+
+		"already-restored (the world's marker names this runId and checksum: nothing done). "+descObserved)
 }
 
-// Annotate describes every input of WorldRestore in the plugin's schema.
+// Annotate describes the inputs of WorldRestore in the plugin's schema: its
+// own, and those of JobInputs whose description says more for a restore (the
+// rest come from JobInputs.Annotate).
 func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.Server, "The game server whose world is restored: a DNS-1123 label of at most 46 "+
 		"characters (lowercase letters, digits, '-'), usually its StatefulSet name. It names the world "+
@@ -111,25 +144,16 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 		"restoring over the existing world is what a restore is for; the old world is kept aside until the "+
 		"new one is completely in place, then removed. Set false to restore only into an empty world "+
 		"volume: the Job then fails, touching nothing, when the world is not empty.")
-	an.Describe(&a.Image, "The archiver image, e.g. ghcr.io/worldbackup/archiver:v0.1.0. Its binary is "+
-		"/usr/local/bin/archiver.")
 	an.Describe(&a.BackupClaimName, "The PersistentVolumeClaim that holds the archives, mounted read-only "+
 		"(at the volume and at the mount) at backupRoot. Required unless store is set (then not allowed: the "+
 		"Job mounts no backup claim).")
-	an.Describe(&a.Namespace, "The namespace of the Job, where the world and backup claims live. Default: minecraft.")
-	an.Describe(&a.ServiceAccountName, "The Job's service account (pre-existing, with no permissions needed; "+
-		"its token is not mounted). Default: felis-restore.")
 	an.Describe(&a.BackupRoot, "Where the backup claim is mounted (read-only); archiveRef must be below it. "+
-		"Default: /backups.")
+		"Default: /backups. Not allowed with store (the Job mounts no backup claim).")
 	an.Describe(&a.WorldRoot, "Where the world claim is mounted (read-write): the folder the archive is "+
 		"restored into (--into). Default: /world.")
 	an.Describe(&a.WorldClaimName, "The world's PersistentVolumeClaim, mounted read-write. "+
 		"Default: world-<server>-0 (the StatefulSet claim of volume template world, ordinal 0).")
 	an.Describe(&a.Deadline, "How long the restore may run, a Go duration (activeDeadlineSeconds). Default: 30m.")
-	an.Describe(&a.CPULimit, "The container's CPU limit (a Kubernetes quantity); it requests 100m or "+
-		"the limit if lower. Default: 1.")
-	an.Describe(&a.MemoryLimit, "The container's memory limit (a Kubernetes quantity); it requests 256Mi "+
-		"or the limit if lower. Default: 1Gi.")
 	an.Describe(&a.SecurityMode, "baseline or restricted. baseline (default): root with every capability "+
 		"dropped except CHOWN, DAC_OVERRIDE and FOWNER, so it restores each file with the owner, mode and "+
 		"times the archive recorded (e.g. the game's UID) and replaces the old world whatever its modes; "+
@@ -139,9 +163,6 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 		"archive: archives written by a restricted-mode backup (same UID/GID) are; those of a baseline-mode "+
 		"backup (root, mode 0640) are not, so restore them in baseline mode. Both: no privilege "+
 		"escalation, seccomp RuntimeDefault, read-only root filesystem.")
-	an.Describe(&a.RunAsUser, "The UID the archiver runs as. Default: 0 in baseline mode, 1000 in "+
-		"restricted mode (which refuses 0).")
-	an.Describe(&a.RunAsGroup, "The GID the archiver runs as. Default: 0 in baseline mode, 1000 in restricted mode.")
 	an.Describe(&a.FSGroup, "The pod's fsGroup: kubelet gives the world volume this group and makes it "+
 		"group-writable (fsGroupChangePolicy OnRootMismatch), so a non-root restore can write a volume whose "+
 		"root belongs to root. Omitted when 0. Default: omitted in baseline mode, runAsGroup in restricted mode.")
@@ -150,10 +171,6 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 		"replaces it. With a TTL, `pulumi refresh` (or `up --refresh`) after the deletion forgets the Job and the "+
 		"next `pulumi up` creates it again with the same runId; the archiver then does nothing (the run is "+
 		"already restored: marker in the world), but `pulumi up` shows a create.")
-	an.Describe(&a.BackoffLimit, "How many times a failed pod is retried (backoffLimit). Default: 0, so a failed "+
-		"pod fails the Job at once (reason BackoffLimitExceeded) and `pulumi up` reports it with the archiver's "+
-		"message. With more, a configuration error is retried too (10s, 20s, 40s… apart) before `pulumi up` "+
-		"reports it.")
 	an.Describe(&a.MaxBytes, "Refuse the archive when its files hold more than this many bytes, a Kubernetes "+
 		"quantity, e.g. 64Gi (--max-bytes): a guard against tar bombs. Default: the archiver's, 64Gi.")
 	an.Describe(&a.MaxEntries, "Refuse the archive when it has more than this many entries (--max-entries). "+
@@ -162,20 +179,8 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 		"The Job passes the --s3-* settings and mounts the credentials Secret read-only (0400) in place of the "+
 		"backup claim; it still has no database access and no service-account token. Default: none, archiveRef "+
 		"is a file on backupClaimName.")
-	an.Describe(&a.NodeName, "Runs the pod on this node (bypassing the scheduler), e.g. the node of a "+
-		"ReadWriteOnce world volume. Exclusive with nodeSelector.")
-	an.Describe(&a.NodeSelector, "Node labels the pod's node must have, rendered as a required node "+
-		"affinity (so the pod lands where a ReadWriteOnce world volume can attach). Exclusive with nodeName.")
-	an.Describe(&a.Labels, descLabels)
-	an.Describe(&a.Annotations, descAnnotations)
 	an.Describe(&a.SkipAwait, "Do not wait for the Job to finish (annotation pulumi.com/skipAwait); "+
 		"`pulumi up` then does not report the restore's result, and the outputs resolve as soon as the Job "+
 		"is created, so a resource that depends on them no longer waits for the restore (nor does a restore "+
 		"that depends on a backup with skipAwait wait for that backup). Default: false.")
-	an.Describe(&a.Timeout, descTimeout)
-	an.Describe(&a.GamePodSelector, descGamePodSelector)
-	an.Describe(&a.GamePodAffinity, descGamePodAffinity)
-	an.Describe(&a.ReplaceUnready, descReplaceUnready)
-	an.Describe(&a.Preflight, descPreflight)
-	an.Describe(&a.KubeContext, descKubeContext)
 }

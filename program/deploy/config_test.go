@@ -4,6 +4,8 @@ import (
 	"maps"
 	"strings"
 	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
 func getter(m map[string]string) func(string) (string, bool) {
@@ -154,14 +156,14 @@ func TestComponentArgsByMode(t *testing.T) {
 			cfg := Config{Image: "img:1", BackupClaim: "backups", RunID: "r1", RenderDir: tt.renderDir,
 				Servers: []Server{{Name: "lobby", GamePodAffinity: "required"}}, Restores: []Restore{r}}
 			b := backupArgs(cfg, cl, cfg.Servers[0])
-			w := restoreArgs(cfg, cl, r)
+			w := restoreArgs(cfg, cl, r, pulumi.String(r.ArchiveRef))
 			for _, got := range []struct {
 				what                   string
 				preflight, replace     *bool
 				kubeconfig, ctx, affin string
 			}{
-				{"backup", b.Preflight, b.ReplaceUnready, b.Kubeconfig, b.KubeContext, b.GamePodAffinity},
-				{"restore", w.Preflight, w.ReplaceUnready, w.Kubeconfig, w.KubeContext, w.GamePodAffinity},
+				{"backup", b.Preflight, b.ReplaceUnready, b.Kubeconfig, b.KubeContext, promptString(b.GamePodAffinity)},
+				{"restore", w.Preflight, w.ReplaceUnready, w.Kubeconfig, w.KubeContext, promptString(w.GamePodAffinity)},
 			} {
 				if got.preflight == nil || *got.preflight != tt.wantPreflight {
 					t.Errorf("%s: preflight = %v, want %v", got.what, got.preflight, tt.wantPreflight)
@@ -193,12 +195,20 @@ func TestRconAndRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	lobby := backupArgs(c, c.Clusters[0], c.Servers[0])
-	if lobby.Rcon == nil || lobby.Rcon.ChartRelease != "lobby" || lobby.Retention == nil || lobby.Retention.KeepDaily != 7 || lobby.Retention.MinKeep != 3 {
-		t.Fatalf("lobby: rcon %+v retention %+v; want the chart's rcon and the stack-wide retention", lobby.Rcon, lobby.Retention)
+	lj, err := lobby.Job()
+	if err != nil {
+		t.Fatalf("lobby's args: %v", err)
+	}
+	if lj.Rcon == nil || lj.Rcon.SecretName != "lobby-minecraft-rcon" || lj.Retention == nil || lj.Retention.KeepDaily != 7 || lj.Retention.MinKeep != 3 {
+		t.Fatalf("lobby: rcon %+v retention %+v; want the chart's rcon and the stack-wide retention", lj.Rcon, lj.Retention)
 	}
 	survival := backupArgs(c, c.Clusters[0], c.Servers[1])
-	if survival.Rcon != nil || survival.Retention == nil || survival.Retention.KeepLast != 2 || survival.Retention.KeepDaily != 0 {
-		t.Fatalf("survival: rcon %+v retention %+v; want no rcon and its own retention", survival.Rcon, survival.Retention)
+	sj, err := survival.Job()
+	if err != nil {
+		t.Fatalf("survival's args: %v", err)
+	}
+	if sj.Rcon != nil || sj.Retention == nil || sj.Retention.KeepLast != 2 || sj.Retention.KeepDaily != 0 {
+		t.Fatalf("survival: rcon %+v retention %+v; want no rcon and its own retention", sj.Rcon, sj.Retention)
 	}
 	if err := lobby.Validate(); err != nil {
 		t.Fatalf("lobby's args: %v", err)
@@ -244,16 +254,19 @@ func TestStore(t *testing.T) {
 		t.Fatalf("no backupClaim with a store for every server: %v", err)
 	}
 	lobby := backupArgs(c, c.Clusters[0], c.Servers[0])
-	if lobby.Store == nil || lobby.Store.URL != "s3://felis-backups/worlds" || lobby.Store.CredentialsSecretName != "felis-s3" || lobby.BackupClaimName != "" {
-		t.Fatalf("lobby: store %+v, claim %q; want the stack-wide store and no claim", lobby.Store, lobby.BackupClaimName)
+	if lobby.Store == nil || promptString(lobby.Store.URL) != "s3://felis-backups/worlds" || promptString(lobby.Store.CredentialsSecretName) != "felis-s3" || lobby.BackupClaimName != nil {
+		t.Fatalf("lobby: store %+v, claim %v; want the stack-wide store and no claim", lobby.Store, lobby.BackupClaimName)
 	}
 	survival := backupArgs(c, c.Clusters[0], c.Servers[1])
-	if survival.Store == nil || survival.Store.URL != "s3://other/worlds" || survival.Store.Endpoint != "" {
+	if survival.Store == nil || promptString(survival.Store.URL) != "s3://other/worlds" || promptString(survival.Store.Endpoint) != "" {
 		t.Fatalf("survival: store %+v; want its own store", survival.Store)
 	}
-	restore := restoreArgs(c, c.Clusters[0], c.Restores[0])
-	if restore.Store == nil || restore.Store.Endpoint != "http://minio.storage:9000" || restore.Store.URL != "" || restore.BackupClaimName != "" {
-		t.Fatalf("restore: store %+v, claim %q; want the server's store settings without its url, no claim", restore.Store, restore.BackupClaimName)
+	restore := restoreArgs(c, c.Clusters[0], c.Restores[0], pulumi.String(c.Restores[0].ArchiveRef))
+	if restore.Store == nil || promptString(restore.Store.Endpoint) != "http://minio.storage:9000" || restore.Store.URL != nil || restore.BackupClaimName != nil {
+		t.Fatalf("restore: store %+v, claim %v; want the server's store settings without its url, no claim", restore.Store, restore.BackupClaimName)
+	}
+	if ps, _ := restore.Store.PathStyle.(pulumi.Bool); !bool(ps) {
+		t.Fatalf("restore: pathStyle %v, want true", restore.Store.PathStyle)
 	}
 	for what, err := range map[string]error{"lobby": lobby.Validate(), "survival": survival.Validate(), "restore": restore.Validate()} {
 		if err != nil {
@@ -287,9 +300,15 @@ func TestStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := restoreArgs(c, c.Clusters[0], c.Restores[0])
-		if r.Store != nil || r.BackupClaimName != "backups" {
-			t.Fatalf("restore: store %+v, claim %q; want the claim", r.Store, r.BackupClaimName)
+		r := restoreArgs(c, c.Clusters[0], c.Restores[0], pulumi.String(c.Restores[0].ArchiveRef))
+		if r.Store != nil || promptString(r.BackupClaimName) != "backups" {
+			t.Fatalf("restore: store %+v, claim %v; want the claim", r.Store, r.BackupClaimName)
 		}
 	})
+}
+
+// promptString is the value of a prompt string input ("" for any other).
+func promptString(in pulumi.StringInput) string {
+	s, _ := in.(pulumi.String)
+	return string(s)
 }

@@ -41,11 +41,13 @@ func configKeys() []string {
 
 // Deploy declares the backups and restores that cfg asks for and exports
 // `backups` (one entry per backup with its cluster, server, runId, namespace,
-// jobName and archiveRef) and `restores` (the same for each restore).
+// jobName, archiveRef and what the run reported: status, sha256, sizeBytes)
+// and `restores` (the same for each restore, with its status).
 //
 // A restore of a server that is also backed up in the same cluster waits for
-// that backup: the world is saved before it is replaced (Validate refuses
-// skipAwait then, which would break that order).
+// that backup, whose archiveRef Output carries the restore's archive: the
+// world is saved before it is replaced (Validate refuses skipAwait then,
+// which would break that order).
 //
 // When deploying (not rendering), each component looks up at preview what
 // its Job needs in its cluster, with the cluster's kubeconfig and context,
@@ -57,14 +59,16 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		saved := map[string]pulumi.Resource{}
+		saved := map[string]*provider.WorldBackup{}
 		for _, s := range cfg.Servers {
 			b, err := provider.NewWorldBackup(ctx, cl.Name+"-"+s.Name, backupArgs(cfg, cl, s), pulumi.Provider(k8s))
 			if err != nil {
 				return fmt.Errorf("cluster %s, server %s: %w", cl.Name, s.Name, err)
 			}
 			saved[s.Name] = b
-			backups = append(backups, outputs(cl.Name, s.Name, b.RunID, b.Namespace, b.JobName, b.ArchiveRef))
+			out := outputs(cl.Name, s.Name, b.RunID, b.Namespace, b.JobName, b.ArchiveRef)
+			out["status"], out["sha256"], out["sizeBytes"] = b.Status, b.SHA256, b.SizeBytes
+			backups = append(backups, out)
 			if s.Schedule != "" {
 				sched := provider.WorldBackupScheduleArgs{Backup: backupArgs(cfg, cl, s), Schedule: s.Schedule, TimeZone: s.TimeZone}
 				sc, err := provider.NewWorldBackupSchedule(ctx, cl.Name+"-"+s.Name+"-schedule", sched, pulumi.Provider(k8s))
@@ -79,15 +83,21 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			if r.Cluster != "" && r.Cluster != cl.Name {
 				continue
 			}
-			opts := []pulumi.ResourceOption{pulumi.Provider(k8s)}
+			var ref pulumi.StringInput = pulumi.String(r.ArchiveRef)
 			if b, ok := saved[r.Server]; ok {
-				opts = append(opts, pulumi.DependsOn([]pulumi.Resource{b}))
+				// The restore's archive comes through this run's backup's
+				// archiveRef Output, so the restore waits for the backup
+				// (which saves the world it replaces): a data dependency, not
+				// DependsOn. The archive is the entry's, not the new one.
+				ref = b.ArchiveRef.ApplyT(func(string) string { return r.ArchiveRef }).(pulumi.StringOutput)
 			}
-			w, err := provider.NewWorldRestore(ctx, cl.Name+"-"+r.Server+"-restore", restoreArgs(cfg, cl, r), opts...)
+			w, err := provider.NewWorldRestore(ctx, cl.Name+"-"+r.Server+"-restore", restoreArgs(cfg, cl, r, ref), pulumi.Provider(k8s))
 			if err != nil {
 				return fmt.Errorf("cluster %s, restore of %s: %w", cl.Name, r.Server, err)
 			}
-			restores = append(restores, outputs(cl.Name, r.Server, w.RunID, w.Namespace, w.JobName, w.ArchiveRef))
+			out := outputs(cl.Name, r.Server, w.RunID, w.Namespace, w.JobName, w.ArchiveRef)
+			out["status"] = w.Status
+			restores = append(restores, out)
 		}
 	}
 	ctx.Export("backups", backups)
@@ -149,44 +159,57 @@ func clusterProvider(ctx *pulumi.Context, cfg Config, cl Cluster) (*kubernetes.P
 
 // restoreArgs: the restore's run ID is derived from the archive's checksum,
 // so the same restore entry performs no second restore and a new archive a
-// new one.
+// new one. archiveRef is the entry's archive as an input: a plain value, or
+// an Output that carries a dependency (see Deploy).
 //
 // An s3:// archive is read with the settings and credentials of the
 // server's store (its own or the stack-wide one), whatever its bucket and
 // prefix; an archive path from the backup claim.
-func restoreArgs(cfg Config, cl Cluster, r Restore) provider.WorldRestoreArgs {
+func restoreArgs(cfg Config, cl Cluster, r Restore, archiveRef pulumi.StringInput) provider.WorldRestoreArgs {
 	server := cfg.server(r.Server)
-	claim, store := cfg.BackupClaim, (*provider.StoreArgs)(nil)
+	var store *provider.StoreArgs
 	if strings.HasPrefix(r.ArchiveRef, "s3://") {
 		if store = cfg.storeOf(server).args(); store != nil {
-			claim, store.URL = "", ""
+			store.URL = nil
 		}
 	}
 	sum := r.SHA256
 	if len(sum) > 12 {
 		sum = sum[:12]
 	}
-	mode := cfg.SecurityMode
-	if server.SecurityMode != "" {
-		mode = server.SecurityMode
-	}
 	return provider.WorldRestoreArgs{
-		Server:          r.Server,
-		RunID:           RunID(cl.Name, r.Server, "restore-"+sum),
-		ArchiveRef:      r.ArchiveRef,
-		SHA256:          r.SHA256,
+		JobInputs:  jobInputs(cfg, cl, server, RunID(cl.Name, r.Server, "restore-"+sum), store),
+		ArchiveRef: archiveRef,
+		SHA256:     pulumi.String(r.SHA256),
+	}
+}
+
+// jobInputs are the inputs of server's Jobs in cluster cl that every
+// component shares, with run ID runID and store (nil: the backup claim).
+func jobInputs(cfg Config, cl Cluster, s Server, runID string, store *provider.StoreArgs) provider.JobInputs {
+	mode := provider.SecurityMode(cfg.SecurityMode)
+	if s.SecurityMode != "" {
+		mode = provider.SecurityMode(s.SecurityMode)
+	}
+	var claim pulumi.StringInput = pulumi.String(cfg.BackupClaim)
+	if store != nil {
+		claim = nil // an S3 store's Job mounts no backup claim
+	}
+	return provider.JobInputs{
 		Store:           store,
-		Image:           cfg.Image,
+		Server:          s.Name,
+		RunID:           pulumi.String(runID),
+		Image:           pulumi.String(cfg.Image),
 		BackupClaimName: claim,
-		Namespace:       cl.Namespace,
-		WorldClaimName:  server.WorldClaimName,
-		NodeName:        server.NodeName,
-		NodeSelector:    server.NodeSelector,
-		GamePodAffinity: server.GamePodAffinity,
-		SecurityMode:    mode,
-		RunAsUser:       server.RunAsUser,
-		RunAsGroup:      server.RunAsGroup,
-		FSGroup:         server.FSGroup,
+		Namespace:       pulumi.String(cl.Namespace),
+		WorldClaimName:  pulumi.String(s.WorldClaimName),
+		NodeName:        pulumi.String(s.NodeName),
+		NodeSelector:    stringMap(s.NodeSelector),
+		GamePodAffinity: pulumi.String(s.GamePodAffinity),
+		SecurityMode:    &mode,
+		RunAsUser:       intInput(s.RunAsUser),
+		RunAsGroup:      intInput(s.RunAsGroup),
+		FSGroup:         intInput(s.FSGroup),
 		SkipAwait:       cfg.SkipAwait,
 		ReplaceUnready:  replaceUnready(cfg),
 		Preflight:       new(cfg.RenderDir == ""),
@@ -196,47 +219,49 @@ func restoreArgs(cfg Config, cl Cluster, r Restore) provider.WorldRestoreArgs {
 }
 
 func backupArgs(cfg Config, cl Cluster, s Server) provider.WorldBackupArgs {
-	mode := cfg.SecurityMode
-	if s.SecurityMode != "" {
-		mode = s.SecurityMode
-	}
 	ret := cfg.Retention
 	if s.Retention != nil {
 		ret = s.Retention
 	}
-	store, claim := cfg.storeOf(s).args(), cfg.BackupClaim
-	if store != nil {
-		claim = "" // an S3 backup mounts no backup claim
+	j := jobInputs(cfg, cl, s, RunID(cl.Name, s.Name, cfg.RunID), cfg.storeOf(s).args())
+	j.Deadline = pulumi.String(s.Deadline)
+	j.CPULimit = pulumi.String(s.CPULimit)
+	j.MemoryLimit = pulumi.String(s.MemoryLimit)
+	a := provider.WorldBackupArgs{
+		JobInputs:   j,
+		Rcon:        s.Rcon.args(),
+		Retention:   ret.args(),
+		FormerOwner: pulumi.String(s.FormerOwner),
+		Excludes:    stringArray(s.Excludes),
 	}
-	return provider.WorldBackupArgs{
-		Rcon:            s.Rcon.args(),
-		Retention:       ret.args(),
-		Store:           store,
-		Server:          s.Name,
-		FormerOwner:     s.FormerOwner,
-		RunID:           RunID(cl.Name, s.Name, cfg.RunID),
-		Image:           cfg.Image,
-		BackupClaimName: claim,
-		Namespace:       cl.Namespace,
-		WorldClaimName:  s.WorldClaimName,
-		NodeName:        s.NodeName,
-		NodeSelector:    s.NodeSelector,
-		GamePodAffinity: s.GamePodAffinity,
-		Excludes:        s.Excludes,
-		Compression:     s.Compression,
-		SecurityMode:    mode,
-		RunAsUser:       s.RunAsUser,
-		RunAsGroup:      s.RunAsGroup,
-		FSGroup:         s.FSGroup,
-		Deadline:        s.Deadline,
-		CPULimit:        s.CPULimit,
-		MemoryLimit:     s.MemoryLimit,
-		SkipAwait:       cfg.SkipAwait,
-		ReplaceUnready:  replaceUnready(cfg),
-		Preflight:       new(cfg.RenderDir == ""),
-		Kubeconfig:      cl.Kubeconfig,
-		KubeContext:     cl.Context,
+	if s.Compression != "" {
+		a.Compression = new(provider.Compression(s.Compression))
 	}
+	return a
+}
+
+// intInput is v as an input; nil (the default) when v is.
+func intInput(v *int) pulumi.IntInput {
+	if v == nil {
+		return nil
+	}
+	return pulumi.Int(*v)
+}
+
+// stringMap is m as an input; nil (the default) when m is.
+func stringMap(m map[string]string) pulumi.StringMapInput {
+	if m == nil {
+		return nil
+	}
+	return pulumi.ToStringMap(m)
+}
+
+// stringArray is a as an input; nil (the default) when a is.
+func stringArray(a []string) pulumi.StringArrayInput {
+	if a == nil {
+		return nil
+	}
+	return pulumi.ToStringArray(a)
 }
 
 // replaceUnready is the components' replaceUnready for cfg: nil (their
@@ -255,7 +280,12 @@ func (r *Rcon) args() *provider.RconArgs {
 	if r == nil {
 		return nil
 	}
-	return &provider.RconArgs{ChartRelease: r.ChartRelease, Address: r.Address, SecretName: r.SecretName, SecretKey: r.SecretKey, Required: r.Required}
+	a := &provider.RconArgs{ChartRelease: pulumi.String(r.ChartRelease), Address: pulumi.String(r.Address),
+		SecretName: pulumi.String(r.SecretName), SecretKey: pulumi.String(r.SecretKey)}
+	if r.Required != nil {
+		a.Required = pulumi.Bool(*r.Required)
+	}
+	return a
 }
 
 // args converts the config's store to the component's input (nil: none).
@@ -263,8 +293,10 @@ func (s *Store) args() *provider.StoreArgs {
 	if s == nil {
 		return nil
 	}
-	a := provider.StoreArgs(*s)
-	return &a
+	return &provider.StoreArgs{URL: pulumi.String(s.URL), Endpoint: pulumi.String(s.Endpoint),
+		Region: pulumi.String(s.Region), PathStyle: pulumi.Bool(s.PathStyle),
+		CredentialsSecretName: pulumi.String(s.CredentialsSecretName),
+		AccessKeyKey:          pulumi.String(s.AccessKeyKey), SecretKeyKey: pulumi.String(s.SecretKeyKey)}
 }
 
 // args converts the config's retention to the component's input (nil: none).
@@ -272,6 +304,13 @@ func (r *Retention) args() *provider.RetentionArgs {
 	if r == nil {
 		return nil
 	}
-	a := provider.RetentionArgs(*r)
-	return &a
+	n := func(v int) pulumi.IntInput {
+		if v == 0 {
+			return nil
+		}
+		return pulumi.Int(v)
+	}
+	return &provider.RetentionArgs{KeepLast: n(r.KeepLast), KeepHourly: n(r.KeepHourly), KeepDaily: n(r.KeepDaily),
+		KeepWeekly: n(r.KeepWeekly), KeepMonthly: n(r.KeepMonthly), KeepYearly: n(r.KeepYearly),
+		KeepWithin: pulumi.String(r.KeepWithin), MinKeep: pulumi.Int(r.MinKeep), Grace: pulumi.String(r.Grace)}
 }

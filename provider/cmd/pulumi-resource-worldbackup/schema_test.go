@@ -101,7 +101,7 @@ func TestSchemaServesTheComponents(t *testing.T) {
 		outputs  []string
 	}{
 		{"worldbackup:index:WorldBackup", []string{"server", "runId", "image"}, []string{"jobName", "namespace", "runId", "archiveRef"}},
-		{"worldbackup:index:WorldRestore", []string{"server", "runId", "archiveRef", "sha256", "image"}, []string{"jobName", "namespace", "runId", "archiveRef"}},
+		{"worldbackup:index:WorldRestore", []string{"server", "runId", "image", "archiveRef", "sha256"}, []string{"jobName", "namespace", "runId", "archiveRef"}},
 	}
 	if len(schema.Resources) != len(tests) {
 		t.Errorf("schema has %d resources, want %d", len(schema.Resources), len(tests))
