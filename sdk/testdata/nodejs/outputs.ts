@@ -51,5 +51,19 @@ const restore = new worldbackup.WorldRestore("restore", {
     deadline: pulumi.output("30m"),
 });
 
+// A restore declared from the backup's outputs alone: the archive and the
+// checksum its run reported.
+const again = new worldbackup.WorldRestore("restore-from-outputs", {
+    server: "survival",
+    runId: pulumi.interpolate`again-${backup.runId}`,
+    archiveRef: backup.archiveRef,
+    sha256: backup.sha256,
+    image: image,
+    backupClaimName: storage.claimName,
+});
+
 export const archiveRef: pulumi.Output<string> = backup.archiveRef;
 export const restoreJob: pulumi.Output<string> = restore.jobName;
+export const archiveSize: pulumi.Output<number> = backup.sizeBytes;
+export const backupStatus: pulumi.Output<string> = backup.status;
+export const restoreStatus: pulumi.Output<string> = again.status;
