@@ -64,7 +64,25 @@ restore = worldbackup.WorldRestore(
     ),
 )
 
+# A restore declared from the backup's outputs alone: the archive and the
+# checksum its run reported (keyword form).
+again = worldbackup.WorldRestore(
+    "restore-from-outputs",
+    server="survival",
+    run_id=pulumi.Output.concat("again-", backup.run_id),
+    archive_ref=backup.archive_ref,
+    sha256=backup.sha256,
+    image=image,
+    backup_claim_name=storage.claim_name,
+)
+
 archive_ref: pulumi.Output[str] = backup.archive_ref
 restore_job: pulumi.Output[str] = restore.job_name
+archive_size: pulumi.Output[int] = backup.size_bytes
+backup_status: pulumi.Output[str] = backup.status
+restore_status: pulumi.Output[str] = again.status
 pulumi.export("archive_ref", archive_ref)
 pulumi.export("restore_job", restore_job)
+pulumi.export("archive_size", archive_size)
+pulumi.export("backup_status", backup_status)
+pulumi.export("restore_status", restore_status)
