@@ -83,6 +83,34 @@ func DefaultRestore() jobspec.Restore {
 	}
 }
 
+// DefaultPrune is the resolved prune of the required inputs server
+// survival, runId prune-20250601, image ghcr.io/worldbackup/archiver:v0.1.0,
+// backupClaimName world-backups and retention {keepDaily: 7, minKeep: 3},
+// with the contract's defaults.
+func DefaultPrune() jobspec.Prune {
+	return jobspec.Prune{
+		Server:             "survival",
+		RunID:              "prune-20250601",
+		Retention:          jobspec.Retention{KeepDaily: 7, MinKeep: 3},
+		Namespace:          "minecraft",
+		Image:              "ghcr.io/worldbackup/archiver:v0.1.0",
+		ServiceAccountName: "felis-restore",
+		BackupClaimName:    "world-backups",
+		ConfigSecretName:   "felis-config",
+		BackupRoot:         "/backups",
+		ConfigMountPath:    "/etc/felis",
+		Deadline:           30 * time.Minute,
+		BackoffLimit:       0,
+		Resources:          jobspec.Resources{CPULimit: resource.MustParse("1"), MemoryLimit: resource.MustParse("1Gi")},
+		Identity:           jobspec.Identity{Mode: jobspec.Baseline},
+		Placement: jobspec.Placement{
+			GamePod:         map[string]string{"statefulset.kubernetes.io/pod-name": "survival-0"},
+			GamePodAffinity: jobspec.AffinityPreferred,
+		},
+		Await: jobspec.Await{ReplaceUnready: true},
+	}
+}
+
 // JSONObject returns v's JSON form decoded into a map (numbers as float64).
 func JSONObject(t testing.TB, v any) map[string]any {
 	t.Helper()
