@@ -61,7 +61,8 @@ type jobOutputs struct {
 // registerJobComponent registers comp as the component typ named name (opts
 // its options) with job as its one child, named name+"-job", with timeout as
 // its create and update timeout; it records and returns the outputs every
-// component has: the Job's name and namespace, runID and archiveRef.
+// component has: the Job's name and namespace, runID and archiveRef (when
+// not "").
 func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.ComponentResource, job *batchv1.Job,
 	timeout time.Duration, runID, archiveRef string, opts ...pulumi.ResourceOption) (jobOutputs, error) {
 	kind := typ[strings.LastIndex(typ, ":")+1:] // e.g. WorldBackup
@@ -78,12 +79,11 @@ func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.Com
 		RunID:      knownAfter(res, runID),
 		ArchiveRef: knownAfter(res, archiveRef),
 	}
-	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
-		"jobName":    out.JobName,
-		"namespace":  out.Namespace,
-		"runId":      out.RunID,
-		"archiveRef": out.ArchiveRef,
-	}); err != nil {
+	outputs := pulumi.Map{"jobName": out.JobName, "namespace": out.Namespace, "runId": out.RunID}
+	if archiveRef != "" { // a prune writes no archive
+		outputs["archiveRef"] = out.ArchiveRef
+	}
+	if err := ctx.RegisterResourceOutputs(comp, outputs); err != nil {
 		return jobOutputs{}, fmt.Errorf("registering outputs of %s %q: %w", kind, name, err)
 	}
 	return out, nil
