@@ -87,6 +87,17 @@ type Server struct {
 	Rcon *Rcon `json:"rcon,omitempty"`
 	// Retention replaces the stack-wide worldbackup:retention for this server.
 	Retention *Retention `json:"retention,omitempty"`
+	// Prune declares a WorldPrune of this server's archives, apart from
+	// any backup: a new prune runId prunes again.
+	Prune *Prune `json:"prune,omitempty"`
+}
+
+// Prune is one prune of a server's archives by its own rules (see
+// provider.WorldPruneArgs): runId, the retention rules and dryRun.
+type Prune struct {
+	RunID  string `json:"runId"`
+	DryRun bool   `json:"dryRun,omitempty"`
+	Retention
 }
 
 // Restore asks for one archive to be restored into a server's world. The
@@ -260,6 +271,9 @@ func (c Config) Validate() error {
 			add("servers[%d].name %q is listed twice: each server is backed up once per run, remove the duplicate", i, s.Name)
 		}
 		seen[s.Name] = true
+		if s.Prune != nil && s.Prune.RunID == "" {
+			add("servers[%d].prune.runId is required: it names the prune's Job, and a new one prunes again, e.g. `pulumi config set --path 'worldbackup:servers[%d].prune.runId' p1`", i, i)
+		}
 	}
 	clusters := map[string]bool{}
 	for i, cl := range c.Clusters {

@@ -228,3 +228,27 @@ func TestScheduleIsDeclared(t *testing.T) {
 		t.Fatalf("servers %+v, err %v", c.Servers, err)
 	}
 }
+
+func TestPruneIsDeclared(t *testing.T) {
+	m := map[string]string{
+		"worldbackup:image": "img:1", "worldbackup:backupClaim": "backups",
+		"worldbackup:servers": `[{"name":"lobby","securityMode":"restricted","prune":{"runId":"p1","keepLast":2,"minKeep":1,"grace":"1m","dryRun":true}}]`,
+	}
+	c, err := ParseConfig(getter(m), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := pruneArgs(c, c.Clusters[0], c.Servers[0])
+	if a.RunID != RunID(DefaultCluster, "lobby", "p1") || a.Retention.KeepLast != 2 || a.Retention.Grace != "1m" || !a.DryRun ||
+		a.SecurityMode != "restricted" || a.BackupClaimName != "backups" {
+		t.Fatalf("prune args %+v", a)
+	}
+	if err := a.Validate(); err != nil {
+		t.Fatalf("prune args: %v", err)
+	}
+
+	m["worldbackup:servers"] = `[{"name":"lobby","prune":{"keepLast":2,"minKeep":1}}]`
+	if _, err := ParseConfig(getter(m), nil); err == nil || !strings.Contains(err.Error(), "servers[0].prune.runId is required") {
+		t.Fatalf("a prune without runId: %v", err)
+	}
+}

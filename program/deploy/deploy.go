@@ -1,7 +1,8 @@
 // Package deploy is the worldbackup Pulumi program: it reads the stack config
 // (servers, clusters, image, volumes, the run trigger), declares one
-// WorldBackup per server per cluster, each with its cluster's Kubernetes
-// provider, and exports what each backup run produces. Program is what
+// WorldBackup per server per cluster (and, when a server asks, a
+// WorldBackupSchedule and a WorldPrune), each with its cluster's Kubernetes
+// provider, and exports what each run produces. Program is what
 // `pulumi up` runs (via program/main.go) and what the stack tests run inline.
 package deploy
 
@@ -50,7 +51,7 @@ func configKeys() []string {
 // its Job needs in its cluster, with the cluster's kubeconfig and context,
 // and replaces a Job that did not complete at the next up.
 func Deploy(ctx *pulumi.Context, cfg Config) error {
-	var backups, restores, schedules pulumi.MapArray
+	var backups, restores, schedules, prunes pulumi.MapArray
 	for _, cl := range cfg.Clusters {
 		k8s, err := clusterProvider(ctx, cfg, cl)
 		if err != nil {
@@ -73,6 +74,16 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 				schedules = append(schedules, pulumi.Map{"cluster": pulumi.String(cl.Name), "server": pulumi.String(s.Name),
 					"schedule": pulumi.String(s.Schedule), "namespace": sc.Namespace, "cronJobName": sc.CronJobName})
 			}
+			if s.Prune != nil {
+				// After this run's backup, so the prune sees it.
+				p, err := provider.NewWorldPrune(ctx, cl.Name+"-"+s.Name+"-prune", pruneArgs(cfg, cl, s),
+					pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{b}))
+				if err != nil {
+					return fmt.Errorf("cluster %s, server %s, prune: %w", cl.Name, s.Name, err)
+				}
+				prunes = append(prunes, pulumi.Map{"cluster": pulumi.String(cl.Name), "server": pulumi.String(s.Name),
+					"runId": p.RunID, "namespace": p.Namespace, "jobName": p.JobName})
+			}
 		}
 		for _, r := range cfg.Restores {
 			if r.Cluster != "" && r.Cluster != cl.Name {
@@ -93,6 +104,9 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 	ctx.Export("restores", restores)
 	if len(schedules) > 0 {
 		ctx.Export("schedules", schedules)
+	}
+	if len(prunes) > 0 {
+		ctx.Export("prunes", prunes)
 	}
 	return nil
 }
@@ -224,6 +238,33 @@ func backupArgs(cfg Config, cl Cluster, s Server) provider.WorldBackupArgs {
 		Preflight:       new(cfg.RenderDir == ""),
 		Kubeconfig:      cl.Kubeconfig,
 		KubeContext:     cl.Context,
+	}
+}
+
+// pruneArgs are the inputs of server s's WorldPrune in cluster cl: the
+// backup's claim, image, identity and placement, the prune's own rules.
+func pruneArgs(cfg Config, cl Cluster, s Server) provider.WorldPruneArgs {
+	b := backupArgs(cfg, cl, s)
+	return provider.WorldPruneArgs{
+		Server:          s.Name,
+		RunID:           RunID(cl.Name, s.Name, s.Prune.RunID),
+		Retention:       provider.RetentionArgs(s.Prune.Retention),
+		DryRun:          s.Prune.DryRun,
+		Image:           b.Image,
+		BackupClaimName: b.BackupClaimName,
+		Namespace:       b.Namespace,
+		NodeName:        b.NodeName,
+		NodeSelector:    b.NodeSelector,
+		GamePodAffinity: b.GamePodAffinity,
+		SecurityMode:    b.SecurityMode,
+		RunAsUser:       b.RunAsUser,
+		RunAsGroup:      b.RunAsGroup,
+		FSGroup:         b.FSGroup,
+		SkipAwait:       b.SkipAwait,
+		ReplaceUnready:  b.ReplaceUnready,
+		Preflight:       b.Preflight,
+		Kubeconfig:      b.Kubeconfig,
+		KubeContext:     b.KubeContext,
 	}
 }
 
