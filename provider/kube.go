@@ -17,13 +17,87 @@ import (
 // jobType is the Pulumi type token of a Kubernetes Job.
 const jobType = "kubernetes:batch/v1:Job"
 
+// jobPlan is the Job a component registers: built now from known inputs
+// (Job), or later, when inputs unknown at preview resolve (Later).
+type jobPlan struct {
+	// Job is the Job built from known inputs; nil: see Later.
+	Job *batchv1.Job
+	// RunID and ArchiveRef are the component's outputs of a known Job.
+	RunID, ArchiveRef string
+	// Secret: some input was secret; the Job's spec is then secret in the
+	// state (the inputs of a later Job are secret as their Output is).
+	Secret bool
+	// Deps are the resources the inputs came from: the Job depends on them.
+	Deps []pulumi.Resource
+	// Later is an Output of a jobResult, when Job is nil. It rejects with
+	// the component's *InputError when the resolved inputs are invalid.
+	Later pulumi.AnyOutput
+	// Timeout is the Job's create and update timeout.
+	Timeout time.Duration
+	// NoArchiveRef: the Job writes no archive (a prune), so the component
+	// has no archiveRef output.
+	NoArchiveRef bool
+}
+
+// jobResult is a Job built once its inputs resolved, with the component's
+// outputs.
+type jobResult struct {
+	Job               *batchv1.Job
+	RunID, ArchiveRef string
+}
+
+// props returns the Pulumi inputs of the plan's Job: its JSON form, the
+// spec secret when an input was.
+func (pl jobPlan) props() (pulumi.Map, error) {
+	if pl.Job == nil {
+		return laterInputs(pl.Later, "Job", func(v any) any { return v.(jobResult).Job }), nil
+	}
+	props, err := jobInputs(pl.Job)
+	if err != nil {
+		return nil, err
+	}
+	if pl.Secret {
+		props["spec"] = pulumi.ToSecret(props["spec"])
+	}
+	return props, nil
+}
+
+// outputs returns the outputs every Job component has, each resolved once
+// res is registered.
+func (pl jobPlan) outputs(res pulumi.Resource) jobOutputs {
+	if pl.Job != nil {
+		return jobOutputs{
+			JobName:    knownAfter(res, pl.Job.Name),
+			Namespace:  knownAfter(res, pl.Job.Namespace),
+			RunID:      knownAfter(res, pl.RunID),
+			ArchiveRef: knownAfter(res, pl.ArchiveRef),
+		}
+	}
+	get := func(f func(jobResult) string) pulumi.StringOutput {
+		return pulumi.All(res.URN(), pl.Later).ApplyT(func(v []any) string { return f(v[1].(jobResult)) }).(pulumi.StringOutput)
+	}
+	return jobOutputs{
+		JobName:    get(func(r jobResult) string { return r.Job.Name }),
+		Namespace:  get(func(r jobResult) string { return r.Job.Namespace }),
+		RunID:      get(func(r jobResult) string { return r.RunID }),
+		ArchiveRef: get(func(r jobResult) string { return r.ArchiveRef }),
+	}
+}
+
 // registerJob registers job as a pulumi-kubernetes Job named name with the
 // same inputs and default options (the SDK's plugin version) that
 // batchv1.NewJob would send, plus opts.
 func registerJob(ctx *pulumi.Context, name string, job *batchv1.Job, opts ...pulumi.ResourceOption) (*k8sbatchv1.Job, error) {
-	props, err := jobInputs(job)
+	return registerPlannedJob(ctx, name, jobPlan{Job: job}, opts...)
+}
+
+func registerPlannedJob(ctx *pulumi.Context, name string, pl jobPlan, opts ...pulumi.ResourceOption) (*k8sbatchv1.Job, error) {
+	props, err := pl.props()
 	if err != nil {
 		return nil, err
+	}
+	if len(pl.Deps) > 0 {
+		opts = append(opts, pulumi.DependsOn(pl.Deps))
 	}
 	var res k8sbatchv1.Job
 	if err := ctx.RegisterResource(jobType, name, props, &res, utilities.PkgResourceDefaultOpts(opts)...); err != nil {
@@ -32,9 +106,9 @@ func registerJob(ctx *pulumi.Context, name string, job *batchv1.Job, opts ...pul
 	return &res, nil
 }
 
-// registerChildJob registers job as the child Job of the component parent,
-// named name, with timeout as its create and update timeout (how long the
-// Kubernetes provider waits for it to finish).
+// registerChildJob registers the Job of pl as the child Job of the component
+// parent, named name, with pl.Timeout as its create and update timeout (how
+// long the Kubernetes provider waits for it to finish).
 //
 // Any change of the Job's inputs replaces it, deleting the old Job first:
 // a Job is one run, so it is never updated in place (most of its spec is
@@ -42,9 +116,9 @@ func registerJob(ctx *pulumi.Context, name string, job *batchv1.Job, opts ...pul
 // deleted fails with "not found"). The same name comes back for the same
 // run ID, and the archiver makes the new Job a no-op for a run that is
 // already recorded (backup) or restored (restore).
-func registerChildJob(ctx *pulumi.Context, parent pulumi.Resource, name string, job *batchv1.Job, timeout time.Duration) (*k8sbatchv1.Job, error) {
-	t := timeout.String()
-	return registerJob(ctx, name, job,
+func registerChildJob(ctx *pulumi.Context, parent pulumi.Resource, name string, pl jobPlan) (*k8sbatchv1.Job, error) {
+	t := pl.Timeout.String()
+	return registerPlannedJob(ctx, name, pl,
 		pulumi.Parent(parent),
 		pulumi.Timeouts(&pulumi.CustomTimeouts{Create: t, Update: t}),
 		pulumi.ReplaceOnChanges([]string{"*"}),
@@ -59,34 +133,76 @@ type jobOutputs struct {
 }
 
 // registerJobComponent registers comp as the component typ named name (opts
-// its options) with job as its one child, named name+"-job", with timeout as
-// its create and update timeout; it records and returns the outputs every
-// component has: the Job's name and namespace, runID and archiveRef (when
-// not "").
-func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.ComponentResource, job *batchv1.Job,
-	timeout time.Duration, runID, archiveRef string, opts ...pulumi.ResourceOption) (jobOutputs, error) {
+// its options) with the Job of pl as its one child, named name+"-job"; it
+// records and returns the outputs every component has: the Job's name and
+// namespace, runID and archiveRef (unless pl.NoArchiveRef).
+func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.ComponentResource, pl jobPlan,
+	opts ...pulumi.ResourceOption) (jobOutputs, error) {
 	kind := typ[strings.LastIndex(typ, ":")+1:] // e.g. WorldBackup
 	if err := ctx.RegisterComponentResource(typ, name, comp, opts...); err != nil {
 		return jobOutputs{}, fmt.Errorf("registering %s %q: %w", kind, name, err)
 	}
-	res, err := registerChildJob(ctx, comp, name+"-job", job, timeout)
+	res, err := registerChildJob(ctx, comp, name+"-job", pl)
 	if err != nil {
 		return jobOutputs{}, err
 	}
-	out := jobOutputs{
-		JobName:    knownAfter(res, job.Name),
-		Namespace:  knownAfter(res, job.Namespace),
-		RunID:      knownAfter(res, runID),
-		ArchiveRef: knownAfter(res, archiveRef),
-	}
+	out := pl.outputs(res)
 	outputs := pulumi.Map{"jobName": out.JobName, "namespace": out.Namespace, "runId": out.RunID}
-	if archiveRef != "" { // a prune writes no archive
+	if !pl.NoArchiveRef {
 		outputs["archiveRef"] = out.ArchiveRef
 	}
 	if err := ctx.RegisterResourceOutputs(comp, outputs); err != nil {
 		return jobOutputs{}, fmt.Errorf("registering outputs of %s %q: %w", kind, name, err)
 	}
 	return out, nil
+}
+
+// laterTimeout is the Job's create/update timeout when its inputs are
+// resolved later: the timeout input, else deadline + TimeoutMargin when
+// deadline is known now, else the longest deadline + TimeoutMargin (the
+// Job's own deadline still ends it in time). Invalid values are reported
+// when the inputs resolve.
+func laterTimeout(a JobInputs) time.Duration {
+	if d, err := time.ParseDuration(a.Timeout); err == nil && a.Timeout != "" {
+		return d
+	}
+	deadline := DefaultDeadline
+	if a.Deadline != nil {
+		s, ok := a.Deadline.(pulumi.String)
+		switch {
+		case !ok: // not known now
+			deadline = ""
+		case s != "":
+			deadline = string(s)
+		}
+	}
+	if d, err := time.ParseDuration(deadline); err == nil {
+		return d + TimeoutMargin
+	}
+	return maxDeadline + TimeoutMargin
+}
+
+// laterInputs returns the Pulumi inputs of a Kubernetes object of kind
+// (batch/v1) that get takes from the resolved value of later: apiVersion and
+// kind known now, metadata and spec when later resolves (secret when it is,
+// depending on what it depends on).
+func laterInputs(later pulumi.AnyOutput, kind string, get func(any) any) pulumi.Map {
+	part := func(key string) pulumi.MapOutput {
+		return later.ApplyT(func(v any) (map[string]any, error) {
+			obj, err := objectJSON(get(v), kind)
+			if err != nil {
+				return nil, err
+			}
+			m, _ := obj[key].(map[string]any)
+			return m, nil
+		}).(pulumi.MapOutput)
+	}
+	return pulumi.Map{
+		"apiVersion": pulumi.String("batch/v1"),
+		"kind":       pulumi.String(kind),
+		"metadata":   part("metadata"),
+		"spec":       part("spec"),
+	}
 }
 
 // knownAfter returns the known value v as an output that depends on res, so
@@ -106,18 +222,47 @@ func jobInputs(job *batchv1.Job) (pulumi.Map, error) {
 // objectInputs converts a Kubernetes object of kind (batch/v1) named name to
 // Pulumi inputs through its JSON form, without status and null values.
 func objectInputs(v any, kind, name string) (pulumi.Map, error) {
+	obj, err := objectJSON(v, kind)
+	if err != nil {
+		return nil, fmt.Errorf("%w of %q", err, name)
+	}
+	return toInputMap(obj), nil
+}
+
+// objectJSON returns the JSON form of a Kubernetes object of kind
+// (batch/v1), without status and null values.
+func objectJSON(v any, kind string) (map[string]any, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("encoding %s %q: %w", kind, name, err)
+		return nil, fmt.Errorf("encoding %s: %w", kind, err)
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(b, &obj); err != nil {
-		return nil, fmt.Errorf("decoding %s %q: %w", kind, name, err)
+		return nil, fmt.Errorf("decoding %s: %w", kind, err)
 	}
 	delete(obj, "status")
 	obj["apiVersion"] = "batch/v1"
 	obj["kind"] = kind
-	return toInputMap(obj), nil
+	dropNulls(obj)
+	return obj, nil
+}
+
+// dropNulls removes JSON nulls from m and the objects and arrays it holds.
+func dropNulls(m map[string]any) {
+	for k, v := range m {
+		switch v := v.(type) {
+		case nil:
+			delete(m, k)
+		case map[string]any:
+			dropNulls(v)
+		case []any:
+			for _, e := range v {
+				if em, ok := e.(map[string]any); ok {
+					dropNulls(em)
+				}
+			}
+		}
+	}
 }
 
 // toInputMap converts a decoded JSON object to a pulumi.Map, dropping nulls.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
@@ -24,11 +25,11 @@ const (
 // <release>-minecraft-rcon, key rcon-password. Without it: address
 // <server>:25575, Secret <server>-rcon.
 type RconArgs struct {
-	ChartRelease string `pulumi:"chartRelease,optional"`
-	Address      string `pulumi:"address,optional"`
-	SecretName   string `pulumi:"secretName,optional"`
-	SecretKey    string `pulumi:"secretKey,optional"`
-	Required     *bool  `pulumi:"required,optional"`
+	ChartRelease pulumi.StringInput `pulumi:"chartRelease,optional"`
+	Address      pulumi.StringInput `pulumi:"address,optional"`
+	SecretName   pulumi.StringInput `pulumi:"secretName,optional"`
+	SecretKey    pulumi.StringInput `pulumi:"secretKey,optional"`
+	Required     pulumi.BoolInput   `pulumi:"required,optional"`
 }
 
 // Annotate describes the rcon inputs in the plugin's schema.
@@ -49,11 +50,12 @@ func (r *RconArgs) resolve(p *problems, server string) *jobspec.Rcon {
 	if r == nil {
 		return nil
 	}
-	out := jobspec.Rcon{Address: r.Address, SecretName: r.SecretName, SecretKey: r.SecretKey, Required: r.Required == nil || *r.Required}
-	if r.ChartRelease != "" {
-		p.dnsLabel("rcon.chartRelease", r.ChartRelease)
-		setDefault(&out.Address, r.ChartRelease+"-minecraft-rcon:"+strconv.Itoa(DefaultRconPort))
-		setDefault(&out.SecretName, r.ChartRelease+"-minecraft-rcon")
+	required := optBool(r.Required)
+	out := jobspec.Rcon{Address: str(r.Address), SecretName: str(r.SecretName), SecretKey: str(r.SecretKey), Required: required == nil || *required}
+	if release := str(r.ChartRelease); release != "" {
+		p.dnsLabel("rcon.chartRelease", release)
+		setDefault(&out.Address, release+"-minecraft-rcon:"+strconv.Itoa(DefaultRconPort))
+		setDefault(&out.SecretName, release+"-minecraft-rcon")
 	}
 	setDefault(&out.Address, server+":"+strconv.Itoa(DefaultRconPort))
 	setDefault(&out.SecretName, server+"-rcon")
@@ -76,15 +78,15 @@ var secretKeyRE = regexp.MustCompile(`^[-._a-zA-Z0-9]{1,253}$`)
 // restic's forget rules (a run kept by any rule is kept) with a floor of
 // minKeep archives, the newest run, and every run younger than grace.
 type RetentionArgs struct {
-	KeepLast    int    `pulumi:"keepLast,optional"`
-	KeepHourly  int    `pulumi:"keepHourly,optional"`
-	KeepDaily   int    `pulumi:"keepDaily,optional"`
-	KeepWeekly  int    `pulumi:"keepWeekly,optional"`
-	KeepMonthly int    `pulumi:"keepMonthly,optional"`
-	KeepYearly  int    `pulumi:"keepYearly,optional"`
-	KeepWithin  string `pulumi:"keepWithin,optional"`
-	MinKeep     int    `pulumi:"minKeep"`
-	Grace       string `pulumi:"grace,optional"`
+	KeepLast    pulumi.IntInput    `pulumi:"keepLast,optional"`
+	KeepHourly  pulumi.IntInput    `pulumi:"keepHourly,optional"`
+	KeepDaily   pulumi.IntInput    `pulumi:"keepDaily,optional"`
+	KeepWeekly  pulumi.IntInput    `pulumi:"keepWeekly,optional"`
+	KeepMonthly pulumi.IntInput    `pulumi:"keepMonthly,optional"`
+	KeepYearly  pulumi.IntInput    `pulumi:"keepYearly,optional"`
+	KeepWithin  pulumi.StringInput `pulumi:"keepWithin,optional"`
+	MinKeep     pulumi.IntInput    `pulumi:"minKeep"`
+	Grace       pulumi.StringInput `pulumi:"grace,optional"`
 }
 
 // Annotate describes the retention inputs in the plugin's schema.
@@ -103,10 +105,18 @@ func (r *RetentionArgs) Annotate(a infer.Annotator) {
 var withinRE = regexp.MustCompile(`^([0-9]+w)?([0-9]+d)?([0-9]+h)?([0-9]+m)?$`)
 
 // resolve validates r; nil r gives nil.
-func (r *RetentionArgs) resolve(p *problems) *jobspec.Retention {
-	if r == nil {
+func (ra *RetentionArgs) resolve(p *problems) *jobspec.Retention {
+	if ra == nil {
 		return nil
 	}
+	n := func(in pulumi.IntInput) int {
+		if v := optInt(in); v != nil {
+			return *v
+		}
+		return 0
+	}
+	r := jobspec.Retention{KeepLast: n(ra.KeepLast), KeepHourly: n(ra.KeepHourly), KeepDaily: n(ra.KeepDaily), KeepWeekly: n(ra.KeepWeekly),
+		KeepMonthly: n(ra.KeepMonthly), KeepYearly: n(ra.KeepYearly), KeepWithin: str(ra.KeepWithin), MinKeep: n(ra.MinKeep), Grace: str(ra.Grace)}
 	for _, c := range []struct {
 		input string
 		n     int
@@ -130,6 +140,5 @@ func (r *RetentionArgs) resolve(p *problems) *jobspec.Retention {
 	if r.Grace != "" && regexp.MustCompile(`^(0+[wdhm])+$`).MatchString(r.Grace) {
 		p.addf("retention.grace", "%q must be positive: at least the longest backup deadline", r.Grace)
 	}
-	return &jobspec.Retention{KeepLast: r.KeepLast, KeepHourly: r.KeepHourly, KeepDaily: r.KeepDaily, KeepWeekly: r.KeepWeekly,
-		KeepMonthly: r.KeepMonthly, KeepYearly: r.KeepYearly, KeepWithin: r.KeepWithin, MinKeep: r.MinKeep, Grace: r.Grace}
+	return &r
 }

@@ -5,8 +5,14 @@
 // server's archives (`archiver prune`); WorldBackupSchedule a CronJob of
 // backups. Each Job is built by a pure
 // builder in package jobspec from validated inputs, so the same Job comes out
-// of a Go program and of the component-provider plugin (pulumi-go-provider's
-// infer.ComponentF serves NewWorldBackup and NewWorldRestore as they are).
+// of a Go program and of the component-provider plugin (which serves
+// NewWorldBackup and NewWorldRestore as they are).
+//
+// The inputs every Job shares are JobInputs, embedded in each component's
+// args; values of the Job are Pulumi inputs. A component settles them first
+// (inputs.go): known ones (waited for at preview) are validated at once and
+// give a plain Job; ones unknown at preview give a Job built in an apply that
+// runs the same validation.
 package provider
 
 import (
@@ -14,6 +20,7 @@ import (
 
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/preflight"
@@ -52,34 +59,56 @@ type WorldBackup struct {
 // waited for it (unless skipAwait), so a resource that depends on archiveRef
 // waits for the backup.
 func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts ...pulumi.ResourceOption) (*WorldBackup, error) {
-	r, err := args.resolve()
+	s, err := settleNow(ctx.Context(), ctx.DryRun(), args)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("resolving the inputs of WorldBackup %q: %w", name, err)
 	}
-	job := jobspec.BuildBackup(r.Job)
-	secrets := map[string][]string{r.Job.ConfigSecretName: {jobspec.ConfigFileName}}
-	if rc := r.Job.Rcon; rc != nil {
-		secrets[rc.SecretName] = append(secrets[rc.SecretName], rc.SecretKey)
-	}
-	req := preflight.FromJob(job, secrets)
-	req.SecretHints = map[string]string{
-		r.Job.ConfigSecretName: fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", job.Namespace, r.Job.ConfigSecretName, jobspec.ConfigFileName),
-	}
-	if rc := r.Job.Rcon; rc != nil {
-		req.SecretHints[rc.SecretName] = fmt.Sprintf("kubectl -n %s create secret generic %s --from-literal=%s=<the server's rcon.password>", job.Namespace, rc.SecretName, rc.SecretKey)
-	}
-	req.SecurityHint = "set securityMode restricted"
-	if err := checkCluster(ctx, "worldbackup", r.Preflight, req); err != nil {
-		return nil, err
+	pl := jobPlan{Secret: s.Secret, Deps: s.Deps}
+	if s.Known {
+		r, err := s.Args.resolve()
+		if err != nil {
+			return nil, err
+		}
+		pl.Job, pl.RunID, pl.ArchiveRef, pl.Timeout = jobspec.BuildBackup(r.Job), r.Job.RunID, r.ArchiveRef, r.Timeout
+		if err := checkCluster(ctx, "worldbackup", r.Preflight, backupRequirements(pl.Job, r.Job)); err != nil {
+			return nil, err
+		}
+	} else {
+		pl.Timeout = laterTimeout(args.JobInputs)
+		pl.Later = settleLater(args, func(a WorldBackupArgs) (any, error) {
+			r, err := a.resolve()
+			if err != nil {
+				return nil, err
+			}
+			return jobResult{Job: jobspec.BuildBackup(r.Job), RunID: r.Job.RunID, ArchiveRef: r.ArchiveRef}, nil
+		})
 	}
 
 	comp := &WorldBackup{}
-	out, err := registerJobComponent(ctx, WorldBackupType, name, comp, job, r.Timeout, r.Job.RunID, r.ArchiveRef, opts...)
+	out, err := registerJobComponent(ctx, WorldBackupType, name, comp, pl, opts...)
 	if err != nil {
 		return nil, err
 	}
 	comp.JobName, comp.Namespace, comp.RunID, comp.ArchiveRef = out.JobName, out.Namespace, out.RunID, out.ArchiveRef
 	return comp, nil
+}
+
+// backupRequirements are what the preflight looks up for the backup Job
+// job of b: its claims, service account, config Secret and RCON Secret.
+func backupRequirements(job *batchv1.Job, b jobspec.Backup) preflight.Requirements {
+	secrets := map[string][]string{b.ConfigSecretName: {jobspec.ConfigFileName}}
+	if rc := b.Rcon; rc != nil {
+		secrets[rc.SecretName] = append(secrets[rc.SecretName], rc.SecretKey)
+	}
+	req := preflight.FromJob(job, secrets)
+	req.SecretHints = map[string]string{
+		b.ConfigSecretName: fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", job.Namespace, b.ConfigSecretName, jobspec.ConfigFileName),
+	}
+	if rc := b.Rcon; rc != nil {
+		req.SecretHints[rc.SecretName] = fmt.Sprintf("kubectl -n %s create secret generic %s --from-literal=%s=<the server's rcon.password>", job.Namespace, rc.SecretName, rc.SecretKey)
+	}
+	req.SecurityHint = "set securityMode restricted"
+	return req
 }
 
 // Annotate describes WorldBackup and its outputs in the plugin's schema and
@@ -99,7 +128,9 @@ func (w *WorldBackup) Annotate(a infer.Annotator) {
 		"(.tar.gz with gzip, .tar with none).")
 }
 
-// Annotate describes every input of WorldBackup in the plugin's schema.
+// Annotate describes the inputs of WorldBackup in the plugin's schema: its
+// own, and those of JobInputs whose description says more for a backup (the
+// rest come from JobInputs.Annotate).
 func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.Server, "The game server's name: a DNS-1123 label of at most 46 characters "+
 		"(lowercase letters, digits, '-'), usually its StatefulSet name. It names the world claim, "+
@@ -109,13 +140,8 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.RunID, "The run ID, the idempotency key of the backup: 1 to 128 characters from "+
 		"A-Z a-z 0-9 . _ -, starting with a letter or digit. It names the archive file. A new runId "+
 		"performs a new backup; the same runId performs none.")
-	an.Describe(&a.Image, "The archiver image, e.g. ghcr.io/worldbackup/archiver:v0.1.0. Its binary is "+
-		"/usr/local/bin/archiver.")
 	an.Describe(&a.BackupClaimName, "The PersistentVolumeClaim that holds the archives, mounted read-write "+
 		"at backupRoot.")
-	an.Describe(&a.Namespace, "The namespace of the Job, where the world and backup claims live. Default: minecraft.")
-	an.Describe(&a.ServiceAccountName, "The Job's service account (pre-existing, with no permissions needed; "+
-		"its token is not mounted). Default: felis-restore.")
 	an.Describe(&a.ConfigSecretName, "The Secret holding felis.toml (the catalog's database URL), mounted "+
 		"read-only (mode 0400) at configMountPath. Default: felis-config.")
 	an.Describe(&a.ConfigMountPath, "Where the config Secret is mounted; the archiver reads "+
@@ -126,19 +152,12 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.WorldClaimName, "The world's PersistentVolumeClaim, mounted read-only. "+
 		"Default: world-<server>-0 (the StatefulSet claim of volume template world, ordinal 0).")
 	an.Describe(&a.Deadline, "How long the backup may run, a Go duration (activeDeadlineSeconds). Default: 30m.")
-	an.Describe(&a.CPULimit, "The container's CPU limit (a Kubernetes quantity); it requests 100m or "+
-		"the limit if lower. Default: 1.")
-	an.Describe(&a.MemoryLimit, "The container's memory limit (a Kubernetes quantity); it requests 256Mi "+
-		"or the limit if lower. Default: 1Gi.")
 	an.Describe(&a.SecurityMode, "baseline or restricted. baseline (default): root with every capability "+
 		"dropped except DAC_OVERRIDE, so it reads the game's 0600 files whatever their owner; meets the "+
 		"baseline Pod Security Standard. restricted: runs as runAsUser/runAsGroup (default 1000/1000, "+
 		"the game's UID/GID) with every capability dropped and runAsNonRoot; meets the restricted Pod "+
 		"Security Standard. Both: no privilege escalation, seccomp RuntimeDefault, read-only root "+
 		"filesystem.")
-	an.Describe(&a.RunAsUser, "The UID the archiver runs as. Default: 0 in baseline mode, 1000 in "+
-		"restricted mode (which refuses 0).")
-	an.Describe(&a.RunAsGroup, "The GID the archiver runs as. Default: 0 in baseline mode, 1000 in restricted mode.")
 	an.Describe(&a.FSGroup, "The pod's fsGroup: kubelet gives the writable volumes and the config Secret's "+
 		"files this group (fsGroupChangePolicy OnRootMismatch). Omitted when 0. Default: omitted in "+
 		"baseline mode, runAsGroup in restricted mode (needed to read the config Secret as non-root).")
@@ -147,30 +166,14 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 		"replaces it. With a TTL, `pulumi refresh` (or `up --refresh`) after the deletion forgets the Job and the "+
 		"next `pulumi up` creates it again with the same runId; the archiver then does nothing (the run is "+
 		"already recorded), but `pulumi up` shows a create.")
-	an.Describe(&a.BackoffLimit, "How many times a failed pod is retried (backoffLimit). Default: 0, so a failed "+
-		"pod fails the Job at once (reason BackoffLimitExceeded) and `pulumi up` reports it with the archiver's "+
-		"message. With more, a configuration error is retried too (10s, 20s, 40s… apart) before `pulumi up` "+
-		"reports it.")
 	an.Describe(&a.Compression, "zstd, gzip or none: the archive's compression and extension "+
 		"(.tar.zst, .tar.gz, .tar). Default: zstd.")
 	an.Describe(&a.Excludes, "Globs of world paths to leave out (each passed as --exclude); when set they "+
 		"replace the config file's list (default *.jar, cache/, logs/, *.tmp).")
-	an.Describe(&a.NodeName, "Runs the pod on this node (bypassing the scheduler), e.g. the node of a "+
-		"ReadWriteOnce world volume. Exclusive with nodeSelector.")
-	an.Describe(&a.NodeSelector, "Node labels the pod's node must have, rendered as a required node "+
-		"affinity (so the pod lands where a ReadWriteOnce world volume can attach). Exclusive with nodeName.")
-	an.Describe(&a.Labels, descLabels)
-	an.Describe(&a.Annotations, descAnnotations)
 	an.Describe(&a.SkipAwait, "Do not wait for the Job to finish (annotation pulumi.com/skipAwait); "+
 		"`pulumi up` then does not report the backup's result. Default: false.")
-	an.Describe(&a.Timeout, descTimeout)
-	an.Describe(&a.GamePodSelector, descGamePodSelector)
-	an.Describe(&a.GamePodAffinity, descGamePodAffinity)
 	an.Describe(&a.Rcon, "Quiesce the game server over RCON while the world is read: save-off and save-all flush before, "+
 		"save-on after the archive is written (on every exit path). Needs the server's RCON password in a Secret.")
 	an.Describe(&a.Retention, "Prune the server's archives after a successful run, in the same pod: restic's forget rules "+
 		"with a floor (minKeep, the newest run, runs younger than grace). Rows go first, then files.")
-	an.Describe(&a.ReplaceUnready, descReplaceUnready)
-	an.Describe(&a.Preflight, descPreflight)
-	an.Describe(&a.KubeContext, descKubeContext)
 }

@@ -18,10 +18,12 @@ import (
 
 func validArgs() WorldBackupArgs {
 	return WorldBackupArgs{
-		Server:          "survival",
-		RunID:           "20250601-0300",
-		Image:           "ghcr.io/worldbackup/archiver:v0.1.0",
-		BackupClaimName: "world-backups",
+		JobInputs: JobInputs{
+			Server:          "survival",
+			RunID:           pulumi.String("20250601-0300"),
+			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			BackupClaimName: pulumi.String("world-backups"),
+		},
 	}
 }
 
@@ -44,27 +46,27 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 			name: "every input set, restricted",
 			args: func() WorldBackupArgs {
 				a := validArgs()
-				a.FormerOwner = "Notch"
-				a.Namespace = "games"
-				a.ServiceAccountName = "backup-sa"
-				a.ConfigSecretName = "felis-prod"
-				a.ConfigMountPath = "/run/felis"
-				a.BackupRoot = "/archives"
-				a.WorldRoot = "/data/world"
-				a.WorldClaimName = "survival-data"
-				a.Deadline = "1h"
-				a.CPULimit = "2"
-				a.MemoryLimit = "2Gi"
-				a.SecurityMode = "restricted"
-				a.RunAsUser = new(1001)
-				a.RunAsGroup = new(1002)
-				a.TTLAfterFinished = "90s"
-				a.BackoffLimit = new(0)
-				a.Compression = "gzip"
-				a.Excludes = []string{"*.jar"}
-				a.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-a"}
-				a.Labels = map[string]string{"team": "ops"}
-				a.Annotations = map[string]string{"note": "weekly"}
+				a.FormerOwner = pulumi.String("Notch")
+				a.Namespace = pulumi.String("games")
+				a.ServiceAccountName = pulumi.String("backup-sa")
+				a.ConfigSecretName = pulumi.String("felis-prod")
+				a.ConfigMountPath = pulumi.String("/run/felis")
+				a.BackupRoot = pulumi.String("/archives")
+				a.WorldRoot = pulumi.String("/data/world")
+				a.WorldClaimName = pulumi.String("survival-data")
+				a.Deadline = pulumi.String("1h")
+				a.CPULimit = pulumi.String("2")
+				a.MemoryLimit = pulumi.String("2Gi")
+				a.SecurityMode = new(SecurityMode("restricted"))
+				a.RunAsUser = pulumi.Int(1001)
+				a.RunAsGroup = pulumi.Int(1002)
+				a.TTLAfterFinished = pulumi.String("90s")
+				a.BackoffLimit = pulumi.Int(0)
+				a.Compression = new(Compression("gzip"))
+				a.Excludes = pulumi.ToStringArray([]string{"*.jar"})
+				a.NodeSelector = pulumi.ToStringMap(map[string]string{"kubernetes.io/hostname": "node-a"})
+				a.Labels = pulumi.ToStringMap(map[string]string{"team": "ops"})
+				a.Annotations = pulumi.ToStringMap(map[string]string{"note": "weekly"})
 				a.SkipAwait = true
 				a.Timeout = "2h"
 				return a
@@ -99,9 +101,9 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 			name: "restricted defaults to the game's UID and GID",
 			args: func() WorldBackupArgs {
 				a := validArgs()
-				a.SecurityMode = "restricted"
-				a.Compression = "none"
-				a.NodeName = "node-b"
+				a.SecurityMode = new(SecurityMode("restricted"))
+				a.Compression = new(Compression("none"))
+				a.NodeName = pulumi.String("node-b")
 				return a
 			},
 			want: func() jobspec.Backup {
@@ -119,10 +121,10 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 			args: func() WorldBackupArgs {
 				a := validArgs()
 				a.ReplaceUnready = new(false)
-				a.GamePodAffinity = "required"
-				a.GamePodSelector = map[string]string{"app": "survival"}
-				a.TTLAfterFinished = "1h"
-				a.BackoffLimit = new(3)
+				a.GamePodAffinity = pulumi.String("required")
+				a.GamePodSelector = pulumi.ToStringMap(map[string]string{"app": "survival"})
+				a.TTLAfterFinished = pulumi.String("1h")
+				a.BackoffLimit = pulumi.Int(3)
 				a.Preflight = new(false)
 				a.KubeContext = "prod"
 				return a
@@ -143,7 +145,7 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 			args: func() WorldBackupArgs {
 				a := validArgs()
 				a.SkipAwait = true
-				a.GamePodAffinity = "none"
+				a.GamePodAffinity = pulumi.String("none")
 				return a
 			},
 			want: func() jobspec.Backup {
@@ -159,8 +161,8 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 			name: "baseline fsGroup 0 is omitted",
 			args: func() WorldBackupArgs {
 				a := validArgs()
-				a.FSGroup = new(0)
-				a.RunAsUser = new(0)
+				a.FSGroup = pulumi.Int(0)
+				a.RunAsUser = pulumi.Int(0)
 				return a
 			},
 			want:        jobtest.DefaultBackup,
@@ -223,11 +225,11 @@ func TestWorldBackupMissingInputs(t *testing.T) {
 	}{
 		{"server", func(a *WorldBackupArgs) { a.Server = "" }, []string{"server"},
 			[]string{"worldbackup: server is required: set it to the game server's name"}},
-		{"runId", func(a *WorldBackupArgs) { a.RunID = "" }, []string{"runId"},
+		{"runId", func(a *WorldBackupArgs) { a.RunID = pulumi.String("") }, []string{"runId"},
 			[]string{"worldbackup: runId is required: set it to a unique ID of this run"}},
-		{"image", func(a *WorldBackupArgs) { a.Image = "" }, []string{"image"},
+		{"image", func(a *WorldBackupArgs) { a.Image = pulumi.String("") }, []string{"image"},
 			[]string{"worldbackup: image is required: set it to the archiver image, e.g. ghcr.io/"}},
-		{"backupClaimName", func(a *WorldBackupArgs) { a.BackupClaimName = "" }, []string{"backupClaimName"},
+		{"backupClaimName", func(a *WorldBackupArgs) { a.BackupClaimName = pulumi.String("") }, []string{"backupClaimName"},
 			[]string{"worldbackup: backupClaimName is required: set it to the PersistentVolumeClaim"}},
 		{"all at once", func(a *WorldBackupArgs) { *a = WorldBackupArgs{} }, []string{"server", "runId", "image", "backupClaimName"},
 			[]string{"worldbackup: 4 invalid inputs:\n  - server is required", "\n  - backupClaimName is required"}},
@@ -250,63 +252,84 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 	}{
 		{"server not a label", func(a *WorldBackupArgs) { a.Server = "Survival_1" }, []string{"server"}, `server "Survival_1" is invalid`},
 		{"server too long for the Job name", func(a *WorldBackupArgs) { a.Server = strings.Repeat("s", 47) }, []string{"server"}, "at most 46"},
-		{"runId with slash", func(a *WorldBackupArgs) { a.RunID = "../x" }, []string{"runId"}, `runId "../x" is invalid`},
-		{"runId too long", func(a *WorldBackupArgs) { a.RunID = strings.Repeat("r", 129) }, []string{"runId"}, "1 to 128 characters"},
-		{"image with space", func(a *WorldBackupArgs) { a.Image = "ghcr.io/x y" }, []string{"image"}, "no spaces"},
-		{"backupClaimName invalid", func(a *WorldBackupArgs) { a.BackupClaimName = "Backups!" }, []string{"backupClaimName"}, `backupClaimName "Backups!" is invalid`},
-		{"namespace invalid", func(a *WorldBackupArgs) { a.Namespace = "mine.craft" }, []string{"namespace"}, `namespace "mine.craft" is invalid`},
-		{"worldClaimName invalid", func(a *WorldBackupArgs) { a.WorldClaimName = "World" }, []string{"worldClaimName"}, "worldClaimName"},
-		{"formerOwner with newline", func(a *WorldBackupArgs) { a.FormerOwner = "a\nb" }, []string{"formerOwner"}, "control characters"},
-		{"relative worldRoot", func(a *WorldBackupArgs) { a.WorldRoot = "world" }, []string{"worldRoot"}, "absolute path"},
-		{"unclean backupRoot", func(a *WorldBackupArgs) { a.BackupRoot = "/backups/" }, []string{"backupRoot"}, `clean form "/backups"`},
-		{"root configMountPath", func(a *WorldBackupArgs) { a.ConfigMountPath = "/" }, []string{"configMountPath"}, "a folder of its own"},
-		{"nested mounts", func(a *WorldBackupArgs) { a.BackupRoot = "/world/backups" }, []string{"worldRoot"}, `overlaps backupRoot`},
-		{"mount on /tmp", func(a *WorldBackupArgs) { a.ConfigMountPath = "/tmp" }, []string{"configMountPath"}, "overlaps the scratch folder"},
-		{"deadline not a duration", func(a *WorldBackupArgs) { a.Deadline = "30" }, []string{"deadline"}, `deadline "30" is not a Go duration`},
-		{"deadline zero", func(a *WorldBackupArgs) { a.Deadline = "0s" }, []string{"deadline"}, "too short"},
-		{"ttl negative", func(a *WorldBackupArgs) { a.TTLAfterFinished = "-1m" }, []string{"ttlAfterFinished"}, "too short"},
-		{"ttl zero", func(a *WorldBackupArgs) { a.TTLAfterFinished = "0s" }, []string{"ttlAfterFinished"}, "at least 1s"},
-		{"gamePodAffinity unknown", func(a *WorldBackupArgs) { a.GamePodAffinity = "always" }, []string{"gamePodAffinity"}, "use preferred"},
-		{"gamePodAffinity required with nodeName", func(a *WorldBackupArgs) { a.GamePodAffinity = "required"; a.NodeName = "n1" }, []string{"gamePodAffinity"}, "bypasses the scheduler"},
+		{"runId with slash", func(a *WorldBackupArgs) { a.RunID = pulumi.String("../x") }, []string{"runId"}, `runId "../x" is invalid`},
+		{"runId too long", func(a *WorldBackupArgs) { a.RunID = pulumi.String(strings.Repeat("r", 129)) }, []string{"runId"}, "1 to 128 characters"},
+		{"image with space", func(a *WorldBackupArgs) { a.Image = pulumi.String("ghcr.io/x y") }, []string{"image"}, "no spaces"},
+		{"backupClaimName invalid", func(a *WorldBackupArgs) { a.BackupClaimName = pulumi.String("Backups!") }, []string{"backupClaimName"}, `backupClaimName "Backups!" is invalid`},
+		{"namespace invalid", func(a *WorldBackupArgs) { a.Namespace = pulumi.String("mine.craft") }, []string{"namespace"}, `namespace "mine.craft" is invalid`},
+		{"worldClaimName invalid", func(a *WorldBackupArgs) { a.WorldClaimName = pulumi.String("World") }, []string{"worldClaimName"}, "worldClaimName"},
+		{"formerOwner with newline", func(a *WorldBackupArgs) { a.FormerOwner = pulumi.String("a\nb") }, []string{"formerOwner"}, "control characters"},
+		{"relative worldRoot", func(a *WorldBackupArgs) { a.WorldRoot = pulumi.String("world") }, []string{"worldRoot"}, "absolute path"},
+		{"unclean backupRoot", func(a *WorldBackupArgs) { a.BackupRoot = pulumi.String("/backups/") }, []string{"backupRoot"}, `clean form "/backups"`},
+		{"root configMountPath", func(a *WorldBackupArgs) { a.ConfigMountPath = pulumi.String("/") }, []string{"configMountPath"}, "a folder of its own"},
+		{"nested mounts", func(a *WorldBackupArgs) { a.BackupRoot = pulumi.String("/world/backups") }, []string{"worldRoot"}, `overlaps backupRoot`},
+		{"mount on /tmp", func(a *WorldBackupArgs) { a.ConfigMountPath = pulumi.String("/tmp") }, []string{"configMountPath"}, "overlaps the scratch folder"},
+		{"deadline not a duration", func(a *WorldBackupArgs) { a.Deadline = pulumi.String("30") }, []string{"deadline"}, `deadline "30" is not a Go duration`},
+		{"deadline zero", func(a *WorldBackupArgs) { a.Deadline = pulumi.String("0s") }, []string{"deadline"}, "too short"},
+		{"ttl negative", func(a *WorldBackupArgs) { a.TTLAfterFinished = pulumi.String("-1m") }, []string{"ttlAfterFinished"}, "too short"},
+		{"ttl zero", func(a *WorldBackupArgs) { a.TTLAfterFinished = pulumi.String("0s") }, []string{"ttlAfterFinished"}, "at least 1s"},
+		{"gamePodAffinity unknown", func(a *WorldBackupArgs) { a.GamePodAffinity = pulumi.String("always") }, []string{"gamePodAffinity"}, "use preferred"},
+		{"gamePodAffinity required with nodeName", func(a *WorldBackupArgs) {
+			a.GamePodAffinity = pulumi.String("required")
+			a.NodeName = pulumi.String("n1")
+		}, []string{"gamePodAffinity"}, "bypasses the scheduler"},
 		{"gamePodAffinity required without selector", func(a *WorldBackupArgs) {
-			a.GamePodAffinity = "required"
-			a.GamePodSelector = map[string]string{}
+			a.GamePodAffinity = pulumi.String("required")
+			a.GamePodSelector = pulumi.ToStringMap(map[string]string{})
 		}, []string{"gamePodSelector"}, "is empty"},
-		{"gamePodSelector bad value", func(a *WorldBackupArgs) { a.GamePodSelector = map[string]string{"app": "a b"} }, []string{"gamePodSelector"}, `value "a b"`},
+		{"gamePodSelector bad value", func(a *WorldBackupArgs) { a.GamePodSelector = pulumi.ToStringMap(map[string]string{"app": "a b"}) }, []string{"gamePodSelector"}, `value "a b"`},
 		{"replaceUnready with skipAwait", func(a *WorldBackupArgs) { a.SkipAwait = true; a.ReplaceUnready = new(true) }, []string{"replaceUnready"}, "still running"},
-		{"annotation skipAwait reserved", func(a *WorldBackupArgs) { a.Annotations = map[string]string{"pulumi.com/skipAwait": "true"} }, []string{"annotations"}, "set by the component"},
+		{"annotation skipAwait reserved", func(a *WorldBackupArgs) {
+			a.Annotations = pulumi.ToStringMap(map[string]string{"pulumi.com/skipAwait": "true"})
+		}, []string{"annotations"}, "set by the component"},
 		{"timeout below deadline", func(a *WorldBackupArgs) { a.Timeout = "10m" }, []string{"timeout"}, "shorter than deadline"},
 		{"timeout not a duration", func(a *WorldBackupArgs) { a.Timeout = "soon" }, []string{"timeout"}, "not a Go duration"},
-		{"cpuLimit invalid", func(a *WorldBackupArgs) { a.CPULimit = "one" }, []string{"cpuLimit"}, "not a Kubernetes quantity"},
-		{"memoryLimit zero", func(a *WorldBackupArgs) { a.MemoryLimit = "0" }, []string{"memoryLimit"}, "greater than zero"},
-		{"securityMode unknown", func(a *WorldBackupArgs) { a.SecurityMode = "privileged" }, []string{"securityMode"}, "use baseline"},
-		{"restricted as root", func(a *WorldBackupArgs) { a.SecurityMode = "restricted"; a.RunAsUser = new(0) }, []string{"runAsUser"}, "forbids"},
-		{"restricted without fsGroup", func(a *WorldBackupArgs) { a.SecurityMode = "restricted"; a.FSGroup = new(0) }, []string{"fsGroup"}, "config Secret"},
-		{"restricted group 0", func(a *WorldBackupArgs) { a.SecurityMode = "restricted"; a.RunAsGroup = new(0) }, []string{"runAsGroup"}, "fsGroup defaults to 0"},
-		{"negative runAsGroup", func(a *WorldBackupArgs) { a.RunAsGroup = new(-1) }, []string{"runAsGroup"}, "out of range"},
-		{"negative backoffLimit", func(a *WorldBackupArgs) { a.BackoffLimit = new(-1) }, []string{"backoffLimit"}, "out of range"},
-		{"compression unknown", func(a *WorldBackupArgs) { a.Compression = "xz" }, []string{"compression"}, `compression "xz" is not supported`},
-		{"empty exclude", func(a *WorldBackupArgs) { a.Excludes = []string{"*.jar", ""} }, []string{"excludes"}, "item 1 is empty"},
+		{"cpuLimit invalid", func(a *WorldBackupArgs) { a.CPULimit = pulumi.String("one") }, []string{"cpuLimit"}, "not a Kubernetes quantity"},
+		{"memoryLimit zero", func(a *WorldBackupArgs) { a.MemoryLimit = pulumi.String("0") }, []string{"memoryLimit"}, "greater than zero"},
+		{"securityMode unknown", func(a *WorldBackupArgs) { a.SecurityMode = new(SecurityMode("privileged")) }, []string{"securityMode"}, "use baseline"},
+		{"restricted as root", func(a *WorldBackupArgs) {
+			a.SecurityMode = new(SecurityMode("restricted"))
+			a.RunAsUser = pulumi.Int(0)
+		}, []string{"runAsUser"}, "forbids"},
+		{"restricted without fsGroup", func(a *WorldBackupArgs) { a.SecurityMode = new(SecurityMode("restricted")); a.FSGroup = pulumi.Int(0) }, []string{"fsGroup"}, "config Secret"},
+		{"restricted group 0", func(a *WorldBackupArgs) {
+			a.SecurityMode = new(SecurityMode("restricted"))
+			a.RunAsGroup = pulumi.Int(0)
+		}, []string{"runAsGroup"}, "fsGroup defaults to 0"},
+		{"negative runAsGroup", func(a *WorldBackupArgs) { a.RunAsGroup = pulumi.Int(-1) }, []string{"runAsGroup"}, "out of range"},
+		{"negative backoffLimit", func(a *WorldBackupArgs) { a.BackoffLimit = pulumi.Int(-1) }, []string{"backoffLimit"}, "out of range"},
+		{"compression unknown", func(a *WorldBackupArgs) { a.Compression = new(Compression("xz")) }, []string{"compression"}, `compression "xz" is not supported`},
+		{"empty exclude", func(a *WorldBackupArgs) { a.Excludes = pulumi.ToStringArray([]string{"*.jar", ""}) }, []string{"excludes"}, "item 1 is empty"},
 		{"nodeName and nodeSelector", func(a *WorldBackupArgs) {
-			a.NodeName = "n1"
-			a.NodeSelector = map[string]string{"zone": "a"}
+			a.NodeName = pulumi.String("n1")
+			a.NodeSelector = pulumi.ToStringMap(map[string]string{"zone": "a"})
 		}, []string{"nodeName"}, "set only one"},
-		{"nodeSelector bad value", func(a *WorldBackupArgs) { a.NodeSelector = map[string]string{"zone": "a b"} }, []string{"nodeSelector"}, `value "a b"`},
-		{"label reserved", func(a *WorldBackupArgs) { a.Labels = map[string]string{"app.kubernetes.io/name": "x"} }, []string{"labels"}, "set by the component"},
-		{"label value invalid", func(a *WorldBackupArgs) { a.Labels = map[string]string{"team": strings.Repeat("x", 64)} }, []string{"labels"}, "value"},
-		{"label key invalid", func(a *WorldBackupArgs) { a.Labels = map[string]string{"bad key": "x"} }, []string{"labels"}, `key "bad key"`},
-		{"annotation reserved", func(a *WorldBackupArgs) { a.Annotations = map[string]string{"worldbackup.dev/run-id": "x"} }, []string{"annotations"}, "set by the component"},
-		{"rcon bad address", func(a *WorldBackupArgs) { a.Rcon = &RconArgs{Address: "survival"} }, []string{"rcon.address"}, "want host:port"},
-		{"rcon bad port", func(a *WorldBackupArgs) { a.Rcon = &RconArgs{Address: "survival:99999"} }, []string{"rcon.address"}, "1 to 65535"},
-		{"rcon bad secret key", func(a *WorldBackupArgs) { a.Rcon = &RconArgs{SecretKey: "a/b"} }, []string{"rcon.secretKey"}, "not a valid Secret key"},
-		{"retention without rule", func(a *WorldBackupArgs) { a.Retention = &RetentionArgs{MinKeep: 2} }, []string{"retention"}, "no keep rule"},
-		{"retention without floor", func(a *WorldBackupArgs) { a.Retention = &RetentionArgs{KeepLast: 2} }, []string{"retention.minKeep"}, "at least 1"},
-		{"retention bad within", func(a *WorldBackupArgs) { a.Retention = &RetentionArgs{KeepWithin: "3 days", MinKeep: 1} }, []string{"retention.keepWithin"}, "not a duration"},
-		{"retention zero grace", func(a *WorldBackupArgs) { a.Retention = &RetentionArgs{KeepLast: 1, MinKeep: 1, Grace: "0h"} }, []string{"retention.grace"}, "positive"},
+		{"nodeSelector bad value", func(a *WorldBackupArgs) { a.NodeSelector = pulumi.ToStringMap(map[string]string{"zone": "a b"}) }, []string{"nodeSelector"}, `value "a b"`},
+		{"label reserved", func(a *WorldBackupArgs) {
+			a.Labels = pulumi.ToStringMap(map[string]string{"app.kubernetes.io/name": "x"})
+		}, []string{"labels"}, "set by the component"},
+		{"label value invalid", func(a *WorldBackupArgs) {
+			a.Labels = pulumi.ToStringMap(map[string]string{"team": strings.Repeat("x", 64)})
+		}, []string{"labels"}, "value"},
+		{"label key invalid", func(a *WorldBackupArgs) { a.Labels = pulumi.ToStringMap(map[string]string{"bad key": "x"}) }, []string{"labels"}, `key "bad key"`},
+		{"annotation reserved", func(a *WorldBackupArgs) {
+			a.Annotations = pulumi.ToStringMap(map[string]string{"worldbackup.dev/run-id": "x"})
+		}, []string{"annotations"}, "set by the component"},
+		{"rcon bad address", func(a *WorldBackupArgs) { a.Rcon = &RconArgs{Address: pulumi.String("survival")} }, []string{"rcon.address"}, "want host:port"},
+		{"rcon bad port", func(a *WorldBackupArgs) { a.Rcon = &RconArgs{Address: pulumi.String("survival:99999")} }, []string{"rcon.address"}, "1 to 65535"},
+		{"rcon bad secret key", func(a *WorldBackupArgs) { a.Rcon = &RconArgs{SecretKey: pulumi.String("a/b")} }, []string{"rcon.secretKey"}, "not a valid Secret key"},
+		{"retention without rule", func(a *WorldBackupArgs) { a.Retention = &RetentionArgs{MinKeep: pulumi.Int(2)} }, []string{"retention"}, "no keep rule"},
+		{"retention without floor", func(a *WorldBackupArgs) { a.Retention = &RetentionArgs{KeepLast: pulumi.Int(2)} }, []string{"retention.minKeep"}, "at least 1"},
+		{"retention bad within", func(a *WorldBackupArgs) {
+			a.Retention = &RetentionArgs{KeepWithin: pulumi.String("3 days"), MinKeep: pulumi.Int(1)}
+		}, []string{"retention.keepWithin"}, "not a duration"},
+		{"retention zero grace", func(a *WorldBackupArgs) {
+			a.Retention = &RetentionArgs{KeepLast: pulumi.Int(1), MinKeep: pulumi.Int(1), Grace: pulumi.String("0h")}
+		}, []string{"retention.grace"}, "positive"},
 		{"several problems listed together", func(a *WorldBackupArgs) {
-			a.Image = ""
-			a.Compression = "xz"
-			a.Deadline = "forever"
+			a.Image = pulumi.String("")
+			a.Compression = new(Compression("xz"))
+			a.Deadline = pulumi.String("forever")
 		}, []string{"image", "deadline", "compression"}, "3 invalid inputs"},
 	}
 	for _, tt := range tests {
@@ -458,15 +481,15 @@ func TestWorldBackupRconAndRetention(t *testing.T) {
 		want jobspec.Rcon
 	}{
 		{"defaults from the server", &RconArgs{}, jobspec.Rcon{Address: "survival:25575", SecretName: "survival-rcon", SecretKey: "rcon-password", Required: true}},
-		{"itzg chart release", &RconArgs{ChartRelease: "mc"}, jobspec.Rcon{Address: "mc-minecraft-rcon:25575", SecretName: "mc-minecraft-rcon", SecretKey: "rcon-password", Required: true}},
-		{"explicit, not required", &RconArgs{Address: "10.0.0.5:25576", SecretName: "pw", SecretKey: "password", Required: new(false)},
+		{"itzg chart release", &RconArgs{ChartRelease: pulumi.String("mc")}, jobspec.Rcon{Address: "mc-minecraft-rcon:25575", SecretName: "mc-minecraft-rcon", SecretKey: "rcon-password", Required: true}},
+		{"explicit, not required", &RconArgs{Address: pulumi.String("10.0.0.5:25576"), SecretName: pulumi.String("pw"), SecretKey: pulumi.String("password"), Required: pulumi.Bool(false)},
 			jobspec.Rcon{Address: "10.0.0.5:25576", SecretName: "pw", SecretKey: "password"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			args := validArgs()
 			args.Rcon = tt.rcon
-			args.Retention = &RetentionArgs{KeepDaily: 7, MinKeep: 3}
+			args.Retention = &RetentionArgs{KeepDaily: pulumi.Int(7), MinKeep: pulumi.Int(3)}
 			r, err := args.resolve()
 			if err != nil {
 				t.Fatal(err)

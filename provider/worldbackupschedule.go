@@ -11,6 +11,7 @@ import (
 	k8sbatchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/utilities"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
@@ -27,11 +28,12 @@ const (
 // WorldBackupScheduleArgs are the inputs of a WorldBackupSchedule: those of
 // a WorldBackup (its runId, skipAwait, replaceUnready and timeout are not
 // used: each scheduled run's ID is its Job's name, and Pulumi does not await
-// the Jobs a CronJob creates) and the schedule's own.
+// the Jobs a CronJob creates) and the schedule's own. The backup's values
+// may be Pulumi inputs as for a WorldBackup; the schedule's own are plain.
 type WorldBackupScheduleArgs struct {
-	// Backup are the inputs of the backup Job each run is (required; its
-	// runId, required by the plugin's schema, is ignored).
-	Backup WorldBackupArgs `pulumi:"backup"`
+	// WorldBackupArgs are the inputs of the backup Job each run is; its
+	// runId, required by the plugin's schema, is ignored.
+	WorldBackupArgs
 	// Schedule is the cron expression, e.g. "0 4 * * *" (required).
 	Schedule string `pulumi:"schedule"`
 	// TimeZone is an IANA time zone, e.g. Europe/Berlin ("" = the
@@ -60,25 +62,57 @@ type WorldBackupSchedule struct {
 // NewWorldBackupSchedule validates args and registers a WorldBackupSchedule
 // with its one child, a kubernetes:batch/v1:CronJob named name+"-cronjob".
 func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args WorldBackupScheduleArgs, opts ...pulumi.ResourceOption) (*WorldBackupSchedule, error) {
-	b, s, err := args.resolve()
+	st, err := settleNow(ctx.Context(), ctx.DryRun(), args.WorldBackupArgs)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("resolving the inputs of WorldBackupSchedule %q: %w", name, err)
 	}
-	cj := jobspec.BuildBackupSchedule(b, s)
+	var props pulumi.Map
+	var cjName, cjNamespace pulumi.StringOutput
+	if st.Known {
+		args.WorldBackupArgs = st.Args
+		b, s, err := args.resolve()
+		if err != nil {
+			return nil, err
+		}
+		cj := jobspec.BuildBackupSchedule(b, s)
+		if props, err = objectInputs(cj, "CronJob", cj.Name); err != nil {
+			return nil, err
+		}
+		if st.Secret {
+			props["spec"] = pulumi.ToSecret(props["spec"])
+		}
+		cjName, cjNamespace = pulumi.String(cj.Name).ToStringOutput(), pulumi.String(cj.Namespace).ToStringOutput()
+	} else {
+		later := settleLater(args.WorldBackupArgs, func(b WorldBackupArgs) (any, error) {
+			a := args
+			a.WorldBackupArgs = b
+			bj, s, err := a.resolve()
+			if err != nil {
+				return nil, err
+			}
+			return jobspec.BuildBackupSchedule(bj, s), nil
+		})
+		props = laterInputs(later, "CronJob", func(v any) any { return v })
+		cjName = later.ApplyT(func(v any) string { return v.(*batchv1.CronJob).Name }).(pulumi.StringOutput)
+		cjNamespace = later.ApplyT(func(v any) string { return v.(*batchv1.CronJob).Namespace }).(pulumi.StringOutput)
+	}
 	comp := &WorldBackupSchedule{}
 	if err := ctx.RegisterComponentResource(WorldBackupScheduleType, name, comp, opts...); err != nil {
 		return nil, fmt.Errorf("registering WorldBackupSchedule %q: %w", name, err)
 	}
-	props, err := objectInputs(cj, "CronJob", cj.Name)
-	if err != nil {
-		return nil, err
+	childOpts := []pulumi.ResourceOption{pulumi.Parent(comp)}
+	if len(st.Deps) > 0 {
+		childOpts = append(childOpts, pulumi.DependsOn(st.Deps))
 	}
 	var res k8sbatchv1.CronJob
 	if err := ctx.RegisterResource("kubernetes:batch/v1:CronJob", name+"-cronjob", props, &res,
-		utilities.PkgResourceDefaultOpts([]pulumi.ResourceOption{pulumi.Parent(comp)})...); err != nil {
-		return nil, fmt.Errorf("registering CronJob %q: %w", cj.Name, err)
+		utilities.PkgResourceDefaultOpts(childOpts)...); err != nil {
+		return nil, fmt.Errorf("registering CronJob of WorldBackupSchedule %q: %w", name, err)
 	}
-	comp.CronJobName, comp.Namespace = knownAfter(&res, cj.Name), knownAfter(&res, cj.Namespace)
+	after := func(o pulumi.StringOutput) pulumi.StringOutput {
+		return pulumi.All(res.URN(), o).ApplyT(func(v []any) string { return v[1].(string) }).(pulumi.StringOutput)
+	}
+	comp.CronJobName, comp.Namespace = after(cjName), after(cjNamespace)
 	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"cronJobName": comp.CronJobName, "namespace": comp.Namespace}); err != nil {
 		return nil, fmt.Errorf("registering outputs of WorldBackupSchedule %q: %w", name, err)
 	}
@@ -91,8 +125,8 @@ const scheduledRunID = "scheduled"
 
 // resolve validates the backup inputs and the schedule's.
 func (a WorldBackupScheduleArgs) resolve() (jobspec.Backup, jobspec.Schedule, error) {
-	b := a.Backup
-	b.RunID, b.SkipAwait, b.ReplaceUnready, b.Timeout = scheduledRunID, false, new(false), ""
+	b := a.WorldBackupArgs
+	b.RunID, b.SkipAwait, b.ReplaceUnready, b.Timeout = pulumi.String(scheduledRunID), false, new(false), ""
 	r, berr := b.resolve()
 	p := &problems{component: "worldbackupschedule"}
 	var bie *InputError
@@ -175,9 +209,11 @@ func (w *WorldBackupSchedule) Annotate(a infer.Annotator) {
 
 // Annotate describes the schedule's inputs in the plugin's schema.
 func (a *WorldBackupScheduleArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Backup, "The inputs of the WorldBackup each run is. Its runId is required by the schema "+
-		"but ignored (give e.g. \"scheduled\"): each run's ID is its Job's name. skipAwait, replaceUnready "+
-		"and timeout are ignored too: Pulumi does not await the Jobs.")
+	an.Describe(&a.RunID, "Ignored (required by the schema; give any valid one, e.g. scheduled): each run's ID is "+
+		"the name of the Job the CronJob creates.")
+	an.Describe(&a.SkipAwait, "Ignored: Pulumi does not await the Jobs a CronJob creates.")
+	an.Describe(&a.Timeout, "Ignored: Pulumi does not await the Jobs a CronJob creates.")
+	an.Describe(&a.ReplaceUnready, "Ignored: Pulumi does not await the Jobs a CronJob creates.")
 	an.Describe(&a.Schedule, "The cron expression (five fields, or @hourly, @daily, @weekly, @monthly), e.g. \"0 4 * * *\".")
 	an.Describe(&a.TimeZone, "An IANA time zone the schedule is read in, e.g. Europe/Berlin. Default: the controller's (usually UTC).")
 	an.Describe(&a.StartingDeadline, "A run that could not start within this long of its time is skipped, a Go duration "+

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -9,7 +10,7 @@ import (
 )
 
 func validSchedule() WorldBackupScheduleArgs {
-	return WorldBackupScheduleArgs{Backup: validArgs(), Schedule: "0 4 * * *", TimeZone: "Europe/Berlin"}
+	return WorldBackupScheduleArgs{WorldBackupArgs: validArgs(), Schedule: "0 4 * * *", TimeZone: "Europe/Berlin"}
 }
 
 func TestWorldBackupScheduleRegistersOneCronJob(t *testing.T) {
@@ -49,7 +50,7 @@ func TestWorldBackupScheduleInvalidInputs(t *testing.T) {
 		{"bad history", func(a *WorldBackupScheduleArgs) { a.FailedJobsHistory = new(-1) }, []string{"failedJobsHistory"}, "out of range"},
 		{"starting deadline too short", func(a *WorldBackupScheduleArgs) { a.StartingDeadline = "1s" }, []string{"startingDeadline"}, "too short"},
 		{"backup input and schedule together", func(a *WorldBackupScheduleArgs) {
-			a.Backup.Image = ""
+			a.Image = pulumi.String("")
 			a.Schedule = "daily"
 		}, []string{"image", "schedule"}, "2 invalid inputs"},
 	}
@@ -62,5 +63,69 @@ func TestWorldBackupScheduleInvalidInputs(t *testing.T) {
 				return err
 			}, tt.wantInputs, []string{tt.wantText})
 		})
+	}
+}
+
+// TestWorldBackupScheduleOutputInputs: the backup inputs of a schedule may
+// be outputs: known ones give the CronJob of the plain values, depending on
+// their resource (at preview and at up); an unknown one at preview registers
+// the CronJob with its spec unknown.
+func TestWorldBackupScheduleOutputInputs(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		run  func(*testing.T, pulumi.RunFunc) (*mocks, error)
+	}{{"preview", runMockedPreview}, {"up", runMocked}} {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := tt.run(t, func(ctx *pulumi.Context) error {
+				claim, err := registerClaim(ctx, "world-backups")
+				if err != nil {
+					return err
+				}
+				a := validSchedule()
+				a.BackupClaimName = claim
+				a.Preflight = new(false)
+				_, err = NewWorldBackupSchedule(ctx, "nightly", a)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			regs := m.ofType("kubernetes:batch/v1:CronJob")
+			if len(regs) != 1 {
+				t.Fatalf("%d CronJobs registered, want 1", len(regs))
+			}
+			b, _ := json.Marshal(regs[0].Inputs.Mappable())
+			var cj batchv1.CronJob
+			if err := json.Unmarshal(b, &cj); err != nil {
+				t.Fatal(err)
+			}
+			if cj.Name != "survival-sched" || cj.Spec.JobTemplate.Spec.Template.Spec.Volumes[1].PersistentVolumeClaim.ClaimName != "world-backups" {
+				t.Fatalf("CronJob %s: %+v", cj.Name, cj.Spec.JobTemplate.Spec.Template.Spec.Volumes)
+			}
+			rpc := regs[0].RegisterRPC
+			deps := rpc.GetDependencies()
+			for _, pd := range rpc.GetPropertyDependencies() {
+				deps = append(deps, pd.GetUrns()...)
+			}
+			found := false
+			for _, d := range deps {
+				found = found || strings.Contains(d, "::"+claimType+"::")
+			}
+			if !found {
+				t.Errorf("CronJob dependencies %q lack the claim", deps)
+			}
+		})
+	}
+	m, err := runMockedPreview(t, func(ctx *pulumi.Context) error {
+		a := validSchedule()
+		a.BackupClaimName = unknownString()
+		_, err := NewWorldBackupSchedule(ctx, "nightly", a)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if regs := m.ofType("kubernetes:batch/v1:CronJob"); len(regs) != 1 || regs[0].Inputs["spec"].IsObject() {
+		t.Fatalf("CronJobs %+v, want one with an unknown spec", regs)
 	}
 }

@@ -31,21 +31,37 @@ type WorldPrune struct {
 // child, a kubernetes:batch/v1:Job named name+"-job", as NewWorldBackup
 // does.
 func NewWorldPrune(ctx *pulumi.Context, name string, args WorldPruneArgs, opts ...pulumi.ResourceOption) (*WorldPrune, error) {
-	r, err := args.resolve()
+	s, err := settleNow(ctx.Context(), ctx.DryRun(), args)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("resolving the inputs of WorldPrune %q: %w", name, err)
 	}
-	job := jobspec.BuildPrune(r.Job)
-	req := preflight.FromJob(job, map[string][]string{r.Job.ConfigSecretName: {jobspec.ConfigFileName}})
-	req.SecretHints = map[string]string{
-		r.Job.ConfigSecretName: fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", job.Namespace, r.Job.ConfigSecretName, jobspec.ConfigFileName),
-	}
-	req.SecurityHint = "set securityMode restricted"
-	if err := checkCluster(ctx, "worldprune", r.Preflight, req); err != nil {
-		return nil, err
+	pl := jobPlan{Secret: s.Secret, Deps: s.Deps, NoArchiveRef: true}
+	if s.Known {
+		r, err := s.Args.resolve()
+		if err != nil {
+			return nil, err
+		}
+		pl.Job, pl.RunID, pl.Timeout = jobspec.BuildPrune(r.Job), r.Job.RunID, r.Timeout
+		req := preflight.FromJob(pl.Job, map[string][]string{r.Job.ConfigSecretName: {jobspec.ConfigFileName}})
+		req.SecretHints = map[string]string{
+			r.Job.ConfigSecretName: fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", pl.Job.Namespace, r.Job.ConfigSecretName, jobspec.ConfigFileName),
+		}
+		req.SecurityHint = "set securityMode restricted"
+		if err := checkCluster(ctx, "worldprune", r.Preflight, req); err != nil {
+			return nil, err
+		}
+	} else {
+		pl.Timeout = laterTimeout(args.JobInputs)
+		pl.Later = settleLater(args, func(a WorldPruneArgs) (any, error) {
+			r, err := a.resolve()
+			if err != nil {
+				return nil, err
+			}
+			return jobResult{Job: jobspec.BuildPrune(r.Job), RunID: r.Job.RunID}, nil
+		})
 	}
 	comp := &WorldPrune{}
-	out, err := registerJobComponent(ctx, WorldPruneType, name, comp, job, r.Timeout, r.Job.RunID, "", opts...)
+	out, err := registerJobComponent(ctx, WorldPruneType, name, comp, pl, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +85,8 @@ func (w *WorldPrune) Annotate(a infer.Annotator) {
 	a.Describe(&w.RunID, "The run ID of this prune.")
 }
 
-// Annotate describes every input of WorldPrune in the plugin's schema.
+// Annotate describes WorldPrune's own inputs, and the shared ones whose
+// meaning differs for a prune, in the plugin's schema.
 func (a *WorldPruneArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.Server, "The game server whose archives are pruned: a DNS-1123 label of at most 46 "+
 		"characters, as in its WorldBackup.")
@@ -78,38 +95,15 @@ func (a *WorldPruneArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.Retention, "The rules: restic's forget rules (a run kept by any rule is kept) with a floor "+
 		"of minKeep archives, the newest run, and every run younger than grace.")
 	an.Describe(&a.DryRun, "Report what would go and why each run stays (in the Job's log), change nothing. Default: false.")
-	an.Describe(&a.Image, "The archiver image, e.g. ghcr.io/worldbackup/archiver:v0.1.0.")
 	an.Describe(&a.BackupClaimName, "The PersistentVolumeClaim that holds the archives, mounted read-write at backupRoot.")
+	an.Describe(&a.BackupRoot, "Where the backup claim is mounted: the archive root, as in the WorldBackup "+
+		"(the catalog's archive paths must be under it). Default: /backups.")
+	an.Describe(&a.WorldRoot, "Not used: a prune mounts no world (refused when set).")
+	an.Describe(&a.WorldClaimName, "Not used: a prune mounts no world (refused when set).")
 	an.Describe(&a.ConfigSecretName, "The Secret holding felis.toml (the catalog's database URL), mounted "+
 		"read-only (mode 0400) at configMountPath. Default: felis-config.")
 	an.Describe(&a.ConfigMountPath, "Where the config Secret is mounted. Default: /etc/felis.")
-	an.Describe(&a.BackupRoot, "Where the backup claim is mounted: the archive root, as in the WorldBackup "+
-		"(the catalog's archive paths must be under it). Default: /backups.")
-	an.Describe(&a.Namespace, "The namespace of the Job, where the backup claim lives. Default: minecraft.")
-	an.Describe(&a.ServiceAccountName, "The Job's service account (its token is not mounted). Default: felis-restore.")
-	an.Describe(&a.Deadline, "How long the prune may run, a Go duration (activeDeadlineSeconds). Default: 30m.")
-	an.Describe(&a.CPULimit, "The container's CPU limit (a Kubernetes quantity). Default: 1.")
-	an.Describe(&a.MemoryLimit, "The container's memory limit (a Kubernetes quantity). Default: 1Gi.")
 	an.Describe(&a.SecurityMode, "baseline or restricted, as in WorldBackup. baseline (default): root with "+
 		"DAC_OVERRIDE only, so it removes archives whatever UID wrote them. restricted: runAsUser/runAsGroup "+
 		"(default 1000/1000), no capabilities; it can remove only archives a restricted-mode backup wrote.")
-	an.Describe(&a.RunAsUser, "The UID the archiver runs as. Default: 0 in baseline mode, 1000 in restricted mode.")
-	an.Describe(&a.RunAsGroup, "The GID the archiver runs as. Default: 0 in baseline mode, 1000 in restricted mode.")
-	an.Describe(&a.FSGroup, "The pod's fsGroup. Omitted when 0. Default: omitted in baseline mode, runAsGroup "+
-		"in restricted mode (needed to read the config Secret as non-root).")
-	an.Describe(&a.TTLAfterFinished, "How long the finished Job is kept before Kubernetes deletes it, a Go "+
-		"duration of at least 1s. Default: none.")
-	an.Describe(&a.BackoffLimit, "How many times a failed pod is retried (backoffLimit). Default: 0.")
-	an.Describe(&a.NodeName, "Runs the pod on this node (bypassing the scheduler). Exclusive with nodeSelector.")
-	an.Describe(&a.NodeSelector, "Node labels the pod's node must have, rendered as a required node affinity. "+
-		"Exclusive with nodeName.")
-	an.Describe(&a.Labels, descLabels)
-	an.Describe(&a.Annotations, descAnnotations)
-	an.Describe(&a.SkipAwait, "Do not wait for the Job to finish (annotation pulumi.com/skipAwait). Default: false.")
-	an.Describe(&a.Timeout, descTimeout)
-	an.Describe(&a.GamePodSelector, descGamePodSelector)
-	an.Describe(&a.GamePodAffinity, descGamePodAffinity)
-	an.Describe(&a.ReplaceUnready, descReplaceUnready)
-	an.Describe(&a.Preflight, descPreflight)
-	an.Describe(&a.KubeContext, descKubeContext)
 }

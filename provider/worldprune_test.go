@@ -12,11 +12,13 @@ import (
 
 func validPrune() WorldPruneArgs {
 	return WorldPruneArgs{
-		Server:          "survival",
-		RunID:           "prune-20250601",
-		Retention:       RetentionArgs{KeepDaily: 7, MinKeep: 3},
-		Image:           "ghcr.io/worldbackup/archiver:v0.1.0",
-		BackupClaimName: "world-backups",
+		JobInputs: JobInputs{
+			Server:          "survival",
+			RunID:           pulumi.String("prune-20250601"),
+			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			BackupClaimName: pulumi.String("world-backups"),
+		},
+		Retention: &RetentionArgs{KeepDaily: pulumi.Int(7), MinKeep: pulumi.Int(3)},
 	}
 }
 
@@ -30,7 +32,7 @@ func TestWorldPruneRegistersOneJob(t *testing.T) {
 		{"required inputs take the contract's defaults", validPrune, jobtest.DefaultPrune, "35m0s"},
 		{"restricted dry run with a grace", func() WorldPruneArgs {
 			a := validPrune()
-			a.SecurityMode, a.DryRun, a.Retention.Grace = "restricted", true, "2h"
+			a.SecurityMode, a.DryRun, a.Retention.Grace = new(SecurityModeRestricted), true, pulumi.String("2h")
 			return a
 		}, func() jobspec.Prune {
 			p := jobtest.DefaultPrune()
@@ -70,12 +72,14 @@ func TestWorldPruneInvalidInputs(t *testing.T) {
 		wantInputs []string
 		wantText   string
 	}{
-		{"no rule", func(a *WorldPruneArgs) { a.Retention = RetentionArgs{MinKeep: 3} }, []string{"retention"}, "no keep rule"},
-		{"no floor", func(a *WorldPruneArgs) { a.Retention.MinKeep = 0 }, []string{"retention.minKeep"}, "at least 1"},
-		{"bad grace", func(a *WorldPruneArgs) { a.Retention.Grace = "0h" }, []string{"retention.grace"}, "positive"},
-		{"no claim, no image", func(a *WorldPruneArgs) { a.BackupClaimName, a.Image = "", "" }, []string{"image", "backupClaimName"}, "2 invalid inputs"},
+		{"no retention", func(a *WorldPruneArgs) { a.Retention = nil }, []string{"retention"}, "is required"},
+		{"no rule", func(a *WorldPruneArgs) { a.Retention = &RetentionArgs{MinKeep: pulumi.Int(3)} }, []string{"retention"}, "no keep rule"},
+		{"no floor", func(a *WorldPruneArgs) { a.Retention.MinKeep = pulumi.Int(0) }, []string{"retention.minKeep"}, "at least 1"},
+		{"bad grace", func(a *WorldPruneArgs) { a.Retention.Grace = pulumi.String("0h") }, []string{"retention.grace"}, "positive"},
+		{"no claim, no image", func(a *WorldPruneArgs) { a.BackupClaimName, a.Image = nil, nil }, []string{"image", "backupClaimName"}, "2 invalid inputs"},
 		{"bad server", func(a *WorldPruneArgs) { a.Server = "Survival" }, []string{"server"}, "<server>-prune-<suffix>"},
-		{"relative backup root", func(a *WorldPruneArgs) { a.BackupRoot = "backups" }, []string{"backupRoot"}, "absolute"},
+		{"relative backup root", func(a *WorldPruneArgs) { a.BackupRoot = pulumi.String("backups") }, []string{"backupRoot"}, "absolute"},
+		{"a world", func(a *WorldPruneArgs) { a.WorldRoot = pulumi.String("/world") }, []string{"worldRoot"}, "mounts no world"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/worldbackup/worldbackup/provider/jobspec"
@@ -25,109 +26,36 @@ const maxMaxEntries = 1 << 40
 
 var sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
-// WorldRestoreArgs are the inputs of a WorldRestore: plain values, so the
-// same struct serves Go programs and the component-provider plugin. Empty
-// optional inputs take the defaults documented on each field (see Annotate).
+// WorldRestoreArgs are the inputs of a WorldRestore: those of every Job
+// (JobInputs) and the restore's own. The same struct serves Go programs and
+// the component-provider plugin. A value of the Job is a Pulumi input, so
+// another resource's output can be passed (a WorldBackup's ArchiveRef, a
+// secret sha256); nil (or "") takes the default documented on each field
+// (see Annotate).
 type WorldRestoreArgs struct {
-	Server             string            `pulumi:"server"`
-	RunID              string            `pulumi:"runId"`
-	ArchiveRef         string            `pulumi:"archiveRef"`
-	SHA256             string            `pulumi:"sha256"`
-	Replace            *bool             `pulumi:"replace,optional"`
-	Image              string            `pulumi:"image"`
-	BackupClaimName    string            `pulumi:"backupClaimName"`
-	Namespace          string            `pulumi:"namespace,optional"`
-	ServiceAccountName string            `pulumi:"serviceAccountName,optional"`
-	BackupRoot         string            `pulumi:"backupRoot,optional"`
-	WorldRoot          string            `pulumi:"worldRoot,optional"`
-	WorldClaimName     string            `pulumi:"worldClaimName,optional"`
-	Deadline           string            `pulumi:"deadline,optional"`
-	CPULimit           string            `pulumi:"cpuLimit,optional"`
-	MemoryLimit        string            `pulumi:"memoryLimit,optional"`
-	SecurityMode       string            `pulumi:"securityMode,optional"`
-	RunAsUser          *int              `pulumi:"runAsUser,optional"`
-	RunAsGroup         *int              `pulumi:"runAsGroup,optional"`
-	FSGroup            *int              `pulumi:"fsGroup,optional"`
-	TTLAfterFinished   string            `pulumi:"ttlAfterFinished,optional"`
-	BackoffLimit       *int              `pulumi:"backoffLimit,optional"`
-	MaxBytes           string            `pulumi:"maxBytes,optional"`
-	MaxEntries         *int              `pulumi:"maxEntries,optional"`
-	NodeName           string            `pulumi:"nodeName,optional"`
-	NodeSelector       map[string]string `pulumi:"nodeSelector,optional"`
-	GamePodSelector    map[string]string `pulumi:"gamePodSelector,optional"`
-	GamePodAffinity    string            `pulumi:"gamePodAffinity,optional"`
-	Labels             map[string]string `pulumi:"labels,optional"`
-	Annotations        map[string]string `pulumi:"annotations,optional"`
-	SkipAwait          bool              `pulumi:"skipAwait,optional"`
-	Timeout            string            `pulumi:"timeout,optional"`
-	ReplaceUnready     *bool             `pulumi:"replaceUnready,optional"`
-	Preflight          *bool             `pulumi:"preflight,optional"`
-	// Kubeconfig is the kubeconfig the preflight uses, a path or the file's
-	// contents, as the Kubernetes provider's kubeconfig ("" = the ambient
-	// one). Go programs only: it has no pulumi tag, so it is no input of the
-	// plugin and never reaches the state.
-	Kubeconfig  string
-	KubeContext string `pulumi:"kubeContext,optional"`
-}
-
-// withDefaults returns a copy of a with every empty optional input that
-// only WorldRestore has set to its default; the inputs every component
-// shares get theirs from sharedInputs.withDefaults.
-func (a WorldRestoreArgs) withDefaults() WorldRestoreArgs {
-	if a.Replace == nil {
-		a.Replace = new(DefaultReplace)
-	}
-	setDefault(&a.BackupRoot, DefaultBackupRoot)
-	setDefault(&a.WorldRoot, DefaultWorldRoot)
-	if a.Server != "" {
-		setDefault(&a.WorldClaimName, naming.WorldClaim(a.Server))
-		if a.GamePodSelector == nil {
-			a.GamePodSelector = map[string]string{jobspec.GamePodLabel: naming.GamePod(a.Server)}
-		}
-	}
-	return a
-}
-
-// shared returns the inputs of a that every component shares.
-func (a WorldRestoreArgs) shared() sharedInputs {
-	return sharedInputs{
-		Namespace:          a.Namespace,
-		ServiceAccountName: a.ServiceAccountName,
-		Deadline:           a.Deadline,
-		Timeout:            a.Timeout,
-		TTLAfterFinished:   a.TTLAfterFinished,
-		BackoffLimit:       a.BackoffLimit,
-		CPULimit:           a.CPULimit,
-		MemoryLimit:        a.MemoryLimit,
-		SecurityMode:       a.SecurityMode,
-		RunAsUser:          a.RunAsUser,
-		RunAsGroup:         a.RunAsGroup,
-		FSGroup:            a.FSGroup,
-		NodeName:           a.NodeName,
-		NodeSelector:       a.NodeSelector,
-		GamePodSelector:    a.GamePodSelector,
-		GamePodAffinity:    a.GamePodAffinity,
-		Labels:             a.Labels,
-		Annotations:        a.Annotations,
-		SkipAwait:          a.SkipAwait,
-		ReplaceUnready:     a.ReplaceUnready,
-		Preflight:          a.Preflight,
-		Kubeconfig:         a.Kubeconfig,
-		KubeContext:        a.KubeContext,
-	}
+	JobInputs
+	ArchiveRef pulumi.StringInput `pulumi:"archiveRef"`
+	SHA256     pulumi.StringInput `pulumi:"sha256"`
+	Replace    pulumi.BoolInput   `pulumi:"replace,optional"`
+	MaxBytes   pulumi.StringInput `pulumi:"maxBytes,optional"`
+	MaxEntries pulumi.IntInput    `pulumi:"maxEntries,optional"`
 }
 
 // Validate reports every missing or invalid input of a (after defaults) in
 // one *InputError, each problem naming the input and the fix; nil when a is
 // valid. NewWorldRestore calls it before registering anything.
 func (a WorldRestoreArgs) Validate() error {
-	_, err := a.resolve()
+	_, err := a.Job()
 	return err
 }
 
 // Job returns the restore Job builder's arguments of a: its inputs with their
 // defaults, validated (the same *InputError as Validate).
 func (a WorldRestoreArgs) Job() (jobspec.Restore, error) {
+	a, err := settleSync("worldrestore", a)
+	if err != nil {
+		return jobspec.Restore{}, err
+	}
 	r, err := a.resolve()
 	return r.Job, err
 }
@@ -135,41 +63,39 @@ func (a WorldRestoreArgs) Job() (jobspec.Restore, error) {
 // resolve applies the defaults, validates and returns the Job builder's
 // arguments and the Pulumi timeout.
 func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
-	a = a.withDefaults()
+	w := a.JobInputs.worldPaths()
 	p := &problems{component: "worldrestore"}
+	archiveRef, sum, maxBytesIn := str(a.ArchiveRef), str(a.SHA256), str(a.MaxBytes)
+	replace := optBool(a.Replace)
+	if replace == nil {
+		replace = new(DefaultReplace)
+	}
 
 	p.server("server", a.Server, naming.KindRestore)
-	p.runID("runId", a.RunID)
-	p.sha256("sha256", a.SHA256)
-	p.image("image", a.Image)
-	if p.required("backupClaimName", a.BackupClaimName, "set it to the PersistentVolumeClaim that holds the archives, e.g. world-backups") {
-		p.dnsSubdomain("backupClaimName", a.BackupClaimName)
-	}
+	p.runID("runId", str(a.RunID))
+	p.sha256("sha256", sum)
 	// The restore needs no config Secret, so restricted mode needs no fsGroup.
-	j := p.job(a.shared().withDefaults(), jobRules{run: "restore", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"})
-	if a.WorldClaimName != naming.WorldClaim(a.Server) { // the derived name is as valid as server
-		p.dnsSubdomain("worldClaimName", a.WorldClaimName)
-	}
+	j := p.common(a.JobInputs, w, jobRules{run: "restore", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"})
 	p.mountPaths(
-		mount{"worldRoot", a.WorldRoot},
-		mount{"backupRoot", a.BackupRoot},
+		mount{"worldRoot", w.WorldRoot},
+		mount{"backupRoot", w.BackupRoot},
 	)
-	p.archiveRef("archiveRef", a.ArchiveRef, a.BackupRoot)
+	p.archiveRef("archiveRef", archiveRef, w.BackupRoot)
 	var maxBytes int64
-	if a.MaxBytes != "" {
-		if q, ok := p.quantity("maxBytes", a.MaxBytes, "64Gi or 500Mi"); ok {
+	if maxBytesIn != "" {
+		if q, ok := p.quantity("maxBytes", maxBytesIn, "64Gi or 500Mi"); ok {
 			if q.Cmp(maxMaxBytes) > 0 {
-				p.addf("maxBytes", "%q is too large: use at most 1Ei", a.MaxBytes)
+				p.addf("maxBytes", "%q is too large: use at most 1Ei", maxBytesIn)
 			}
 			maxBytes = q.Value()
 		}
 	}
 	var maxEntries int64
-	if a.MaxEntries != nil {
-		if *a.MaxEntries < 1 || *a.MaxEntries > maxMaxEntries {
-			p.addf("maxEntries", "%d is out of range: use 1 to %d, or leave it unset for the archiver's default (1000000)", *a.MaxEntries, maxMaxEntries)
+	if n := optInt(a.MaxEntries); n != nil {
+		if *n < 1 || *n > maxMaxEntries {
+			p.addf("maxEntries", "%d is out of range: use 1 to %d, or leave it unset for the archiver's default (1000000)", *n, maxMaxEntries)
 		}
-		maxEntries = int64(*a.MaxEntries)
+		maxEntries = int64(*n)
 	}
 
 	if err := p.err(); err != nil {
@@ -177,29 +103,12 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 	}
 	return resolvedRestore{
 		Job: jobspec.Restore{
-			Server:             a.Server,
-			RunID:              a.RunID,
-			ArchiveRef:         a.ArchiveRef,
-			SHA256:             a.SHA256,
-			Replace:            *a.Replace,
-			MaxBytes:           maxBytes,
-			MaxEntries:         maxEntries,
-			Namespace:          j.Namespace,
-			Image:              a.Image,
-			ServiceAccountName: j.ServiceAccountName,
-			WorldClaimName:     a.WorldClaimName,
-			BackupClaimName:    a.BackupClaimName,
-			WorldRoot:          a.WorldRoot,
-			BackupRoot:         a.BackupRoot,
-			Deadline:           j.Deadline,
-			TTLAfterFinished:   j.TTLAfterFinished,
-			BackoffLimit:       j.BackoffLimit,
-			Resources:          j.Resources,
-			Identity:           j.Identity,
-			Placement:          j.Placement,
-			Labels:             j.Labels,
-			Annotations:        j.Annotations,
-			Await:              j.Await,
+			Job:        a.job(j, w),
+			ArchiveRef: archiveRef,
+			SHA256:     sum,
+			Replace:    *replace,
+			MaxBytes:   maxBytes,
+			MaxEntries: maxEntries,
 		},
 		Timeout:   j.Timeout,
 		Preflight: j.Preflight,

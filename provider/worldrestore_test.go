@@ -20,12 +20,14 @@ import (
 
 func validRestoreArgs() WorldRestoreArgs {
 	return WorldRestoreArgs{
-		Server:          "survival",
-		RunID:           "restore-20250601",
-		ArchiveRef:      "/backups/survival/20250601-0300.tar.zst",
-		SHA256:          jobtest.SHA256,
-		Image:           "ghcr.io/worldbackup/archiver:v0.1.0",
-		BackupClaimName: "world-backups",
+		JobInputs: JobInputs{
+			Server:          "survival",
+			RunID:           pulumi.String("restore-20250601"),
+			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			BackupClaimName: pulumi.String("world-backups"),
+		},
+		ArchiveRef: pulumi.String("/backups/survival/20250601-0300.tar.zst"),
+		SHA256:     pulumi.String(jobtest.SHA256),
 	}
 }
 
@@ -46,27 +48,27 @@ func TestWorldRestoreRegistersOneJob(t *testing.T) {
 			name: "every input set, restricted",
 			args: func() WorldRestoreArgs {
 				a := validRestoreArgs()
-				a.ArchiveRef = "/archives/creative/weekly.tar.gz"
-				a.Replace = new(false)
-				a.Namespace = "games"
-				a.ServiceAccountName = "restore-sa"
-				a.BackupRoot = "/archives"
-				a.WorldRoot = "/data/world"
-				a.WorldClaimName = "survival-data"
-				a.Deadline = "2h"
-				a.CPULimit = "2"
-				a.MemoryLimit = "2Gi"
-				a.SecurityMode = "restricted"
-				a.RunAsUser = new(1001)
-				a.RunAsGroup = new(1002)
-				a.FSGroup = new(1003)
-				a.TTLAfterFinished = "90s"
-				a.BackoffLimit = new(0)
-				a.MaxBytes = "8Gi"
-				a.MaxEntries = new(50000)
-				a.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-a"}
-				a.Labels = map[string]string{"team": "ops"}
-				a.Annotations = map[string]string{"note": "rollback"}
+				a.ArchiveRef = pulumi.String("/archives/creative/weekly.tar.gz")
+				a.Replace = pulumi.Bool(false)
+				a.Namespace = pulumi.String("games")
+				a.ServiceAccountName = pulumi.String("restore-sa")
+				a.BackupRoot = pulumi.String("/archives")
+				a.WorldRoot = pulumi.String("/data/world")
+				a.WorldClaimName = pulumi.String("survival-data")
+				a.Deadline = pulumi.String("2h")
+				a.CPULimit = pulumi.String("2")
+				a.MemoryLimit = pulumi.String("2Gi")
+				a.SecurityMode = new(SecurityMode("restricted"))
+				a.RunAsUser = pulumi.Int(1001)
+				a.RunAsGroup = pulumi.Int(1002)
+				a.FSGroup = pulumi.Int(1003)
+				a.TTLAfterFinished = pulumi.String("90s")
+				a.BackoffLimit = pulumi.Int(0)
+				a.MaxBytes = pulumi.String("8Gi")
+				a.MaxEntries = pulumi.Int(50000)
+				a.NodeSelector = pulumi.ToStringMap(map[string]string{"kubernetes.io/hostname": "node-a"})
+				a.Labels = pulumi.ToStringMap(map[string]string{"team": "ops"})
+				a.Annotations = pulumi.ToStringMap(map[string]string{"note": "rollback"})
 				a.SkipAwait = true
 				a.Timeout = "3h"
 				return a
@@ -99,9 +101,9 @@ func TestWorldRestoreRegistersOneJob(t *testing.T) {
 			name: "restricted defaults to the game's UID and GID",
 			args: func() WorldRestoreArgs {
 				a := validRestoreArgs()
-				a.SecurityMode = "restricted"
-				a.NodeName = "node-b"
-				a.Replace = new(true)
+				a.SecurityMode = new(SecurityMode("restricted"))
+				a.NodeName = pulumi.String("node-b")
+				a.Replace = pulumi.Bool(true)
 				return a
 			},
 			want: func() jobspec.Restore {
@@ -117,8 +119,8 @@ func TestWorldRestoreRegistersOneJob(t *testing.T) {
 			name: "restricted with fsGroup 0 omits it",
 			args: func() WorldRestoreArgs {
 				a := validRestoreArgs()
-				a.SecurityMode = "restricted"
-				a.FSGroup = new(0)
+				a.SecurityMode = new(SecurityMode("restricted"))
+				a.FSGroup = pulumi.Int(0)
 				return a
 			},
 			want: func() jobspec.Restore {
@@ -198,15 +200,15 @@ func TestWorldRestoreMissingInputs(t *testing.T) {
 	}{
 		{"server", func(a *WorldRestoreArgs) { a.Server = "" }, []string{"server"},
 			[]string{"worldrestore: server is required: set it to the game server's name"}},
-		{"runId", func(a *WorldRestoreArgs) { a.RunID = "" }, []string{"runId"},
+		{"runId", func(a *WorldRestoreArgs) { a.RunID = pulumi.String("") }, []string{"runId"},
 			[]string{"worldrestore: runId is required: set it to a unique ID"}},
-		{"archiveRef", func(a *WorldRestoreArgs) { a.ArchiveRef = "" }, []string{"archiveRef"},
+		{"archiveRef", func(a *WorldRestoreArgs) { a.ArchiveRef = pulumi.String("") }, []string{"archiveRef"},
 			[]string{"worldrestore: archiveRef is required: set it to the archive's path in the pod", "WorldBackup's archiveRef output"}},
-		{"sha256", func(a *WorldRestoreArgs) { a.SHA256 = "" }, []string{"sha256"},
+		{"sha256", func(a *WorldRestoreArgs) { a.SHA256 = pulumi.String("") }, []string{"sha256"},
 			[]string{"worldrestore: sha256 is required: set it to the archive's SHA-256", "archiver list"}},
-		{"image", func(a *WorldRestoreArgs) { a.Image = "" }, []string{"image"},
+		{"image", func(a *WorldRestoreArgs) { a.Image = pulumi.String("") }, []string{"image"},
 			[]string{"worldrestore: image is required: set it to the archiver image"}},
-		{"backupClaimName", func(a *WorldRestoreArgs) { a.BackupClaimName = "" }, []string{"backupClaimName"},
+		{"backupClaimName", func(a *WorldRestoreArgs) { a.BackupClaimName = pulumi.String("") }, []string{"backupClaimName"},
 			[]string{"worldrestore: backupClaimName is required: set it to the PersistentVolumeClaim"}},
 		{"all at once", func(a *WorldRestoreArgs) { *a = WorldRestoreArgs{} }, []string{"server", "runId", "sha256", "image", "backupClaimName", "archiveRef"},
 			[]string{"worldrestore: 6 invalid inputs:\n  - server is required", "\n  - archiveRef is required"}},
@@ -229,54 +231,66 @@ func TestWorldRestoreInvalidInputs(t *testing.T) {
 	}{
 		{"server not a label", func(a *WorldRestoreArgs) { a.Server = "Survival_1" }, []string{"server"}, "<server>-restore-<suffix>"},
 		{"server too long for the Job name", func(a *WorldRestoreArgs) { a.Server = strings.Repeat("s", 47) }, []string{"server"}, "at most 46"},
-		{"runId with slash", func(a *WorldRestoreArgs) { a.RunID = "../x" }, []string{"runId"}, `runId "../x" is invalid`},
-		{"sha256 upper case", func(a *WorldRestoreArgs) { a.SHA256 = strings.ToUpper(jobtest.SHA256) }, []string{"sha256"}, `use the lower-case form "` + jobtest.SHA256 + `"`},
-		{"sha256 too short", func(a *WorldRestoreArgs) { a.SHA256 = jobtest.SHA256[:63] }, []string{"sha256"}, "is not a SHA-256: use 64 hex digits"},
-		{"sha256 not hex", func(a *WorldRestoreArgs) { a.SHA256 = strings.Repeat("g", 64) }, []string{"sha256"}, "is not a SHA-256"},
-		{"archiveRef relative", func(a *WorldRestoreArgs) { a.ArchiveRef = "survival/x.tar.zst" }, []string{"archiveRef"}, "use the absolute path of the archive in the pod"},
-		{"archiveRef unclean", func(a *WorldRestoreArgs) { a.ArchiveRef = "/backups/../etc/x.tar.zst" }, []string{"archiveRef"}, `clean form "/etc/x.tar.zst"`},
-		{"archiveRef outside backupRoot", func(a *WorldRestoreArgs) { a.ArchiveRef = "/archives/survival/x.tar.zst" }, []string{"archiveRef"},
+		{"runId with slash", func(a *WorldRestoreArgs) { a.RunID = pulumi.String("../x") }, []string{"runId"}, `runId "../x" is invalid`},
+		{"sha256 upper case", func(a *WorldRestoreArgs) { a.SHA256 = pulumi.String(strings.ToUpper(jobtest.SHA256)) }, []string{"sha256"}, `use the lower-case form "` + jobtest.SHA256 + `"`},
+		{"sha256 too short", func(a *WorldRestoreArgs) { a.SHA256 = pulumi.String(jobtest.SHA256[:63]) }, []string{"sha256"}, "is not a SHA-256: use 64 hex digits"},
+		{"sha256 not hex", func(a *WorldRestoreArgs) { a.SHA256 = pulumi.String(strings.Repeat("g", 64)) }, []string{"sha256"}, "is not a SHA-256"},
+		{"archiveRef relative", func(a *WorldRestoreArgs) { a.ArchiveRef = pulumi.String("survival/x.tar.zst") }, []string{"archiveRef"}, "use the absolute path of the archive in the pod"},
+		{"archiveRef unclean", func(a *WorldRestoreArgs) { a.ArchiveRef = pulumi.String("/backups/../etc/x.tar.zst") }, []string{"archiveRef"}, `clean form "/etc/x.tar.zst"`},
+		{"archiveRef outside backupRoot", func(a *WorldRestoreArgs) { a.ArchiveRef = pulumi.String("/archives/survival/x.tar.zst") }, []string{"archiveRef"},
 			`"/archives/survival/x.tar.zst" is not under backupRoot "/backups"`},
-		{"archiveRef a sibling of backupRoot", func(a *WorldRestoreArgs) { a.ArchiveRef = "/backups2/x.tar.zst" }, []string{"archiveRef"}, "not under backupRoot"},
-		{"archiveRef is backupRoot", func(a *WorldRestoreArgs) { a.ArchiveRef = "/backups" }, []string{"archiveRef"}, "not under backupRoot"},
-		{"archiveRef in the world", func(a *WorldRestoreArgs) { a.ArchiveRef = "/world/x.tar.zst" }, []string{"archiveRef"}, "not under backupRoot"},
-		{"archiveRef with newline", func(a *WorldRestoreArgs) { a.ArchiveRef = "/backups/x\n.tar.zst" }, []string{"archiveRef"}, "control characters"},
-		{"backupRoot moved without archiveRef", func(a *WorldRestoreArgs) { a.BackupRoot = "/archives" }, []string{"archiveRef"}, `not under backupRoot "/archives"`},
-		{"nested mounts", func(a *WorldRestoreArgs) { a.WorldRoot = "/backups/world" }, []string{"worldRoot"}, "overlaps backupRoot"},
-		{"world on /tmp", func(a *WorldRestoreArgs) { a.WorldRoot = "/tmp" }, []string{"worldRoot"}, "overlaps the scratch folder"},
-		{"relative backupRoot", func(a *WorldRestoreArgs) { a.BackupRoot = "backups" }, []string{"backupRoot"}, "absolute path"},
-		{"worldClaimName invalid", func(a *WorldRestoreArgs) { a.WorldClaimName = "World" }, []string{"worldClaimName"}, "worldClaimName"},
-		{"namespace invalid", func(a *WorldRestoreArgs) { a.Namespace = "mine.craft" }, []string{"namespace"}, `namespace "mine.craft" is invalid`},
+		{"archiveRef a sibling of backupRoot", func(a *WorldRestoreArgs) { a.ArchiveRef = pulumi.String("/backups2/x.tar.zst") }, []string{"archiveRef"}, "not under backupRoot"},
+		{"archiveRef is backupRoot", func(a *WorldRestoreArgs) { a.ArchiveRef = pulumi.String("/backups") }, []string{"archiveRef"}, "not under backupRoot"},
+		{"archiveRef in the world", func(a *WorldRestoreArgs) { a.ArchiveRef = pulumi.String("/world/x.tar.zst") }, []string{"archiveRef"}, "not under backupRoot"},
+		{"archiveRef with newline", func(a *WorldRestoreArgs) { a.ArchiveRef = pulumi.String("/backups/x\n.tar.zst") }, []string{"archiveRef"}, "control characters"},
+		{"backupRoot moved without archiveRef", func(a *WorldRestoreArgs) { a.BackupRoot = pulumi.String("/archives") }, []string{"archiveRef"}, `not under backupRoot "/archives"`},
+		{"nested mounts", func(a *WorldRestoreArgs) { a.WorldRoot = pulumi.String("/backups/world") }, []string{"worldRoot"}, "overlaps backupRoot"},
+		{"world on /tmp", func(a *WorldRestoreArgs) { a.WorldRoot = pulumi.String("/tmp") }, []string{"worldRoot"}, "overlaps the scratch folder"},
+		{"relative backupRoot", func(a *WorldRestoreArgs) { a.BackupRoot = pulumi.String("backups") }, []string{"backupRoot"}, "absolute path"},
+		{"worldClaimName invalid", func(a *WorldRestoreArgs) { a.WorldClaimName = pulumi.String("World") }, []string{"worldClaimName"}, "worldClaimName"},
+		{"namespace invalid", func(a *WorldRestoreArgs) { a.Namespace = pulumi.String("mine.craft") }, []string{"namespace"}, `namespace "mine.craft" is invalid`},
 		{"timeout below deadline", func(a *WorldRestoreArgs) { a.Timeout = "10m" }, []string{"timeout"}, "while the restore still runs"},
-		{"deadline zero", func(a *WorldRestoreArgs) { a.Deadline = "0s" }, []string{"deadline"}, "too short"},
-		{"memoryLimit zero", func(a *WorldRestoreArgs) { a.MemoryLimit = "0" }, []string{"memoryLimit"}, "greater than zero"},
-		{"securityMode unknown", func(a *WorldRestoreArgs) { a.SecurityMode = "privileged" }, []string{"securityMode"}, "use baseline (root with CHOWN, DAC_OVERRIDE and FOWNER only)"},
-		{"restricted as root", func(a *WorldRestoreArgs) { a.SecurityMode = "restricted"; a.RunAsUser = new(0) }, []string{"runAsUser"}, "forbids"},
-		{"maxBytes not a quantity", func(a *WorldRestoreArgs) { a.MaxBytes = "lots" }, []string{"maxBytes"}, "not a Kubernetes quantity"},
-		{"maxBytes zero", func(a *WorldRestoreArgs) { a.MaxBytes = "0" }, []string{"maxBytes"}, "greater than zero"},
-		{"maxBytes too large", func(a *WorldRestoreArgs) { a.MaxBytes = "9Ei" }, []string{"maxBytes"}, "too large"},
-		{"maxEntries zero", func(a *WorldRestoreArgs) { a.MaxEntries = new(0) }, []string{"maxEntries"}, "out of range"},
-		{"ttl zero", func(a *WorldRestoreArgs) { a.TTLAfterFinished = "0s" }, []string{"ttlAfterFinished"}, "at least 1s"},
-		{"gamePodAffinity unknown", func(a *WorldRestoreArgs) { a.GamePodAffinity = "always" }, []string{"gamePodAffinity"}, "use preferred"},
-		{"gamePodAffinity required with nodeName", func(a *WorldRestoreArgs) { a.GamePodAffinity = "required"; a.NodeName = "n1" }, []string{"gamePodAffinity"}, "bypasses the scheduler"},
+		{"deadline zero", func(a *WorldRestoreArgs) { a.Deadline = pulumi.String("0s") }, []string{"deadline"}, "too short"},
+		{"memoryLimit zero", func(a *WorldRestoreArgs) { a.MemoryLimit = pulumi.String("0") }, []string{"memoryLimit"}, "greater than zero"},
+		{"securityMode unknown", func(a *WorldRestoreArgs) { a.SecurityMode = new(SecurityMode("privileged")) }, []string{"securityMode"}, "use baseline (root with CHOWN, DAC_OVERRIDE and FOWNER only)"},
+		{"restricted as root", func(a *WorldRestoreArgs) {
+			a.SecurityMode = new(SecurityMode("restricted"))
+			a.RunAsUser = pulumi.Int(0)
+		}, []string{"runAsUser"}, "forbids"},
+		{"maxBytes not a quantity", func(a *WorldRestoreArgs) { a.MaxBytes = pulumi.String("lots") }, []string{"maxBytes"}, "not a Kubernetes quantity"},
+		{"maxBytes zero", func(a *WorldRestoreArgs) { a.MaxBytes = pulumi.String("0") }, []string{"maxBytes"}, "greater than zero"},
+		{"maxBytes too large", func(a *WorldRestoreArgs) { a.MaxBytes = pulumi.String("9Ei") }, []string{"maxBytes"}, "too large"},
+		{"maxEntries zero", func(a *WorldRestoreArgs) { a.MaxEntries = pulumi.Int(0) }, []string{"maxEntries"}, "out of range"},
+		{"ttl zero", func(a *WorldRestoreArgs) { a.TTLAfterFinished = pulumi.String("0s") }, []string{"ttlAfterFinished"}, "at least 1s"},
+		{"gamePodAffinity unknown", func(a *WorldRestoreArgs) { a.GamePodAffinity = pulumi.String("always") }, []string{"gamePodAffinity"}, "use preferred"},
+		{"gamePodAffinity required with nodeName", func(a *WorldRestoreArgs) {
+			a.GamePodAffinity = pulumi.String("required")
+			a.NodeName = pulumi.String("n1")
+		}, []string{"gamePodAffinity"}, "bypasses the scheduler"},
 		{"gamePodAffinity required without selector", func(a *WorldRestoreArgs) {
-			a.GamePodAffinity = "required"
-			a.GamePodSelector = map[string]string{}
+			a.GamePodAffinity = pulumi.String("required")
+			a.GamePodSelector = pulumi.ToStringMap(map[string]string{})
 		}, []string{"gamePodSelector"}, "is empty"},
-		{"gamePodSelector bad value", func(a *WorldRestoreArgs) { a.GamePodSelector = map[string]string{"app": "a b"} }, []string{"gamePodSelector"}, `value "a b"`},
+		{"gamePodSelector bad value", func(a *WorldRestoreArgs) { a.GamePodSelector = pulumi.ToStringMap(map[string]string{"app": "a b"}) }, []string{"gamePodSelector"}, `value "a b"`},
 		{"replaceUnready with skipAwait", func(a *WorldRestoreArgs) { a.SkipAwait = true; a.ReplaceUnready = new(true) }, []string{"replaceUnready"}, "still running"},
-		{"annotation skipAwait reserved", func(a *WorldRestoreArgs) { a.Annotations = map[string]string{"pulumi.com/skipAwait": "true"} }, []string{"annotations"}, "set by the component"},
-		{"negative backoffLimit", func(a *WorldRestoreArgs) { a.BackoffLimit = new(-1) }, []string{"backoffLimit"}, "out of range"},
+		{"annotation skipAwait reserved", func(a *WorldRestoreArgs) {
+			a.Annotations = pulumi.ToStringMap(map[string]string{"pulumi.com/skipAwait": "true"})
+		}, []string{"annotations"}, "set by the component"},
+		{"negative backoffLimit", func(a *WorldRestoreArgs) { a.BackoffLimit = pulumi.Int(-1) }, []string{"backoffLimit"}, "out of range"},
 		{"nodeName and nodeSelector", func(a *WorldRestoreArgs) {
-			a.NodeName = "n1"
-			a.NodeSelector = map[string]string{"zone": "a"}
+			a.NodeName = pulumi.String("n1")
+			a.NodeSelector = pulumi.ToStringMap(map[string]string{"zone": "a"})
 		}, []string{"nodeName"}, "set only one"},
-		{"label reserved", func(a *WorldRestoreArgs) { a.Labels = map[string]string{"app.kubernetes.io/component": "x"} }, []string{"labels"}, "set by the component"},
-		{"annotation reserved", func(a *WorldRestoreArgs) { a.Annotations = map[string]string{"worldbackup.dev/run-id": "x"} }, []string{"annotations"}, "set by the component"},
+		{"label reserved", func(a *WorldRestoreArgs) {
+			a.Labels = pulumi.ToStringMap(map[string]string{"app.kubernetes.io/component": "x"})
+		}, []string{"labels"}, "set by the component"},
+		{"annotation reserved", func(a *WorldRestoreArgs) {
+			a.Annotations = pulumi.ToStringMap(map[string]string{"worldbackup.dev/run-id": "x"})
+		}, []string{"annotations"}, "set by the component"},
 		{"several problems listed together", func(a *WorldRestoreArgs) {
-			a.SHA256 = "abc"
-			a.Deadline = "forever"
-			a.ArchiveRef = "x.tar.zst"
+			a.SHA256 = pulumi.String("abc")
+			a.Deadline = pulumi.String("forever")
+			a.ArchiveRef = pulumi.String("x.tar.zst")
 		}, []string{"sha256", "deadline", "archiveRef"}, "3 invalid inputs"},
 	}
 	for _, tt := range tests {
@@ -318,7 +332,7 @@ func TestWorldRestoreTakesWorldBackupOutputs(t *testing.T) {
 		wb.ArchiveRef.ApplyT(func(ref string) error {
 			defer close(done)
 			a := validRestoreArgs()
-			a.ArchiveRef = ref
+			a.ArchiveRef = pulumi.String(ref)
 			_, regErr = NewWorldRestore(ctx, "restore", a, pulumi.DependsOn([]pulumi.Resource{wb}))
 			return nil
 		})

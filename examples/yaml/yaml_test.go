@@ -37,16 +37,18 @@ const (
 // sets, as a Go program passes them.
 func goArgs() provider.WorldBackupArgs {
 	return provider.WorldBackupArgs{
-		Server:          "survival",
-		RunID:           testRunID,
-		Image:           testImage,
-		BackupClaimName: "world-backups",
-		Deadline:        "45m",
-		BackoffLimit:    new(1),
-		Excludes:        []string{"*.jar", "cache/", "logs/"},
-		Labels:          map[string]string{"team": "games"},
-		Preflight:       new(false),
-		ReplaceUnready:  new(false),
+		JobInputs: provider.JobInputs{
+			Server:          "survival",
+			RunID:           pulumi.String(testRunID),
+			Image:           pulumi.String(testImage),
+			BackupClaimName: pulumi.String("world-backups"),
+			Deadline:        pulumi.String("45m"),
+			BackoffLimit:    pulumi.Int(1),
+			Labels:          pulumi.StringMap{"team": pulumi.String("games")},
+			Preflight:       new(false),
+			ReplaceUnready:  new(false),
+		},
+		Excludes: pulumi.ToStringArray([]string{"*.jar", "cache/", "logs/"}),
 	}
 }
 

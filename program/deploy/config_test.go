@@ -3,6 +3,10 @@ package deploy
 import (
 	"strings"
 	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/worldbackup/worldbackup/provider"
 )
 
 func getter(m map[string]string) func(string) (string, bool) {
@@ -153,14 +157,14 @@ func TestComponentArgsByMode(t *testing.T) {
 			cfg := Config{Image: "img:1", BackupClaim: "backups", RunID: "r1", RenderDir: tt.renderDir,
 				Servers: []Server{{Name: "lobby", GamePodAffinity: "required"}}, Restores: []Restore{r}}
 			b := backupArgs(cfg, cl, cfg.Servers[0])
-			w := restoreArgs(cfg, cl, r)
+			w := restoreArgs(cfg, cl, r, pulumi.String(r.ArchiveRef))
 			for _, got := range []struct {
 				what                   string
 				preflight, replace     *bool
 				kubeconfig, ctx, affin string
 			}{
-				{"backup", b.Preflight, b.ReplaceUnready, b.Kubeconfig, b.KubeContext, b.GamePodAffinity},
-				{"restore", w.Preflight, w.ReplaceUnready, w.Kubeconfig, w.KubeContext, w.GamePodAffinity},
+				{"backup", b.Preflight, b.ReplaceUnready, b.Kubeconfig, b.KubeContext, promptString(b.GamePodAffinity)},
+				{"restore", w.Preflight, w.ReplaceUnready, w.Kubeconfig, w.KubeContext, promptString(w.GamePodAffinity)},
 			} {
 				if got.preflight == nil || *got.preflight != tt.wantPreflight {
 					t.Errorf("%s: preflight = %v, want %v", got.what, got.preflight, tt.wantPreflight)
@@ -192,12 +196,20 @@ func TestRconAndRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	lobby := backupArgs(c, c.Clusters[0], c.Servers[0])
-	if lobby.Rcon == nil || lobby.Rcon.ChartRelease != "lobby" || lobby.Retention == nil || lobby.Retention.KeepDaily != 7 || lobby.Retention.MinKeep != 3 {
-		t.Fatalf("lobby: rcon %+v retention %+v; want the chart's rcon and the stack-wide retention", lobby.Rcon, lobby.Retention)
+	lj, err := lobby.Job()
+	if err != nil {
+		t.Fatalf("lobby's args: %v", err)
+	}
+	if lj.Rcon == nil || lj.Rcon.SecretName != "lobby-minecraft-rcon" || lj.Retention == nil || lj.Retention.KeepDaily != 7 || lj.Retention.MinKeep != 3 {
+		t.Fatalf("lobby: rcon %+v retention %+v; want the chart's rcon and the stack-wide retention", lj.Rcon, lj.Retention)
 	}
 	survival := backupArgs(c, c.Clusters[0], c.Servers[1])
-	if survival.Rcon != nil || survival.Retention == nil || survival.Retention.KeepLast != 2 || survival.Retention.KeepDaily != 0 {
-		t.Fatalf("survival: rcon %+v retention %+v; want no rcon and its own retention", survival.Rcon, survival.Retention)
+	sj, err := survival.Job()
+	if err != nil {
+		t.Fatalf("survival's args: %v", err)
+	}
+	if sj.Rcon != nil || sj.Retention == nil || sj.Retention.KeepLast != 2 || sj.Retention.KeepDaily != 0 {
+		t.Fatalf("survival: rcon %+v retention %+v; want no rcon and its own retention", sj.Rcon, sj.Retention)
 	}
 	if err := lobby.Validate(); err != nil {
 		t.Fatalf("lobby's args: %v", err)
@@ -239,8 +251,9 @@ func TestPruneIsDeclared(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := pruneArgs(c, c.Clusters[0], c.Servers[0])
-	if a.RunID != RunID(DefaultCluster, "lobby", "p1") || a.Retention.KeepLast != 2 || a.Retention.Grace != "1m" || !a.DryRun ||
-		a.SecurityMode != "restricted" || a.BackupClaimName != "backups" {
+	if promptString(a.RunID) != RunID(DefaultCluster, "lobby", "p1") || a.Retention.KeepLast != pulumi.Int(2) ||
+		promptString(a.Retention.Grace) != "1m" || !a.DryRun || *a.SecurityMode != provider.SecurityModeRestricted ||
+		promptString(a.BackupClaimName) != "backups" || a.WorldClaimName != nil {
 		t.Fatalf("prune args %+v", a)
 	}
 	if err := a.Validate(); err != nil {
@@ -251,4 +264,10 @@ func TestPruneIsDeclared(t *testing.T) {
 	if _, err := ParseConfig(getter(m), nil); err == nil || !strings.Contains(err.Error(), "servers[0].prune.runId is required") {
 		t.Fatalf("a prune without runId: %v", err)
 	}
+}
+
+// promptString is the value of a prompt string input ("" for any other).
+func promptString(in pulumi.StringInput) string {
+	s, _ := in.(pulumi.String)
+	return string(s)
 }

@@ -44,8 +44,9 @@ func configKeys() []string {
 // jobName and archiveRef) and `restores` (the same for each restore).
 //
 // A restore of a server that is also backed up in the same cluster waits for
-// that backup: the world is saved before it is replaced (Validate refuses
-// skipAwait then, which would break that order).
+// that backup, whose archiveRef Output carries the restore's archive: the
+// world is saved before it is replaced (Validate refuses skipAwait then,
+// which would break that order).
 //
 // When deploying (not rendering), each component looks up at preview what
 // its Job needs in its cluster, with the cluster's kubeconfig and context,
@@ -57,7 +58,7 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		saved := map[string]pulumi.Resource{}
+		saved := map[string]*provider.WorldBackup{}
 		for _, s := range cfg.Servers {
 			b, err := provider.NewWorldBackup(ctx, cl.Name+"-"+s.Name, backupArgs(cfg, cl, s), pulumi.Provider(k8s))
 			if err != nil {
@@ -66,7 +67,7 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			saved[s.Name] = b
 			backups = append(backups, outputs(cl.Name, s.Name, b.RunID, b.Namespace, b.JobName, b.ArchiveRef))
 			if s.Schedule != "" {
-				sched := provider.WorldBackupScheduleArgs{Backup: backupArgs(cfg, cl, s), Schedule: s.Schedule, TimeZone: s.TimeZone}
+				sched := provider.WorldBackupScheduleArgs{WorldBackupArgs: backupArgs(cfg, cl, s), Schedule: s.Schedule, TimeZone: s.TimeZone}
 				sc, err := provider.NewWorldBackupSchedule(ctx, cl.Name+"-"+s.Name+"-schedule", sched, pulumi.Provider(k8s))
 				if err != nil {
 					return fmt.Errorf("cluster %s, server %s, schedule: %w", cl.Name, s.Name, err)
@@ -89,11 +90,15 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			if r.Cluster != "" && r.Cluster != cl.Name {
 				continue
 			}
-			opts := []pulumi.ResourceOption{pulumi.Provider(k8s)}
+			var ref pulumi.StringInput = pulumi.String(r.ArchiveRef)
 			if b, ok := saved[r.Server]; ok {
-				opts = append(opts, pulumi.DependsOn([]pulumi.Resource{b}))
+				// The restore's archive comes through this run's backup's
+				// archiveRef Output, so the restore waits for the backup
+				// (which saves the world it replaces): a data dependency, not
+				// DependsOn. The archive is the entry's, not the new one.
+				ref = b.ArchiveRef.ApplyT(func(string) string { return r.ArchiveRef }).(pulumi.StringOutput)
 			}
-			w, err := provider.NewWorldRestore(ctx, cl.Name+"-"+r.Server+"-restore", restoreArgs(cfg, cl, r), opts...)
+			w, err := provider.NewWorldRestore(ctx, cl.Name+"-"+r.Server+"-restore", restoreArgs(cfg, cl, r, ref), pulumi.Provider(k8s))
 			if err != nil {
 				return fmt.Errorf("cluster %s, restore of %s: %w", cl.Name, r.Server, err)
 			}
@@ -162,8 +167,9 @@ func clusterProvider(ctx *pulumi.Context, cfg Config, cl Cluster) (*kubernetes.P
 
 // restoreArgs: the restore's run ID is derived from the archive's checksum,
 // so the same restore entry performs no second restore and a new archive a
-// new one.
-func restoreArgs(cfg Config, cl Cluster, r Restore) provider.WorldRestoreArgs {
+// new one. archiveRef is the entry's archive as an input: a plain value, or
+// an Output that carries a dependency (see Deploy).
+func restoreArgs(cfg Config, cl Cluster, r Restore, archiveRef pulumi.StringInput) provider.WorldRestoreArgs {
 	server := Server{Name: r.Server}
 	for _, s := range cfg.Servers {
 		if s.Name == r.Server {
@@ -174,26 +180,34 @@ func restoreArgs(cfg Config, cl Cluster, r Restore) provider.WorldRestoreArgs {
 	if len(sum) > 12 {
 		sum = sum[:12]
 	}
-	mode := cfg.SecurityMode
-	if server.SecurityMode != "" {
-		mode = server.SecurityMode
-	}
 	return provider.WorldRestoreArgs{
-		Server:          r.Server,
-		RunID:           RunID(cl.Name, r.Server, "restore-"+sum),
-		ArchiveRef:      r.ArchiveRef,
-		SHA256:          r.SHA256,
-		Image:           cfg.Image,
-		BackupClaimName: cfg.BackupClaim,
-		Namespace:       cl.Namespace,
-		WorldClaimName:  server.WorldClaimName,
-		NodeName:        server.NodeName,
-		NodeSelector:    server.NodeSelector,
-		GamePodAffinity: server.GamePodAffinity,
-		SecurityMode:    mode,
-		RunAsUser:       server.RunAsUser,
-		RunAsGroup:      server.RunAsGroup,
-		FSGroup:         server.FSGroup,
+		JobInputs:  jobInputs(cfg, cl, server, RunID(cl.Name, r.Server, "restore-"+sum)),
+		ArchiveRef: archiveRef,
+		SHA256:     pulumi.String(r.SHA256),
+	}
+}
+
+// jobInputs are the inputs of server's Jobs in cluster cl that every
+// component shares, with run ID runID.
+func jobInputs(cfg Config, cl Cluster, s Server, runID string) provider.JobInputs {
+	mode := provider.SecurityMode(cfg.SecurityMode)
+	if s.SecurityMode != "" {
+		mode = provider.SecurityMode(s.SecurityMode)
+	}
+	return provider.JobInputs{
+		Server:          s.Name,
+		RunID:           pulumi.String(runID),
+		Image:           pulumi.String(cfg.Image),
+		BackupClaimName: pulumi.String(cfg.BackupClaim),
+		Namespace:       pulumi.String(cl.Namespace),
+		WorldClaimName:  pulumi.String(s.WorldClaimName),
+		NodeName:        pulumi.String(s.NodeName),
+		NodeSelector:    stringMap(s.NodeSelector),
+		GamePodAffinity: pulumi.String(s.GamePodAffinity),
+		SecurityMode:    &mode,
+		RunAsUser:       intInput(s.RunAsUser),
+		RunAsGroup:      intInput(s.RunAsGroup),
+		FSGroup:         intInput(s.FSGroup),
 		SkipAwait:       cfg.SkipAwait,
 		ReplaceUnready:  replaceUnready(cfg),
 		Preflight:       new(cfg.RenderDir == ""),
@@ -203,68 +217,61 @@ func restoreArgs(cfg Config, cl Cluster, r Restore) provider.WorldRestoreArgs {
 }
 
 func backupArgs(cfg Config, cl Cluster, s Server) provider.WorldBackupArgs {
-	mode := cfg.SecurityMode
-	if s.SecurityMode != "" {
-		mode = s.SecurityMode
-	}
 	ret := cfg.Retention
 	if s.Retention != nil {
 		ret = s.Retention
 	}
-	return provider.WorldBackupArgs{
-		Rcon:            s.Rcon.args(),
-		Retention:       ret.args(),
-		Server:          s.Name,
-		FormerOwner:     s.FormerOwner,
-		RunID:           RunID(cl.Name, s.Name, cfg.RunID),
-		Image:           cfg.Image,
-		BackupClaimName: cfg.BackupClaim,
-		Namespace:       cl.Namespace,
-		WorldClaimName:  s.WorldClaimName,
-		NodeName:        s.NodeName,
-		NodeSelector:    s.NodeSelector,
-		GamePodAffinity: s.GamePodAffinity,
-		Excludes:        s.Excludes,
-		Compression:     s.Compression,
-		SecurityMode:    mode,
-		RunAsUser:       s.RunAsUser,
-		RunAsGroup:      s.RunAsGroup,
-		FSGroup:         s.FSGroup,
-		Deadline:        s.Deadline,
-		CPULimit:        s.CPULimit,
-		MemoryLimit:     s.MemoryLimit,
-		SkipAwait:       cfg.SkipAwait,
-		ReplaceUnready:  replaceUnready(cfg),
-		Preflight:       new(cfg.RenderDir == ""),
-		Kubeconfig:      cl.Kubeconfig,
-		KubeContext:     cl.Context,
+	j := jobInputs(cfg, cl, s, RunID(cl.Name, s.Name, cfg.RunID))
+	j.Deadline = pulumi.String(s.Deadline)
+	j.CPULimit = pulumi.String(s.CPULimit)
+	j.MemoryLimit = pulumi.String(s.MemoryLimit)
+	a := provider.WorldBackupArgs{
+		JobInputs:   j,
+		Rcon:        s.Rcon.args(),
+		Retention:   ret.args(),
+		FormerOwner: pulumi.String(s.FormerOwner),
+		Excludes:    stringArray(s.Excludes),
 	}
+	if s.Compression != "" {
+		a.Compression = new(provider.Compression(s.Compression))
+	}
+	return a
+}
+
+// intInput is v as an input; nil (the default) when v is.
+func intInput(v *int) pulumi.IntInput {
+	if v == nil {
+		return nil
+	}
+	return pulumi.Int(*v)
+}
+
+// stringMap is m as an input; nil (the default) when m is.
+func stringMap(m map[string]string) pulumi.StringMapInput {
+	if m == nil {
+		return nil
+	}
+	return pulumi.ToStringMap(m)
+}
+
+// stringArray is a as an input; nil (the default) when a is.
+func stringArray(a []string) pulumi.StringArrayInput {
+	if a == nil {
+		return nil
+	}
+	return pulumi.ToStringArray(a)
 }
 
 // pruneArgs are the inputs of server s's WorldPrune in cluster cl: the
-// backup's claim, image, identity and placement, the prune's own rules.
+// backup's claim, image, identity and placement (no world), the prune's own
+// rules.
 func pruneArgs(cfg Config, cl Cluster, s Server) provider.WorldPruneArgs {
-	b := backupArgs(cfg, cl, s)
+	j := jobInputs(cfg, cl, s, RunID(cl.Name, s.Name, s.Prune.RunID))
+	j.WorldClaimName = nil // a prune mounts no world
 	return provider.WorldPruneArgs{
-		Server:          s.Name,
-		RunID:           RunID(cl.Name, s.Name, s.Prune.RunID),
-		Retention:       provider.RetentionArgs(s.Prune.Retention),
-		DryRun:          s.Prune.DryRun,
-		Image:           b.Image,
-		BackupClaimName: b.BackupClaimName,
-		Namespace:       b.Namespace,
-		NodeName:        b.NodeName,
-		NodeSelector:    b.NodeSelector,
-		GamePodAffinity: b.GamePodAffinity,
-		SecurityMode:    b.SecurityMode,
-		RunAsUser:       b.RunAsUser,
-		RunAsGroup:      b.RunAsGroup,
-		FSGroup:         b.FSGroup,
-		SkipAwait:       b.SkipAwait,
-		ReplaceUnready:  b.ReplaceUnready,
-		Preflight:       b.Preflight,
-		Kubeconfig:      b.Kubeconfig,
-		KubeContext:     b.KubeContext,
+		JobInputs: j,
+		Retention: s.Prune.Retention.args(),
+		DryRun:    s.Prune.DryRun,
 	}
 }
 
@@ -284,7 +291,12 @@ func (r *Rcon) args() *provider.RconArgs {
 	if r == nil {
 		return nil
 	}
-	return &provider.RconArgs{ChartRelease: r.ChartRelease, Address: r.Address, SecretName: r.SecretName, SecretKey: r.SecretKey, Required: r.Required}
+	a := &provider.RconArgs{ChartRelease: pulumi.String(r.ChartRelease), Address: pulumi.String(r.Address),
+		SecretName: pulumi.String(r.SecretName), SecretKey: pulumi.String(r.SecretKey)}
+	if r.Required != nil {
+		a.Required = pulumi.Bool(*r.Required)
+	}
+	return a
 }
 
 // args converts the config's retention to the component's input (nil: none).
@@ -292,6 +304,13 @@ func (r *Retention) args() *provider.RetentionArgs {
 	if r == nil {
 		return nil
 	}
-	a := provider.RetentionArgs(*r)
-	return &a
+	n := func(v int) pulumi.IntInput {
+		if v == 0 {
+			return nil
+		}
+		return pulumi.Int(v)
+	}
+	return &provider.RetentionArgs{KeepLast: n(r.KeepLast), KeepHourly: n(r.KeepHourly), KeepDaily: n(r.KeepDaily),
+		KeepWeekly: n(r.KeepWeekly), KeepMonthly: n(r.KeepMonthly), KeepYearly: n(r.KeepYearly),
+		KeepWithin: pulumi.String(r.KeepWithin), MinKeep: pulumi.Int(r.MinKeep), Grace: pulumi.String(r.Grace)}
 }

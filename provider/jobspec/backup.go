@@ -3,11 +3,9 @@ package jobspec
 import (
 	"path"
 	"strconv"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/worldbackup/worldbackup/provider/naming"
 )
@@ -73,42 +71,22 @@ func (r Retention) Args() []string {
 	return args
 }
 
-// Backup holds the resolved, validated arguments of one backup Job. Paths are
-// absolute and clean, names valid, durations positive (TTL zero: none).
+// Backup holds the resolved, validated arguments of one backup Job: those
+// of every Job (the world claim mounted read-only, the backup claim
+// read-write) and the backup's own.
 type Backup struct {
-	Server      string
+	Job
+
 	FormerOwner string // "" = none
-	RunID       string
 
-	Namespace          string
-	Image              string
-	ServiceAccountName string
-
-	WorldClaimName   string
-	BackupClaimName  string
 	ConfigSecretName string
-
-	WorldRoot       string // world claim mount, read-only
-	BackupRoot      string // backup claim mount, read-write; the archive root
-	ConfigMountPath string // config Secret mount, read-only
+	ConfigMountPath  string // config Secret mount, read-only
 
 	Compression string   // zstd | gzip | none
 	Excludes    []string // nil = the config file's list
 
 	Rcon      *Rcon      // nil: the world is read without quiescing the server
 	Retention *Retention // nil: no prune after the run
-
-	Deadline         time.Duration // activeDeadlineSeconds
-	TTLAfterFinished time.Duration // ttlSecondsAfterFinished; 0 = keep the finished Job
-	BackoffLimit     int32
-
-	Resources Resources
-	Identity  Identity
-	Placement Placement
-
-	Labels      map[string]string // extra labels, Job and pod
-	Annotations map[string]string // extra annotations, Job and pod
-	Await       Await             // pulumi.com/skipAwait, pulumi.com/replaceUnready on the Job
 }
 
 // BackupJobName returns the backup Job's name for server and runID.
@@ -171,48 +149,11 @@ func BuildBackup(b Backup) *batchv1.Job {
 		volumes = append(volumes, v)
 	}
 
-	return &batchv1.Job{
-		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        BackupJobName(b.Server, b.RunID),
-			Namespace:   b.Namespace,
-			Labels:      Labels(b.Server, ComponentBackup, b.Labels),
-			Annotations: JobAnnotations(b.RunID, b.Annotations, b.Await),
-		},
-		Spec: batchv1.JobSpec{
-			BackoffLimit:            new(b.BackoffLimit),
-			ActiveDeadlineSeconds:   new(Seconds(b.Deadline)),
-			TTLSecondsAfterFinished: TTLSeconds(b.TTLAfterFinished),
-			// A replacement pod starts only once the previous one has
-			// terminated, so two pods never write the same run's archive.
-			PodReplacementPolicy: new(batchv1.Failed),
-			PodFailurePolicy:     PodFailurePolicy(),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels:      Labels(b.Server, ComponentBackup, b.Labels),
-					Annotations: Annotations(b.RunID, b.Annotations),
-				},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyNever,
-					ServiceAccountName:           b.ServiceAccountName,
-					AutomountServiceAccountToken: new(false),
-					EnableServiceLinks:           new(false),
-					NodeName:                     b.Placement.NodeName,
-					Affinity:                     Affinity(b.Placement),
-					SecurityContext:              PodSecurityContext(b.Identity),
-					Containers: []corev1.Container{{
-						Name:                     ContainerName,
-						Image:                    b.Image,
-						Command:                  []string{ArchiverPath},
-						Args:                     BackupArgs(b),
-						Resources:                ContainerResources(b.Resources),
-						SecurityContext:          ContainerSecurityContext(b.Identity, BackupCapabilities),
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						VolumeMounts:             mounts,
-					}},
-					Volumes: volumes,
-				},
-			},
-		},
-	}
+	return BuildJob(b.Job, Pod{
+		Component:    ComponentBackup,
+		Args:         BackupArgs(b),
+		Capabilities: BackupCapabilities,
+		Mounts:       mounts,
+		Volumes:      volumes,
+	})
 }

@@ -1,10 +1,12 @@
 // Package jobspec builds the Kubernetes Jobs of the worldbackup components as
 // pure functions from resolved, validated, plain arguments to *batchv1.Job.
 // It knows nothing of Pulumi: the components validate their inputs, call a
-// builder and register the result. Each Job's whole shape sits in one file
-// (backup.go for the backup Job, restore.go for the restore Job); this file
-// holds the parts every Job shares: labels, annotations, identity (the two
-// security modes), resources, placement and volumes.
+// builder and register the result. Every Job kind embeds Job (the resolved
+// arguments every Job shares) in its own arguments and builds its Job with
+// BuildJob, passing what it adds (a Pod: arguments, capabilities, volumes);
+// backup.go and restore.go hold those parts of the backup and restore Jobs.
+// This file holds the parts every Job shares: labels, annotations, identity
+// (the two security modes), resources, placement and volumes.
 package jobspec
 
 import (
@@ -189,6 +191,100 @@ func JobAnnotations(runID string, extra map[string]string, aw Await) map[string]
 		a[AnnotationReplaceUnready] = "true"
 	}
 	return a
+}
+
+// Job holds the resolved arguments every Job kind shares: Backup and
+// Restore embed it, and so does a next kind, so each is declared once. Paths
+// are absolute and clean, names valid, durations positive (TTL zero: none).
+type Job struct {
+	Server string
+	RunID  string // the run's own ID: names the Job
+
+	Namespace          string
+	Image              string
+	ServiceAccountName string
+
+	WorldClaimName  string
+	BackupClaimName string
+
+	WorldRoot  string // world claim mount
+	BackupRoot string // backup claim mount; the archive root
+
+	Deadline         time.Duration // activeDeadlineSeconds
+	TTLAfterFinished time.Duration // ttlSecondsAfterFinished; 0 = keep the finished Job
+	BackoffLimit     int32
+
+	Resources Resources
+	Identity  Identity
+	Placement Placement
+
+	Labels      map[string]string // extra labels, Job and pod
+	Annotations map[string]string // extra annotations, Job and pod
+	Await       Await             // pulumi.com/skipAwait, pulumi.com/replaceUnready on the Job
+}
+
+// Pod is what one Job kind adds to the shared Job: its component (the
+// app.kubernetes.io/component label and the kind in the Job's name, e.g.
+// backup), the archiver's arguments, the capabilities baseline mode keeps,
+// and its mounts and volumes, the scratch /tmp of TmpVolume included.
+type Pod struct {
+	Component    string
+	Args         []string
+	Capabilities []corev1.Capability
+	Mounts       []corev1.VolumeMount
+	Volumes      []corev1.Volume
+}
+
+// BuildJob returns the Job of j running the archiver as p says: one pod,
+// never restarted in place (a replacement starts only once the previous pod
+// has terminated), no service-account token, no service links, the identity
+// of j.Identity, a read-only root filesystem. Every Job kind's builder
+// calls it.
+func BuildJob(j Job, p Pod) *batchv1.Job {
+	return &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        naming.JobName(j.Server, p.Component, j.RunID),
+			Namespace:   j.Namespace,
+			Labels:      Labels(j.Server, p.Component, j.Labels),
+			Annotations: JobAnnotations(j.RunID, j.Annotations, j.Await),
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:            new(j.BackoffLimit),
+			ActiveDeadlineSeconds:   new(Seconds(j.Deadline)),
+			TTLSecondsAfterFinished: TTLSeconds(j.TTLAfterFinished),
+			// A replacement pod starts only once the previous one has
+			// terminated, so two pods never write the same archive or world.
+			PodReplacementPolicy: new(batchv1.Failed),
+			PodFailurePolicy:     PodFailurePolicy(),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      Labels(j.Server, p.Component, j.Labels),
+					Annotations: Annotations(j.RunID, j.Annotations),
+				},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                corev1.RestartPolicyNever,
+					ServiceAccountName:           j.ServiceAccountName,
+					AutomountServiceAccountToken: new(false),
+					EnableServiceLinks:           new(false),
+					NodeName:                     j.Placement.NodeName,
+					Affinity:                     Affinity(j.Placement),
+					SecurityContext:              PodSecurityContext(j.Identity),
+					Containers: []corev1.Container{{
+						Name:                     ContainerName,
+						Image:                    j.Image,
+						Command:                  []string{ArchiverPath},
+						Args:                     p.Args,
+						Resources:                ContainerResources(j.Resources),
+						SecurityContext:          ContainerSecurityContext(j.Identity, p.Capabilities),
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						VolumeMounts:             p.Mounts,
+					}},
+					Volumes: p.Volumes,
+				},
+			},
+		},
+	}
 }
 
 // TTLSeconds returns ttlSecondsAfterFinished for d, or nil (keep the finished

@@ -2,6 +2,7 @@ package jobspec_test
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -196,5 +197,28 @@ func sharedContract(job *batchv1.Job, component, runID string) []contractRow {
 			}
 			eq(t, "enableServiceLinks", pod.EnableServiceLinks, new(false))
 		}},
+	}
+}
+
+// TestBuildJob: a Job kind's Pod sets the component label, the name's kind,
+// the arguments, the baseline capabilities and the volumes; the rest comes
+// from the shared Job.
+func TestBuildJob(t *testing.T) {
+	j := jobspec.Job{Server: "survival", RunID: "r1", Namespace: "games", Image: "img:1", Identity: jobspec.Identity{Mode: jobspec.Baseline}}
+	tmp, tmpMount := jobspec.TmpVolume()
+	job := jobspec.BuildJob(j, jobspec.Pod{Component: "prune", Args: []string{"prune"}, Capabilities: []corev1.Capability{"DAC_OVERRIDE"},
+		Mounts: []corev1.VolumeMount{tmpMount}, Volumes: []corev1.Volume{tmp}})
+	c := job.Spec.Template.Spec.Containers[0]
+	switch {
+	case job.Name != "survival-prune-r1" || job.Namespace != "games":
+		t.Errorf("Job %s/%s, want games/survival-prune-r1", job.Namespace, job.Name)
+	case job.Labels[jobspec.LabelComponent] != "prune" || job.Spec.Template.Labels[jobspec.LabelComponent] != "prune":
+		t.Errorf("component labels %v", job.Labels)
+	case !slices.Equal(c.Args, []string{"prune"}) || c.Image != "img:1":
+		t.Errorf("container %s %q", c.Image, c.Args)
+	case !slices.Equal(c.SecurityContext.Capabilities.Add, []corev1.Capability{"DAC_OVERRIDE"}):
+		t.Errorf("capabilities %v", c.SecurityContext.Capabilities)
+	case len(job.Spec.Template.Spec.Volumes) != 1 || len(c.VolumeMounts) != 1:
+		t.Errorf("volumes %v mounts %v", job.Spec.Template.Spec.Volumes, c.VolumeMounts)
 	}
 }

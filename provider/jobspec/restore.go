@@ -2,11 +2,9 @@ package jobspec
 
 import (
 	"strconv"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/worldbackup/worldbackup/provider/naming"
 )
@@ -21,40 +19,17 @@ const ComponentRestore = "restore"
 // three are in the baseline Pod Security Standard's allowed list.
 var RestoreCapabilities = []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "FOWNER"}
 
-// Restore holds the resolved, validated arguments of one restore Job. Paths
-// are absolute and clean (ArchiveRef under BackupRoot), names valid,
-// durations positive (TTL zero: none).
+// Restore holds the resolved, validated arguments of one restore Job: those
+// of every Job (the world claim mounted read-write, the backup claim
+// read-only) and the restore's own; ArchiveRef is under BackupRoot.
 type Restore struct {
-	Server string
-	RunID  string // the restore's own run ID: names the Job
+	Job
 
 	ArchiveRef string // the archive's path in the pod, under BackupRoot
 	SHA256     string // its expected SHA-256, 64 lowercase hex digits
 	Replace    bool   // pass --replace: replace a world that is not empty
 	MaxBytes   int64  // --max-bytes; 0 = the archiver's default
 	MaxEntries int64  // --max-entries; 0 = the archiver's default
-
-	Namespace          string
-	Image              string
-	ServiceAccountName string
-
-	WorldClaimName  string
-	BackupClaimName string
-
-	WorldRoot  string // world claim mount, read-write; the restore target
-	BackupRoot string // backup claim mount, read-only
-
-	Deadline         time.Duration // activeDeadlineSeconds
-	TTLAfterFinished time.Duration // ttlSecondsAfterFinished; 0 = keep the finished Job
-	BackoffLimit     int32
-
-	Resources Resources
-	Identity  Identity
-	Placement Placement
-
-	Labels      map[string]string // extra labels, Job and pod
-	Annotations map[string]string // extra annotations, Job and pod
-	Await       Await             // pulumi.com/skipAwait, pulumi.com/replaceUnready on the Job
 }
 
 // RestoreJobName returns the restore Job's name for server and runID.
@@ -90,58 +65,19 @@ func RestoreArgs(r Restore) []string {
 func BuildRestore(r Restore) *batchv1.Job {
 	tmpVolume, tmpMount := TmpVolume()
 
-	return &batchv1.Job{
-		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        RestoreJobName(r.Server, r.RunID),
-			Namespace:   r.Namespace,
-			Labels:      Labels(r.Server, ComponentRestore, r.Labels),
-			Annotations: JobAnnotations(r.RunID, r.Annotations, r.Await),
+	return BuildJob(r.Job, Pod{
+		Component:    ComponentRestore,
+		Args:         RestoreArgs(r),
+		Capabilities: RestoreCapabilities,
+		Mounts: []corev1.VolumeMount{
+			{Name: WorldVolumeName, MountPath: r.WorldRoot},
+			{Name: BackupVolumeName, MountPath: r.BackupRoot, ReadOnly: true},
+			tmpMount,
 		},
-		Spec: batchv1.JobSpec{
-			BackoffLimit:            new(r.BackoffLimit),
-			ActiveDeadlineSeconds:   new(Seconds(r.Deadline)),
-			TTLSecondsAfterFinished: TTLSeconds(r.TTLAfterFinished),
-			// A replacement pod starts only once the previous one has
-			// terminated, so two pods never write the same world (the
-			// archiver also locks it, and a rerun finishes or undoes a swap
-			// that a killed pod left half done).
-			PodReplacementPolicy: new(batchv1.Failed),
-			PodFailurePolicy:     PodFailurePolicy(),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels:      Labels(r.Server, ComponentRestore, r.Labels),
-					Annotations: Annotations(r.RunID, r.Annotations),
-				},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyNever,
-					ServiceAccountName:           r.ServiceAccountName,
-					AutomountServiceAccountToken: new(false),
-					EnableServiceLinks:           new(false),
-					NodeName:                     r.Placement.NodeName,
-					Affinity:                     Affinity(r.Placement),
-					SecurityContext:              PodSecurityContext(r.Identity),
-					Containers: []corev1.Container{{
-						Name:                     ContainerName,
-						Image:                    r.Image,
-						Command:                  []string{ArchiverPath},
-						Args:                     RestoreArgs(r),
-						Resources:                ContainerResources(r.Resources),
-						SecurityContext:          ContainerSecurityContext(r.Identity, RestoreCapabilities),
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						VolumeMounts: []corev1.VolumeMount{
-							{Name: WorldVolumeName, MountPath: r.WorldRoot},
-							{Name: BackupVolumeName, MountPath: r.BackupRoot, ReadOnly: true},
-							tmpMount,
-						},
-					}},
-					Volumes: []corev1.Volume{
-						ClaimVolume(WorldVolumeName, r.WorldClaimName, false),
-						ClaimVolume(BackupVolumeName, r.BackupClaimName, true),
-						tmpVolume,
-					},
-				},
-			},
+		Volumes: []corev1.Volume{
+			ClaimVolume(WorldVolumeName, r.WorldClaimName, false),
+			ClaimVolume(BackupVolumeName, r.BackupClaimName, true),
+			tmpVolume,
 		},
-	}
+	})
 }

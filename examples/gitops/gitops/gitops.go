@@ -123,18 +123,18 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 	}
 	var manifests []any
 	for _, server := range cfg.Servers {
-		b, err := provider.NewWorldBackup(ctx, server, provider.WorldBackupArgs{
+		b, err := provider.NewWorldBackup(ctx, server, provider.WorldBackupArgs{JobInputs: provider.JobInputs{
 			Server:           server,
-			RunID:            deploy.RunID(cfg.Cluster, server, cfg.RunID),
-			Image:            cfg.Image,
-			BackupClaimName:  cfg.BackupClaim,
-			Namespace:        cfg.Namespace,
-			TTLAfterFinished: cfg.KeepFinished,
+			RunID:            pulumi.String(deploy.RunID(cfg.Cluster, server, cfg.RunID)),
+			Image:            pulumi.String(cfg.Image),
+			BackupClaimName:  pulumi.String(cfg.BackupClaim),
+			Namespace:        pulumi.String(cfg.Namespace),
+			TTLAfterFinished: pulumi.String(cfg.KeepFinished),
 			// Render mode: no cluster to look things up in at preview, and
 			// no live Job for pulumi.com/replaceUnready to check.
 			Preflight:      new(false),
 			ReplaceUnready: new(false),
-		}, pulumi.Provider(k8s))
+		}}, pulumi.Provider(k8s))
 		if err != nil {
 			return fmt.Errorf("server %s: %w", server, err)
 		}

@@ -125,21 +125,21 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			return fmt.Errorf("cluster %s: %w", cl.Name, err)
 		}
 		for _, server := range cl.Servers {
-			b, err := provider.NewWorldBackup(ctx, cl.Name+"-"+server, provider.WorldBackupArgs{
+			b, err := provider.NewWorldBackup(ctx, cl.Name+"-"+server, provider.WorldBackupArgs{JobInputs: provider.JobInputs{
 				Server: server,
 				// One catalog may serve every cluster: the run ID names the
 				// cluster and the server, as the main program's do.
-				RunID:           deploy.RunID(cl.Name, server, cfg.RunID),
-				Image:           cfg.Image,
-				BackupClaimName: cfg.BackupClaim,
-				Namespace:       cl.Namespace,
+				RunID:           pulumi.String(deploy.RunID(cl.Name, server, cfg.RunID)),
+				Image:           pulumi.String(cfg.Image),
+				BackupClaimName: pulumi.String(cfg.BackupClaim),
+				Namespace:       pulumi.String(cl.Namespace),
 				// The preflight at preview asks the same cluster as the
 				// provider; rendering, there is no cluster to ask, and no
 				// live Job for replaceUnready to check.
 				KubeContext:    cl.Context,
 				Preflight:      new(cfg.RenderDir == ""),
 				ReplaceUnready: new(cfg.RenderDir == ""),
-			}, pulumi.Provider(k8s))
+			}}, pulumi.Provider(k8s))
 			if err != nil {
 				return fmt.Errorf("cluster %s, server %s: %w", cl.Name, server, err)
 			}

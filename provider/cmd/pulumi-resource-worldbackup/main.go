@@ -18,9 +18,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	comProvider "github.com/pulumi/pulumi/sdk/v3/go/pulumi/provider"
 
 	"github.com/worldbackup/worldbackup/provider"
 )
@@ -109,7 +112,65 @@ func newProvider() (p.Provider, error) {
 	if err != nil {
 		return p.Provider{}, fmt.Errorf("building the %s provider: %w", packageName, err)
 	}
+	prov.Construct = constructing(prov.Construct, map[string]comProvider.ConstructFunc{
+		provider.WorldBackupType:         construct(provider.NewWorldBackup),
+		provider.WorldRestoreType:        construct(provider.NewWorldRestore),
+		provider.WorldPruneType:          construct(provider.NewWorldPrune),
+		provider.WorldBackupScheduleType: construct(provider.NewWorldBackupSchedule),
+	})
 	return prov, nil
+}
+
+// constructing returns a Construct that serves the components in byType
+// itself and every other type through next (infer's).
+//
+// infer.ComponentF copies the inputs into the args with the SDK's
+// ConstructInputs.CopyTo, which fills only the args' own fields, not those
+// of an embedded struct (provider.JobInputs, whose inputs the schema lists
+// as the component's own, since pulumi-go-provider reads the embedded
+// fields for it): these components get their args from construct instead.
+func constructing(next func(context.Context, p.ConstructRequest) (p.ConstructResponse, error),
+	byType map[string]comProvider.ConstructFunc) func(context.Context, p.ConstructRequest) (p.ConstructResponse, error) {
+	return func(ctx context.Context, req p.ConstructRequest) (p.ConstructResponse, error) {
+		if f, ok := byType[string(req.Urn.Type())]; ok {
+			return p.ProgramConstruct(ctx, req, f)
+		}
+		return next(ctx, req)
+	}
+}
+
+// construct serves the component constructor fn: it copies the inputs into
+// its args A, into its own fields and those of every struct it embeds, and
+// calls fn with them.
+func construct[A any, C pulumi.ComponentResource](fn func(*pulumi.Context, string, A, ...pulumi.ResourceOption) (C, error)) comProvider.ConstructFunc {
+	return func(ctx *pulumi.Context, typ, name string, inputs comProvider.ConstructInputs, opts pulumi.ResourceOption) (*comProvider.ConstructResult, error) {
+		var args A
+		if err := copyInputs(inputs, &args); err != nil {
+			return nil, fmt.Errorf("copying the inputs of %s %q: %w", typ, name, err)
+		}
+		comp, err := fn(ctx, name, args, opts)
+		if err != nil {
+			return nil, err
+		}
+		return comProvider.NewConstructResult(comp)
+	}
+}
+
+// copyInputs copies inputs into the struct *dst: its own fields, then those
+// of each struct it embeds (recursively).
+func copyInputs(inputs comProvider.ConstructInputs, dst any) error {
+	if err := inputs.CopyTo(dst); err != nil {
+		return err
+	}
+	v := reflect.ValueOf(dst).Elem()
+	for i := range v.NumField() {
+		if f := v.Type().Field(i); f.Anonymous && f.IsExported() && f.Type.Kind() == reflect.Struct {
+			if err := copyInputs(inputs, v.Field(i).Addr().Interface()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // writeSchema writes the package schema of prov as indented JSON, the form

@@ -101,9 +101,9 @@ func TestSchemaServesTheComponents(t *testing.T) {
 		outputs  []string
 	}{
 		{"worldbackup:index:WorldBackup", []string{"server", "runId", "image", "backupClaimName"}, []string{"jobName", "namespace", "runId", "archiveRef"}},
-		{"worldbackup:index:WorldRestore", []string{"server", "runId", "archiveRef", "sha256", "image", "backupClaimName"}, []string{"jobName", "namespace", "runId", "archiveRef"}},
-		{"worldbackup:index:WorldPrune", []string{"server", "runId", "retention", "image", "backupClaimName"}, []string{"jobName", "namespace", "runId"}},
-		{"worldbackup:index:WorldBackupSchedule", []string{"backup", "schedule"}, []string{"cronJobName", "namespace"}},
+		{"worldbackup:index:WorldRestore", []string{"server", "runId", "image", "backupClaimName", "archiveRef", "sha256"}, []string{"jobName", "namespace", "runId", "archiveRef"}},
+		{"worldbackup:index:WorldPrune", []string{"server", "runId", "image", "backupClaimName", "retention"}, []string{"jobName", "namespace", "runId"}},
+		{"worldbackup:index:WorldBackupSchedule", []string{"server", "runId", "image", "backupClaimName", "schedule"}, []string{"cronJobName", "namespace"}},
 	}
 	if len(schema.Resources) != len(tests) {
 		t.Errorf("schema has %d resources, want %d", len(schema.Resources), len(tests))

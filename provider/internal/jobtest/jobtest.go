@@ -28,18 +28,26 @@ const SHA256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 // and backupClaimName world-backups, with the contract's defaults.
 func DefaultBackup() jobspec.Backup {
 	return jobspec.Backup{
+		Job:              defaultJob("20250601-0300"),
+		ConfigSecretName: "felis-config",
+		ConfigMountPath:  "/etc/felis",
+		Compression:      "zstd",
+	}
+}
+
+// defaultJob is the resolved shared part of DefaultBackup and
+// DefaultRestore with runID.
+func defaultJob(runID string) jobspec.Job {
+	return jobspec.Job{
 		Server:             "survival",
-		RunID:              "20250601-0300",
+		RunID:              runID,
 		Namespace:          "minecraft",
 		Image:              "ghcr.io/worldbackup/archiver:v0.1.0",
 		ServiceAccountName: "felis-restore",
 		WorldClaimName:     "world-survival-0",
 		BackupClaimName:    "world-backups",
-		ConfigSecretName:   "felis-config",
 		WorldRoot:          "/world",
 		BackupRoot:         "/backups",
-		ConfigMountPath:    "/etc/felis",
-		Compression:        "zstd",
 		Deadline:           30 * time.Minute,
 		BackoffLimit:       0,
 		Resources:          jobspec.Resources{CPULimit: resource.MustParse("1"), MemoryLimit: resource.MustParse("1Gi")},
@@ -59,27 +67,10 @@ func DefaultBackup() jobspec.Backup {
 // the contract's defaults.
 func DefaultRestore() jobspec.Restore {
 	return jobspec.Restore{
-		Server:             "survival",
-		RunID:              "restore-20250601",
-		ArchiveRef:         "/backups/survival/20250601-0300.tar.zst",
-		SHA256:             SHA256,
-		Replace:            true,
-		Namespace:          "minecraft",
-		Image:              "ghcr.io/worldbackup/archiver:v0.1.0",
-		ServiceAccountName: "felis-restore",
-		WorldClaimName:     "world-survival-0",
-		BackupClaimName:    "world-backups",
-		WorldRoot:          "/world",
-		BackupRoot:         "/backups",
-		Deadline:           30 * time.Minute,
-		BackoffLimit:       0,
-		Resources:          jobspec.Resources{CPULimit: resource.MustParse("1"), MemoryLimit: resource.MustParse("1Gi")},
-		Identity:           jobspec.Identity{Mode: jobspec.Baseline},
-		Placement: jobspec.Placement{
-			GamePod:         map[string]string{"statefulset.kubernetes.io/pod-name": "survival-0"},
-			GamePodAffinity: jobspec.AffinityPreferred,
-		},
-		Await: jobspec.Await{ReplaceUnready: true},
+		Job:        defaultJob("restore-20250601"),
+		ArchiveRef: "/backups/survival/20250601-0300.tar.zst",
+		SHA256:     SHA256,
+		Replace:    true,
 	}
 }
 
@@ -89,25 +80,10 @@ func DefaultRestore() jobspec.Restore {
 // with the contract's defaults.
 func DefaultPrune() jobspec.Prune {
 	return jobspec.Prune{
-		Server:             "survival",
-		RunID:              "prune-20250601",
-		Retention:          jobspec.Retention{KeepDaily: 7, MinKeep: 3},
-		Namespace:          "minecraft",
-		Image:              "ghcr.io/worldbackup/archiver:v0.1.0",
-		ServiceAccountName: "felis-restore",
-		BackupClaimName:    "world-backups",
-		ConfigSecretName:   "felis-config",
-		BackupRoot:         "/backups",
-		ConfigMountPath:    "/etc/felis",
-		Deadline:           30 * time.Minute,
-		BackoffLimit:       0,
-		Resources:          jobspec.Resources{CPULimit: resource.MustParse("1"), MemoryLimit: resource.MustParse("1Gi")},
-		Identity:           jobspec.Identity{Mode: jobspec.Baseline},
-		Placement: jobspec.Placement{
-			GamePod:         map[string]string{"statefulset.kubernetes.io/pod-name": "survival-0"},
-			GamePodAffinity: jobspec.AffinityPreferred,
-		},
-		Await: jobspec.Await{ReplaceUnready: true},
+		Job:              defaultJob("prune-20250601"),
+		ConfigSecretName: "felis-config",
+		ConfigMountPath:  "/etc/felis",
+		Retention:        jobspec.Retention{KeepDaily: 7, MinKeep: 3},
 	}
 }
 

@@ -1,0 +1,76 @@
+package deploy
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+// recorder records every resource registration of a mocked program.
+type recorder struct {
+	mu   sync.Mutex
+	regs []pulumi.MockResourceArgs
+}
+
+func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.regs = append(r.regs, args)
+	return args.Name + "-id", args.Inputs, nil
+}
+
+func (r *recorder) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	return args.Args, nil
+}
+
+// TestRestoreAfterBackupTakesItsArchiveRef: a restore of a server this run
+// backs up takes the backup's archiveRef Output instead of DependsOn: its
+// Job restores the configured archive and depends on the backup's Job, at
+// preview and at up.
+func TestRestoreAfterBackupTakesItsArchiveRef(t *testing.T) {
+	sum := strings.Repeat("c", 64)
+	cfg := Config{Image: "img:1", BackupClaim: "backups", RunID: "r1", SecurityMode: "baseline",
+		Servers:   []Server{{Name: "lobby"}},
+		Clusters:  []Cluster{{Name: "default"}},
+		Restores:  []Restore{{Server: "lobby", ArchiveRef: "/backups/lobby/old.tar.zst", SHA256: sum}},
+		RenderDir: "/tmp/unused"} // render mode: no preflight against a cluster
+	for _, dryRun := range []bool{true, false} {
+		t.Run(map[bool]string{true: "preview", false: "up"}[dryRun], func(t *testing.T) {
+			rec := &recorder{}
+			err := pulumi.RunErr(func(ctx *pulumi.Context) error { return Deploy(ctx, cfg) },
+				pulumi.WithMocks("project", "stack", rec), func(info *pulumi.RunInfo) { info.DryRun = dryRun })
+			if err != nil {
+				t.Fatal(err)
+			}
+			var restore *pulumi.MockResourceArgs
+			var backupJobURN string
+			for i, r := range rec.regs {
+				switch r.Name {
+				case "default-lobby-restore-job":
+					restore = &rec.regs[i]
+				case "default-lobby-job":
+					backupJobURN = "::default-lobby-job"
+				}
+			}
+			if restore == nil || backupJobURN == "" {
+				t.Fatalf("registered %d resources, want the backup's and the restore's Jobs", len(rec.regs))
+			}
+			b, _ := json.Marshal(restore.Inputs.Mappable())
+			if !strings.Contains(string(b), `"/backups/lobby/old.tar.zst"`) {
+				t.Errorf("the restore Job does not restore the configured archive: %s", b)
+			}
+			deps := slices.Clone(restore.RegisterRPC.GetDependencies())
+			for _, pd := range restore.RegisterRPC.GetPropertyDependencies() {
+				deps = append(deps, pd.GetUrns()...)
+			}
+			if !slices.ContainsFunc(deps, func(u string) bool { return strings.HasSuffix(u, backupJobURN) }) {
+				t.Errorf("restore Job dependencies = %q, want the backup's Job", deps)
+			}
+		})
+	}
+}

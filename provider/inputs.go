@@ -1,0 +1,478 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
+
+	"github.com/worldbackup/worldbackup/internal/layout"
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/naming"
+)
+
+// JobInputs are the inputs every Job component shares (WorldBackup,
+// WorldRestore, WorldBackupSchedule through its WorldBackupArgs, and the
+// next kinds): each component's args embed it, so each input is declared,
+// described (Annotate) and checked (shared, problems.job) once;
+// pulumi-go-provider merges an embedded struct's Annotate into the
+// component's schema, and a component's own Annotate may describe a field
+// again for its Job (e.g. what deadline bounds).
+//
+// A value of the Job is a Pulumi input (pulumi.StringInput, pulumi.IntInput,
+// ...; nil = unset, the default), so another resource's output can be
+// passed. What decides which resources exist or their options is plain:
+// server, securityMode, skipAwait, timeout, replaceUnready, preflight,
+// kubeContext, Kubeconfig.
+type JobInputs struct {
+	Server             string                `pulumi:"server"`
+	RunID              pulumi.StringInput    `pulumi:"runId"`
+	Image              pulumi.StringInput    `pulumi:"image"`
+	BackupClaimName    pulumi.StringInput    `pulumi:"backupClaimName"`
+	Namespace          pulumi.StringInput    `pulumi:"namespace,optional"`
+	ServiceAccountName pulumi.StringInput    `pulumi:"serviceAccountName,optional"`
+	BackupRoot         pulumi.StringInput    `pulumi:"backupRoot,optional"`
+	WorldRoot          pulumi.StringInput    `pulumi:"worldRoot,optional"`
+	WorldClaimName     pulumi.StringInput    `pulumi:"worldClaimName,optional"`
+	Deadline           pulumi.StringInput    `pulumi:"deadline,optional"`
+	CPULimit           pulumi.StringInput    `pulumi:"cpuLimit,optional"`
+	MemoryLimit        pulumi.StringInput    `pulumi:"memoryLimit,optional"`
+	SecurityMode       *SecurityMode         `pulumi:"securityMode,optional"`
+	RunAsUser          pulumi.IntInput       `pulumi:"runAsUser,optional"`
+	RunAsGroup         pulumi.IntInput       `pulumi:"runAsGroup,optional"`
+	FSGroup            pulumi.IntInput       `pulumi:"fsGroup,optional"`
+	TTLAfterFinished   pulumi.StringInput    `pulumi:"ttlAfterFinished,optional"`
+	BackoffLimit       pulumi.IntInput       `pulumi:"backoffLimit,optional"`
+	NodeName           pulumi.StringInput    `pulumi:"nodeName,optional"`
+	NodeSelector       pulumi.StringMapInput `pulumi:"nodeSelector,optional"`
+	GamePodSelector    pulumi.StringMapInput `pulumi:"gamePodSelector,optional"`
+	GamePodAffinity    pulumi.StringInput    `pulumi:"gamePodAffinity,optional"`
+	Labels             pulumi.StringMapInput `pulumi:"labels,optional"`
+	Annotations        pulumi.StringMapInput `pulumi:"annotations,optional"`
+	SkipAwait          bool                  `pulumi:"skipAwait,optional"`
+	Timeout            string                `pulumi:"timeout,optional"`
+	ReplaceUnready     *bool                 `pulumi:"replaceUnready,optional"`
+	Preflight          *bool                 `pulumi:"preflight,optional"`
+	KubeContext        string                `pulumi:"kubeContext,optional"`
+	// Kubeconfig is the kubeconfig the preflight uses, a path or the file's
+	// contents, as the Kubernetes provider's kubeconfig ("" = the ambient
+	// one). Go programs only: it has no pulumi tag, so it is no input of the
+	// plugin and never reaches the state.
+	Kubeconfig string
+}
+
+// Annotate describes the shared inputs in the plugin's schema, for every
+// component that embeds JobInputs.
+func (a *JobInputs) Annotate(an infer.Annotator) {
+	an.Describe(&a.Server, "The game server's name: a DNS-1123 label of at most 46 characters "+
+		"(lowercase letters, digits, '-'), usually its StatefulSet name. It names the world claim "+
+		"(unless worldClaimName is set) and the Job.")
+	an.Describe(&a.RunID, "The run ID, the idempotency key of the run: 1 to 128 characters from "+
+		"A-Z a-z 0-9 . _ -, starting with a letter or digit. It names the Job. A new runId performs a new "+
+		"run; the same runId performs none.")
+	an.Describe(&a.Image, "The archiver image, e.g. ghcr.io/worldbackup/archiver:v0.1.0. Its binary is "+
+		"/usr/local/bin/archiver.")
+	an.Describe(&a.BackupClaimName, "The PersistentVolumeClaim that holds the archives, mounted at backupRoot.")
+	an.Describe(&a.Namespace, "The namespace of the Job, where the world and backup claims live. Default: minecraft.")
+	an.Describe(&a.ServiceAccountName, "The Job's service account (pre-existing, with no permissions needed; "+
+		"its token is not mounted). Default: felis-restore.")
+	an.Describe(&a.BackupRoot, "Where the backup claim is mounted: the archive root. Default: /backups.")
+	an.Describe(&a.WorldRoot, "Where the world claim is mounted. Default: /world.")
+	an.Describe(&a.WorldClaimName, "The world's PersistentVolumeClaim. "+
+		"Default: world-<server>-0 (the StatefulSet claim of volume template world, ordinal 0).")
+	an.Describe(&a.Deadline, "How long the run may take, a Go duration (activeDeadlineSeconds). Default: 30m.")
+	an.Describe(&a.CPULimit, "The container's CPU limit (a Kubernetes quantity); it requests 100m or "+
+		"the limit if lower. Default: 1.")
+	an.Describe(&a.MemoryLimit, "The container's memory limit (a Kubernetes quantity); it requests 256Mi "+
+		"or the limit if lower. Default: 1Gi.")
+	an.Describe(&a.SecurityMode, "baseline (default) or restricted: the pod's identity. baseline: root with "+
+		"every capability dropped except the few the Job needs; meets the baseline Pod Security Standard. "+
+		"restricted: runs as runAsUser/runAsGroup (default 1000/1000, the game's UID/GID) with every "+
+		"capability dropped and runAsNonRoot; meets the restricted Pod Security Standard. Both: no privilege "+
+		"escalation, seccomp RuntimeDefault, read-only root filesystem.")
+	an.Describe(&a.RunAsUser, "The UID the archiver runs as. Default: 0 in baseline mode, 1000 in "+
+		"restricted mode (which refuses 0).")
+	an.Describe(&a.RunAsGroup, "The GID the archiver runs as. Default: 0 in baseline mode, 1000 in restricted mode.")
+	an.Describe(&a.FSGroup, "The pod's fsGroup: kubelet gives the writable volumes this group "+
+		"(fsGroupChangePolicy OnRootMismatch). Omitted when 0. Default: omitted in baseline mode, runAsGroup "+
+		"in restricted mode.")
+	an.Describe(&a.TTLAfterFinished, "How long the finished Job is kept before Kubernetes deletes it, a Go "+
+		"duration of at least 1s (ttlSecondsAfterFinished). Default: none, the Job stays until a new runId "+
+		"replaces it. With a TTL, `pulumi refresh` (or `up --refresh`) after the deletion forgets the Job and the "+
+		"next `pulumi up` creates it again with the same runId; the archiver then does nothing, but `pulumi up` "+
+		"shows a create.")
+	an.Describe(&a.BackoffLimit, "How many times a failed pod is retried (backoffLimit). Default: 0, so a failed "+
+		"pod fails the Job at once (reason BackoffLimitExceeded) and `pulumi up` reports it with the archiver's "+
+		"message. With more, a configuration error is retried too (10s, 20s, 40s… apart) before `pulumi up` "+
+		"reports it.")
+	an.Describe(&a.NodeName, "Runs the pod on this node (bypassing the scheduler), e.g. the node of a "+
+		"ReadWriteOnce world volume. Exclusive with nodeSelector.")
+	an.Describe(&a.NodeSelector, "Node labels the pod's node must have, rendered as a required node "+
+		"affinity (so the pod lands where a ReadWriteOnce world volume can attach). Exclusive with nodeName.")
+	an.Describe(&a.GamePodSelector, descGamePodSelector)
+	an.Describe(&a.GamePodAffinity, descGamePodAffinity)
+	an.Describe(&a.Labels, descLabels)
+	an.Describe(&a.Annotations, descAnnotations)
+	an.Describe(&a.SkipAwait, "Do not wait for the Job to finish (annotation pulumi.com/skipAwait); "+
+		"`pulumi up` then does not report the run's result. Default: false.")
+	an.Describe(&a.Timeout, descTimeout)
+	an.Describe(&a.ReplaceUnready, descReplaceUnready)
+	an.Describe(&a.Preflight, descPreflight)
+	an.Describe(&a.KubeContext, descKubeContext)
+}
+
+// shared returns the shared inputs of a, which must be settled (every input
+// prompt, see settle), as plain values.
+func (a JobInputs) shared() sharedInputs {
+	return sharedInputs{
+		Namespace:          str(a.Namespace),
+		ServiceAccountName: str(a.ServiceAccountName),
+		Deadline:           str(a.Deadline),
+		Timeout:            a.Timeout,
+		TTLAfterFinished:   str(a.TTLAfterFinished),
+		BackoffLimit:       optInt(a.BackoffLimit),
+		CPULimit:           str(a.CPULimit),
+		MemoryLimit:        str(a.MemoryLimit),
+		SecurityMode:       enumString(a.SecurityMode),
+		RunAsUser:          optInt(a.RunAsUser),
+		RunAsGroup:         optInt(a.RunAsGroup),
+		FSGroup:            optInt(a.FSGroup),
+		NodeName:           str(a.NodeName),
+		NodeSelector:       strMap(a.NodeSelector),
+		GamePodSelector:    strMap(a.GamePodSelector),
+		GamePodAffinity:    str(a.GamePodAffinity),
+		Labels:             strMap(a.Labels),
+		Annotations:        strMap(a.Annotations),
+		SkipAwait:          a.SkipAwait,
+		ReplaceUnready:     a.ReplaceUnready,
+		Preflight:          a.Preflight,
+		Kubeconfig:         a.Kubeconfig,
+		KubeContext:        a.KubeContext,
+	}
+}
+
+// job returns the resolved shared part of a Job from the validated shared
+// settings j and the settled inputs a (with defaults applied by the caller
+// to worldClaimName, worldRoot and backupRoot, passed in w).
+func (a JobInputs) job(j jobSettings, w worldPaths) jobspec.Job {
+	return jobspec.Job{
+		Server:             a.Server,
+		RunID:              str(a.RunID),
+		Namespace:          j.Namespace,
+		Image:              str(a.Image),
+		ServiceAccountName: j.ServiceAccountName,
+		WorldClaimName:     w.WorldClaimName,
+		BackupClaimName:    str(a.BackupClaimName),
+		WorldRoot:          w.WorldRoot,
+		BackupRoot:         w.BackupRoot,
+		Deadline:           j.Deadline,
+		TTLAfterFinished:   j.TTLAfterFinished,
+		BackoffLimit:       j.BackoffLimit,
+		Resources:          j.Resources,
+		Identity:           j.Identity,
+		Placement:          j.Placement,
+		Labels:             j.Labels,
+		Annotations:        j.Annotations,
+		Await:              j.Await,
+	}
+}
+
+// worldPaths returns the settled world claim and mount inputs of a with
+// their defaults.
+func (a JobInputs) worldPaths() worldPaths {
+	w := worldPaths{WorldClaimName: str(a.WorldClaimName), WorldRoot: str(a.WorldRoot), BackupRoot: str(a.BackupRoot)}
+	setDefault(&w.BackupRoot, DefaultBackupRoot)
+	setDefault(&w.WorldRoot, DefaultWorldRoot)
+	if a.Server != "" {
+		setDefault(&w.WorldClaimName, naming.WorldClaim(a.Server))
+	}
+	return w
+}
+
+// common checks the settled inputs every Job shares but server and runId
+// (whose messages name the Job kind): image, backupClaimName, the shared
+// settings (problems.job) and worldClaimName; the result is meaningful only
+// when no problem was recorded.
+func (p *problems) common(a JobInputs, w worldPaths, r jobRules) jobSettings {
+	p.image("image", str(a.Image))
+	if claim := str(a.BackupClaimName); p.required("backupClaimName", claim, "set it to the PersistentVolumeClaim that holds the archives, e.g. world-backups") {
+		p.dnsSubdomain("backupClaimName", claim)
+	}
+	sh := a.shared()
+	if a.Server != "" && sh.GamePodSelector == nil {
+		sh.GamePodSelector = map[string]string{jobspec.GamePodLabel: naming.GamePod(a.Server)}
+	}
+	j := p.job(sh.withDefaults(), r)
+	if w.WorldClaimName != naming.WorldClaim(a.Server) { // the derived name is as valid as server
+		p.dnsSubdomain("worldClaimName", w.WorldClaimName)
+	}
+	return j
+}
+
+// worldPaths are the claim and mount inputs with their defaults.
+type worldPaths struct {
+	WorldClaimName, WorldRoot, BackupRoot string
+}
+
+// SecurityMode is the securityMode input: a schema enum.
+type SecurityMode string
+
+// The security modes (see jobspec.Baseline and jobspec.Restricted).
+const (
+	SecurityModeBaseline   SecurityMode = SecurityMode(jobspec.Baseline)
+	SecurityModeRestricted SecurityMode = SecurityMode(jobspec.Restricted)
+)
+
+// Values lists the security modes in the schema.
+func (SecurityMode) Values() []infer.EnumValue[SecurityMode] {
+	return []infer.EnumValue[SecurityMode]{
+		{Name: "Baseline", Value: SecurityModeBaseline, Description: "Root with every capability dropped except the few the Job needs (baseline Pod Security Standard)."},
+		{Name: "Restricted", Value: SecurityModeRestricted, Description: "The game's non-root UID/GID with every capability dropped (restricted Pod Security Standard)."},
+	}
+}
+
+// Annotate gives the enum its token, worldbackup:index:SecurityMode.
+func (m *SecurityMode) Annotate(a infer.Annotator) {
+	a.SetToken("index", "SecurityMode")
+	a.Describe(m, "The identity of a Job's pod.")
+}
+
+// Compression is WorldBackup's compression input: a schema enum.
+type Compression string
+
+// The archive compressions.
+const (
+	CompressionZstd Compression = layout.CompressionZstd
+	CompressionGzip Compression = layout.CompressionGzip
+	CompressionNone Compression = layout.CompressionNone
+)
+
+// Values lists the compressions in the schema.
+func (Compression) Values() []infer.EnumValue[Compression] {
+	return []infer.EnumValue[Compression]{
+		{Name: "Zstd", Value: CompressionZstd, Description: "zstd, extension .tar.zst (the default)."},
+		{Name: "Gzip", Value: CompressionGzip, Description: "gzip, extension .tar.gz."},
+		{Name: "None", Value: CompressionNone, Description: "No compression, extension .tar."},
+	}
+}
+
+// Annotate gives the enum its token, worldbackup:index:Compression.
+func (c *Compression) Annotate(a infer.Annotator) {
+	a.SetToken("index", "Compression")
+	a.Describe(c, "The compression of a backup archive.")
+}
+
+// Reading settled inputs: after settle, every non-nil input of an args
+// struct is one of the prompt types below; nil is an unset input.
+
+func str(in pulumi.StringInput) string {
+	if s, ok := in.(pulumi.String); ok {
+		return string(s)
+	}
+	return ""
+}
+
+func optInt(in pulumi.IntInput) *int {
+	if v, ok := in.(pulumi.Int); ok {
+		return new(int(v))
+	}
+	return nil
+}
+
+func optBool(in pulumi.BoolInput) *bool {
+	if v, ok := in.(pulumi.Bool); ok {
+		return new(bool(v))
+	}
+	return nil
+}
+
+func strMap(in pulumi.StringMapInput) map[string]string {
+	m, ok := in.(pulumi.StringMap)
+	if !ok {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = str(v)
+	}
+	return out
+}
+
+func strs(in pulumi.StringArrayInput) []string {
+	a, ok := in.(pulumi.StringArray)
+	if !ok {
+		return nil
+	}
+	out := make([]string, len(a))
+	for i, v := range a {
+		out[i] = str(v)
+	}
+	return out
+}
+
+// settled is the result of settling an args struct's inputs now.
+type settled[T any] struct {
+	// Args are the args with every input prompt; meaningful when Known.
+	Args T
+	// Known: every input was known (always, outside a preview).
+	Known bool
+	// Secret: some input was secret.
+	Secret bool
+	// Deps are the resources the inputs came from.
+	Deps []pulumi.Resource
+}
+
+// inputFields returns the settable Pulumi input fields of the struct v
+// (addressable), walking embedded structs and non-nil pointers to structs
+// (rcon, retention), in a fixed order; nil inputs are left out.
+func inputFields(v reflect.Value) []reflect.Value {
+	var out []reflect.Value
+	for i := range v.NumField() {
+		f, sf := v.Field(i), v.Type().Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		switch {
+		case sf.Anonymous && f.Kind() == reflect.Struct:
+			out = append(out, inputFields(f)...)
+		case f.Kind() == reflect.Pointer && f.Type().Elem().Kind() == reflect.Struct && !f.IsNil():
+			// Copy the struct, so that settling never writes to the caller's.
+			c := reflect.New(f.Type().Elem())
+			c.Elem().Set(f.Elem())
+			f.Set(c)
+			out = append(out, inputFields(c.Elem())...)
+		case f.Kind() == reflect.Interface && sf.Type.Implements(inputType) && !f.IsNil():
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+var inputType = reflect.TypeFor[pulumi.Input]()
+
+// inputsOf returns a copy of args (a struct) and its input fields.
+func inputsOf[T any](args T) (*T, []reflect.Value) {
+	c := args
+	return &c, inputFields(reflect.ValueOf(&c).Elem())
+}
+
+// allOf returns the Output of every field's value, in order.
+func allOf(fields []reflect.Value) pulumi.ArrayOutput {
+	ins := make([]any, len(fields))
+	for i, f := range fields {
+		ins[i] = f.Interface()
+	}
+	return pulumi.All(ins...)
+}
+
+// fill sets each field to the prompt form of its resolved value.
+func fill(fields []reflect.Value, values []any) error {
+	for i, f := range fields {
+		var p pulumi.Input
+		switch v := values[i].(type) {
+		case string:
+			p = pulumi.String(v)
+		case int:
+			p = pulumi.Int(v)
+		case bool:
+			p = pulumi.Bool(v)
+		case map[string]string:
+			p = pulumi.ToStringMap(v)
+		case []string:
+			p = pulumi.ToStringArray(v)
+		default:
+			return fmt.Errorf("settling input %d: unsupported value %T", i, v) // a field type this file does not read
+		}
+		f.Set(reflect.ValueOf(p))
+	}
+	return nil
+}
+
+// hasOutput reports whether a field holds an Output (a value that may be
+// waiting for a resource), directly or in a map or array.
+func hasOutput(fields []reflect.Value) bool {
+	for _, f := range fields {
+		switch v := f.Interface().(type) {
+		case pulumi.Output:
+			return true
+		case pulumi.StringMap:
+			for _, e := range v {
+				if _, ok := e.(pulumi.Output); ok {
+					return true
+				}
+			}
+		case pulumi.StringArray:
+			for _, e := range v {
+				if _, ok := e.(pulumi.Output); ok {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// settleNow resolves every input of args. At preview (dryRun) it waits for
+// them, which is quick there, so that known values are checked at once;
+// unknown ones give Known false. Outside a preview it waits only when no
+// input is an Output: an Output may wait for a resource that `pulumi up` is
+// creating (a backup Job), and waiting here would hold back every resource
+// the program declares after this one; such args give Known false too, and
+// the caller resolves them later (settleLater).
+func settleNow[T any](ctx context.Context, dryRun bool, args T) (settled[T], error) {
+	c, fields := inputsOf(args)
+	if !dryRun && hasOutput(fields) {
+		return settled[T]{}, nil
+	}
+	res, err := internals.UnsafeAwaitOutput(ctx, allOf(fields))
+	if err != nil {
+		return settled[T]{}, err
+	}
+	if !res.Known {
+		return settled[T]{Secret: res.Secret, Deps: res.Dependencies}, nil
+	}
+	if err := fill(fields, res.Value.([]any)); err != nil {
+		return settled[T]{}, err
+	}
+	return settled[T]{Args: *c, Known: true, Secret: res.Secret, Deps: res.Dependencies}, nil
+}
+
+// settleLater returns an Output of f applied to args with every input
+// resolved: secret when an input is, depending on the resources they come
+// from. An error of f rejects the Output.
+func settleLater[T, R any](args T, f func(T) (R, error)) pulumi.AnyOutput {
+	c, fields := inputsOf(args)
+	return allOf(fields).ApplyT(func(values []any) (any, error) {
+		// Fill a fresh copy: the apply may run on its own goroutine.
+		c2, fields2 := inputsOf(*c)
+		if err := fill(fields2, values); err != nil {
+			return nil, err
+		}
+		return f(*c2)
+	}).(pulumi.AnyOutput)
+}
+
+// settleSync resolves args outside a Pulumi program (Validate, Job): every
+// input must be prompt or an already known Output.
+func settleSync[T any](component string, args T) (T, error) {
+	s, err := settleNow(context.Background(), true, args)
+	if err != nil {
+		return args, err
+	}
+	if !s.Known {
+		return args, &InputError{Component: component, Problems: []Problem{{Input: "inputs",
+			Message: "inputs hold an unknown Output: Validate and Job check known values only; NewWorldBackup and NewWorldRestore check the rest when it resolves"}}}
+	}
+	return s.Args, nil
+}
+
+// enumString returns the value of an optional enum input, "" when unset.
+func enumString[E ~string](e *E) string {
+	if e == nil {
+		return ""
+	}
+	return string(*e)
+}
