@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -14,16 +16,33 @@ import (
 // emptyCluster is an API server that has nothing: every lookup is 404. It
 // counts the requests.
 func emptyCluster(t *testing.T) (kubeconfig string, requests *atomic.Int64) {
+	kubeconfig, requests, _ = recordingCluster(t)
+	return kubeconfig, requests
+}
+
+// recordingCluster is emptyCluster that also records each request's method
+// and path.
+func recordingCluster(t *testing.T) (kubeconfig string, requests *atomic.Int64, seen func() []string) {
 	t.Helper()
 	requests = &atomic.Int64{}
+	var mu sync.Mutex
+	var log []string
+	seen = func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(log)
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
+		mu.Lock()
+		log = append(log, r.Method+" "+r.URL.Path)
+		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
 		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"%s not found"}`, r.URL.Path)
 	}))
 	t.Cleanup(srv.Close)
-	return kubeconfigFor(srv.URL), requests
+	return kubeconfigFor(srv.URL), requests, seen
 }
 
 func kubeconfigFor(server string) string {
@@ -114,13 +133,20 @@ func TestPreflightAtPreview(t *testing.T) {
 			t.Errorf("%d requests with preflight false", n)
 		}
 	})
-	t.Run("not at update: only preview", func(t *testing.T) {
-		kc, requests := emptyCluster(t)
+	t.Run("at update: no preflight, only the Job observed", func(t *testing.T) {
+		kc, _, seen := recordingCluster(t)
 		if _, err := runMocked(t, backup(kc, nil)); err != nil {
 			t.Fatal(err)
 		}
-		if n := requests.Load(); n != 0 {
-			t.Errorf("%d requests outside preview", n)
+		const job = "/apis/batch/v1/namespaces/minecraft/jobs/survival-backup-20250601-0300"
+		got := seen()
+		if !slices.Contains(got, "GET "+job) {
+			t.Errorf("requests %q: the Job's result was not read", got)
+		}
+		for _, r := range got {
+			if r != "GET "+job {
+				t.Errorf("request %q at update: want only reads of the Job", r)
+			}
 		}
 	})
 	t.Run("unreachable cluster: a warning, not an error", func(t *testing.T) {

@@ -22,7 +22,11 @@ const (
 		"Job needs: the namespace and whether its Pod Security enforce level admits the pod, the service " +
 		"account, the Secret and its key, the claims and whether they are Bound; fail with one message listing " +
 		"every missing piece and the command that makes it. A cluster it cannot reach, or a lookup RBAC " +
-		"forbids, is a warning. Default: true. Set false in render mode, or when the same program creates these " +
+		"forbids, is a warning. At `pulumi up` (unless skipAwait) it also watches the Job: when its pod cannot " +
+		"start (an image that cannot be pulled, a missing Secret key) for 1 minute, or no node takes it for 5, " +
+		"it names the cause and fails the Job (activeDeadlineSeconds set to 1, reason DeadlineExceeded), so " +
+		"`pulumi up` ends then rather than at the deadline; it needs get and patch on Jobs and list on pods. " +
+		"Then it reads what the run reported (the status, sha256 and sizeBytes outputs). Default: true. Set false in render mode, or when the same program creates these " +
 		"objects."
 	descKubeContext = "The kubeconfig context the preflight uses (as the Kubernetes provider's " +
 		"context): give the same one as the provider of this component. The preflight reads the ambient " +
@@ -30,3 +34,10 @@ const (
 		"set the Kubeconfig field (a path or the contents), which is not an input of the plugin, so a " +
 		"kubeconfig never lands in the state. Default: the kubeconfig's current context."
 )
+
+// descObserved says when an output read from the run's termination message
+// is known.
+const descObserved = "Read from the Job's pod (its termination message) after `pulumi up` waited for the Job. " +
+	"Unknown at preview for a Job that has not run yet; empty where it cannot be known: with skipAwait, with " +
+	"preflight false (render mode: no cluster to ask), when the Job's pod is gone (ttlAfterFinished) or the " +
+	"cluster cannot be reached (a warning says why)."

@@ -12,6 +12,8 @@ import (
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/utilities"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/worldbackup/worldbackup/provider/preflight"
 )
 
 // jobType is the Pulumi type token of a Kubernetes Job.
@@ -37,6 +39,9 @@ type jobPlan struct {
 	// NoArchiveRef: the Job writes no archive (a prune), so the component
 	// has no archiveRef output.
 	NoArchiveRef bool
+	// Preflight says whether and through which cluster the component looks
+	// at its known Job (observeJob).
+	Preflight preflightSettings
 }
 
 // jobResult is a Job built once its inputs resolved, with the component's
@@ -44,6 +49,7 @@ type jobPlan struct {
 type jobResult struct {
 	Job               *batchv1.Job
 	RunID, ArchiveRef string
+	Preflight         preflightSettings
 }
 
 // props returns the Pulumi inputs of the plan's Job: its JSON form, the
@@ -127,15 +133,18 @@ func registerChildJob(ctx *pulumi.Context, parent pulumi.Resource, name string, 
 }
 
 // jobOutputs are the outputs of a component that is one Job, each known
-// after the Job is registered.
+// after the Job is registered, and what its run reported (observeJob).
 type jobOutputs struct {
 	JobName, Namespace, RunID, ArchiveRef pulumi.StringOutput
+	Observed                              observedOutputs
 }
 
 // registerJobComponent registers comp as the component typ named name (opts
-// its options) with the Job of pl as its one child, named name+"-job"; it
+// its options) with the Job of pl as its one child, named name+"-job",
+// observed through the cluster its preflight settings name (observeJob); it
 // records and returns the outputs every component has: the Job's name and
-// namespace, runID and archiveRef (unless pl.NoArchiveRef).
+// namespace, runID, archiveRef (unless pl.NoArchiveRef) and the run's status, and for a WorldBackup
+// the archive's sha256 and sizeBytes.
 func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.ComponentResource, pl jobPlan,
 	opts ...pulumi.ResourceOption) (jobOutputs, error) {
 	kind := typ[strings.LastIndex(typ, ":")+1:] // e.g. WorldBackup
@@ -147,9 +156,19 @@ func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.Com
 		return jobOutputs{}, err
 	}
 	out := pl.outputs(res)
-	outputs := pulumi.Map{"jobName": out.JobName, "namespace": out.Namespace, "runId": out.RunID}
-	if !pl.NoArchiveRef {
-		outputs["archiveRef"] = out.ArchiveRef
+	out.Observed = observeJob(ctx, comp, res, pl, preflight.Client)
+	outputs := pulumi.Map{
+		"jobName":    out.JobName,
+		"namespace":  out.Namespace,
+		"runId":      out.RunID,
+		"archiveRef": out.ArchiveRef,
+		"status":     out.Observed.Status,
+	}
+	if pl.NoArchiveRef {
+		delete(outputs, "archiveRef")
+	}
+	if typ == WorldBackupType {
+		outputs["sha256"], outputs["sizeBytes"] = out.Observed.SHA256, out.Observed.SizeBytes
 	}
 	if err := ctx.RegisterResourceOutputs(comp, outputs); err != nil {
 		return jobOutputs{}, fmt.Errorf("registering outputs of %s %q: %w", kind, name, err)

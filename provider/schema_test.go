@@ -96,7 +96,7 @@ func TestSchemaThroughInfer(t *testing.T) {
 			"labels", "annotations", "skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "replaceUnready", "preflight", "rcon", "retention",
 			"kubeContext"},
 		[]string{"backupClaimName", "image", "runId", "server"},
-		[]string{"jobName", "namespace", "runId", "archiveRef"})
+		[]string{"jobName", "namespace", "runId", "archiveRef", "status", "sha256", "sizeBytes"})
 	// A kubeconfig's contents would land in the state: the plugin takes none.
 	if _, ok := res.InputProperties["kubeconfig"]; ok {
 		t.Error("the plugin takes a kubeconfig input")

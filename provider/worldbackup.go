@@ -45,6 +45,12 @@ type WorldBackup struct {
 	// ArchiveRef is the absolute path of the archive inside the backup
 	// volume: <backupRoot>/<server>/<runId>.tar.zst (.tar.gz, .tar).
 	ArchiveRef pulumi.StringOutput `pulumi:"archiveRef"`
+	// Status is what the run reported: done or already-recorded.
+	Status pulumi.StringOutput `pulumi:"status"`
+	// SHA256 is the archive's SHA-256 as the run reported it.
+	SHA256 pulumi.StringOutput `pulumi:"sha256"`
+	// SizeBytes is the archive's size as the run reported it.
+	SizeBytes pulumi.IntOutput `pulumi:"sizeBytes"`
 }
 
 // NewWorldBackup validates args and registers a WorldBackup with its one
@@ -70,6 +76,7 @@ func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts
 			return nil, err
 		}
 		pl.Job, pl.RunID, pl.ArchiveRef, pl.Timeout = jobspec.BuildBackup(r.Job), r.Job.RunID, r.ArchiveRef, r.Timeout
+		pl.Preflight = r.Preflight
 		if err := checkCluster(ctx, "worldbackup", r.Preflight, backupRequirements(pl.Job, r.Job)); err != nil {
 			return nil, err
 		}
@@ -80,7 +87,7 @@ func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts
 			if err != nil {
 				return nil, err
 			}
-			return jobResult{Job: jobspec.BuildBackup(r.Job), RunID: r.Job.RunID, ArchiveRef: r.ArchiveRef}, nil
+			return jobResult{Job: jobspec.BuildBackup(r.Job), RunID: r.Job.RunID, ArchiveRef: r.ArchiveRef, Preflight: r.Preflight}, nil
 		})
 	}
 
@@ -90,6 +97,7 @@ func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts
 		return nil, err
 	}
 	comp.JobName, comp.Namespace, comp.RunID, comp.ArchiveRef = out.JobName, out.Namespace, out.RunID, out.ArchiveRef
+	comp.Status, comp.SHA256, comp.SizeBytes = out.Observed.Status, out.Observed.SHA256, out.Observed.SizeBytes
 	return comp, nil
 }
 
@@ -126,6 +134,11 @@ func (w *WorldBackup) Annotate(a infer.Annotator) {
 	a.Describe(&w.ArchiveRef, "The absolute path of the archive inside the backup volume, as the archiver "+
 		"writes it and records it in the catalog: <backupRoot>/<server>/<runId>.tar.zst "+
 		"(.tar.gz with gzip, .tar with none).")
+	a.Describe(&w.Status, "What the run reported: done (archived and recorded now) or already-recorded (the "+
+		"runId had a catalog row: nothing written). "+descObserved)
+	a.Describe(&w.SHA256, "The archive's SHA-256 (64 lowercase hex digits) as the run reported it, the catalog "+
+		"row's sha256: give it with archiveRef to a WorldRestore. "+descObserved)
+	a.Describe(&w.SizeBytes, "The archive's size in bytes as the run reported it, the catalog row's size_bytes. "+descObserved)
 }
 
 // Annotate describes the inputs of WorldBackup in the plugin's schema: its

@@ -25,6 +25,8 @@ type WorldPrune struct {
 	Namespace pulumi.StringOutput `pulumi:"namespace"`
 	// RunID is the run ID of the prune.
 	RunID pulumi.StringOutput `pulumi:"runId"`
+	// Status is what the run reported: done (or failed).
+	Status pulumi.StringOutput `pulumi:"status"`
 }
 
 // NewWorldPrune validates args and registers a WorldPrune with its one
@@ -42,6 +44,7 @@ func NewWorldPrune(ctx *pulumi.Context, name string, args WorldPruneArgs, opts .
 			return nil, err
 		}
 		pl.Job, pl.RunID, pl.Timeout = jobspec.BuildPrune(r.Job), r.Job.RunID, r.Timeout
+		pl.Preflight = r.Preflight
 		req := preflight.FromJob(pl.Job, map[string][]string{r.Job.ConfigSecretName: {jobspec.ConfigFileName}})
 		req.SecretHints = map[string]string{
 			r.Job.ConfigSecretName: fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", pl.Job.Namespace, r.Job.ConfigSecretName, jobspec.ConfigFileName),
@@ -57,7 +60,7 @@ func NewWorldPrune(ctx *pulumi.Context, name string, args WorldPruneArgs, opts .
 			if err != nil {
 				return nil, err
 			}
-			return jobResult{Job: jobspec.BuildPrune(r.Job), RunID: r.Job.RunID}, nil
+			return jobResult{Job: jobspec.BuildPrune(r.Job), RunID: r.Job.RunID, Preflight: r.Preflight}, nil
 		})
 	}
 	comp := &WorldPrune{}
@@ -66,6 +69,7 @@ func NewWorldPrune(ctx *pulumi.Context, name string, args WorldPruneArgs, opts .
 		return nil, err
 	}
 	comp.JobName, comp.Namespace, comp.RunID = out.JobName, out.Namespace, out.RunID
+	comp.Status = out.Observed.Status
 	return comp, nil
 }
 
@@ -83,6 +87,8 @@ func (w *WorldPrune) Annotate(a infer.Annotator) {
 	a.Describe(&w.JobName, "The Job's metadata.name: <server>-prune-<suffix>, the suffix derived from runId.")
 	a.Describe(&w.Namespace, "The namespace of the Job.")
 	a.Describe(&w.RunID, "The run ID of this prune.")
+	a.Describe(&w.Status, "What the run reported: done (its log and termination message count the rows deleted, "+
+		"files removed and bytes freed). "+descObserved)
 }
 
 // Annotate describes WorldPrune's own inputs, and the shared ones whose

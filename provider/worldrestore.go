@@ -32,6 +32,8 @@ type WorldRestore struct {
 	RunID pulumi.StringOutput `pulumi:"runId"`
 	// ArchiveRef is the restored archive's path in the pod (the input).
 	ArchiveRef pulumi.StringOutput `pulumi:"archiveRef"`
+	// Status is what the run reported: restored or already-restored.
+	Status pulumi.StringOutput `pulumi:"status"`
 }
 
 // NewWorldRestore validates args and registers a WorldRestore with its one
@@ -57,6 +59,7 @@ func NewWorldRestore(ctx *pulumi.Context, name string, args WorldRestoreArgs, op
 			return nil, err
 		}
 		pl.Job, pl.RunID, pl.ArchiveRef, pl.Timeout = jobspec.BuildRestore(r.Job), r.Job.RunID, r.Job.ArchiveRef, r.Timeout
+		pl.Preflight = r.Preflight
 		req := preflight.FromJob(pl.Job, nil)
 		req.SecurityHint = "set securityMode restricted (which can read only archives a restricted-mode backup wrote)"
 		if err := checkCluster(ctx, "worldrestore", r.Preflight, req); err != nil {
@@ -69,7 +72,7 @@ func NewWorldRestore(ctx *pulumi.Context, name string, args WorldRestoreArgs, op
 			if err != nil {
 				return nil, err
 			}
-			return jobResult{Job: jobspec.BuildRestore(r.Job), RunID: r.Job.RunID, ArchiveRef: r.Job.ArchiveRef}, nil
+			return jobResult{Job: jobspec.BuildRestore(r.Job), RunID: r.Job.RunID, ArchiveRef: r.Job.ArchiveRef, Preflight: r.Preflight}, nil
 		})
 	}
 
@@ -79,6 +82,7 @@ func NewWorldRestore(ctx *pulumi.Context, name string, args WorldRestoreArgs, op
 		return nil, err
 	}
 	comp.JobName, comp.Namespace, comp.RunID, comp.ArchiveRef = out.JobName, out.Namespace, out.RunID, out.ArchiveRef
+	comp.Status = out.Observed.Status
 	return comp, nil
 }
 
@@ -99,6 +103,8 @@ func (w *WorldRestore) Annotate(a infer.Annotator) {
 	a.Describe(&w.Namespace, "The namespace of the Job.")
 	a.Describe(&w.RunID, "The run ID of this restore.")
 	a.Describe(&w.ArchiveRef, "The restored archive's path in the pod (the archiveRef input).")
+	a.Describe(&w.Status, "What the run reported: restored (the world now holds the archive) or "+
+		"already-restored (the world's marker names this runId and checksum: nothing done). "+descObserved)
 }
 
 // Annotate describes the inputs of WorldRestore in the plugin's schema: its

@@ -408,7 +408,7 @@ func TestWorldRestoreSchemaThroughInfer(t *testing.T) {
 			"skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "replaceUnready", "preflight",
 			"kubeContext"},
 		[]string{"archiveRef", "backupClaimName", "image", "runId", "server", "sha256"},
-		[]string{"jobName", "namespace", "runId", "archiveRef"})
+		[]string{"jobName", "namespace", "runId", "archiveRef", "status"})
 	if !strings.Contains(res.InputProperties["replace"].Description, "Default: true") {
 		t.Errorf("replace's description does not give its default: %q", res.InputProperties["replace"].Description)
 	}

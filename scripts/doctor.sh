@@ -8,7 +8,8 @@
 # server package for a private one), flock. For test, also: tar and zstd (the
 # archives are checked with GNU tar), util-linux's unshare and setpriv, root
 # (the restore, image and real-node tiers), libseccomp-dev, gcc and iproute2
-# (the real-node tier builds runc with cgo and makes a bridge). A missing piece that a tier needs
+# (the real-node tier builds runc with cgo and makes a bridge), node, npm and python3
+# (the SDK tests, sdk/). A missing piece that a tier needs
 # fails when CI=true (CI never skips) and warns elsewhere (those tests skip).
 # Exit 1 when a piece is missing that the run cannot do without.
 set -uo pipefail
@@ -65,6 +66,9 @@ if [ "$mode" = test ]; then
   need_cmd setpriv util-linux 0
   need_cmd ip iproute2 0
   need_cmd gcc gcc 0
+  need_cmd node nodejs 0    # the TypeScript SDK test (sdk/)
+  need_cmd npm npm 0
+  need_cmd python3 python3 0 # the Python SDK test
   if [ "$(id -u)" = 0 ]; then ok root "running as root"; else lack root "not root: the restore, image and real-node tiers need it" "run as root (sudo -E make test)" 0; fi
   if [ -e /usr/include/seccomp.h ] || pkg-config --exists libseccomp 2>/dev/null; then
     ok libseccomp-dev "seccomp.h found (runc for the real-node tier)"

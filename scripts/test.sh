@@ -20,6 +20,7 @@ log=$log_dir/go-test.log
 
 scripts/doctor.sh test || { echo "0 passed, 1 failed"; exit 1; }
 scripts/tools.sh || { echo "test: building the Pulumi tools failed (see above)"; exit 1; }
+scripts/sdks.sh tools || { echo "test: building the SDK generator or installing the SDK tests' npm packages failed (see above)"; exit 1; }
 # Tier 5 (a real node, internal/kubenode) needs root, the cluster tools and the
 # archiver image; as root (always in CI) build what is missing and the image of
 # this checkout. Elsewhere those tests skip, saying so.

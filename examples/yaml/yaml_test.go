@@ -61,7 +61,8 @@ type outputs struct {
 
 // TestYAMLProgramRendersTheGoJob runs `pulumi up` on the example through
 // the CLI, with the YAML language host, the plugin built from this
-// repository and the real Kubernetes provider in render mode, then renders
+// repository and the real Kubernetes provider in render mode (the example
+// passes a PersistentVolumeClaim's name output as backupClaimName), then renders
 // the same inputs from an inline Go program with provider.NewWorldBackup:
 // the two rendered Jobs and the components' outputs must be equal. Then
 // `pulumi destroy` removes the rendered Job.
@@ -94,7 +95,10 @@ func TestYAMLProgramRendersTheGoJob(t *testing.T) {
 	}
 	// renderDir is unset: the default, rendered/ in the project folder.
 	yamlFile := filepath.Join(projDir, "rendered", "1-manifest", manifestName(yamlOut))
-	yamlJob := readObject(t, yamlFile)
+	yamlJob := readObject(t, yamlFile, "Job")
+	// The claim whose name output the backup takes as backupClaimName.
+	claimFile := filepath.Join(projDir, "rendered", "1-manifest", "v1-persistentvolumeclaim-minecraft-world-backups.yaml")
+	readObject(t, claimFile, "PersistentVolumeClaim")
 
 	goDir := t.TempDir()
 	stack := tools.InlineStack(t, "go", func(ctx *pulumi.Context) error {
@@ -121,7 +125,7 @@ func TestYAMLProgramRendersTheGoJob(t *testing.T) {
 	str := func(k string) string { s, _ := up.Outputs[k].Value.(string); return s }
 	goOut := outputs{str("jobName"), str("namespace"), str("runId"), str("archiveRef")}
 	goFile := filepath.Join(goDir, "1-manifest", manifestName(goOut))
-	goJob := readObject(t, goFile)
+	goJob := readObject(t, goFile, "Job")
 
 	if yamlOut != goOut {
 		t.Errorf("outputs differ:\nYAML: %+v\nGo:   %+v", yamlOut, goOut)
@@ -136,8 +140,10 @@ func TestYAMLProgramRendersTheGoJob(t *testing.T) {
 	}
 
 	tools.CLI(t, projDir, env, "destroy", "--yes")
-	if _, err := os.Stat(yamlFile); !os.IsNotExist(err) {
-		t.Errorf("destroy left %s (stat: %v)", yamlFile, err)
+	for _, f := range []string{yamlFile, claimFile} {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Errorf("destroy left %s (stat: %v)", f, err)
+		}
 	}
 }
 
@@ -146,9 +152,9 @@ func manifestName(o outputs) string {
 	return fmt.Sprintf("batch_v1-job-%s-%s.yaml", o.Namespace, o.JobName)
 }
 
-// readObject parses a rendered manifest as a generic object, so the
-// comparison sees every field the provider wrote.
-func readObject(t *testing.T, path string) map[string]any {
+// readObject parses a rendered manifest of the given kind as a generic
+// object, so the comparison sees every field the provider wrote.
+func readObject(t *testing.T, path, kind string) map[string]any {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -158,8 +164,8 @@ func readObject(t *testing.T, path string) map[string]any {
 	if err := yaml.Unmarshal(b, &obj); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	if obj["kind"] != "Job" || obj["apiVersion"] != "batch/v1" {
-		t.Fatalf("%s is a %v %v, want a batch/v1 Job", path, obj["apiVersion"], obj["kind"])
+	if obj["kind"] != kind {
+		t.Fatalf("%s is a %v %v, want a %s", path, obj["apiVersion"], obj["kind"], kind)
 	}
 	return obj
 }

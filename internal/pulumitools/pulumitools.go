@@ -55,14 +55,20 @@ func CacheDir() (string, error) {
 	return filepath.Join(dir, "worldbackup"), nil
 }
 
+// ToolsDir is the folder that scripts/env.sh calls WB_TOOLS, where the
+// checkout's links into the tool cache live: $WB_TOOLS, else root/.tools.
+func ToolsDir(root string) string {
+	if v := os.Getenv("WB_TOOLS"); v != "" {
+		return v
+	}
+	return filepath.Join(root, ".tools")
+}
+
 // Find locates the tools for the checkout at root, honouring WB_TOOLS,
 // WB_CACHE and PULUMI_HOME as scripts/env.sh does. The error wraps
 // ErrMissing when they are not built.
 func Find(root string) (Tools, error) {
-	tools := filepath.Join(root, ".tools")
-	if v := os.Getenv("WB_TOOLS"); v != "" {
-		tools = v
-	}
+	tools := ToolsDir(root)
 	home := os.Getenv("PULUMI_HOME")
 	if home == "" {
 		cache, err := CacheDir()

@@ -41,7 +41,8 @@ func configKeys() []string {
 
 // Deploy declares the backups and restores that cfg asks for and exports
 // `backups` (one entry per backup with its cluster, server, runId, namespace,
-// jobName and archiveRef) and `restores` (the same for each restore).
+// jobName, archiveRef and what the run reported: status, sha256, sizeBytes)
+// and `restores` (the same for each restore, with its status).
 //
 // A restore of a server that is also backed up in the same cluster waits for
 // that backup, whose archiveRef Output carries the restore's archive: the
@@ -65,7 +66,9 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 				return fmt.Errorf("cluster %s, server %s: %w", cl.Name, s.Name, err)
 			}
 			saved[s.Name] = b
-			backups = append(backups, outputs(cl.Name, s.Name, b.RunID, b.Namespace, b.JobName, b.ArchiveRef))
+			out := outputs(cl.Name, s.Name, b.RunID, b.Namespace, b.JobName, b.ArchiveRef)
+			out["status"], out["sha256"], out["sizeBytes"] = b.Status, b.SHA256, b.SizeBytes
+			backups = append(backups, out)
 			if s.Schedule != "" {
 				sched := provider.WorldBackupScheduleArgs{WorldBackupArgs: backupArgs(cfg, cl, s), Schedule: s.Schedule, TimeZone: s.TimeZone}
 				sc, err := provider.NewWorldBackupSchedule(ctx, cl.Name+"-"+s.Name+"-schedule", sched, pulumi.Provider(k8s))
@@ -102,7 +105,9 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			if err != nil {
 				return fmt.Errorf("cluster %s, restore of %s: %w", cl.Name, r.Server, err)
 			}
-			restores = append(restores, outputs(cl.Name, r.Server, w.RunID, w.Namespace, w.JobName, w.ArchiveRef))
+			out := outputs(cl.Name, r.Server, w.RunID, w.Namespace, w.JobName, w.ArchiveRef)
+			out["status"] = w.Status
+			restores = append(restores, out)
 		}
 	}
 	ctx.Export("backups", backups)

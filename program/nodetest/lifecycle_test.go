@@ -56,8 +56,8 @@ func TestLifecycleOnNode(t *testing.T) {
 		deleteJob(t, node, ns.Name, first.jobName)
 		refresh(t, stack)
 		_, again := up(t, node, ns, stack)
-		if again != first {
-			t.Errorf("outputs %+v, were %+v", again, first)
+		if again.ref() != first.ref() || again.status != "already-recorded" || again.sha256 != first.sha256 {
+			t.Errorf("outputs %+v, were %+v; want the same archive, status already-recorded", again, first)
 		}
 		jobComplete(t, node, ns.Name, again.jobName)
 		alreadyRecorded(t, again.jobName)
@@ -119,9 +119,13 @@ func TestRestoreOnNode(t *testing.T) {
 	world := ns.WorldDirs["lobby"]
 	writeWorldFile(t, ns, "written-after-backup.txt")
 
+	if backup.status != "done" || backup.sha256 != row.SHA256 || backup.sizeBytes != row.SizeBytes {
+		t.Fatalf("backup outputs %+v: want status done and the row's sha256 %s and size %d", backup, row.SHA256, row.SizeBytes)
+	}
+	// The restore is declared from the backup's outputs alone.
 	cfg["worldbackup:restores[0].server"] = "lobby"
 	cfg["worldbackup:restores[0].archiveRef"] = backup.archiveRef
-	cfg["worldbackup:restores[0].sha256"] = row.SHA256
+	cfg["worldbackup:restores[0].sha256"] = backup.sha256
 	stacktest.SetConfig(t, stack, cfg)
 	res, again := up(t, node, ns, stack)
 	if again != backup {
@@ -132,6 +136,9 @@ func TestRestoreOnNode(t *testing.T) {
 		t.Fatalf("%d restores exported, want 1: %+v", len(restores), restores)
 	}
 	restore := restores[0]
+	if restore.status != "restored" {
+		t.Errorf("restore status %q, want restored", restore.status)
+	}
 	jobComplete(t, node, ns.Name, restore.jobName)
 	if _, err := os.Stat(filepath.Join(world, "written-after-backup.txt")); !os.IsNotExist(err) {
 		t.Fatalf("a file written after the backup survived the restore (stat: %v): the world was not replaced by the archive", err)
@@ -144,8 +151,8 @@ func TestRestoreOnNode(t *testing.T) {
 	deleteJob(t, node, ns.Name, restore.jobName)
 	refresh(t, stack)
 	res, _ = up(t, node, ns, stack)
-	if r := outputList(t, res.Outputs, "restores"); len(r) != 1 || r[0] != restore {
-		t.Errorf("restores after refresh + up: %+v, were %+v", r, restore)
+	if r := outputList(t, res.Outputs, "restores"); len(r) != 1 || r[0].ref() != restore.ref() || r[0].status != "already-restored" {
+		t.Errorf("restores after refresh + up: %+v, were %+v; want status already-restored", r, restore)
 	}
 	jobComplete(t, node, ns.Name, restore.jobName)
 	if logs := node.PodLogs(t, ns.Name, "job-name="+restore.jobName); !strings.Contains(logs, "already restored") {
@@ -170,7 +177,9 @@ func outputList(t *testing.T, out auto.OutputMap, key string) []backupOut {
 	for _, e := range list {
 		m := e.(map[string]any)
 		s := func(k string) string { v, _ := m[k].(string); return v }
-		res = append(res, backupOut{s("cluster"), s("server"), s("runId"), s("namespace"), s("jobName"), s("archiveRef")})
+		size, _ := m["sizeBytes"].(float64)
+		res = append(res, backupOut{s("cluster"), s("server"), s("runId"), s("namespace"), s("jobName"), s("archiveRef"),
+			s("status"), s("sha256"), int64(size)})
 	}
 	return res
 }

@@ -41,21 +41,25 @@ func stackConfig(node *kubenode.Node, ns *kubenode.Namespace, runID string) map[
 	}
 }
 
-type backupOut struct{ cluster, server, runID, namespace, jobName, archiveRef string }
+// backupOut is one entry of the stack outputs backups or restores: what was
+// asked, and what the run reported (status; for a backup sha256 and
+// sizeBytes).
+type backupOut struct {
+	cluster, server, runID, namespace, jobName, archiveRef string
+	status, sha256                                         string
+	sizeBytes                                              int64
+}
+
+// ref is o without what the run reported: the same for every run of the
+// same backup or restore.
+func (o backupOut) ref() backupOut {
+	o.status, o.sha256, o.sizeBytes = "", "", 0
+	return o
+}
 
 func backups(t *testing.T, out auto.OutputMap) []backupOut {
 	t.Helper()
-	list, ok := out["backups"].Value.([]any)
-	if !ok {
-		t.Fatalf("stack output backups is %T, want a list", out["backups"].Value)
-	}
-	var res []backupOut
-	for _, e := range list {
-		m := e.(map[string]any)
-		s := func(k string) string { v, _ := m[k].(string); return v }
-		res = append(res, backupOut{s("cluster"), s("server"), s("runId"), s("namespace"), s("jobName"), s("archiveRef")})
-	}
-	return res
+	return outputList(t, out, "backups")
 }
 
 // up runs `pulumi up` and returns its one backup output; on failure it
@@ -98,7 +102,7 @@ func TestBackupOnNode(t *testing.T) {
 				t.Errorf("second up with the same run ID: %d resources %s, want all same (%v)", n, op, *res.Summary.ResourceChanges)
 			}
 		}
-		if again != first {
+		if again != first { // the finished Job's pod still holds the first run's report
 			t.Errorf("outputs changed: %+v, were %+v", again, first)
 		}
 		if got := archives(t, ns); len(got) != 1 {
@@ -178,6 +182,11 @@ func checkArchive(t *testing.T, ns *kubenode.Namespace, o backupOut) {
 	}
 	if row.SizeBytes != int64(len(b)) || row.SHA256 != hex.EncodeToString(sum[:]) {
 		t.Errorf("row size %d sha256 %s; the archive is %d bytes, sha256 %x", row.SizeBytes, row.SHA256, len(b), sum)
+	}
+	// The outputs say what the run reported: the row's checksum and size.
+	if o.sha256 != row.SHA256 || o.sizeBytes != row.SizeBytes || (o.status != "done" && o.status != "already-recorded") {
+		t.Errorf("outputs status %q sha256 %q sizeBytes %d; want done or already-recorded and the row's %s, %d",
+			o.status, o.sha256, o.sizeBytes, row.SHA256, row.SizeBytes)
 	}
 	if row.FileCount == 0 {
 		t.Error("the row counts no files: the generated world was not archived")

@@ -38,7 +38,22 @@ finds it and exits 0 without touching the world. The log's world_state says
 what DIR holds at the end: unchanged, restored, replaced (", old copy left at
 PATH" when the old world could not be removed), already restored, or
 incomplete (a half-done swap: rerun to finish).
+
+A restored world writes a one-line JSON summary to the termination log
+(status restored or already-restored, run_id, archive_ref, sha256,
+size_bytes, world_state); a failed restore writes none, so the pod's
+termination message is the log's tail.
 `
+
+// restoreSummary is the termination message of a restore that succeeded.
+type restoreSummary struct {
+	Status     string `json:"status"` // restored | already-restored
+	RunID      string `json:"run_id,omitempty"`
+	ArchiveRef string `json:"archive_ref"`
+	SHA256     string `json:"sha256"`
+	SizeBytes  int64  `json:"size_bytes,omitempty"`
+	WorldState string `json:"world_state"`
+}
 
 // cmdRestore runs `archiver restore`: flag problems exit 2, a checksum
 // mismatch or refused archive exits 3 and a failed restore 1 (the world
@@ -54,6 +69,8 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	maxBytes := fs.Int64("max-bytes", extract.DefaultMaxBytes, "refuse the archive when its files hold more bytes than this")
 	maxEntries := fs.Int64("max-entries", extract.DefaultMaxEntries, "refuse the archive when it has more entries than this")
 	fs.Var(&format, "log-format", "json, text or auto (json when stderr is not a terminal)")
+	termPath := fs.String("termination-log", defaultTerminationLog,
+		"file for the one-line JSON summary of a restored world; skipped when its folder is missing (the default path: when the file is missing)")
 	var s3f s3Flags
 	s3f.add(fs)
 	if code := parseFlags(fs, args, stdout); code >= 0 {
@@ -132,6 +149,12 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return exitFailed
 		}
 	}
+	summary := restoreSummary{Status: "restored", RunID: *runID, ArchiveRef: *archive, SHA256: *sum,
+		SizeBytes: res.ArchiveBytes, WorldState: res.WorldState}
+	if res.WorldState == extract.StateAlreadyRestored {
+		summary.Status = "already-restored"
+	}
+	terminationLog{path: *termPath, explicit: flagSet(fs, "termination-log")}.writeBounded(log, &summary)
 	if res.WorldState == extract.StateAlreadyRestored {
 		fmt.Fprintf(stdout, "already restored %s into %s (run %s)\n", *archive, *into, *runID)
 		return exitOK

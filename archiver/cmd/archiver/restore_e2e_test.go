@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,6 +158,27 @@ func TestRestoreEndToEnd(t *testing.T) {
 			compareTrees(t, snapshot(t, target, nil), want)
 			if names := files(t, filepath.Dir(target)); !slices.Equal(names, []string{"world"}) {
 				t.Errorf("beside the target: %q, want only the target", names)
+			}
+
+			// The termination message says what was restored; a rerun of
+			// the same run says it did nothing.
+			termLog := filepath.Join(t.TempDir(), "termination-log")
+			rerun := restoreArgs(archive, sum, filepath.Join(t.TempDir(), "w"), "--run-id", "rr1", "--termination-log", termLog)
+			if res = archiver(t, rerun...); res.code != 0 {
+				t.Fatalf("restore with a run ID exited %d:\n%s", res.code, res.stderr)
+			}
+			for _, wantStatus := range []string{"restored", "already-restored"} {
+				var s map[string]any
+				b, err := os.ReadFile(termLog)
+				if err != nil || json.Unmarshal(b, &s) != nil {
+					t.Fatalf("termination message %q: %v", b, err)
+				}
+				if s["status"] != wantStatus || s["sha256"] != sum || s["archive_ref"] != archive || s["run_id"] != "rr1" {
+					t.Errorf("termination message %s: want status %s, sha256 %s, archive_ref %s, run_id rr1", b, wantStatus, sum, archive)
+				}
+				if res = archiver(t, rerun...); res.code != 0 {
+					t.Fatalf("rerun exited %d:\n%s", res.code, res.stderr)
+				}
 			}
 		})
 	}

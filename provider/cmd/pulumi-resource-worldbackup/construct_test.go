@@ -93,7 +93,10 @@ func (m goMocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Pro
 func (goMocks) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) { return args.Args, nil }
 
 // goOutputs are a WorldBackup's outputs, as a Go program sees them.
-type goOutputs struct{ JobName, Namespace, RunID, ArchiveRef string }
+type goOutputs struct {
+	JobName, Namespace, RunID, ArchiveRef, Status, SHA256 string
+	SizeBytes                                             int
+}
 
 // constructGo runs NewWorldBackup in a Go program under pulumi.WithMocks,
 // with an explicit Kubernetes provider when withProvider is set.
@@ -118,9 +121,9 @@ func constructGo(t *testing.T, name string, args provider.WorldBackupArgs, withP
 			return err
 		}
 		wg.Add(1)
-		pulumi.All(wb.JobName, wb.Namespace, wb.RunID, wb.ArchiveRef).ApplyT(func(v []any) error {
+		pulumi.All(wb.JobName, wb.Namespace, wb.RunID, wb.ArchiveRef, wb.Status, wb.SHA256, wb.SizeBytes).ApplyT(func(v []any) error {
 			defer wg.Done()
-			out = goOutputs{v[0].(string), v[1].(string), v[2].(string), v[3].(string)}
+			out = goOutputs{v[0].(string), v[1].(string), v[2].(string), v[3].(string), v[4].(string), v[5].(string), v[6].(int)}
 			return nil
 		})
 		return nil
@@ -367,6 +370,8 @@ func TestConstructMatchesGo(t *testing.T) {
 			state := resource.ToResourcePropertyMap(resp.State).Mappable()
 			jobtest.SameJSON(t, "outputs (plugin vs Go component)", state, map[string]any{
 				"jobName": goOut.JobName, "namespace": goOut.Namespace, "runId": goOut.RunID, "archiveRef": goOut.ArchiveRef,
+				// Not observed: no cluster here (the warning says so).
+				"status": goOut.Status, "sha256": goOut.SHA256, "sizeBytes": float64(goOut.SizeBytes),
 			})
 			if goOut.JobName != jobspec.BackupJobName(tc.want.Server, tc.want.RunID) {
 				t.Errorf("jobName output %q, want the builder's %q", goOut.JobName, jobspec.BackupJobName(tc.want.Server, tc.want.RunID))

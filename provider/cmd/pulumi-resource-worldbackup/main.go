@@ -101,6 +101,7 @@ func newProvider() (p.Provider, error) {
 			"each WorldBackupSchedule a CronJob that backs up on a schedule.").
 		WithKeywords("kubernetes", "minecraft", "backup", "category/utility", "kind/component").
 		WithRepository("https://github.com/worldbackup/worldbackup").
+		WithLanguageMap(languages()).
 		WithGoImportPath("github.com/worldbackup/worldbackup/sdk/go/worldbackup").
 		WithComponents(
 			infer.ComponentF(provider.NewWorldBackup),
@@ -119,6 +120,39 @@ func newProvider() (p.Provider, error) {
 		provider.WorldBackupScheduleType: construct(provider.NewWorldBackupSchedule),
 	})
 	return prov, nil
+}
+
+// The names the generated SDKs (`make sdks`) are published under: ours, not
+// Pulumi's @pulumi/ scope or pulumi_ prefix, which the code generators would
+// pick by default.
+const (
+	npmPackage    = "@worldbackup/pulumi"
+	pythonPackage = "worldbackup_pulumi"
+)
+
+// languages is the schema's language section: pulumi-go-provider's defaults
+// (schema version respected, pyproject.toml, Go container types) with our
+// package names.
+func languages() map[string]any {
+	return map[string]any{
+		"nodejs": map[string]any{
+			"packageName":          npmPackage,
+			"packageDescription":   "Pulumi components for worldbackup: declarative backups and restores of Minecraft/Paper worlds on Kubernetes.",
+			"respectSchemaVersion": true,
+		},
+		"python": map[string]any{
+			"packageName":          pythonPackage,
+			"respectSchemaVersion": true,
+			"pyproject":            map[string]any{"enabled": true},
+		},
+		"go": map[string]any{
+			"generateResourceContainerTypes": true,
+			"respectSchemaVersion":           true,
+		},
+		"csharp": map[string]any{
+			"respectSchemaVersion": true,
+		},
+	}
 }
 
 // constructing returns a Construct that serves the components in byType

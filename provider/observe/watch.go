@@ -1,0 +1,170 @@
+package observe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// ArchiverContainer is the name of the archiver container in the components' Jobs.
+const ArchiverContainer = "archiver"
+
+// DefaultInterval is how often a Watchdog looks at the Job's pods.
+const DefaultInterval = 5 * time.Second
+
+// Watchdog watches one Job while `pulumi up` waits for it.
+type Watchdog struct {
+	Client    kubernetes.Interface
+	Namespace string
+	Job       string
+	Grace     Grace
+	Interval  time.Duration // 0: DefaultInterval
+	// Report is told the cause before the Job is failed, and any trouble
+	// failing it.
+	Report func(msg string)
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+}
+
+// Run watches until ctx ends, the Job it waits for has finished, or it has
+// failed the Job because a pod stayed stuck past its grace. It fails a Job
+// by setting spec.activeDeadlineSeconds to 1 (a mutable field): the Job
+// controller then fails it with reason DeadlineExceeded, which the
+// Kubernetes provider's Job await reports at once.
+//
+// A finished Job that is already there when Run starts is the one `pulumi
+// up` may be about to replace (same name): Run waits for a new one. Lookups
+// that fail are retried; Run never fails a Job for them.
+func (w Watchdog) Run(ctx context.Context) {
+	interval := w.Interval
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	now := w.Now
+	if now == nil {
+		now = time.Now
+	}
+	var (
+		tr    Tracker
+		stale types.UID // a Job that was finished when Run started
+		first = true
+	)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		done, uid := w.step(ctx, &tr, now(), first, stale)
+		if first {
+			stale, first = uid, false
+		}
+		if done {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// step looks once; it returns whether Run is done and, on the first look,
+// the UID of a Job that had already finished.
+func (w Watchdog) step(ctx context.Context, tr *Tracker, now time.Time, first bool, stale types.UID) (bool, types.UID) {
+	job, err := w.Client.BatchV1().Jobs(w.Namespace).Get(ctx, w.Job, metav1.GetOptions{})
+	if err != nil { // not created yet, or a transient error: look again
+		return false, ""
+	}
+	if finished(job) {
+		if first {
+			return false, job.UID
+		}
+		return job.UID != stale, ""
+	}
+	pods, err := jobPods(ctx, w.Client, job)
+	if err != nil {
+		return false, ""
+	}
+	cause, ok := tr.Observe(pods, now, w.Grace)
+	if !ok {
+		return false, ""
+	}
+	w.Report(fmt.Sprintf("Job %s/%s cannot run: %s; failing it now rather than at its deadline "+
+		"(fix the cause, then run `pulumi up` again)", w.Namespace, w.Job, cause))
+	if err := FailJob(ctx, w.Client, w.Namespace, w.Job); err != nil {
+		w.Report(err.Error())
+	}
+	return true, ""
+}
+
+// FailJob makes the Job's deadline pass now, so its controller fails it
+// (reason DeadlineExceeded) and deletes its running pods.
+func FailJob(ctx context.Context, c kubernetes.Interface, ns, name string) error {
+	patch := []byte(`{"spec":{"activeDeadlineSeconds":1}}`)
+	if _, err := c.BatchV1().Jobs(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("failing Job %s/%s (setting activeDeadlineSeconds to 1): %w", ns, name, err)
+	}
+	return nil
+}
+
+// finished says whether the Job has completed or failed.
+func finished(job *batchv1.Job) bool {
+	for _, c := range job.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// jobPods lists the pods of exactly this Job (its selector holds its UID).
+func jobPods(ctx context.Context, c kubernetes.Interface, job *batchv1.Job) ([]corev1.Pod, error) {
+	sel, err := metav1.LabelSelectorAsSelector(job.Spec.Selector)
+	if err != nil || job.Spec.Selector == nil {
+		return nil, fmt.Errorf("the selector of Job %s/%s: %v", job.Namespace, job.Name, err)
+	}
+	pods, err := c.CoreV1().Pods(job.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("listing the pods of Job %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	return pods.Items, nil
+}
+
+// ErrNoResult says that the Job has no pod whose archiver container
+// succeeded (it was deleted, e.g. by its TTL, or has not run).
+var ErrNoResult = errors.New("no succeeded pod")
+
+// Result reads the summary the archiver reported in the termination message
+// of the Job's succeeded pod.
+func Result(ctx context.Context, c kubernetes.Interface, ns, name string) (Summary, error) {
+	job, err := c.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return Summary{}, fmt.Errorf("reading the result of Job %s/%s: the Job is gone: %w", ns, name, ErrNoResult)
+	}
+	if err != nil {
+		return Summary{}, fmt.Errorf("reading Job %s/%s: %w", ns, name, err)
+	}
+	pods, err := jobPods(ctx, c, job)
+	if err != nil {
+		return Summary{}, err
+	}
+	for _, p := range pods {
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; cs.Name == ArchiverContainer && t != nil && t.ExitCode == 0 {
+				s, err := ParseSummary(t.Message)
+				if err != nil {
+					return Summary{}, fmt.Errorf("reading the result of Job %s/%s from pod %s: %w", ns, name, p.Name, err)
+				}
+				return s, nil
+			}
+		}
+	}
+	return Summary{}, fmt.Errorf("reading the result of Job %s/%s: %w", ns, name, ErrNoResult)
+}

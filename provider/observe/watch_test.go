@@ -1,0 +1,189 @@
+package observe
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+const ns, jobName = "minecraft", "lobby-backup-abc"
+
+func job(uid string, conds ...batchv1.JobConditionType) *batchv1.Job {
+	j := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: jobName, Namespace: ns, UID: types.UID(uid)},
+		Spec: batchv1.JobSpec{
+			ActiveDeadlineSeconds: new(int64(1800)),
+			Selector:              &metav1.LabelSelector{MatchLabels: map[string]string{"controller-uid": uid}},
+		},
+	}
+	for _, c := range conds {
+		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: c, Status: corev1.ConditionTrue})
+	}
+	return j
+}
+
+func jobPod(uid string, p corev1.Pod) *corev1.Pod {
+	p.Namespace = ns
+	p.Labels = map[string]string{"controller-uid": uid}
+	return &p
+}
+
+func deadline(t *testing.T, c *fake.Clientset) int64 {
+	t.Helper()
+	j, err := c.BatchV1().Jobs(ns).Get(t.Context(), jobName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *j.Spec.ActiveDeadlineSeconds
+}
+
+func TestWatchdogStep(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	running := waitingPod("r", "", "")
+	running.Status.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	tests := []struct {
+		name       string
+		objs       []runtime.Object
+		done       bool // after the second look
+		failed     bool
+		mentioning []string
+	}{
+		{
+			name:       "a pod stuck past the grace fails the Job",
+			objs:       []runtime.Object{job("j1"), jobPod("j1", waitingPod("a", "ImagePullBackOff", `Back-off pulling image "example.org/archiver:no-such-tag"`))},
+			done:       true,
+			failed:     true,
+			mentioning: []string{ns + "/" + jobName, "ImagePullBackOff", "no-such-tag", "cannot run"},
+		},
+		{
+			name: "a running pod is left alone",
+			objs: []runtime.Object{job("j1"), jobPod("j1", running)},
+		},
+		{
+			name: "another Job's stuck pod is not this Job's",
+			objs: []runtime.Object{job("j1"), jobPod("j0", waitingPod("a", "ErrImagePull", ""))},
+		},
+		{
+			name: "no Job yet",
+		},
+		{
+			name: "a Job finished before the watch is the one being replaced",
+			objs: []runtime.Object{job("j1", batchv1.JobFailed), jobPod("j1", waitingPod("a", "ErrImagePull", ""))},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := fake.NewClientset(tt.objs...)
+			var reports []string
+			w := Watchdog{Client: c, Namespace: ns, Job: jobName, Grace: DefaultGrace, Report: func(m string) { reports = append(reports, m) }}
+			var tr Tracker
+			done, stale := w.step(t.Context(), &tr, t0, true, "")
+			if done {
+				t.Fatal("done at the first look")
+			}
+			done, _ = w.step(t.Context(), &tr, t0.Add(DefaultGrace.Container), false, stale)
+			if done != tt.done {
+				t.Errorf("done %v, want %v", done, tt.done)
+			}
+			if len(tt.objs) > 0 {
+				if got := deadline(t, c); (got == 1) != tt.failed {
+					t.Errorf("activeDeadlineSeconds %d; want the Job failed: %v", got, tt.failed)
+				}
+			}
+			all := strings.Join(reports, "\n")
+			if !tt.failed && all != "" {
+				t.Errorf("reported %q for a Job it left alone", all)
+			}
+			for _, m := range tt.mentioning {
+				if !strings.Contains(all, m) {
+					t.Errorf("report %q does not mention %q", all, m)
+				}
+			}
+		})
+	}
+
+	t.Run("the replacing Job is watched, and ends the watch when it finishes", func(t *testing.T) {
+		c := fake.NewClientset(job("old", batchv1.JobFailed))
+		w := Watchdog{Client: c, Namespace: ns, Job: jobName, Grace: DefaultGrace, Report: func(m string) { t.Errorf("reported %q", m) }}
+		var tr Tracker
+		_, stale := w.step(t.Context(), &tr, t0, true, "")
+		if stale != "old" {
+			t.Fatalf("stale %q, want old", stale)
+		}
+		if err := c.BatchV1().Jobs(ns).Delete(t.Context(), jobName, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.BatchV1().Jobs(ns).Create(t.Context(), job("new", batchv1.JobComplete), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if done, _ := w.step(t.Context(), &tr, t0.Add(time.Second), false, stale); !done {
+			t.Error("the new Job completed but the watch goes on")
+		}
+	})
+}
+
+func TestWatchdogRunStopsWithContext(t *testing.T) {
+	c := fake.NewClientset(job("j1"))
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan struct{})
+	go func() {
+		Watchdog{Client: c, Namespace: ns, Job: jobName, Grace: DefaultGrace, Interval: time.Millisecond, Report: func(string) {}}.Run(ctx)
+		close(stopped)
+	}()
+	cancel()
+	<-stopped
+}
+
+func TestResult(t *testing.T) {
+	summary := `{"status":"done","run_id":"r1","archive_ref":"/backups/lobby/r1.tar.zst","size_bytes":42,"sha256":"` + strings.Repeat("0f", 32) + `"}` + "\n"
+	terminated := func(uid string, code int32, msg string) *corev1.Pod {
+		p := waitingPod(uid, "", "")
+		p.Status.Phase = corev1.PodSucceeded
+		p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg}}
+		return jobPod("j1", p)
+	}
+	tests := []struct {
+		name    string
+		objs    []runtime.Object
+		want    Summary
+		wantErr string
+		noRes   bool
+	}{
+		{
+			name: "the succeeded pod's summary",
+			objs: []runtime.Object{job("j1", batchv1.JobComplete), terminated("a", 0, summary)},
+			want: Summary{Status: "done", RunID: "r1", ArchiveRef: "/backups/lobby/r1.tar.zst", SizeBytes: 42, SHA256: strings.Repeat("0f", 32)},
+		},
+		{
+			name: "a failed retry is skipped",
+			objs: []runtime.Object{job("j1", batchv1.JobComplete), terminated("a", 1, "connecting to database"), terminated("b", 0, summary)},
+			want: Summary{Status: "done", RunID: "r1", ArchiveRef: "/backups/lobby/r1.tar.zst", SizeBytes: 42, SHA256: strings.Repeat("0f", 32)},
+		},
+		{name: "the Job is gone", wantErr: "the Job is gone", noRes: true},
+		{name: "no succeeded pod", objs: []runtime.Object{job("j1", batchv1.JobComplete)}, wantErr: "no succeeded pod", noRes: true},
+		{name: "no summary", objs: []runtime.Object{job("j1", batchv1.JobComplete), terminated("a", 0, "")}, wantErr: "pod p-a: the termination message is empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Result(t.Context(), fake.NewClientset(tt.objs...), ns, jobName)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || errors.Is(err, ErrNoResult) != tt.noRes {
+					t.Fatalf("Result error %v, want one mentioning %q (ErrNoResult: %v)", err, tt.wantErr, tt.noRes)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("Result = %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}

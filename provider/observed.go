@@ -1,0 +1,148 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	k8sbatchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/observe"
+	"github.com/worldbackup/worldbackup/provider/preflight"
+)
+
+// observedOutputs are what the run reported in its termination message.
+type observedOutputs struct {
+	Status    pulumi.StringOutput
+	SHA256    pulumi.StringOutput
+	SizeBytes pulumi.IntOutput
+}
+
+// clientMaker makes the client a component observes its Job with
+// (preflight.Client; a fake in tests).
+type clientMaker func(preflight.Cluster) (kubernetes.Interface, error)
+
+// resultReader returns what the observed run reported, once its Job is
+// registered (the provider's await is over).
+type resultReader func() observe.Summary
+
+func noResult() observe.Summary { return observe.Summary{} }
+
+// observeJob observes the child Job res of the plan pl and returns what its
+// run reported. It observes only with the preflight on (off in render mode,
+// where there is no cluster) and when the provider waits for the Job (not
+// with skipAwait); otherwise the outputs are empty.
+//
+// At `pulumi up`, a watchdog fails the Job when its pod cannot start
+// (observe.Watchdog), logging the cause on comp, so the provider's await
+// ends then rather than at the Job's deadline; once the Job is registered
+// the watchdog stops and the archiver's termination message is read. A Job
+// built later (inputs that are Outputs) is observed once they resolve. At
+// preview a known Job that already ran (the same run) gives its result, any
+// other unknown outputs. A message that cannot be read leaves the outputs
+// empty, with a warning saying why.
+func observeJob(ctx *pulumi.Context, comp pulumi.Resource, res *k8sbatchv1.Job, pl jobPlan, newClient clientMaker) observedOutputs {
+	if pl.Job == nil {
+		reader := pl.Later.ApplyT(func(v any) resultReader {
+			jr := v.(jobResult)
+			if ctx.DryRun() {
+				return noResult // not reached: a later Job is unknown at preview
+			}
+			return startObserving(ctx, comp, jr.Job, jr.Preflight, pl.Timeout, newClient)
+		})
+		get := func(v []any) observe.Summary { return v[1].(resultReader)() }
+		return observedOutputs{
+			Status:    pulumi.All(res.URN(), reader).ApplyT(func(v []any) string { return get(v).Status }).(pulumi.StringOutput),
+			SHA256:    pulumi.All(res.URN(), reader).ApplyT(func(v []any) string { return get(v).SHA256 }).(pulumi.StringOutput),
+			SizeBytes: pulumi.All(res.URN(), reader).ApplyT(func(v []any) int { return int(get(v).SizeBytes) }).(pulumi.IntOutput),
+		}
+	}
+	if !observed(pl.Job, pl.Preflight) {
+		return knownObserved(res, observe.Summary{})
+	}
+	if ctx.DryRun() {
+		if sum, ok := ranBefore(ctx.Context(), pl.Job, pl.Preflight, newClient); ok {
+			return knownObserved(res, sum)
+		}
+		unknown := func() pulumi.AnyOutput { return pulumi.UnsafeUnknownOutput([]pulumi.Resource{res}).(pulumi.AnyOutput) }
+		return observedOutputs{
+			Status:    unknown().ApplyT(func(any) string { return "" }).(pulumi.StringOutput),
+			SHA256:    unknown().ApplyT(func(any) string { return "" }).(pulumi.StringOutput),
+			SizeBytes: unknown().ApplyT(func(any) int { return 0 }).(pulumi.IntOutput),
+		}
+	}
+	result := startObserving(ctx, comp, pl.Job, pl.Preflight, pl.Timeout, newClient)
+	return observedOutputs{
+		Status:    res.URN().ApplyT(func(pulumi.URN) string { return result().Status }).(pulumi.StringOutput),
+		SHA256:    res.URN().ApplyT(func(pulumi.URN) string { return result().SHA256 }).(pulumi.StringOutput),
+		SizeBytes: res.URN().ApplyT(func(pulumi.URN) int { return int(result().SizeBytes) }).(pulumi.IntOutput),
+	}
+}
+
+// observed says whether job is observed: with the preflight on, and when
+// the provider waits for it.
+func observed(job *batchv1.Job, s preflightSettings) bool {
+	return s.Enabled && job.Annotations[jobspec.AnnotationSkipAwait] != "true"
+}
+
+// ranBefore reads, at preview, the result of a Job of the same name that
+// already ran; ok is false when there is none (or no cluster to ask).
+func ranBefore(ctx context.Context, job *batchv1.Job, s preflightSettings, newClient clientMaker) (observe.Summary, bool) {
+	client, err := newClient(s.Cluster)
+	if err != nil {
+		return observe.Summary{}, false
+	}
+	rctx, cancel := context.WithTimeout(ctx, preflightTimeout)
+	defer cancel()
+	sum, err := observe.Result(rctx, client, job.Namespace, job.Name)
+	return sum, err == nil
+}
+
+// startObserving starts the watchdog of job (at `pulumi up`) and returns the
+// reader of its result, which stops the watchdog. Without observation, or
+// without a client, the result is empty.
+func startObserving(ctx *pulumi.Context, comp pulumi.Resource, job *batchv1.Job, s preflightSettings,
+	timeout time.Duration, newClient clientMaker) resultReader {
+	if !observed(job, s) {
+		return noResult
+	}
+	warn := func(msg string) {
+		_ = ctx.Log.Warn(fmt.Sprintf("Job %s/%s: %s", job.Namespace, job.Name, msg), &pulumi.LogArgs{Resource: comp})
+	}
+	client, err := newClient(s.Cluster)
+	if err != nil {
+		warn("not observed (sha256, sizeBytes and status stay empty): " + err.Error())
+		return noResult
+	}
+	wctx, stop := context.WithTimeout(ctx.Context(), timeout)
+	go observe.Watchdog{
+		Client: client, Namespace: job.Namespace, Job: job.Name, Grace: observe.DefaultGrace,
+		Report: func(msg string) { _ = ctx.Log.Error(msg, &pulumi.LogArgs{Resource: comp}) },
+	}.Run(wctx)
+	// The watchdog also stops by itself when the Job finishes, e.g. when its
+	// registration fails and the reader is never called.
+	return sync.OnceValue(func() observe.Summary {
+		stop()
+		rctx, cancel := context.WithTimeout(ctx.Context(), preflightTimeout)
+		defer cancel()
+		sum, err := observe.Result(rctx, client, job.Namespace, job.Name)
+		if err != nil {
+			warn("sha256, sizeBytes and status stay empty: " + err.Error())
+		}
+		return sum
+	})
+}
+
+// knownObserved returns sum's fields as outputs known once res is registered.
+func knownObserved(res pulumi.Resource, sum observe.Summary) observedOutputs {
+	return observedOutputs{
+		Status:    knownAfter(res, sum.Status),
+		SHA256:    knownAfter(res, sum.SHA256),
+		SizeBytes: res.URN().ApplyT(func(pulumi.URN) int { return int(sum.SizeBytes) }).(pulumi.IntOutput),
+	}
+}

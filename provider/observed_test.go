@@ -1,0 +1,209 @@
+package provider
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/observe"
+	"github.com/worldbackup/worldbackup/provider/preflight"
+)
+
+// finishedBackup is a completed backup Job of job with its succeeded pod,
+// whose termination message is msg.
+func finishedBackup(job *batchv1.Job, msg string) []runtime.Object {
+	j := job.DeepCopy()
+	j.UID = "uid-1"
+	j.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"controller-uid": "uid-1"}}
+	j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: j.Name + "-x", Namespace: j.Namespace, Labels: map[string]string{"controller-uid": "uid-1"}},
+		Status: corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
+			Name:  observe.ArchiverContainer,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: msg}},
+		}}},
+	}
+	return []runtime.Object{j, pod}
+}
+
+func TestObserveJob(t *testing.T) {
+	sum := strings.Repeat("5e", 32)
+	msg := `{"status":"done","server":"survival","run_id":"20250601-0300","sha256":"` + sum + `","size_bytes":4096,"duration_seconds":1}`
+	type got struct {
+		status, sha256 string
+		size           int
+		known          bool
+	}
+	tests := []struct {
+		name      string
+		dryRun    bool
+		later     bool // inputs that are Outputs: the Job is built in an apply
+		skipAwait bool
+		preflight bool
+		cluster   bool // the Job has run: it and its pod exist
+		clientErr error
+		want      got
+		asked     bool // the client was made
+	}{
+		{name: "up: the run's report", preflight: true, cluster: true, asked: true,
+			want: got{"done", sum, 4096, true}},
+		{name: "up: a Job built later, the run's report", later: true, preflight: true, cluster: true, asked: true,
+			want: got{"done", sum, 4096, true}},
+		{name: "up: a Job built later, skipAwait", later: true, preflight: true, skipAwait: true, cluster: true, want: got{known: true}},
+		{name: "up: the Job's pod is gone", preflight: true, asked: true, want: got{known: true}},
+		{name: "up: no cluster config", preflight: true, clientErr: errors.New("no kubeconfig"), asked: true, want: got{known: true}},
+		{name: "preview: the same run already reported", dryRun: true, preflight: true, cluster: true, asked: true,
+			want: got{"done", sum, 4096, true}},
+		{name: "preview: a new run is unknown", dryRun: true, preflight: true, asked: true, want: got{known: false}},
+		{name: "skipAwait: empty, no client", preflight: true, skipAwait: true, cluster: true, want: got{known: true}},
+		{name: "preflight false (render mode): empty, no client", cluster: true, want: got{known: true}},
+		{name: "preview, preflight false: empty", dryRun: true, cluster: true, want: got{known: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := validArgs().resolve()
+			if err != nil {
+				t.Fatal(err)
+			}
+			job := jobspec.BuildBackup(r.Job)
+			if tt.skipAwait {
+				job.Annotations[jobspec.AnnotationSkipAwait] = "true"
+			}
+			var objs []runtime.Object
+			if tt.cluster {
+				objs = finishedBackup(job, msg)
+			}
+			asked := false
+			newClient := func(preflight.Cluster) (kubernetes.Interface, error) {
+				asked = true
+				if tt.clientErr != nil {
+					return nil, tt.clientErr
+				}
+				return fake.NewClientset(objs...), nil
+			}
+			var mu sync.Mutex
+			var g got
+			program := func(ctx *pulumi.Context) error {
+				comp := &WorldBackup{}
+				if err := ctx.RegisterComponentResource(WorldBackupType, "survival", comp); err != nil {
+					return err
+				}
+				pl := jobPlan{Job: job, Timeout: time.Minute, Preflight: preflightSettings{Enabled: tt.preflight}}
+				if tt.later {
+					pl = jobPlan{Timeout: time.Minute, Later: pulumi.Any(jobResult{Job: job, Preflight: pl.Preflight})}
+				}
+				res, err := registerChildJob(ctx, comp, "survival-job", pl)
+				if err != nil {
+					return err
+				}
+				o := observeJob(ctx, comp, res, pl, newClient)
+				pulumi.All(o.Status, o.SHA256, o.SizeBytes).ApplyT(func(v []any) error {
+					mu.Lock()
+					defer mu.Unlock()
+					g = got{v[0].(string), v[1].(string), v[2].(int), true}
+					return nil
+				})
+				return nil
+			}
+			opts := []pulumi.RunOption{pulumi.WithMocks("project", "stack", &mocks{})}
+			if tt.dryRun {
+				opts = append(opts, dryRun)
+			}
+			if err := pulumi.RunErr(program, opts...); err != nil {
+				t.Fatal(err)
+			}
+			if g != tt.want {
+				t.Errorf("outputs %+v, want %+v", g, tt.want)
+			}
+			if asked != tt.asked {
+				t.Errorf("client made: %v, want %v", asked, tt.asked)
+			}
+		})
+	}
+}
+
+// clusterWith is an API server that serves objs (a Job and its pods) at
+// their paths; everything else is 404.
+func clusterWith(t *testing.T, job *batchv1.Job, pods ...corev1.Pod) string {
+	t.Helper()
+	jobPath := "/apis/batch/v1/namespaces/" + job.Namespace + "/jobs/" + job.Name
+	podsPath := "/api/v1/namespaces/" + job.Namespace + "/pods"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		var v any
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == jobPath:
+			j := job.DeepCopy()
+			j.APIVersion, j.Kind = "batch/v1", "Job"
+			v = j
+		case r.Method == http.MethodGet && r.URL.Path == podsPath:
+			v = &corev1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Items: pods}
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(v)
+	}))
+	t.Cleanup(srv.Close)
+	return kubeconfigFor(srv.URL)
+}
+
+// TestRestoreFromBackupOutputs: a WorldRestore declared from a WorldBackup's
+// outputs alone (archiveRef, sha256) restores the archive the backup run
+// reported.
+func TestRestoreFromBackupOutputs(t *testing.T) {
+	r, err := validArgs().resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := strings.Repeat("c0", 32)
+	objs := finishedBackup(jobspec.BuildBackup(r.Job),
+		`{"status":"done","run_id":"20250601-0300","archive_ref":"/backups/survival/20250601-0300.tar.zst","sha256":"`+sum+`","size_bytes":9,"duration_seconds":1}`)
+	kc := clusterWith(t, objs[0].(*batchv1.Job), *objs[1].(*corev1.Pod))
+
+	m, err := runMocked(t, func(ctx *pulumi.Context) error {
+		ba := validArgs()
+		ba.Kubeconfig = kc
+		b, err := NewWorldBackup(ctx, "survival", ba)
+		if err != nil {
+			return err
+		}
+		ra := validRestoreArgs()
+		ra.Kubeconfig = kc
+		ra.ArchiveRef, ra.SHA256 = b.ArchiveRef, b.SHA256
+		_, err = NewWorldRestore(ctx, "survival-restore", ra)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := m.ofType(jobType)
+	if len(jobs) != 2 {
+		t.Fatalf("%d Jobs registered, want the backup's and the restore's", len(jobs))
+	}
+	b, err := json.Marshal(jobs[1].Inputs.Mappable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"restore"`, `"--sha256"`, `"` + sum + `"`, `"/backups/survival/20250601-0300.tar.zst"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the restore Job lacks %s: %s", want, b)
+		}
+	}
+}

@@ -1,0 +1,229 @@
+package sdk_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/worldbackup/worldbackup/internal/pulumitools"
+	"github.com/worldbackup/worldbackup/internal/testenv"
+)
+
+// The package names the SDKs are published under, as the schema's language
+// section sets them (provider/cmd/pulumi-resource-worldbackup).
+const (
+	npmPackage    = "@worldbackup/pulumi"
+	pythonPackage = "worldbackup_pulumi"
+)
+
+// sdkTools are what scripts/sdks.sh builds and links: the generator and the
+// npm packages the TypeScript programs are compiled with.
+type sdkTools struct {
+	root        string // the repository root
+	gen         string // .tools/bin/pulumi-sdkgen
+	nodeModules string // .tools/sdk-node/node_modules
+}
+
+// requireTools finds the generator, or skips (fails under CI=true).
+func requireTools(t *testing.T) sdkTools {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := pulumitools.RepoRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := pulumitools.ToolsDir(root)
+	st := sdkTools{
+		root:        root,
+		gen:         filepath.Join(dir, "bin", "pulumi-sdkgen"),
+		nodeModules: filepath.Join(dir, "sdk-node", "node_modules"),
+	}
+	_, err = os.Stat(st.gen)
+	testenv.Require(t, err == nil, "no SDK generator at "+st.gen, "scripts/sdks.sh tools")
+	return st
+}
+
+// generate writes the SDK for language from the checked-in schema into out,
+// as `make sdks` does.
+func (st sdkTools) generate(t *testing.T, language, out string) {
+	t.Helper()
+	schema := filepath.Join(st.root, "provider", "cmd", "pulumi-resource-worldbackup", "schema.json")
+	cmd := exec.CommandContext(t.Context(), st.gen, "-schema", schema, "-language", language, "-out", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("generating the %s SDK: %v\n%s", language, err, b)
+	}
+}
+
+// TestTypeScriptSDK generates the TypeScript SDK, compiles it with its own
+// (strict) tsconfig.json as `npm run build` would before publishing, and
+// compiles the programs of testdata/nodejs against it with strict: true,
+// using the typescript and @pulumi/pulumi that tools/sdk-node pins.
+func TestTypeScriptSDK(t *testing.T) {
+	st := requireTools(t)
+	testenv.RequireCommands(t, "nodejs", "node")
+	tsc := filepath.Join(st.nodeModules, "typescript", "bin", "tsc")
+	_, err := os.Stat(tsc)
+	testenv.Require(t, err == nil, "no TypeScript compiler at "+tsc, "scripts/sdks.sh tools")
+
+	// work/node_modules: the cached packages; work/sdk: the SDK, where a
+	// program's "@worldbackup/pulumi" import resolves (tsconfig paths).
+	work := t.TempDir()
+	if err := os.Symlink(st.nodeModules, filepath.Join(work, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(work, "package.json"), `{"private": true}`)
+	sdk := filepath.Join(work, "sdk")
+	st.generate(t, "nodejs", sdk)
+
+	var pkg struct {
+		Name         string            `json:"name"`
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	if err := json.Unmarshal(readFile(t, filepath.Join(sdk, "package.json")), &pkg); err != nil {
+		t.Fatalf("the generated package.json: %v", err)
+	}
+	if pkg.Name != npmPackage {
+		t.Errorf("the generated package.json names the package %q, want %q (the schema's language.nodejs.packageName)", pkg.Name, npmPackage)
+	}
+	if _, ok := pkg.Dependencies["@pulumi/pulumi"]; !ok {
+		t.Errorf("the generated package.json does not depend on @pulumi/pulumi: %v", pkg.Dependencies)
+	}
+
+	t.Run("the SDK compiles with its own strict tsconfig", func(t *testing.T) {
+		var cfg struct {
+			CompilerOptions struct {
+				Strict bool `json:"strict"`
+			} `json:"compilerOptions"`
+		}
+		// tsconfig.json has comments: drop them before parsing.
+		text := regexp.MustCompile(`(?m)^\s*//.*$`).ReplaceAll(readFile(t, filepath.Join(sdk, "tsconfig.json")), nil)
+		if err := json.Unmarshal(text, &cfg); err != nil {
+			t.Fatalf("the generated tsconfig.json: %v", err)
+		}
+		if !cfg.CompilerOptions.Strict {
+			t.Errorf("the generated tsconfig.json is not strict")
+		}
+		if out, err := runTSC(t, tsc, filepath.Join(sdk, "tsconfig.json"), "--noEmit"); err != nil {
+			t.Fatalf("tsc on the generated SDK: %v\n%s", err, out)
+		}
+	})
+
+	tests := []struct {
+		name    string
+		program string // in testdata/nodejs
+		wantErr string // a compile error the program must give; "" must compile
+	}{
+		{name: "plain values", program: "plain.ts"},
+		{name: "Outputs into both components and the backup's archiveRef into the restore", program: "outputs.ts"},
+		{name: "strict mode refuses a string that may be undefined", program: "strict.ts",
+			wantErr: "strict.ts(10,5): error TS2322: Type 'string | undefined' is not assignable to type"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			writeFile(t, filepath.Join(work, tt.program), string(readFile(t, filepath.Join("testdata", "nodejs", tt.program))))
+			tsconfig := filepath.Join(work, "tsconfig."+strings.TrimSuffix(tt.program, ".ts")+".json")
+			writeFile(t, tsconfig, `{
+  "compilerOptions": {
+    "strict": true,
+    "noEmit": true,
+    "target": "ES2022",
+    "module": "nodenext",
+    "moduleResolution": "nodenext",
+    "types": ["node"],
+    "skipLibCheck": true,
+    "paths": {"`+npmPackage+`": ["./sdk/index.ts"]}
+  },
+  "files": ["`+tt.program+`"]
+}`)
+			out, err := runTSC(t, tsc, tsconfig)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("%s does not compile against the generated SDK: %v\n%s", tt.program, err, out)
+			case tt.wantErr != "" && err == nil:
+				t.Fatalf("%s compiled, want the error %q", tt.program, tt.wantErr)
+			case tt.wantErr != "" && !strings.Contains(out, tt.wantErr):
+				t.Fatalf("%s: tsc said\n%s\nwant the error %q", tt.program, out, tt.wantErr)
+			}
+		})
+	}
+}
+
+// runTSC runs the TypeScript compiler on a tsconfig.json and returns what it
+// printed; a compile error is an *exec.ExitError.
+func runTSC(t *testing.T, tsc, tsconfig string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "node", append([]string{tsc, "-p", tsconfig, "--pretty", "false"}, args...)...)
+	cmd.Dir = filepath.Dir(tsconfig)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("running tsc: %v", err)
+	}
+	return string(out), err
+}
+
+// TestPythonSDK generates the Python SDK and byte-compiles every module of
+// it. The SDK cannot be imported or type-checked here: that needs the pulumi
+// package from PyPI (see README.md, "The SDKs").
+func TestPythonSDK(t *testing.T) {
+	st := requireTools(t)
+	testenv.RequireCommands(t, "python3", "python3")
+	sdk := filepath.Join(t.TempDir(), "python")
+	st.generate(t, "python", sdk)
+
+	pyproject := string(readFile(t, filepath.Join(sdk, "pyproject.toml")))
+	if want := `name = "` + pythonPackage + `"`; !strings.Contains(pyproject, want) {
+		t.Errorf("the generated pyproject.toml lacks %s (the schema's language.python.packageName):\n%s", want, pyproject)
+	}
+	pkg := filepath.Join(sdk, pythonPackage)
+	if _, err := os.Stat(filepath.Join(pkg, "__init__.py")); err != nil {
+		t.Fatalf("the generated SDK has no package %s: %v", pythonPackage, err)
+	}
+
+	cmd := exec.CommandContext(t.Context(), "python3", "-m", "compileall", "-q", "-f", pkg)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("byte-compiling the Python SDK: %v\n%s", err, out)
+	}
+	var modules, compiled int
+	err := filepath.WalkDir(pkg, func(path string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case strings.HasSuffix(path, ".py"):
+			modules++
+		case strings.HasSuffix(path, ".pyc"):
+			compiled++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if modules == 0 || compiled != modules {
+		t.Fatalf("byte-compiled %d of %d modules of the Python SDK", compiled, modules)
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
