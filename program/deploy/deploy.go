@@ -42,7 +42,10 @@ func configKeys() []string {
 // Deploy declares the backups and restores that cfg asks for and exports
 // `backups` (one entry per backup with its cluster, server, runId, namespace,
 // jobName, archiveRef and what the run reported: status, sha256, sizeBytes)
-// and `restores` (the same for each restore, with its status).
+// and `restores` (the same for each restore, with its status), and, when
+// servers ask for them, `schedules` (cluster, server, schedule, namespace,
+// cronJobName) and `prunes` (cluster, server, runId, namespace, jobName,
+// status).
 //
 // A restore of a server that is also backed up in the same cluster waits for
 // that backup, whose archiveRef Output carries the restore's archive: the
@@ -86,7 +89,7 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 					return fmt.Errorf("cluster %s, server %s, prune: %w", cl.Name, s.Name, err)
 				}
 				prunes = append(prunes, pulumi.Map{"cluster": pulumi.String(cl.Name), "server": pulumi.String(s.Name),
-					"runId": p.RunID, "namespace": p.Namespace, "jobName": p.JobName})
+					"runId": p.RunID, "namespace": p.Namespace, "jobName": p.JobName, "status": p.Status})
 			}
 		}
 		for _, r := range cfg.Restores {

@@ -145,6 +145,9 @@ func TestScheduleOnNode(t *testing.T) {
 			t.Fatalf("stack output prunes = %v, want one", res.Outputs["prunes"].Value)
 		}
 		job := prunes[0].(map[string]any)["jobName"].(string)
+		if status := prunes[0].(map[string]any)["status"]; status != "done" {
+			t.Errorf("the prune's status output is %v, want done (its run's report)", status)
+		}
 		jobComplete(t, node, ns.Name, job)
 
 		after, err := db.List(t.Context(), "lobby")
