@@ -66,7 +66,7 @@ if [ "$mode" = test ]; then
   need_cmd setpriv util-linux 0
   need_cmd ip iproute2 0
   need_cmd gcc gcc 0
-  need_cmd node nodejs 0    # the TypeScript SDK test (sdk/)
+  need_cmd node nodejs 0    # the SDK tests (sdk/): tsc and pyright run on node
   need_cmd npm npm 0
   need_cmd python3 python3 0 # the Python SDK test
   if [ "$(id -u)" = 0 ]; then ok root "running as root"; else lack root "not root: the restore, image and real-node tiers need it" "run as root (sudo -E make test)" 0; fi

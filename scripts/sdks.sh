@@ -14,9 +14,15 @@
 #     of its source. Linked as
 #     .tools/bin/pulumi-sdkgen.
 #   - the npm packages the SDK tests (sdk/sdk_test.go) compile the TypeScript
-#     SDK with, exactly as tools/sdk-node/package-lock.json pins them (npm ci);
-#     keyed by the TypeScript and @pulumi/pulumi versions and the lock file's
-#     hash. Linked as .tools/sdk-node/node_modules.
+#     SDK and type-check the Python programs with (typescript, @pulumi/pulumi,
+#     pyright), exactly as tools/sdk-node/package-lock.json pins them (npm ci);
+#     keyed by the TypeScript, @pulumi/pulumi and pyright versions and the lock
+#     file's hash. Linked as .tools/sdk-node/node_modules.
+#   - no build for the pulumi Python package: PyPI is not reachable here, so the
+#     Python programs are type-checked against its source in the Go module
+#     github.com/pulumi/pulumi/sdk/v3 (python/lib), at the version
+#     tools/pulumi-cli/go.mod pins (the CLI's). Linked as
+#     .tools/sdk-python/lib (its folder holds the package pulumi).
 #
 # The generated SDKs are not checked in (sdk/nodejs and sdk/python are in
 # .gitignore): they follow from schema.json, which is, and the SDK tests
@@ -35,14 +41,15 @@ build_sdkgen() {
   (cd tools/pulumi-cli && go build -o "$out/pulumi-sdkgen" -ldflags "-s -w" ./sdkgen)
 }
 
-# node_key: the cache key of the npm packages: TypeScript, @pulumi/pulumi and
-# the lock file's hash (the versions of everything else).
+# node_key: the cache key of the npm packages: TypeScript, @pulumi/pulumi,
+# pyright and the lock file's hash (the versions of everything else).
 node_key() {
-  local lock=tools/sdk-node/package-lock.json ts pulumi hash
+  local lock=tools/sdk-node/package-lock.json ts pulumi pyright hash
   ts=$(node -p 'require("./tools/sdk-node/package-lock.json").packages["node_modules/typescript"].version')
   pulumi=$(node -p 'require("./tools/sdk-node/package-lock.json").packages["node_modules/@pulumi/pulumi"].version')
+  pyright=$(node -p 'require("./tools/sdk-node/package-lock.json").packages["node_modules/pyright"].version')
   hash=$(sha256sum "$lock" | cut -c1-12)
-  echo "ts$ts-pulumi$pulumi-$hash"
+  echo "ts$ts-pulumi$pulumi-pyright$pyright-$hash"
 }
 build_node() {
   cp tools/sdk-node/package.json tools/sdk-node/package-lock.json "$out/"
@@ -53,12 +60,14 @@ build_node() {
 }
 
 tools() {
-  local gen node
+  local gen node pysdk
   # Keyed by the pkg/v3 version and by sdkgen's own source: unlike the
   # upstream tools, its code lives here and may change at the same version.
   gen=$(tool_build pulumi-sdkgen "$cli_version-$(cat tools/pulumi-cli/sdkgen/*.go | sha256sum | cut -c1-12)" build_sdkgen)
-  mkdir -p "$WB_TOOLS/bin" "$WB_TOOLS/sdk-node"
+  mkdir -p "$WB_TOOLS/bin" "$WB_TOOLS/sdk-node" "$WB_TOOLS/sdk-python"
   ln -sfn "$gen/pulumi-sdkgen" "$WB_TOOLS/bin/pulumi-sdkgen"
+  pysdk=$(moddir tools/pulumi-cli github.com/pulumi/pulumi/sdk/v3)
+  ln -sfn "$pysdk/python/lib" "$WB_TOOLS/sdk-python/lib"
   if command -v npm >/dev/null && command -v node >/dev/null; then
     node=$(tool_build sdk-node "$(node_key)" build_node)
     ln -sfn "$node/node_modules" "$WB_TOOLS/sdk-node/node_modules"

@@ -3,6 +3,7 @@
 // sdk/python from provider/cmd/pulumi-resource-worldbackup/schema.json with
 // Pulumi's own code generators. The SDKs are not checked in; the tests
 // generate their own from schema.json, compile TypeScript programs
-// (testdata/nodejs) against it in strict mode, and byte-compile the Python
-// SDK. The package has no code of its own.
+// (testdata/nodejs) against it in strict mode, byte-compile the Python SDK
+// and type-check Python programs (testdata/python) against it with pyright in
+// strict mode. The package has no code of its own.
 package sdk

@@ -3,10 +3,12 @@ package sdk_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,6 +29,7 @@ type sdkTools struct {
 	root        string // the repository root
 	gen         string // .tools/bin/pulumi-sdkgen
 	nodeModules string // .tools/sdk-node/node_modules
+	pythonLib   string // .tools/sdk-python/lib: holds the pulumi Python package
 }
 
 // requireTools finds the generator, or skips (fails under CI=true).
@@ -45,6 +48,7 @@ func requireTools(t *testing.T) sdkTools {
 		root:        root,
 		gen:         filepath.Join(dir, "bin", "pulumi-sdkgen"),
 		nodeModules: filepath.Join(dir, "sdk-node", "node_modules"),
+		pythonLib:   filepath.Join(dir, "sdk-python", "lib"),
 	}
 	_, err = os.Stat(st.gen)
 	testenv.Require(t, err == nil, "no SDK generator at "+st.gen, "scripts/sdks.sh tools")
@@ -170,13 +174,18 @@ func runTSC(t *testing.T, tsc, tsconfig string, args ...string) (string, error) 
 	return string(out), err
 }
 
-// TestPythonSDK generates the Python SDK and byte-compiles every module of
-// it. The SDK cannot be imported or type-checked here: that needs the pulumi
-// package from PyPI (see README.md, "The SDKs").
+// TestPythonSDK generates the Python SDK, byte-compiles every module of it,
+// and type-checks the programs of testdata/python against it with pyright in
+// strict mode. mypy is not used: it and the pulumi package come from PyPI,
+// which is not reachable here; pyright comes from npm (tools/sdk-node), and
+// the pulumi package is read from its source in the Go module
+// github.com/pulumi/pulumi/sdk/v3 at the CLI's version (see README.md, "The
+// SDKs").
 func TestPythonSDK(t *testing.T) {
 	st := requireTools(t)
 	testenv.RequireCommands(t, "python3", "python3")
-	sdk := filepath.Join(t.TempDir(), "python")
+	work := t.TempDir()
+	sdk := filepath.Join(work, "python")
 	st.generate(t, "python", sdk)
 
 	pyproject := string(readFile(t, filepath.Join(sdk, "pyproject.toml")))
@@ -188,28 +197,158 @@ func TestPythonSDK(t *testing.T) {
 		t.Fatalf("the generated SDK has no package %s: %v", pythonPackage, err)
 	}
 
-	cmd := exec.CommandContext(t.Context(), "python3", "-m", "compileall", "-q", "-f", pkg)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("byte-compiling the Python SDK: %v\n%s", err, out)
-	}
-	var modules, compiled int
-	err := filepath.WalkDir(pkg, func(path string, d os.DirEntry, err error) error {
-		switch {
-		case err != nil:
-			return err
-		case strings.HasSuffix(path, ".py"):
-			modules++
-		case strings.HasSuffix(path, ".pyc"):
-			compiled++
+	t.Run("every module byte-compiles", func(t *testing.T) {
+		cmd := exec.CommandContext(t.Context(), "python3", "-m", "compileall", "-q", "-f", pkg)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("byte-compiling the Python SDK: %v\n%s", err, out)
 		}
-		return nil
+		var modules, compiled int
+		err := filepath.WalkDir(pkg, func(path string, d os.DirEntry, err error) error {
+			switch {
+			case err != nil:
+				return err
+			case strings.HasSuffix(path, ".py"):
+				modules++
+			case strings.HasSuffix(path, ".pyc"):
+				compiled++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if modules == 0 || compiled != modules {
+			t.Fatalf("byte-compiled %d of %d modules of the Python SDK", compiled, modules)
+		}
+	})
+
+	testenv.RequireCommands(t, "nodejs", "node")
+	pyright := filepath.Join(st.nodeModules, "pyright", "index.js")
+	_, err := os.Stat(pyright)
+	testenv.Require(t, err == nil, "no pyright at "+pyright, "scripts/sdks.sh tools")
+	_, err = os.Stat(filepath.Join(st.pythonLib, "pulumi", "__init__.py"))
+	testenv.Require(t, err == nil, "no pulumi Python package in "+st.pythonLib, "scripts/sdks.sh tools")
+
+	tests := []struct {
+		name    string
+		program string          // in testdata/python
+		want    []pyrightReport // errors the program must give (among others); none: it must give no diagnostic at all
+	}{
+		{name: "plain values", program: "plain.py"},
+		{name: "Outputs into both components and the backup's archive_ref into the restore", program: "outputs.py"},
+		{name: "a str that may be None is refused where the Args class requires a str", program: "strict.py",
+			want: []pyrightReport{{line: 16, rule: "reportArgumentType",
+				message: `Argument of type "str | None" cannot be assigned to parameter "image" of type "Input[str]"`}}},
+		{name: "an int for a str input and a misspelled enum are refused", program: "wrongtype.py",
+			want: []pyrightReport{
+				{line: 9, rule: "reportArgumentType",
+					message: `Argument of type "Literal[20250601]" cannot be assigned to parameter "run_id" of type "Input[str | None]"`},
+				{line: 12, rule: "reportAttributeAccessIssue",
+					message: `Cannot access attribute "ZSTDD" for class "type[Compression]"`},
+			}},
+	}
+	var programs []string
+	for _, tt := range tests {
+		writeFile(t, filepath.Join(work, tt.program), string(readFile(t, filepath.Join("testdata", "python", tt.program))))
+		programs = append(programs, tt.program)
+	}
+	// One pyright run for all programs (its start, reading the pulumi
+	// package, is most of its time); each program's diagnostics are its own.
+	reports := runPyright(t, pyright, work, programs, []string{st.pythonLib, sdk})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := reports[tt.program]
+			if len(tt.want) == 0 {
+				if len(got) > 0 {
+					t.Fatalf("%s does not type-check against the generated SDK:\n%s", tt.program, formatReports(tt.program, got))
+				}
+				return
+			}
+			for _, w := range tt.want {
+				if !slices.ContainsFunc(got, func(r pyrightReport) bool {
+					return r.line == w.line && r.rule == w.rule && strings.Contains(r.message, w.message)
+				}) {
+					t.Errorf("%s: pyright said\n%s\nwant on line %d (%s): %s", tt.program, formatReports(tt.program, got), w.line, w.rule, w.message)
+				}
+			}
+		})
+	}
+}
+
+// pyrightReport is one diagnostic of pyright: its line (1-based), rule and
+// the first line of its message.
+type pyrightReport struct {
+	line     int
+	severity string
+	rule     string
+	message  string
+}
+
+// runPyright type-checks programs (in dir) in strict mode, with extraPaths
+// where their imports resolve, and returns the diagnostics by program.
+// Python 3.10 is the oldest version the pulumi package supports.
+func runPyright(t *testing.T, pyright, dir string, programs, extraPaths []string) map[string][]pyrightReport {
+	t.Helper()
+	config, err := json.Marshal(map[string]any{
+		"include":          programs,
+		"typeCheckingMode": "strict",
+		"pythonVersion":    "3.10",
+		"extraPaths":       extraPaths,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if modules == 0 || compiled != modules {
-		t.Fatalf("byte-compiled %d of %d modules of the Python SDK", compiled, modules)
+	writeFile(t, filepath.Join(dir, "pyrightconfig.json"), string(config))
+	cmd := exec.CommandContext(t.Context(), "node", pyright, "--outputjson", "-p", filepath.Join(dir, "pyrightconfig.json"))
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	// Exit code 1: errors were reported, which the JSON holds; anything else
+	// (2 fatal, 3 bad config) is a failure of the run itself.
+	var exit *exec.ExitError
+	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 1) {
+		t.Fatalf("running pyright: %v\n%s%s", err, out, stderr.String())
 	}
+	var result struct {
+		GeneralDiagnostics []struct {
+			File     string `json:"file"`
+			Severity string `json:"severity"`
+			Message  string `json:"message"`
+			Rule     string `json:"rule"`
+			Range    struct {
+				Start struct {
+					Line int `json:"line"`
+				} `json:"start"`
+			} `json:"range"`
+		} `json:"generalDiagnostics"`
+		Summary struct {
+			FilesAnalyzed int `json:"filesAnalyzed"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal(out, &result); err != nil {
+		t.Fatalf("reading pyright's JSON: %v\n%s%s", err, out, stderr.String())
+	}
+	if result.Summary.FilesAnalyzed != len(programs) {
+		t.Fatalf("pyright analyzed %d files, want the %d programs %v", result.Summary.FilesAnalyzed, len(programs), programs)
+	}
+	reports := map[string][]pyrightReport{}
+	for _, d := range result.GeneralDiagnostics {
+		program := filepath.Base(d.File)
+		message, _, _ := strings.Cut(d.Message, "\n")
+		reports[program] = append(reports[program], pyrightReport{
+			line: d.Range.Start.Line + 1, severity: d.Severity, rule: d.Rule, message: message,
+		})
+	}
+	return reports
+}
+
+func formatReports(program string, reports []pyrightReport) string {
+	var b strings.Builder
+	for _, r := range reports {
+		fmt.Fprintf(&b, "  %s:%d: %s: %s (%s)\n", program, r.line, r.severity, r.message, r.rule)
+	}
+	return b.String()
 }
 
 func readFile(t *testing.T, path string) []byte {
