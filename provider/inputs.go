@@ -26,7 +26,7 @@ import (
 // ...; nil = unset, the default), so another resource's output can be
 // passed. What decides which resources exist or their options is plain:
 // server, securityMode, skipAwait, timeout, replaceUnready, preflight,
-// kubeContext, Kubeconfig, and whether store is set.
+// kubeContext, Kubeconfig.
 type JobInputs struct {
 	Server             string                `pulumi:"server"`
 	RunID              pulumi.StringInput    `pulumi:"runId"`
@@ -52,15 +52,11 @@ type JobInputs struct {
 	GamePodAffinity    pulumi.StringInput    `pulumi:"gamePodAffinity,optional"`
 	Labels             pulumi.StringMapInput `pulumi:"labels,optional"`
 	Annotations        pulumi.StringMapInput `pulumi:"annotations,optional"`
-	// Store is the S3 store in place of the backup claim; its presence is
-	// plain (it decides whether the Job mounts the backup claim), its
-	// settings are inputs.
-	Store          *StoreArgs `pulumi:"store,optional"`
-	SkipAwait      bool       `pulumi:"skipAwait,optional"`
-	Timeout        string     `pulumi:"timeout,optional"`
-	ReplaceUnready *bool      `pulumi:"replaceUnready,optional"`
-	Preflight      *bool      `pulumi:"preflight,optional"`
-	KubeContext    string     `pulumi:"kubeContext,optional"`
+	SkipAwait          bool                  `pulumi:"skipAwait,optional"`
+	Timeout            string                `pulumi:"timeout,optional"`
+	ReplaceUnready     *bool                 `pulumi:"replaceUnready,optional"`
+	Preflight          *bool                 `pulumi:"preflight,optional"`
+	KubeContext        string                `pulumi:"kubeContext,optional"`
 	// Kubeconfig is the kubeconfig the preflight uses, a path or the file's
 	// contents, as the Kubernetes provider's kubeconfig ("" = the ambient
 	// one). Go programs only: it has no pulumi tag, so it is no input of the
@@ -122,9 +118,6 @@ func (a *JobInputs) Annotate(an infer.Annotator) {
 	an.Describe(&a.GamePodAffinity, descGamePodAffinity)
 	an.Describe(&a.Labels, descLabels)
 	an.Describe(&a.Annotations, descAnnotations)
-	an.Describe(&a.Store, "An S3-compatible object store in place of the backup claim: the Job passes the "+
-		"--s3-* settings, mounts the credentials Secret read-only (0400) and mounts no backup claim. "+
-		"Default: none, the folder store on backupClaimName.")
 	an.Describe(&a.SkipAwait, "Do not wait for the Job to finish (annotation pulumi.com/skipAwait); "+
 		"`pulumi up` then does not report the run's result. Default: false.")
 	an.Describe(&a.Timeout, descTimeout)
@@ -202,13 +195,14 @@ func (a JobInputs) worldPaths() worldPaths {
 }
 
 // common checks the settled inputs every Job shares but server and runId
-// (whose messages name the Job kind): image, the store (with role),
+// (whose messages name the Job kind): image, the store input of the
+// component (settled; nil: none, or a component without one) with role,
 // backupClaimName and backupRoot against it, the shared settings
 // (problems.job) and worldClaimName; the results are meaningful only when
 // no problem was recorded. The store is nil without one.
-func (p *problems) common(a JobInputs, w worldPaths, r jobRules, role storeRole) (jobSettings, *jobspec.S3Store) {
+func (p *problems) common(a JobInputs, st *StoreArgs, role storeRole, w worldPaths, r jobRules) (jobSettings, *jobspec.S3Store) {
 	p.image("image", str(a.Image))
-	store := a.Store.resolve(p, role)
+	store := st.resolve(p, role)
 	p.backupClaim(str(a.BackupClaimName), str(a.BackupRoot), store)
 	if store != nil && r.fsGroupNeed == "" {
 		r.fsGroupNeed = fsGroupForS3Secret

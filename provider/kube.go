@@ -36,6 +36,9 @@ type jobPlan struct {
 	Later pulumi.AnyOutput
 	// Timeout is the Job's create and update timeout.
 	Timeout time.Duration
+	// NoArchiveRef: the Job writes no archive (a prune), so the component
+	// has no archiveRef output.
+	NoArchiveRef bool
 	// Preflight says whether and through which cluster the component looks
 	// at its known Job (observeJob).
 	Preflight preflightSettings
@@ -140,7 +143,7 @@ type jobOutputs struct {
 // its options) with the Job of pl as its one child, named name+"-job",
 // observed through the cluster its preflight settings name (observeJob); it
 // records and returns the outputs every component has: the Job's name and
-// namespace, runID, archiveRef and the run's status, and for a WorldBackup
+// namespace, runID, archiveRef (unless pl.NoArchiveRef) and the run's status, and for a WorldBackup
 // the archive's sha256 and sizeBytes.
 func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.ComponentResource, pl jobPlan,
 	opts ...pulumi.ResourceOption) (jobOutputs, error) {
@@ -160,6 +163,9 @@ func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.Com
 		"runId":      out.RunID,
 		"archiveRef": out.ArchiveRef,
 		"status":     out.Observed.Status,
+	}
+	if pl.NoArchiveRef {
+		delete(outputs, "archiveRef")
 	}
 	if typ == WorldBackupType {
 		outputs["sha256"], outputs["sizeBytes"] = out.Observed.SHA256, out.Observed.SizeBytes

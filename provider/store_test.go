@@ -115,7 +115,7 @@ func TestWorldRestoreS3Store(t *testing.T) {
 // of its backup.
 func TestWorldBackupScheduleS3Store(t *testing.T) {
 	s := validSchedule()
-	s.Backup.BackupClaimName, s.Backup.Store = nil, validStore()
+	s.BackupClaimName, s.Store = nil, validStore()
 	b, _, err := s.resolve()
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestWorldBackupScheduleS3Store(t *testing.T) {
 	if b.Store == nil || *b.Store != *wantS3Store() || b.BackupClaimName != "" {
 		t.Fatalf("scheduled backup store = %+v, claim %q; want %+v and no claim", b.Store, b.BackupClaimName, wantS3Store())
 	}
-	s.Backup.Store.URL = pulumi.String("s3://Felis")
+	s.Store.URL = pulumi.String("s3://Felis")
 	if _, _, err := s.resolve(); err == nil || !strings.Contains(err.Error(), "store.url") {
 		t.Fatalf("err = %v, want the store.url problem", err)
 	}
@@ -256,6 +256,14 @@ func TestStoreSchema(t *testing.T) {
 		if slices.Contains(res.RequiredInputs, "backupClaimName") {
 			t.Error("backupClaimName is required in the schema: an S3 store needs none")
 		}
+	}
+	// The schedule's backup takes it too; a prune, whose Job mounts the
+	// backup claim, does not.
+	if res := schemaOf(t, infer.ComponentF(NewWorldBackupSchedule), WorldBackupScheduleType); res.InputProperties["store"].Description == "" {
+		t.Error("WorldBackupSchedule: input store is missing or undocumented")
+	}
+	if _, ok := schemaOf(t, infer.ComponentF(NewWorldPrune), WorldPruneType).InputProperties["store"]; ok {
+		t.Error("WorldPrune has a store input, which its Job cannot use")
 	}
 }
 

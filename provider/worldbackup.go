@@ -1,7 +1,9 @@
 // Package provider holds the worldbackup Pulumi components. WorldBackup
 // declares one backup run of a Minecraft world as a Kubernetes Job that runs
 // `archiver backup`; WorldRestore declares one restore of an archive into a
-// world as a Job that runs `archiver restore`. Each Job is built by a pure
+// world as a Job that runs `archiver restore`; WorldPrune one prune of a
+// server's archives (`archiver prune`); WorldBackupSchedule a CronJob of
+// backups. Each Job is built by a pure
 // builder in package jobspec from validated inputs, so the same Job comes out
 // of a Go program and of the component-provider plugin (which serves
 // NewWorldBackup and NewWorldRestore as they are).

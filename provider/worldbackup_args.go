@@ -35,6 +35,9 @@ type WorldBackupArgs struct {
 	Excludes         pulumi.StringArrayInput `pulumi:"excludes,optional"`
 	Rcon             *RconArgs               `pulumi:"rcon,optional"`
 	Retention        *RetentionArgs          `pulumi:"retention,optional"`
+	// Store is the S3 store in place of the backup claim; whether it is set
+	// is plain (it decides the Job's volumes), its settings are inputs.
+	Store *StoreArgs `pulumi:"store,optional"`
 }
 
 // backupValues are the settled inputs of a WorldBackup that only it has, as
@@ -91,7 +94,7 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 	p.server("server", a.Server, naming.KindBackup)
 	p.runID("runId", runID)
 	p.text("formerOwner", v.FormerOwner, 253)
-	j, store := p.common(a.JobInputs, v.World, jobRules{run: "backup", baselineCaps: "DAC_OVERRIDE", fsGroupNeed: fsGroupForSecret}, storeForBackup)
+	j, store := p.common(a.JobInputs, a.Store, storeForBackup, v.World, jobRules{run: "backup", baselineCaps: "DAC_OVERRIDE", fsGroupNeed: fsGroupForSecret})
 	p.dnsSubdomain("configSecretName", v.ConfigSecretName)
 	p.mountPaths(storeMounts(store, v.World.BackupRoot,
 		mount{"worldRoot", v.World.WorldRoot},

@@ -7,6 +7,7 @@ import (
 	"time"
 	_ "time/tzdata" // timeZone is checked wherever the program runs
 
+	"github.com/pulumi/pulumi-go-provider/infer"
 	k8sbatchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/utilities"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -28,22 +29,24 @@ const (
 // a WorldBackup (its runId, skipAwait, replaceUnready and timeout are not
 // used: each scheduled run's ID is its Job's name, and Pulumi does not await
 // the Jobs a CronJob creates) and the schedule's own. The backup's values
-// may be Pulumi inputs as for a WorldBackup; the schedule's own are plain (the
-// component is served to Go programs only).
+// may be Pulumi inputs as for a WorldBackup; the schedule's own are plain.
 type WorldBackupScheduleArgs struct {
-	Backup WorldBackupArgs
+	// WorldBackupArgs are the inputs of the backup Job each run is; its
+	// runId, required by the plugin's schema, is ignored.
+	WorldBackupArgs
 	// Schedule is the cron expression, e.g. "0 4 * * *" (required).
-	Schedule string
+	Schedule string `pulumi:"schedule"`
 	// TimeZone is an IANA time zone, e.g. Europe/Berlin ("" = the
 	// controller's, usually UTC).
-	TimeZone string
+	TimeZone string `pulumi:"timeZone,optional"`
 	// StartingDeadline: a run that could not start within this long of its
 	// time is skipped (default 10m).
-	StartingDeadline string
+	StartingDeadline string `pulumi:"startingDeadline,optional"`
 	// SuccessfulJobsHistory, FailedJobsHistory: finished Jobs kept (default 3).
-	SuccessfulJobsHistory, FailedJobsHistory *int
+	SuccessfulJobsHistory *int `pulumi:"successfulJobsHistory,optional"`
+	FailedJobsHistory     *int `pulumi:"failedJobsHistory,optional"`
 	// Suspend stops new runs without deleting the CronJob.
-	Suspend bool
+	Suspend bool `pulumi:"suspend,optional"`
 }
 
 // WorldBackupSchedule is a backup that runs on a schedule: a Kubernetes
@@ -59,14 +62,14 @@ type WorldBackupSchedule struct {
 // NewWorldBackupSchedule validates args and registers a WorldBackupSchedule
 // with its one child, a kubernetes:batch/v1:CronJob named name+"-cronjob".
 func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args WorldBackupScheduleArgs, opts ...pulumi.ResourceOption) (*WorldBackupSchedule, error) {
-	st, err := settleNow(ctx.Context(), ctx.DryRun(), args.Backup)
+	st, err := settleNow(ctx.Context(), ctx.DryRun(), args.WorldBackupArgs)
 	if err != nil {
 		return nil, fmt.Errorf("resolving the inputs of WorldBackupSchedule %q: %w", name, err)
 	}
 	var props pulumi.Map
 	var cjName, cjNamespace pulumi.StringOutput
 	if st.Known {
-		args.Backup = st.Args
+		args.WorldBackupArgs = st.Args
 		b, s, err := args.resolve()
 		if err != nil {
 			return nil, err
@@ -80,9 +83,9 @@ func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args WorldBackupSc
 		}
 		cjName, cjNamespace = pulumi.String(cj.Name).ToStringOutput(), pulumi.String(cj.Namespace).ToStringOutput()
 	} else {
-		later := settleLater(args.Backup, func(b WorldBackupArgs) (any, error) {
+		later := settleLater(args.WorldBackupArgs, func(b WorldBackupArgs) (any, error) {
 			a := args
-			a.Backup = b
+			a.WorldBackupArgs = b
 			bj, s, err := a.resolve()
 			if err != nil {
 				return nil, err
@@ -122,7 +125,7 @@ const scheduledRunID = "scheduled"
 
 // resolve validates the backup inputs and the schedule's.
 func (a WorldBackupScheduleArgs) resolve() (jobspec.Backup, jobspec.Schedule, error) {
-	b := a.Backup
+	b := a.WorldBackupArgs
 	b.RunID, b.SkipAwait, b.ReplaceUnready, b.Timeout = pulumi.String(scheduledRunID), false, new(false), ""
 	r, berr := b.resolve()
 	p := &problems{component: "worldbackupschedule"}
@@ -188,4 +191,34 @@ func validCron(s string) bool {
 		}
 	}
 	return true
+}
+
+// Annotate describes WorldBackupSchedule and its outputs in the plugin's
+// schema and sets its token to worldbackup:index:WorldBackupSchedule.
+func (w *WorldBackupSchedule) Annotate(a infer.Annotator) {
+	a.SetToken("index", "WorldBackupSchedule")
+	a.Describe(w, "Backups on a schedule: a Kubernetes CronJob whose Jobs have the pod of a WorldBackup "+
+		"(same mounts, identity, no token), concurrencyPolicy Forbid. The run ID of each run is its Job's "+
+		"name (downward API, environment variable WB_RUN_ID, --run-id), so a retried pod of one run is "+
+		"idempotent. Pulumi does not await the Jobs a CronJob creates: see the last runs with "+
+		"`archiver list --server <server>` or `kubectl get jobs -l app.kubernetes.io/component=backup-schedule`, "+
+		"and alert with `archiver status --max-age`.")
+	a.Describe(&w.CronJobName, "The CronJob's metadata.name, <server>-sched.")
+	a.Describe(&w.Namespace, "The namespace of the CronJob.")
+}
+
+// Annotate describes the schedule's inputs in the plugin's schema.
+func (a *WorldBackupScheduleArgs) Annotate(an infer.Annotator) {
+	an.Describe(&a.RunID, "Ignored (required by the schema; give any valid one, e.g. scheduled): each run's ID is "+
+		"the name of the Job the CronJob creates.")
+	an.Describe(&a.SkipAwait, "Ignored: Pulumi does not await the Jobs a CronJob creates.")
+	an.Describe(&a.Timeout, "Ignored: Pulumi does not await the Jobs a CronJob creates.")
+	an.Describe(&a.ReplaceUnready, "Ignored: Pulumi does not await the Jobs a CronJob creates.")
+	an.Describe(&a.Schedule, "The cron expression (five fields, or @hourly, @daily, @weekly, @monthly), e.g. \"0 4 * * *\".")
+	an.Describe(&a.TimeZone, "An IANA time zone the schedule is read in, e.g. Europe/Berlin. Default: the controller's (usually UTC).")
+	an.Describe(&a.StartingDeadline, "A run that could not start within this long of its time is skipped, a Go duration "+
+		"(startingDeadlineSeconds). Default: 10m.")
+	an.Describe(&a.SuccessfulJobsHistory, "Finished successful Jobs kept (successfulJobsHistoryLimit). Default: 3.")
+	an.Describe(&a.FailedJobsHistory, "Failed Jobs kept (failedJobsHistoryLimit). Default: 3.")
+	an.Describe(&a.Suspend, "Stop new runs without deleting the CronJob. Default: false.")
 }

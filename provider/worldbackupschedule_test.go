@@ -10,7 +10,7 @@ import (
 )
 
 func validSchedule() WorldBackupScheduleArgs {
-	return WorldBackupScheduleArgs{Backup: validArgs(), Schedule: "0 4 * * *", TimeZone: "Europe/Berlin"}
+	return WorldBackupScheduleArgs{WorldBackupArgs: validArgs(), Schedule: "0 4 * * *", TimeZone: "Europe/Berlin"}
 }
 
 func TestWorldBackupScheduleRegistersOneCronJob(t *testing.T) {
@@ -50,7 +50,7 @@ func TestWorldBackupScheduleInvalidInputs(t *testing.T) {
 		{"bad history", func(a *WorldBackupScheduleArgs) { a.FailedJobsHistory = new(-1) }, []string{"failedJobsHistory"}, "out of range"},
 		{"starting deadline too short", func(a *WorldBackupScheduleArgs) { a.StartingDeadline = "1s" }, []string{"startingDeadline"}, "too short"},
 		{"backup input and schedule together", func(a *WorldBackupScheduleArgs) {
-			a.Backup.Image = pulumi.String("")
+			a.Image = pulumi.String("")
 			a.Schedule = "daily"
 		}, []string{"image", "schedule"}, "2 invalid inputs"},
 	}
@@ -82,8 +82,8 @@ func TestWorldBackupScheduleOutputInputs(t *testing.T) {
 					return err
 				}
 				a := validSchedule()
-				a.Backup.BackupClaimName = claim
-				a.Backup.Preflight = new(false)
+				a.BackupClaimName = claim
+				a.Preflight = new(false)
 				_, err = NewWorldBackupSchedule(ctx, "nightly", a)
 				return err
 			})
@@ -118,7 +118,7 @@ func TestWorldBackupScheduleOutputInputs(t *testing.T) {
 	}
 	m, err := runMockedPreview(t, func(ctx *pulumi.Context) error {
 		a := validSchedule()
-		a.Backup.BackupClaimName = unknownString()
+		a.BackupClaimName = unknownString()
 		_, err := NewWorldBackupSchedule(ctx, "nightly", a)
 		return err
 	})

@@ -39,6 +39,10 @@ type WorldRestoreArgs struct {
 	Replace    pulumi.BoolInput   `pulumi:"replace,optional"`
 	MaxBytes   pulumi.StringInput `pulumi:"maxBytes,optional"`
 	MaxEntries pulumi.IntInput    `pulumi:"maxEntries,optional"`
+	// Store is the S3 store archiveRef is in, in place of the backup claim;
+	// whether it is set is plain (it decides the Job's volumes), its
+	// settings are inputs.
+	Store *StoreArgs `pulumi:"store,optional"`
 }
 
 // Validate reports every missing or invalid input of a (after defaults) in
@@ -76,7 +80,7 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 	p.sha256("sha256", sum)
 	// The restore needs no config Secret, so restricted mode needs no
 	// fsGroup, but for the S3 credentials Secret (common adds that need).
-	j, store := p.common(a.JobInputs, w, jobRules{run: "restore", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"}, storeForRestore)
+	j, store := p.common(a.JobInputs, a.Store, storeForRestore, w, jobRules{run: "restore", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"})
 	p.mountPaths(storeMounts(store, w.BackupRoot, mount{"worldRoot", w.WorldRoot})...)
 	switch {
 	case store != nil:

@@ -104,6 +104,17 @@ type Server struct {
 	Retention *Retention `json:"retention,omitempty"`
 	// Store replaces the stack-wide worldbackup:store for this server.
 	Store *Store `json:"store,omitempty"`
+	// Prune declares a WorldPrune of this server's archives, apart from
+	// any backup: a new prune runId prunes again.
+	Prune *Prune `json:"prune,omitempty"`
+}
+
+// Prune is one prune of a server's archives by its own rules (see
+// provider.WorldPruneArgs): runId, the retention rules and dryRun.
+type Prune struct {
+	RunID  string `json:"runId"`
+	DryRun bool   `json:"dryRun,omitempty"`
+	Retention
 }
 
 // storeOf returns the store of server s: its own, else the stack-wide one
@@ -282,8 +293,9 @@ func (c *Config) withDefaults() {
 	}
 }
 
-// needsClaim reports whether a backup or restore of c uses the backup
-// claim: a server without an S3 store, or a restore of an archive path.
+// needsClaim reports whether a backup, prune or restore of c uses the
+// backup claim: a server without an S3 store, or a restore of an archive
+// path.
 func (c Config) needsClaim() bool {
 	for _, s := range c.Servers {
 		if c.storeOf(s) == nil {
@@ -324,6 +336,12 @@ func (c Config) Validate() error {
 			add("servers[%d].name %q is listed twice: each server is backed up once per run, remove the duplicate", i, s.Name)
 		}
 		seen[s.Name] = true
+		if s.Prune != nil && s.Prune.RunID == "" {
+			add("servers[%d].prune.runId is required: it names the prune's Job, and a new one prunes again, e.g. `pulumi config set --path 'worldbackup:servers[%d].prune.runId' p1`", i, i)
+		}
+		if s.Prune != nil && c.storeOf(s) != nil {
+			add("servers[%d].prune is set, but %s archives into an S3 store, which a WorldPrune cannot prune (it mounts the backup claim): remove prune and give the server a retention (`pulumi config set --path 'worldbackup:servers[%d].retention.keepDaily' 7`), which prunes the store after each backup", i, s.Name, i)
+		}
 	}
 	clusters := map[string]bool{}
 	for i, cl := range c.Clusters {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/worldbackup/worldbackup/provider"
 )
 
 func getter(m map[string]string) func(string) (string, bool) {
@@ -305,6 +307,39 @@ func TestStore(t *testing.T) {
 			t.Fatalf("restore: store %+v, claim %v; want the claim", r.Store, r.BackupClaimName)
 		}
 	})
+	t.Run("a prune of a server with a store", func(t *testing.T) {
+		m := maps.Clone(m)
+		m["worldbackup:servers"] = `[{"name":"lobby","prune":{"runId":"p1","keepLast":2,"minKeep":1}}]`
+		_, err := ParseConfig(getter(m), nil)
+		if err == nil || !strings.Contains(err.Error(), "servers[0].prune is set, but lobby archives into an S3 store, which a WorldPrune cannot prune") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func TestPruneIsDeclared(t *testing.T) {
+	m := map[string]string{
+		"worldbackup:image": "img:1", "worldbackup:backupClaim": "backups",
+		"worldbackup:servers": `[{"name":"lobby","securityMode":"restricted","prune":{"runId":"p1","keepLast":2,"minKeep":1,"grace":"1m","dryRun":true}}]`,
+	}
+	c, err := ParseConfig(getter(m), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := pruneArgs(c, c.Clusters[0], c.Servers[0])
+	if promptString(a.RunID) != RunID(DefaultCluster, "lobby", "p1") || a.Retention.KeepLast != pulumi.Int(2) ||
+		promptString(a.Retention.Grace) != "1m" || !a.DryRun || *a.SecurityMode != provider.SecurityModeRestricted ||
+		promptString(a.BackupClaimName) != "backups" || a.WorldClaimName != nil {
+		t.Fatalf("prune args %+v", a)
+	}
+	if err := a.Validate(); err != nil {
+		t.Fatalf("prune args: %v", err)
+	}
+
+	m["worldbackup:servers"] = `[{"name":"lobby","prune":{"keepLast":2,"minKeep":1}}]`
+	if _, err := ParseConfig(getter(m), nil); err == nil || !strings.Contains(err.Error(), "servers[0].prune.runId is required") {
+		t.Fatalf("a prune without runId: %v", err)
+	}
 }
 
 // promptString is the value of a prompt string input ("" for any other).

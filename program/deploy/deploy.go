@@ -1,7 +1,8 @@
 // Package deploy is the worldbackup Pulumi program: it reads the stack config
 // (servers, clusters, image, volumes, the run trigger), declares one
-// WorldBackup per server per cluster, each with its cluster's Kubernetes
-// provider, and exports what each backup run produces. Program is what
+// WorldBackup per server per cluster (and, when a server asks, a
+// WorldBackupSchedule and a WorldPrune), each with its cluster's Kubernetes
+// provider, and exports what each run produces. Program is what
 // `pulumi up` runs (via program/main.go) and what the stack tests run inline.
 package deploy
 
@@ -42,7 +43,10 @@ func configKeys() []string {
 // Deploy declares the backups and restores that cfg asks for and exports
 // `backups` (one entry per backup with its cluster, server, runId, namespace,
 // jobName, archiveRef and what the run reported: status, sha256, sizeBytes)
-// and `restores` (the same for each restore, with its status).
+// and `restores` (the same for each restore, with its status), and, when
+// servers ask for them, `schedules` (cluster, server, schedule, namespace,
+// cronJobName) and `prunes` (cluster, server, runId, namespace, jobName,
+// status).
 //
 // A restore of a server that is also backed up in the same cluster waits for
 // that backup, whose archiveRef Output carries the restore's archive: the
@@ -53,7 +57,7 @@ func configKeys() []string {
 // its Job needs in its cluster, with the cluster's kubeconfig and context,
 // and replaces a Job that did not complete at the next up.
 func Deploy(ctx *pulumi.Context, cfg Config) error {
-	var backups, restores, schedules pulumi.MapArray
+	var backups, restores, schedules, prunes pulumi.MapArray
 	for _, cl := range cfg.Clusters {
 		k8s, err := clusterProvider(ctx, cfg, cl)
 		if err != nil {
@@ -70,13 +74,23 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			out["status"], out["sha256"], out["sizeBytes"] = b.Status, b.SHA256, b.SizeBytes
 			backups = append(backups, out)
 			if s.Schedule != "" {
-				sched := provider.WorldBackupScheduleArgs{Backup: backupArgs(cfg, cl, s), Schedule: s.Schedule, TimeZone: s.TimeZone}
+				sched := provider.WorldBackupScheduleArgs{WorldBackupArgs: backupArgs(cfg, cl, s), Schedule: s.Schedule, TimeZone: s.TimeZone}
 				sc, err := provider.NewWorldBackupSchedule(ctx, cl.Name+"-"+s.Name+"-schedule", sched, pulumi.Provider(k8s))
 				if err != nil {
 					return fmt.Errorf("cluster %s, server %s, schedule: %w", cl.Name, s.Name, err)
 				}
 				schedules = append(schedules, pulumi.Map{"cluster": pulumi.String(cl.Name), "server": pulumi.String(s.Name),
 					"schedule": pulumi.String(s.Schedule), "namespace": sc.Namespace, "cronJobName": sc.CronJobName})
+			}
+			if s.Prune != nil {
+				// After this run's backup, so the prune sees it.
+				p, err := provider.NewWorldPrune(ctx, cl.Name+"-"+s.Name+"-prune", pruneArgs(cfg, cl, s),
+					pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{b}))
+				if err != nil {
+					return fmt.Errorf("cluster %s, server %s, prune: %w", cl.Name, s.Name, err)
+				}
+				prunes = append(prunes, pulumi.Map{"cluster": pulumi.String(cl.Name), "server": pulumi.String(s.Name),
+					"runId": p.RunID, "namespace": p.Namespace, "jobName": p.JobName, "status": p.Status})
 			}
 		}
 		for _, r := range cfg.Restores {
@@ -104,6 +118,9 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 	ctx.Export("restores", restores)
 	if len(schedules) > 0 {
 		ctx.Export("schedules", schedules)
+	}
+	if len(prunes) > 0 {
+		ctx.Export("prunes", prunes)
 	}
 	return nil
 }
@@ -177,30 +194,30 @@ func restoreArgs(cfg Config, cl Cluster, r Restore, archiveRef pulumi.StringInpu
 	if len(sum) > 12 {
 		sum = sum[:12]
 	}
-	return provider.WorldRestoreArgs{
-		JobInputs:  jobInputs(cfg, cl, server, RunID(cl.Name, r.Server, "restore-"+sum), store),
+	a := provider.WorldRestoreArgs{
+		JobInputs:  jobInputs(cfg, cl, server, RunID(cl.Name, r.Server, "restore-"+sum)),
+		Store:      store,
 		ArchiveRef: archiveRef,
 		SHA256:     pulumi.String(r.SHA256),
 	}
+	if store != nil {
+		a.BackupClaimName = nil // an S3 restore mounts no backup claim
+	}
+	return a
 }
 
 // jobInputs are the inputs of server's Jobs in cluster cl that every
-// component shares, with run ID runID and store (nil: the backup claim).
-func jobInputs(cfg Config, cl Cluster, s Server, runID string, store *provider.StoreArgs) provider.JobInputs {
+// component shares, with run ID runID.
+func jobInputs(cfg Config, cl Cluster, s Server, runID string) provider.JobInputs {
 	mode := provider.SecurityMode(cfg.SecurityMode)
 	if s.SecurityMode != "" {
 		mode = provider.SecurityMode(s.SecurityMode)
 	}
-	var claim pulumi.StringInput = pulumi.String(cfg.BackupClaim)
-	if store != nil {
-		claim = nil // an S3 store's Job mounts no backup claim
-	}
 	return provider.JobInputs{
-		Store:           store,
 		Server:          s.Name,
 		RunID:           pulumi.String(runID),
 		Image:           pulumi.String(cfg.Image),
-		BackupClaimName: claim,
+		BackupClaimName: pulumi.String(cfg.BackupClaim),
 		Namespace:       pulumi.String(cl.Namespace),
 		WorldClaimName:  pulumi.String(s.WorldClaimName),
 		NodeName:        pulumi.String(s.NodeName),
@@ -223,7 +240,7 @@ func backupArgs(cfg Config, cl Cluster, s Server) provider.WorldBackupArgs {
 	if s.Retention != nil {
 		ret = s.Retention
 	}
-	j := jobInputs(cfg, cl, s, RunID(cl.Name, s.Name, cfg.RunID), cfg.storeOf(s).args())
+	j := jobInputs(cfg, cl, s, RunID(cl.Name, s.Name, cfg.RunID))
 	j.Deadline = pulumi.String(s.Deadline)
 	j.CPULimit = pulumi.String(s.CPULimit)
 	j.MemoryLimit = pulumi.String(s.MemoryLimit)
@@ -233,6 +250,10 @@ func backupArgs(cfg Config, cl Cluster, s Server) provider.WorldBackupArgs {
 		Retention:   ret.args(),
 		FormerOwner: pulumi.String(s.FormerOwner),
 		Excludes:    stringArray(s.Excludes),
+		Store:       cfg.storeOf(s).args(),
+	}
+	if a.Store != nil {
+		a.BackupClaimName = nil // an S3 backup mounts no backup claim
 	}
 	if s.Compression != "" {
 		a.Compression = new(provider.Compression(s.Compression))
@@ -262,6 +283,19 @@ func stringArray(a []string) pulumi.StringArrayInput {
 		return nil
 	}
 	return pulumi.ToStringArray(a)
+}
+
+// pruneArgs are the inputs of server s's WorldPrune in cluster cl: the
+// backup's claim, image, identity and placement (no world), the prune's own
+// rules.
+func pruneArgs(cfg Config, cl Cluster, s Server) provider.WorldPruneArgs {
+	j := jobInputs(cfg, cl, s, RunID(cl.Name, s.Name, s.Prune.RunID))
+	j.WorldClaimName = nil // a prune mounts no world
+	return provider.WorldPruneArgs{
+		JobInputs: j,
+		Retention: s.Prune.Retention.args(),
+		DryRun:    s.Prune.DryRun,
+	}
 }
 
 // replaceUnready is the components' replaceUnready for cfg: nil (their

@@ -16,6 +16,7 @@ import (
 const (
 	KindBackup  = "backup"
 	KindRestore = "restore"
+	KindPrune   = "prune"
 )
 
 // MaxNameLen is the longest Kubernetes Job name (a DNS-1123 label; the Job

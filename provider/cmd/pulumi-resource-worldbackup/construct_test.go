@@ -515,6 +515,54 @@ func TestConstructRestore(t *testing.T) {
 	}
 }
 
+// TestConstructPruneAndSchedule: the plugin serves WorldPrune and
+// WorldBackupSchedule, each with the pure builder's shape.
+func TestConstructPruneAndSchedule(t *testing.T) {
+	t.Run("WorldPrune", func(t *testing.T) {
+		inputs := map[string]any{
+			"server": "survival", "runId": "p1", "image": "registry.example/archiver:1", "backupClaimName": "backups",
+			"retention": map[string]any{"keepDaily": 7, "minKeep": 3},
+		}
+		rec, _, err := constructPluginType(t, provider.WorldPruneType, "survival-prune", inputs, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs := rec.ofType(jobType)
+		if len(jobs) != 1 {
+			t.Fatalf("registered %d Jobs, want 1", len(jobs))
+		}
+		b, _ := json.Marshal(jobs[0].Inputs)
+		for _, want := range []string{`"prune"`, `"--keep-daily","7","--min-keep","3"`, `"secretName":"felis-config"`} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("the prune Job lacks %s: %s", want, b)
+			}
+		}
+		if strings.Contains(string(b), `"world"`) {
+			t.Errorf("the prune Job mounts the world: %s", b)
+		}
+	})
+	t.Run("WorldBackupSchedule", func(t *testing.T) {
+		inputs := map[string]any{
+			"schedule": "* * * * *", "timeZone": "UTC",
+			"server": "survival", "runId": "scheduled", "image": "registry.example/archiver:1", "backupClaimName": "backups",
+		}
+		rec, _, err := constructPluginType(t, provider.WorldBackupScheduleType, "survival-sched", inputs, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cjs := rec.ofType("kubernetes:batch/v1:CronJob")
+		if len(cjs) != 1 || len(rec.ofType(jobType)) != 0 {
+			t.Fatalf("registered %d CronJobs and %d Jobs, want one CronJob", len(cjs), len(rec.ofType(jobType)))
+		}
+		b, _ := json.Marshal(cjs[0].Inputs)
+		for _, want := range []string{`"schedule":"* * * * *"`, `"timeZone":"UTC"`, `"concurrencyPolicy":"Forbid"`, `"$(WB_RUN_ID)"`} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("the CronJob lacks %s: %s", want, b)
+			}
+		}
+	})
+}
+
 // TestConstructOutputInputs: the plugin takes inputs that are outputs of
 // other resources, as another language passes them: a restore whose
 // archiveRef is a backup's output (with its dependency) and whose sha256 is

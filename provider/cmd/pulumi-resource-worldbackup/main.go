@@ -96,7 +96,9 @@ func newProvider() (p.Provider, error) {
 		WithDisplayName("worldbackup").
 		WithDescription("Declarative, on-demand backups of Minecraft/Paper server worlds on Kubernetes: "+
 			"each WorldBackup is one backup run, a Kubernetes Job that archives a world and records it in a catalog; "+
-			"each WorldRestore a Job that restores an archive into a world, with no database access.").
+			"each WorldRestore a Job that restores an archive into a world, with no database access; "+
+			"each WorldPrune a Job that expires old archives by a retention policy; "+
+			"each WorldBackupSchedule a CronJob that backs up on a schedule.").
 		WithKeywords("kubernetes", "minecraft", "backup", "category/utility", "kind/component").
 		WithRepository("https://github.com/worldbackup/worldbackup").
 		WithLanguageMap(languages()).
@@ -104,14 +106,18 @@ func newProvider() (p.Provider, error) {
 		WithComponents(
 			infer.ComponentF(provider.NewWorldBackup),
 			infer.ComponentF(provider.NewWorldRestore),
+			infer.ComponentF(provider.NewWorldPrune),
+			infer.ComponentF(provider.NewWorldBackupSchedule),
 		).
 		Build()
 	if err != nil {
 		return p.Provider{}, fmt.Errorf("building the %s provider: %w", packageName, err)
 	}
 	prov.Construct = constructing(prov.Construct, map[string]comProvider.ConstructFunc{
-		provider.WorldBackupType:  construct(provider.NewWorldBackup),
-		provider.WorldRestoreType: construct(provider.NewWorldRestore),
+		provider.WorldBackupType:         construct(provider.NewWorldBackup),
+		provider.WorldRestoreType:        construct(provider.NewWorldRestore),
+		provider.WorldPruneType:          construct(provider.NewWorldPrune),
+		provider.WorldBackupScheduleType: construct(provider.NewWorldBackupSchedule),
 	})
 	return prov, nil
 }

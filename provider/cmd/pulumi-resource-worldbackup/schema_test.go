@@ -102,6 +102,8 @@ func TestSchemaServesTheComponents(t *testing.T) {
 	}{
 		{"worldbackup:index:WorldBackup", []string{"server", "runId", "image"}, []string{"jobName", "namespace", "runId", "archiveRef"}},
 		{"worldbackup:index:WorldRestore", []string{"server", "runId", "image", "archiveRef", "sha256"}, []string{"jobName", "namespace", "runId", "archiveRef"}},
+		{"worldbackup:index:WorldPrune", []string{"server", "runId", "image", "retention"}, []string{"jobName", "namespace", "runId"}},
+		{"worldbackup:index:WorldBackupSchedule", []string{"server", "runId", "image", "schedule"}, []string{"cronJobName", "namespace"}},
 	}
 	if len(schema.Resources) != len(tests) {
 		t.Errorf("schema has %d resources, want %d", len(schema.Resources), len(tests))

@@ -74,6 +74,19 @@ func DefaultRestore() jobspec.Restore {
 	}
 }
 
+// DefaultPrune is the resolved prune of the required inputs server
+// survival, runId prune-20250601, image ghcr.io/worldbackup/archiver:v0.1.0,
+// backupClaimName world-backups and retention {keepDaily: 7, minKeep: 3},
+// with the contract's defaults.
+func DefaultPrune() jobspec.Prune {
+	return jobspec.Prune{
+		Job:              defaultJob("prune-20250601"),
+		ConfigSecretName: "felis-config",
+		ConfigMountPath:  "/etc/felis",
+		Retention:        jobspec.Retention{KeepDaily: 7, MinKeep: 3},
+	}
+}
+
 // JSONObject returns v's JSON form decoded into a map (numbers as float64).
 func JSONObject(t testing.TB, v any) map[string]any {
 	t.Helper()

@@ -1,0 +1,74 @@
+package jobspec
+
+import (
+	"path"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/worldbackup/worldbackup/provider/naming"
+)
+
+// ComponentPrune is the app.kubernetes.io/component label of prune Jobs.
+const ComponentPrune = naming.KindPrune
+
+// PruneCapabilities are the capabilities the prune Job's root process keeps
+// in baseline mode: DAC_OVERRIDE only, to remove archives that a backup in
+// restricted mode wrote under another UID.
+var PruneCapabilities = []corev1.Capability{"DAC_OVERRIDE"}
+
+// Prune holds the resolved, validated arguments of one prune Job: those of
+// every Job (its world claim and root unused: a prune mounts no world; the
+// backup claim read-write) and the prune's own. The run ID only names the
+// Job: a prune is idempotent by itself.
+type Prune struct {
+	Job
+
+	ConfigSecretName string
+	ConfigMountPath  string // config Secret mount, read-only
+
+	Retention Retention
+	DryRun    bool // --dry-run: report, change nothing
+}
+
+// PruneJobName returns the prune Job's name for server and runID.
+func PruneJobName(server, runID string) string {
+	return naming.JobName(server, naming.KindPrune, runID)
+}
+
+// PruneArgs returns the archiver's command-line arguments for p (after the
+// command ArchiverPath). The database URL is read from the mounted config
+// file, never passed here.
+func PruneArgs(p Prune) []string {
+	args := []string{"prune", "--server", p.Server,
+		"--config", path.Join(p.ConfigMountPath, ConfigFileName),
+		"--archive-root", p.BackupRoot}
+	args = append(args, p.Retention.Args()...)
+	if p.DryRun {
+		args = append(args, "--dry-run")
+	}
+	return append(args, "--log-format", "json")
+}
+
+// BuildPrune returns the prune Job of p: one pod, never restarted in place,
+// running `archiver prune` with the backup claim read-write, the config
+// Secret read-only (0400), a small writable /tmp, no world claim, no
+// service-account token, and the identity of p.Identity.Mode.
+func BuildPrune(p Prune) *batchv1.Job {
+	tmpVolume, tmpMount := TmpVolume()
+	return BuildJob(p.Job, Pod{
+		Component:    ComponentPrune,
+		Args:         PruneArgs(p),
+		Capabilities: PruneCapabilities,
+		Mounts: []corev1.VolumeMount{
+			{Name: BackupVolumeName, MountPath: p.BackupRoot},
+			{Name: ConfigVolumeName, MountPath: p.ConfigMountPath, ReadOnly: true},
+			tmpMount,
+		},
+		Volumes: []corev1.Volume{
+			ClaimVolume(BackupVolumeName, p.BackupClaimName, false),
+			SecretVolume(ConfigVolumeName, p.ConfigSecretName),
+			tmpVolume,
+		},
+	})
+}

@@ -1,0 +1,116 @@
+package provider
+
+import (
+	"fmt"
+
+	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/preflight"
+)
+
+// WorldPruneType is the Pulumi type token of WorldPrune.
+const WorldPruneType = "worldbackup:index:WorldPrune"
+
+// WorldPrune is one prune of a server's archives: a Kubernetes Job that
+// runs `archiver prune` with a retention policy. A new runId replaces the
+// Job (a new prune); `pulumi up` with nothing changed runs none.
+type WorldPrune struct {
+	pulumi.ResourceState
+
+	// JobName is the Job's metadata.name, <server>-prune-<suffix>.
+	JobName pulumi.StringOutput `pulumi:"jobName"`
+	// Namespace is the Job's namespace.
+	Namespace pulumi.StringOutput `pulumi:"namespace"`
+	// RunID is the run ID of the prune.
+	RunID pulumi.StringOutput `pulumi:"runId"`
+	// Status is what the run reported: done (or failed).
+	Status pulumi.StringOutput `pulumi:"status"`
+}
+
+// NewWorldPrune validates args and registers a WorldPrune with its one
+// child, a kubernetes:batch/v1:Job named name+"-job", as NewWorldBackup
+// does.
+func NewWorldPrune(ctx *pulumi.Context, name string, args WorldPruneArgs, opts ...pulumi.ResourceOption) (*WorldPrune, error) {
+	s, err := settleNow(ctx.Context(), ctx.DryRun(), args)
+	if err != nil {
+		return nil, fmt.Errorf("resolving the inputs of WorldPrune %q: %w", name, err)
+	}
+	pl := jobPlan{Secret: s.Secret, Deps: s.Deps, NoArchiveRef: true}
+	if s.Known {
+		r, err := s.Args.resolve()
+		if err != nil {
+			return nil, err
+		}
+		pl.Job, pl.RunID, pl.Timeout = jobspec.BuildPrune(r.Job), r.Job.RunID, r.Timeout
+		pl.Preflight = r.Preflight
+		req := preflight.FromJob(pl.Job, map[string][]string{r.Job.ConfigSecretName: {jobspec.ConfigFileName}})
+		req.SecretHints = map[string]string{
+			r.Job.ConfigSecretName: fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", pl.Job.Namespace, r.Job.ConfigSecretName, jobspec.ConfigFileName),
+		}
+		req.SecurityHint = "set securityMode restricted"
+		if err := checkCluster(ctx, "worldprune", r.Preflight, req); err != nil {
+			return nil, err
+		}
+	} else {
+		pl.Timeout = laterTimeout(args.JobInputs)
+		pl.Later = settleLater(args, func(a WorldPruneArgs) (any, error) {
+			r, err := a.resolve()
+			if err != nil {
+				return nil, err
+			}
+			return jobResult{Job: jobspec.BuildPrune(r.Job), RunID: r.Job.RunID, Preflight: r.Preflight}, nil
+		})
+	}
+	comp := &WorldPrune{}
+	out, err := registerJobComponent(ctx, WorldPruneType, name, comp, pl, opts...)
+	if err != nil {
+		return nil, err
+	}
+	comp.JobName, comp.Namespace, comp.RunID = out.JobName, out.Namespace, out.RunID
+	comp.Status = out.Observed.Status
+	return comp, nil
+}
+
+// Annotate describes WorldPrune and its outputs in the plugin's schema and
+// sets its token to worldbackup:index:WorldPrune.
+func (w *WorldPrune) Annotate(a infer.Annotator) {
+	a.SetToken("index", "WorldPrune")
+	a.Describe(w, "One prune of a server's archives: a Kubernetes Job that runs `archiver prune`, which "+
+		"expires the server's runs by restic's forget rules with a floor (minKeep, the newest run, runs "+
+		"younger than grace): the rows go first, in one transaction under a per-server lock, then their "+
+		"archives, then archive files without a row older than grace. The Job mounts the backup claim "+
+		"read-write and the config Secret read-only; no world claim, no service-account token. A new runId "+
+		"replaces the Job and prunes again; `pulumi up` with nothing changed prunes nothing. To prune after "+
+		"every backup instead, set a WorldBackup's retention.")
+	a.Describe(&w.JobName, "The Job's metadata.name: <server>-prune-<suffix>, the suffix derived from runId.")
+	a.Describe(&w.Namespace, "The namespace of the Job.")
+	a.Describe(&w.RunID, "The run ID of this prune.")
+	a.Describe(&w.Status, "What the run reported: done (its log and termination message count the rows deleted, "+
+		"files removed and bytes freed). "+descObserved)
+}
+
+// Annotate describes WorldPrune's own inputs, and the shared ones whose
+// meaning differs for a prune, in the plugin's schema.
+func (a *WorldPruneArgs) Annotate(an infer.Annotator) {
+	an.Describe(&a.Server, "The game server whose archives are pruned: a DNS-1123 label of at most 46 "+
+		"characters, as in its WorldBackup.")
+	an.Describe(&a.RunID, "The run ID of this prune: 1 to 128 characters from A-Z a-z 0-9 . _ -, starting "+
+		"with a letter or digit. It names the Job; a new runId prunes again.")
+	an.Describe(&a.Retention, "The rules: restic's forget rules (a run kept by any rule is kept) with a floor "+
+		"of minKeep archives, the newest run, and every run younger than grace.")
+	an.Describe(&a.DryRun, "Report what would go and why each run stays (in the Job's log), change nothing. Default: false.")
+	an.Describe(&a.BackupClaimName, "The PersistentVolumeClaim that holds the archives, mounted read-write at backupRoot. "+
+		"Required: a prune takes no store input (archives in S3 are pruned by a WorldBackup's retention).")
+	an.Describe(&a.BackupRoot, "Where the backup claim is mounted: the archive root, as in the WorldBackup "+
+		"(the catalog's archive paths must be under it). Default: /backups.")
+	an.Describe(&a.WorldRoot, "Not used: a prune mounts no world (refused when set).")
+	an.Describe(&a.WorldClaimName, "Not used: a prune mounts no world (refused when set).")
+	an.Describe(&a.ConfigSecretName, "The Secret holding felis.toml (the catalog's database URL), mounted "+
+		"read-only (mode 0400) at configMountPath. Default: felis-config.")
+	an.Describe(&a.ConfigMountPath, "Where the config Secret is mounted. Default: /etc/felis.")
+	an.Describe(&a.SecurityMode, "baseline or restricted, as in WorldBackup. baseline (default): root with "+
+		"DAC_OVERRIDE only, so it removes archives whatever UID wrote them. restricted: runAsUser/runAsGroup "+
+		"(default 1000/1000), no capabilities; it can remove only archives a restricted-mode backup wrote.")
+}

@@ -1,0 +1,89 @@
+package provider
+
+import (
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/naming"
+)
+
+// WorldPruneArgs are the inputs of a WorldPrune: those of every Job
+// (JobInputs; worldRoot and worldClaimName are refused, a prune mounts no
+// world) and the prune's own: where the config Secret is, the retention
+// rules (required) and dryRun.
+type WorldPruneArgs struct {
+	JobInputs
+	ConfigSecretName pulumi.StringInput `pulumi:"configSecretName,optional"`
+	ConfigMountPath  pulumi.StringInput `pulumi:"configMountPath,optional"`
+	Retention        *RetentionArgs     `pulumi:"retention"`
+	DryRun           bool               `pulumi:"dryRun,optional"`
+}
+
+// Validate reports every missing or invalid input of a (after defaults) in
+// one *InputError; nil when a is valid.
+func (a WorldPruneArgs) Validate() error {
+	_, err := a.Job()
+	return err
+}
+
+// Job returns the prune Job builder's arguments of a, validated.
+func (a WorldPruneArgs) Job() (jobspec.Prune, error) {
+	a, err := settleSync("worldprune", a)
+	if err != nil {
+		return jobspec.Prune{}, err
+	}
+	r, err := a.resolve()
+	return r.Job, err
+}
+
+// resolvedPrune is a validated WorldPrune.
+type resolvedPrune struct {
+	Job       jobspec.Prune
+	Timeout   time.Duration
+	Preflight preflightSettings
+}
+
+// resolve applies the defaults, validates and returns the Job builder's
+// arguments and the Pulumi timeout.
+func (a WorldPruneArgs) resolve() (resolvedPrune, error) {
+	p := &problems{component: "worldprune"}
+	for _, in := range []struct{ input, v string }{{"worldRoot", str(a.WorldRoot)}, {"worldClaimName", str(a.WorldClaimName)}} {
+		if in.v != "" {
+			p.addf(in.input, "is set, but a prune mounts no world: remove it")
+		}
+	}
+	w := a.JobInputs.worldPaths()
+	configSecret, configMount := str(a.ConfigSecretName), str(a.ConfigMountPath)
+	setDefault(&configSecret, DefaultConfigSecretName)
+	setDefault(&configMount, DefaultConfigMountPath)
+
+	p.server("server", a.Server, naming.KindPrune)
+	p.runID("runId", str(a.RunID))
+	// A prune has no store input: `archiver prune` reads an S3 store from
+	// felis.toml only, and its Job passes --archive-root.
+	j, _ := p.common(a.JobInputs, nil, storeForBackup, w, jobRules{run: "prune", baselineCaps: "DAC_OVERRIDE", fsGroupNeed: fsGroupForSecret})
+	p.dnsSubdomain("configSecretName", configSecret)
+	p.mountPaths(mount{"backupRoot", w.BackupRoot}, mount{"configMountPath", configMount})
+	if a.Retention == nil {
+		p.addf("retention", "is required: set the rules, e.g. {keepDaily: 7, keepWeekly: 4, minKeep: 3}")
+	}
+	retention := a.Retention.resolve(p)
+	if err := p.err(); err != nil {
+		return resolvedPrune{}, err
+	}
+	job := a.job(j, w)
+	job.WorldClaimName, job.WorldRoot = "", "" // no world
+	return resolvedPrune{
+		Job: jobspec.Prune{
+			Job:              job,
+			ConfigSecretName: configSecret,
+			ConfigMountPath:  configMount,
+			Retention:        *retention,
+			DryRun:           a.DryRun,
+		},
+		Timeout:   j.Timeout,
+		Preflight: j.Preflight,
+	}, nil
+}
