@@ -174,7 +174,7 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 
 	cfg, err := config.Load(f.configPath)
 	if err == nil {
-		cfg, err = f.storeOverrides(fs, cfg)
+		cfg, err = storeOverrides(fs, f.store, &f.s3, cfg)
 	}
 	if err != nil {
 		return backup.Params{}, "", config.Config{}, err

@@ -20,7 +20,8 @@ import (
 
 const pruneHelp = `Usage: archiver prune --server S --min-keep K [--keep-last N] [--keep-hourly H]
          [--keep-daily D] [--keep-weekly W] [--keep-monthly M] [--keep-yearly Y]
-         [--keep-within DURATION] [--grace DURATION] [--dry-run] [--json] [flags]
+         [--keep-within DURATION] [--grace DURATION] [--dry-run] [--json]
+         [--archive-root DIR | --store s3://bucket/prefix [--s3-* flags]] [flags]
 
 Expires a server's old archives with restic's "forget" rules: a run kept by
 any rule is kept (the buckets go by the row's finished_at, in UTC). Whatever
@@ -30,6 +31,9 @@ stay. The rows go first, in one transaction under a per-server lock, then
 their archives; archive files without a row that are older than --grace
 (left by a crash between the two, or a failed run) are removed too.
 --dry-run prints what would go and why each run stays, and changes nothing.
+The archives are in the folder --archive-root, or in the S3 store --store
+(settings: the --s3-* flags over [archive], as for backup), else in the
+store of [archive].
 `
 
 // pruneSummary is the termination message of a prune.
@@ -105,7 +109,8 @@ func (r *retentionFlags) options(fs *flag.FlagSet, server string) (prune.Options
 func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	format := logFormat("auto")
 	var rf retentionFlags
-	var server, archiveRoot, tlogPath string
+	var server, archiveRoot, storeURL, tlogPath string
+	var s3 s3Flags
 	var asJSON, dryRun bool
 	fs := newFlagSet("prune", pruneHelp, stderr)
 	configPath := fs.String("config", config.DefaultPath, "felis.toml")
@@ -113,7 +118,9 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	rf.add(fs)
 	fs.BoolVar(&dryRun, "dry-run", false, "decide and print, change nothing")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	fs.StringVar(&archiveRoot, "archive-root", "", "archive root folder; overrides [archive] local_path")
+	fs.StringVar(&archiveRoot, "archive-root", "", "archive root folder; overrides [archive] store and local_path")
+	fs.StringVar(&storeURL, "store", "", "s3://bucket/prefix: prune this S3 store (settings: the --s3-* flags over [archive]); overrides [archive] store and local_path")
+	s3.add(fs)
 	fs.StringVar(&tlogPath, "termination-log", defaultTerminationLog, "file for the one-line JSON summary")
 	fs.Var(&format, "log-format", "json, text or auto (json when stderr is not a terminal)")
 	if code := parseFlags(fs, args, stdout); code >= 0 {
@@ -135,7 +142,7 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var cfg config.Config
 	var spec storeSpec
 	if err == nil {
-		cfg, spec, err = loadArchiveConfig(*configPath, archiveRoot)
+		cfg, spec, err = loadArchiveConfig(fs, *configPath, archiveRoot, storeURL, &s3)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "archiver prune: %s\n", err)
@@ -166,11 +173,15 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return exitOK
 }
 
-// loadArchiveConfig loads felis.toml and returns it with the archive store
-// (the folder archiveRoot when given, else [archive] store or local_path);
-// its errors are usage errors.
-func loadArchiveConfig(configPath, archiveRoot string) (config.Config, storeSpec, error) {
+// loadArchiveConfig loads felis.toml and returns it with the archive store:
+// the folder archiveRoot when given, else the S3 store storeURL (--store)
+// with the --s3-* flags s3 over [archive], else [archive] store or
+// local_path. Its errors are usage errors.
+func loadArchiveConfig(fs *flag.FlagSet, configPath, archiveRoot, storeURL string, s3 *s3Flags) (config.Config, storeSpec, error) {
 	cfg, err := config.Load(configPath)
+	if err == nil {
+		cfg, err = storeOverrides(fs, storeURL, s3, cfg)
+	}
 	if err != nil {
 		return config.Config{}, storeSpec{}, err
 	}

@@ -66,20 +66,21 @@ func readKeyFile(path, what string) (string, error) {
 	return v, nil
 }
 
-// storeOverrides applies --store and the --s3-* flags to cfg's [archive].
-func (f *backupFlags) storeOverrides(fs *flag.FlagSet, cfg config.Config) (config.Config, error) {
+// storeOverrides applies --store (its value storeURL) and the --s3-* flags
+// s3 to cfg's [archive]: the flags of backup and prune.
+func storeOverrides(fs *flag.FlagSet, storeURL string, s3 *s3Flags, cfg config.Config) (config.Config, error) {
 	switch {
 	case flagSet(fs, "store") && flagSet(fs, "archive-root"):
 		return cfg, errors.New("give one of --store (an S3 store) and --archive-root (a folder)")
 	case flagSet(fs, "store"):
-		if _, _, err := store.ParseS3URL(f.store); err != nil {
+		if _, _, err := store.ParseS3URL(storeURL); err != nil {
 			return cfg, fmt.Errorf("--store: %w", err)
 		}
-		cfg.Archive.Store, cfg.Archive.LocalPath = f.store, ""
-	case f.s3.given(fs) && (!cfg.Archive.S3.Enabled() || flagSet(fs, "archive-root")):
+		cfg.Archive.Store, cfg.Archive.LocalPath = storeURL, ""
+	case s3.given(fs) && (!cfg.Archive.S3.Enabled() || flagSet(fs, "archive-root")):
 		return cfg, errors.New("the --s3-* flags go with an S3 store: --store or [archive] store")
 	}
-	cfg.Archive.S3 = f.s3.over(fs, cfg.Archive.S3)
+	cfg.Archive.S3 = s3.over(fs, cfg.Archive.S3)
 	return cfg, nil
 }
 
@@ -162,8 +163,9 @@ func (s storeSpec) limitMemory() {
 	debug.SetMemoryLimit(2*part + s3HeapBase)
 }
 
-// s3Flags are the S3 settings of verify and restore, which may run
-// without felis.toml (restore never reads it: it has no database).
+// s3Flags are the S3 settings of the commands: over [archive] for backup
+// and prune, alone for verify and restore, which may run without
+// felis.toml (restore never reads it: it has no database).
 type s3Flags struct {
 	endpoint, region             string
 	accessKeyFile, secretKeyFile string

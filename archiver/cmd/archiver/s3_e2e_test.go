@@ -491,3 +491,84 @@ func TestS3BackupFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestS3PruneFlags: prune --store and the --s3-* flags prune the S3 store
+// over a felis.toml that names a folder (how the WorldPrune Job passes the
+// store): the expired runs' rows and objects go, the policy's stay, and
+// the folder store is not touched; wrong combinations are usage errors.
+func TestS3PruneFlags(t *testing.T) {
+	e := newS3Env(t)
+	generateWorld(t, e.world)
+	writeConfig(t, e.config, fmt.Sprintf("[database]\nurl = %q\n[archive]\nlocal_path = %q\n", e.url, e.root))
+	storeArgs := append([]string{"--store", "s3://" + e.bucket + "/" + s3Prefix}, e.s3Flags()...)
+	ids := []string{"p1", "p2", "p3", "p4"}
+	for _, id := range ids {
+		if res := archiver(t, append(e.args(id), storeArgs...)...); res.code != 0 {
+			t.Fatalf("backup %s exited %d:\n%s", id, res.code, res.stderr)
+		}
+	}
+	// A folder archive of the same server that the S3 prune must not see.
+	if res := archiver(t, e.backupArgs("folder")...); res.code != 0 {
+		t.Fatalf("folder backup exited %d:\n%s", res.code, res.stderr)
+	}
+	conn, err := pgx.Connect(t.Context(), e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for i, id := range ids {
+		if _, err := conn.Exec(t.Context(), `UPDATE world_backups SET started_at = started_at - $2::interval,
+			finished_at = finished_at - $2::interval WHERE run_id = $1`, id, fmt.Sprintf("%d hours", 48+24*(len(ids)-i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prune := func(extra ...string) result {
+		return archiver(t, append([]string{"prune", "--server", "survival", "--config", e.config, "--keep-last", "2",
+			"--min-keep", "1", "--grace", "1h", "--termination-log", e.tlog, "--log-format", "json"}, extra...)...)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"store and archive root", append([]string{"--archive-root", e.root}, storeArgs...), "give one of --store"},
+		{"s3 flags without a store", e.s3Flags(), "go with an S3 store"},
+		{"bad store", []string{"--store", "s3://Bad_Bucket"}, "not a valid bucket name"},
+		{"no key files", []string{"--store", "s3://" + e.bucket}, "needs its credentials files"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := prune(tc.args...)
+			if res.code != 2 || !strings.Contains(res.stderr, tc.want) {
+				t.Fatalf("prune exited %d, want 2 saying %q:\n%s", res.code, tc.want, res.stderr)
+			}
+		})
+	}
+	if n := len(rows(t, e.url)); n != 5 {
+		t.Fatalf("%d rows after the refused prunes, want 5", n)
+	}
+
+	res := prune(storeArgs...)
+	if res.code != 0 {
+		t.Fatalf("prune exited %d:\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	var got []string
+	for _, r := range rows(t, e.url) {
+		got = append(got, r.RunID)
+	}
+	// keep-last 2 of the server's runs: the folder run (newest) and p4.
+	if fmt.Sprint(got) != "[p4 folder]" {
+		t.Fatalf("rows after prune: %v, want [p4 folder]", got)
+	}
+	for id, want := range map[string]bool{"p1": false, "p2": false, "p3": false, "p4": true} {
+		if got := e.object(t, id) != nil; got != want {
+			t.Errorf("object of %s exists = %v, want %v", id, got, want)
+		}
+	}
+	if got := files(t, filepath.Join(e.root, "survival")); !slices.Equal(got, []string{"folder.tar.zst"}) {
+		t.Errorf("folder store after the S3 prune: %v, want [folder.tar.zst]", got)
+	}
+	if s := summary(t, e.tlog); s["status"] != "done" || s["rows_deleted"] != 3.0 || s["files_removed"] != 3.0 {
+		t.Errorf("termination message %v: want done, 3 rows, 3 objects", s)
+	}
+}
