@@ -19,13 +19,18 @@ var PruneCapabilities = []corev1.Capability{"DAC_OVERRIDE"}
 
 // Prune holds the resolved, validated arguments of one prune Job: those of
 // every Job (its world claim and root unused: a prune mounts no world; the
-// backup claim read-write) and the prune's own. The run ID only names the
-// Job: a prune is idempotent by itself.
+// backup claim read-write, or the S3 store) and the prune's own. The run ID
+// only names the Job: a prune is idempotent by itself.
 type Prune struct {
 	Job
 
 	ConfigSecretName string
 	ConfigMountPath  string // config Secret mount, read-only
+
+	// Store is the S3 store whose archives expire; nil: the folder store on
+	// the backup claim. With a store, BackupClaimName and BackupRoot are
+	// unused: the Job mounts no backup claim.
+	Store *S3Store
 
 	Retention Retention
 	DryRun    bool // --dry-run: report, change nothing
@@ -41,8 +46,14 @@ func PruneJobName(server, runID string) string {
 // file, never passed here.
 func PruneArgs(p Prune) []string {
 	args := []string{"prune", "--server", p.Server,
-		"--config", path.Join(p.ConfigMountPath, ConfigFileName),
-		"--archive-root", p.BackupRoot}
+		"--config", path.Join(p.ConfigMountPath, ConfigFileName)}
+	if p.Store != nil {
+		// The credentials are read from the mounted Secret, never passed here.
+		args = append(args, "--store", p.Store.URL)
+		args = append(args, p.Store.Args()...)
+	} else {
+		args = append(args, "--archive-root", p.BackupRoot)
+	}
 	args = append(args, p.Retention.Args()...)
 	if p.DryRun {
 		args = append(args, "--dry-run")
@@ -51,24 +62,30 @@ func PruneArgs(p Prune) []string {
 }
 
 // BuildPrune returns the prune Job of p: one pod, never restarted in place,
-// running `archiver prune` with the backup claim read-write, the config
-// Secret read-only (0400), a small writable /tmp, no world claim, no
-// service-account token, and the identity of p.Identity.Mode.
+// running `archiver prune` with the backup claim read-write (with an S3
+// store: the credentials Secret's two keys read-only, 0400, and no backup
+// claim), the config Secret read-only (0400), a small writable /tmp, no
+// world claim, no service-account token, and the identity of
+// p.Identity.Mode.
 func BuildPrune(p Prune) *batchv1.Job {
 	tmpVolume, tmpMount := TmpVolume()
+	var mounts []corev1.VolumeMount
+	var volumes []corev1.Volume
+	if p.Store == nil {
+		mounts = append(mounts, corev1.VolumeMount{Name: BackupVolumeName, MountPath: p.BackupRoot})
+		volumes = append(volumes, ClaimVolume(BackupVolumeName, p.BackupClaimName, false))
+	}
+	mounts = append(mounts, corev1.VolumeMount{Name: ConfigVolumeName, MountPath: p.ConfigMountPath, ReadOnly: true}, tmpMount)
+	volumes = append(volumes, SecretVolume(ConfigVolumeName, p.ConfigSecretName), tmpVolume)
+	if p.Store != nil {
+		v, m := p.Store.Volume()
+		mounts, volumes = append(mounts, m), append(volumes, v)
+	}
 	return BuildJob(p.Job, Pod{
 		Component:    ComponentPrune,
 		Args:         PruneArgs(p),
 		Capabilities: PruneCapabilities,
-		Mounts: []corev1.VolumeMount{
-			{Name: BackupVolumeName, MountPath: p.BackupRoot},
-			{Name: ConfigVolumeName, MountPath: p.ConfigMountPath, ReadOnly: true},
-			tmpMount,
-		},
-		Volumes: []corev1.Volume{
-			ClaimVolume(BackupVolumeName, p.BackupClaimName, false),
-			SecretVolume(ConfigVolumeName, p.ConfigSecretName),
-			tmpVolume,
-		},
+		Mounts:       mounts,
+		Volumes:      volumes,
 	})
 }

@@ -121,6 +121,25 @@ func TestBuildRestoreS3Store(t *testing.T) {
 	eq(t, "token", *job.Spec.Template.Spec.AutomountServiceAccountToken, false)
 }
 
+// TestBuildPruneS3Store checks the prune Job of an S3 store: --store and
+// the --s3-* settings as arguments, the credentials from the mounted
+// Secret, the config Secret (the catalog), and no backup claim.
+func TestBuildPruneS3Store(t *testing.T) {
+	p := jobtest.DefaultPrune()
+	p.Store = s3Store()
+	job := jobspec.BuildPrune(p)
+	eq(t, "args", container(t, job).Args, []string{"prune", "--server", "survival", "--config", "/etc/felis/felis.toml",
+		"--store", "s3://felis-backups/worlds",
+		"--s3-endpoint", "http://minio.storage:9000", "--s3-region", "eu-central-1", "--s3-path-style",
+		"--s3-access-key-file", "/etc/felis-s3/access-key", "--s3-secret-key-file", "/etc/felis-s3/secret-key",
+		"--keep-daily", "7", "--min-keep", "3", "--log-format", "json"})
+	volumes, mounts := volumeNames(t, job)
+	eq(t, "volumes", volumes, []string{"config", "tmp", "s3-credentials"})
+	eq(t, "mounts", mounts, []string{"config", "tmp", "s3-credentials"})
+	checkCredentialsMount(t, job)
+	eq(t, "token", *job.Spec.Template.Spec.AutomountServiceAccountToken, false)
+}
+
 // TestS3StorePodSecurity evaluates the pods of an S3 store against the Pod
 // Security Standards: the Secret volume changes nothing.
 func TestS3StorePodSecurity(t *testing.T) {
@@ -129,6 +148,7 @@ func TestS3StorePodSecurity(t *testing.T) {
 		r.ArchiveRef, r.Store = "s3://felis-backups/worlds/survival/20250601-0300.tar.zst", s3Store()
 		return r
 	}
+	pruneWithStore := func(p jobspec.Prune) jobspec.Prune { p.Store = s3Store(); return p }
 	tests := []struct {
 		name    string
 		pod     corev1.PodTemplateSpec
@@ -143,6 +163,9 @@ func TestS3StorePodSecurity(t *testing.T) {
 		{"restore baseline passes baseline", jobspec.BuildRestore(restoreWithStore(jobtest.DefaultRestore())).Spec.Template, api.LevelBaseline, true},
 		{"restore baseline fails restricted", jobspec.BuildRestore(restoreWithStore(jobtest.DefaultRestore())).Spec.Template, api.LevelRestricted, false},
 		{"restore restricted passes restricted", jobspec.BuildRestore(restoreWithStore(restrictedRestore())).Spec.Template, api.LevelRestricted, true},
+		{"prune baseline passes baseline", jobspec.BuildPrune(pruneWithStore(jobtest.DefaultPrune())).Spec.Template, api.LevelBaseline, true},
+		{"prune baseline fails restricted", jobspec.BuildPrune(pruneWithStore(jobtest.DefaultPrune())).Spec.Template, api.LevelRestricted, false},
+		{"prune restricted passes restricted", jobspec.BuildPrune(pruneWithStore(restrictedPrune())).Spec.Template, api.LevelRestricted, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
