@@ -34,6 +34,13 @@ func s3Restore() WorldRestoreArgs {
 	return a
 }
 
+// s3Prune is validPrune pruning validStore, without a backup claim.
+func s3Prune() WorldPruneArgs {
+	a := validPrune()
+	a.BackupClaimName, a.Store = nil, validStore()
+	return a
+}
+
 // wantS3Store is validStore resolved.
 func wantS3Store() *jobspec.S3Store {
 	return &jobspec.S3Store{URL: "s3://felis-backups/worlds", Endpoint: "http://minio.storage:9000", PathStyle: true,
@@ -108,6 +115,25 @@ func TestWorldRestoreS3Store(t *testing.T) {
 	a.ArchiveRef = pulumi.String("s3://other-bucket/survival/x.tar.zst")
 	if err := a.Validate(); err != nil {
 		t.Fatalf("Validate() without store.url = %v", err)
+	}
+}
+
+// TestWorldPruneS3Store checks the prune of an S3 store: the store's
+// settings and credentials, the config Secret, no backup claim.
+func TestWorldPruneS3Store(t *testing.T) {
+	m, err := runMocked(t, func(ctx *pulumi.Context) error {
+		_, err := NewWorldPrune(ctx, "weekly", s3Prune())
+		return err
+	})
+	if err != nil {
+		t.Fatalf("NewWorldPrune: %v", err)
+	}
+	want := jobtest.DefaultPrune()
+	want.BackupClaimName, want.Store = "", wantS3Store()
+	job := jobspec.BuildPrune(want)
+	checkOneJob(t, m, WorldPruneType, "weekly", "35m0s", job)
+	if slices.Contains(job.Spec.Template.Spec.Containers[0].Args, "--archive-root") {
+		t.Fatal("an S3 prune passes --archive-root")
 	}
 }
 
@@ -199,6 +225,31 @@ func TestStoreInvalidInputs(t *testing.T) {
 			checkRestoreInputError(t, a, tt.wantInputs, []string{tt.wantText})
 		})
 	}
+
+	prune := []struct {
+		name       string
+		modify     func(a *WorldPruneArgs)
+		wantInputs []string
+		wantText   string
+	}{
+		{"no url", func(a *WorldPruneArgs) { a.Store.URL = nil }, []string{"store.url"}, "store.url is required: set it to the bucket and prefix"},
+		{"bad bucket", func(a *WorldPruneArgs) { a.Store.URL = pulumi.String("s3://Felis_Backups/worlds") }, []string{"store.url"}, `bucket "Felis_Backups" is not a valid bucket name`},
+		{"no secret name", func(a *WorldPruneArgs) { a.Store.CredentialsSecretName = nil }, []string{"store.credentialsSecretName"}, "is required"},
+		{"backup claim too", func(a *WorldPruneArgs) { a.BackupClaimName = pulumi.String("world-backups") }, []string{"backupClaimName"}, "is set together with store"},
+		{"backup root too", func(a *WorldPruneArgs) { a.BackupRoot = pulumi.String("/backups") }, []string{"backupRoot"}, `"/backups" is set together with store`},
+		{"config over the credentials", func(a *WorldPruneArgs) { a.ConfigMountPath = pulumi.String("/etc/felis-s3") }, []string{"configMountPath"},
+			`"/etc/felis-s3" overlaps the S3 credentials folder`},
+	}
+	for _, tt := range prune {
+		t.Run("prune "+tt.name, func(t *testing.T) {
+			a := s3Prune()
+			tt.modify(&a)
+			checkComponentInputError(t, a.Validate, func(ctx *pulumi.Context) error {
+				_, err := NewWorldPrune(ctx, "weekly", a)
+				return err
+			}, tt.wantInputs, []string{tt.wantText})
+		})
+	}
 }
 
 // TestStorePreflight checks that the preflight asks for the credentials
@@ -224,6 +275,14 @@ func TestStorePreflight(t *testing.T) {
 				return err
 			}
 		}},
+		{"prune", func(kc string) pulumi.RunFunc {
+			return func(ctx *pulumi.Context) error {
+				a := s3Prune()
+				a.Kubeconfig = kc
+				_, err := NewWorldPrune(ctx, "weekly", a)
+				return err
+			}
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			kc, _ := emptyCluster(t)
@@ -243,12 +302,13 @@ func TestStorePreflight(t *testing.T) {
 	}
 }
 
-// TestStoreSchema checks the store input in both components' schemas: the
+// TestStoreSchema checks the store input in the components' schemas: the
 // backup claim is no longer required.
 func TestStoreSchema(t *testing.T) {
 	for _, res := range []componentSchema{
 		schemaOf(t, infer.ComponentF(NewWorldBackup), WorldBackupType),
 		schemaOf(t, infer.ComponentF(NewWorldRestore), WorldRestoreType),
+		schemaOf(t, infer.ComponentF(NewWorldPrune), WorldPruneType),
 	} {
 		if res.InputProperties["store"].Description == "" {
 			t.Error("input store is missing or undocumented")
@@ -257,13 +317,9 @@ func TestStoreSchema(t *testing.T) {
 			t.Error("backupClaimName is required in the schema: an S3 store needs none")
 		}
 	}
-	// The schedule's backup takes it too; a prune, whose Job mounts the
-	// backup claim, does not.
+	// The schedule's backup takes it too.
 	if res := schemaOf(t, infer.ComponentF(NewWorldBackupSchedule), WorldBackupScheduleType); res.InputProperties["store"].Description == "" {
 		t.Error("WorldBackupSchedule: input store is missing or undocumented")
-	}
-	if _, ok := schemaOf(t, infer.ComponentF(NewWorldPrune), WorldPruneType).InputProperties["store"]; ok {
-		t.Error("WorldPrune has a store input, which its Job cannot use")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/preflight"
@@ -45,12 +46,7 @@ func NewWorldPrune(ctx *pulumi.Context, name string, args WorldPruneArgs, opts .
 		}
 		pl.Job, pl.RunID, pl.Timeout = jobspec.BuildPrune(r.Job), r.Job.RunID, r.Timeout
 		pl.Preflight = r.Preflight
-		req := preflight.FromJob(pl.Job, map[string][]string{r.Job.ConfigSecretName: {jobspec.ConfigFileName}})
-		req.SecretHints = map[string]string{
-			r.Job.ConfigSecretName: fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", pl.Job.Namespace, r.Job.ConfigSecretName, jobspec.ConfigFileName),
-		}
-		req.SecurityHint = "set securityMode restricted"
-		if err := checkCluster(ctx, "worldprune", r.Preflight, req); err != nil {
+		if err := checkCluster(ctx, "worldprune", r.Preflight, pruneRequirements(pl.Job, r.Job)); err != nil {
 			return nil, err
 		}
 	} else {
@@ -73,6 +69,25 @@ func NewWorldPrune(ctx *pulumi.Context, name string, args WorldPruneArgs, opts .
 	return comp, nil
 }
 
+// pruneRequirements are what the preflight looks up for the prune Job job
+// of p: its claim, service account, config Secret and S3 credentials
+// Secret.
+func pruneRequirements(job *batchv1.Job, p jobspec.Prune) preflight.Requirements {
+	secrets := map[string][]string{p.ConfigSecretName: {jobspec.ConfigFileName}}
+	if st := p.Store; st != nil {
+		secrets[st.SecretName] = append(secrets[st.SecretName], st.AccessKeyKey, st.SecretKeyKey)
+	}
+	req := preflight.FromJob(job, secrets)
+	req.SecretHints = map[string]string{
+		p.ConfigSecretName: fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", job.Namespace, p.ConfigSecretName, jobspec.ConfigFileName),
+	}
+	if st := p.Store; st != nil {
+		req.SecretHints[st.SecretName] = s3SecretHint(job.Namespace, st)
+	}
+	req.SecurityHint = "set securityMode restricted"
+	return req
+}
+
 // Annotate describes WorldPrune and its outputs in the plugin's schema and
 // sets its token to worldbackup:index:WorldPrune.
 func (w *WorldPrune) Annotate(a infer.Annotator) {
@@ -81,7 +96,7 @@ func (w *WorldPrune) Annotate(a infer.Annotator) {
 		"expires the server's runs by restic's forget rules with a floor (minKeep, the newest run, runs "+
 		"younger than grace): the rows go first, in one transaction under a per-server lock, then their "+
 		"archives, then archive files without a row older than grace. The Job mounts the backup claim "+
-		"read-write and the config Secret read-only; no world claim, no service-account token. A new runId "+
+		"read-write (or, with store, the S3 credentials Secret read-only) and the config Secret read-only; no world claim, no service-account token. A new runId "+
 		"replaces the Job and prunes again; `pulumi up` with nothing changed prunes nothing. To prune after "+
 		"every backup instead, set a WorldBackup's retention.")
 	a.Describe(&w.JobName, "The Job's metadata.name: <server>-prune-<suffix>, the suffix derived from runId.")
@@ -102,7 +117,10 @@ func (a *WorldPruneArgs) Annotate(an infer.Annotator) {
 		"of minKeep archives, the newest run, and every run younger than grace.")
 	an.Describe(&a.DryRun, "Report what would go and why each run stays (in the Job's log), change nothing. Default: false.")
 	an.Describe(&a.BackupClaimName, "The PersistentVolumeClaim that holds the archives, mounted read-write at backupRoot. "+
-		"Required: a prune takes no store input (archives in S3 are pruned by a WorldBackup's retention).")
+		"Required unless store is set (then refused).")
+	an.Describe(&a.Store, "Prune the archives of an S3-compatible object store instead of the backup claim, as in the "+
+		"WorldBackup that wrote them: the Job passes --store and the --s3-* settings, mounts the credentials Secret "+
+		"read-only and mounts no backup claim. Default: none, the folder store on backupClaimName.")
 	an.Describe(&a.BackupRoot, "Where the backup claim is mounted: the archive root, as in the WorldBackup "+
 		"(the catalog's archive paths must be under it). Default: /backups.")
 	an.Describe(&a.WorldRoot, "Not used: a prune mounts no world (refused when set).")

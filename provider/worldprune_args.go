@@ -12,13 +12,16 @@ import (
 // WorldPruneArgs are the inputs of a WorldPrune: those of every Job
 // (JobInputs; worldRoot and worldClaimName are refused, a prune mounts no
 // world) and the prune's own: where the config Secret is, the retention
-// rules (required) and dryRun.
+// rules (required), dryRun and the S3 store (as in WorldBackup).
 type WorldPruneArgs struct {
 	JobInputs
 	ConfigSecretName pulumi.StringInput `pulumi:"configSecretName,optional"`
 	ConfigMountPath  pulumi.StringInput `pulumi:"configMountPath,optional"`
 	Retention        *RetentionArgs     `pulumi:"retention"`
 	DryRun           bool               `pulumi:"dryRun,optional"`
+	// Store is the S3 store in place of the backup claim, as in
+	// WorldBackupArgs: whether it is set is plain, its settings inputs.
+	Store *StoreArgs `pulumi:"store,optional"`
 }
 
 // Validate reports every missing or invalid input of a (after defaults) in
@@ -61,11 +64,9 @@ func (a WorldPruneArgs) resolve() (resolvedPrune, error) {
 
 	p.server("server", a.Server, naming.KindPrune)
 	p.runID("runId", str(a.RunID))
-	// A prune has no store input: `archiver prune` reads an S3 store from
-	// felis.toml only, and its Job passes --archive-root.
-	j, _ := p.common(a.JobInputs, nil, storeForBackup, w, jobRules{run: "prune", baselineCaps: "DAC_OVERRIDE", fsGroupNeed: fsGroupForSecret})
+	j, store := p.common(a.JobInputs, a.Store, storeForBackup, w, jobRules{run: "prune", baselineCaps: "DAC_OVERRIDE", fsGroupNeed: fsGroupForSecret})
 	p.dnsSubdomain("configSecretName", configSecret)
-	p.mountPaths(mount{"backupRoot", w.BackupRoot}, mount{"configMountPath", configMount})
+	p.mountPaths(storeMounts(store, w.BackupRoot, mount{"configMountPath", configMount})...)
 	if a.Retention == nil {
 		p.addf("retention", "is required: set the rules, e.g. {keepDaily: 7, keepWeekly: 4, minKeep: 3}")
 	}
@@ -80,6 +81,7 @@ func (a WorldPruneArgs) resolve() (resolvedPrune, error) {
 			Job:              job,
 			ConfigSecretName: configSecret,
 			ConfigMountPath:  configMount,
+			Store:            store,
 			Retention:        *retention,
 			DryRun:           a.DryRun,
 		},
