@@ -339,9 +339,6 @@ func (c Config) Validate() error {
 		if s.Prune != nil && s.Prune.RunID == "" {
 			add("servers[%d].prune.runId is required: it names the prune's Job, and a new one prunes again, e.g. `pulumi config set --path 'worldbackup:servers[%d].prune.runId' p1`", i, i)
 		}
-		if s.Prune != nil && c.storeOf(s) != nil {
-			add("servers[%d].prune is set, but %s archives into an S3 store, which a WorldPrune cannot prune (it mounts the backup claim): remove prune and give the server a retention (`pulumi config set --path 'worldbackup:servers[%d].retention.keepDaily' 7`), which prunes the store after each backup", i, s.Name, i)
-		}
 	}
 	clusters := map[string]bool{}
 	for i, cl := range c.Clusters {

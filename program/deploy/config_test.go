@@ -307,12 +307,22 @@ func TestStore(t *testing.T) {
 			t.Fatalf("restore: store %+v, claim %v; want the claim", r.Store, r.BackupClaimName)
 		}
 	})
-	t.Run("a prune of a server with a store", func(t *testing.T) {
+	t.Run("a prune of a server with a store prunes the store", func(t *testing.T) {
 		m := maps.Clone(m)
-		m["worldbackup:servers"] = `[{"name":"lobby","prune":{"runId":"p1","keepLast":2,"minKeep":1}}]`
-		_, err := ParseConfig(getter(m), nil)
-		if err == nil || !strings.Contains(err.Error(), "servers[0].prune is set, but lobby archives into an S3 store, which a WorldPrune cannot prune") {
-			t.Fatalf("err = %v", err)
+		m["worldbackup:servers"] = `[{"name":"lobby","prune":{"runId":"p1","keepLast":2,"minKeep":1}},` +
+			`{"name":"survival","store":{"url":"s3://other/worlds","credentialsSecretName":"other-s3"},"prune":{"runId":"p1","keepLast":2,"minKeep":1}}]`
+		c, err := ParseConfig(getter(m), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []struct{ url, secret string }{{"s3://felis-backups/worlds", "felis-s3"}, {"s3://other/worlds", "other-s3"}} {
+			a := pruneArgs(c, c.Clusters[0], c.Servers[i])
+			if a.Store == nil || promptString(a.Store.URL) != want.url || promptString(a.Store.CredentialsSecretName) != want.secret || a.BackupClaimName != nil {
+				t.Fatalf("prune of %s: store %+v, claim %v; want the backup's store %s and no claim", c.Servers[i].Name, a.Store, a.BackupClaimName, want.url)
+			}
+			if err := a.Validate(); err != nil {
+				t.Fatalf("prune of %s: %v", c.Servers[i].Name, err)
+			}
 		}
 	})
 }
@@ -329,7 +339,7 @@ func TestPruneIsDeclared(t *testing.T) {
 	a := pruneArgs(c, c.Clusters[0], c.Servers[0])
 	if promptString(a.RunID) != RunID(DefaultCluster, "lobby", "p1") || a.Retention.KeepLast != pulumi.Int(2) ||
 		promptString(a.Retention.Grace) != "1m" || !a.DryRun || *a.SecurityMode != provider.SecurityModeRestricted ||
-		promptString(a.BackupClaimName) != "backups" || a.WorldClaimName != nil {
+		promptString(a.BackupClaimName) != "backups" || a.WorldClaimName != nil || a.Store != nil {
 		t.Fatalf("prune args %+v", a)
 	}
 	if err := a.Validate(); err != nil {

@@ -286,16 +286,21 @@ func stringArray(a []string) pulumi.StringArrayInput {
 }
 
 // pruneArgs are the inputs of server s's WorldPrune in cluster cl: the
-// backup's claim, image, identity and placement (no world), the prune's own
-// rules.
+// backup's claim or S3 store, image, identity and placement (no world), the
+// prune's own rules.
 func pruneArgs(cfg Config, cl Cluster, s Server) provider.WorldPruneArgs {
 	j := jobInputs(cfg, cl, s, RunID(cl.Name, s.Name, s.Prune.RunID))
 	j.WorldClaimName = nil // a prune mounts no world
-	return provider.WorldPruneArgs{
+	a := provider.WorldPruneArgs{
 		JobInputs: j,
 		Retention: s.Prune.Retention.args(),
 		DryRun:    s.Prune.DryRun,
+		Store:     cfg.storeOf(s).args(),
 	}
+	if a.Store != nil {
+		a.BackupClaimName = nil // an S3 prune mounts no backup claim
+	}
+	return a
 }
 
 // replaceUnready is the components' replaceUnready for cfg: nil (their
