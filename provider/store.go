@@ -123,7 +123,7 @@ func (p *problems) s3StoreURL(input, u string) string {
 	}
 	prefix = strings.TrimSuffix(prefix, "/")
 	good := true
-	if !validBucket(bucket) {
+	if !layout.ValidBucket(bucket) {
 		p.addf(input, "%q: bucket %q is not a valid bucket name: use 3 to 63 lowercase letters, digits, '.' and '-', e.g. %s", u, bucket, example)
 		good = false
 	}
@@ -148,7 +148,7 @@ func (p *problems) s3ArchiveRef(input, ref, store string) {
 	switch {
 	case !ok || key == "":
 		p.addf(input, "%q is not an archive in an S3 store: use s3://bucket/key, a WorldBackup's archiveRef output or the archive_ref column of `archiver list`, e.g. %s", ref, example)
-	case !validBucket(bucket):
+	case !layout.ValidBucket(bucket):
 		p.addf(input, "%q: bucket %q is not a valid bucket name: use 3 to 63 lowercase letters, digits, '.' and '-'", ref, bucket)
 	case !validKey(key):
 		p.addf(input, "%q: key %q is invalid: use a slash-separated path without empty, '.' or '..' elements, nothing starting with '.', e.g. %s", ref, key, example)
@@ -165,24 +165,6 @@ func splitS3(u string) (bucket, rest string, ok bool) {
 	}
 	bucket, rest, _ = strings.Cut(after, "/")
 	return bucket, rest, true
-}
-
-// validBucket reports whether b is a valid S3 bucket name (the archiver's
-// rule): 3 to 63 lowercase letters, digits, '.' and '-', starting and
-// ending with a letter or digit.
-func validBucket(b string) bool {
-	if len(b) < 3 || len(b) > 63 {
-		return false
-	}
-	for i, r := range b {
-		switch {
-		case 'a' <= r && r <= 'z', '0' <= r && r <= '9':
-		case (r == '-' || r == '.') && i > 0 && i < len(b)-1:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // validKey reports whether k is a key the archiver's S3 store accepts: a

@@ -24,6 +24,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
+
+	"github.com/worldbackup/worldbackup/internal/layout"
 )
 
 // ErrDenied is wrapped by the errors of an S3 store whose server refused
@@ -150,7 +152,7 @@ func ParseS3URL(s string) (bucket, prefix string, err error) {
 	}
 	bucket, prefix, _ = strings.Cut(rest, "/")
 	prefix = strings.TrimSuffix(prefix, "/")
-	if !validBucket(bucket) {
+	if !layout.ValidBucket(bucket) {
 		return "", "", fmt.Errorf("S3 store %q: bucket %q is not a valid bucket name (3-63 lowercase letters, digits, '.' and '-')", s, bucket)
 	}
 	if prefix != "" {
@@ -159,22 +161,6 @@ func ParseS3URL(s string) (bucket, prefix string, err error) {
 		}
 	}
 	return bucket, prefix, nil
-}
-
-// validBucket reports whether b is a valid S3 bucket name.
-func validBucket(b string) bool {
-	if len(b) < 3 || len(b) > 63 {
-		return false
-	}
-	for i, r := range b {
-		switch {
-		case 'a' <= r && r <= 'z', '0' <= r && r <= '9':
-		case (r == '-' || r == '.') && i > 0 && i < len(b)-1:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // S3 keeps archives as objects of an S3 bucket below a key prefix. Put

@@ -114,3 +114,22 @@ func ParseArchiveName(name string) (runID, compression string, ok bool) {
 	}
 	return "", "", false
 }
+
+// ValidBucket reports whether b is a valid S3 bucket name, the one rule of
+// the archiver's S3 store and of the components' store input: 3 to 63
+// lowercase letters, digits, '.' and '-', starting and ending with a letter
+// or digit.
+func ValidBucket(b string) bool {
+	if len(b) < 3 || len(b) > 63 {
+		return false
+	}
+	for i, r := range b {
+		switch {
+		case 'a' <= r && r <= 'z', '0' <= r && r <= '9':
+		case (r == '-' || r == '.') && i > 0 && i < len(b)-1:
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -79,3 +79,30 @@ func TestParseArchiveName(t *testing.T) {
 		})
 	}
 }
+
+func TestValidBucket(t *testing.T) {
+	tests := []struct {
+		name   string
+		bucket string
+		want   bool
+	}{
+		{"plain", "world-backups", true},
+		{"dots and digits", "a.b-1", true},
+		{"shortest", "abc", true},
+		{"too short", "ab", false},
+		{"longest", strings.Repeat("a", 63), true},
+		{"too long", strings.Repeat("a", 64), false},
+		{"uppercase", "World", false},
+		{"underscore", "world_backups", false},
+		{"leading dash", "-world", false},
+		{"trailing dot", "world.", false},
+		{"empty", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ValidBucket(tt.bucket); got != tt.want {
+				t.Errorf("ValidBucket(%q) = %v, want %v", tt.bucket, got, tt.want)
+			}
+		})
+	}
+}
