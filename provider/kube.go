@@ -319,3 +319,48 @@ func toInput(v any) pulumi.Input {
 		return nil
 	}
 }
+
+// plannedJob is a component's Job built from resolved inputs: the Job and
+// the outputs known with it, its create/update timeout and what the
+// preflight looks up.
+type plannedJob struct {
+	jobResult
+	Timeout      time.Duration
+	Requirements preflight.Requirements
+}
+
+// planJob settles args, the inputs of the component typ named name (shared
+// its JobInputs), and plans its Job with build, which validates and builds
+// it. When every input is known (at preview they are waited for), the Job is
+// built now and the preflight checks the cluster, so invalid inputs fail
+// before anything is registered; otherwise the Job is built by the same
+// build in an apply once the inputs resolve, and fails there naming the
+// input.
+func planJob[A any](ctx *pulumi.Context, typ, name string, args A, shared JobInputs, build func(A) (plannedJob, error)) (jobPlan, error) {
+	kind := typ[strings.LastIndex(typ, ":")+1:] // e.g. WorldBackup
+	s, err := settleNow(ctx.Context(), ctx.DryRun(), args)
+	if err != nil {
+		return jobPlan{}, fmt.Errorf("resolving the inputs of %s %q: %w", kind, name, err)
+	}
+	pl := jobPlan{Secret: s.Secret, Deps: s.Deps}
+	if !s.Known {
+		pl.Timeout = laterTimeout(shared)
+		pl.Later = settleLater(args, func(a A) (any, error) {
+			p, err := build(a)
+			if err != nil {
+				return nil, err
+			}
+			return p.jobResult, nil
+		})
+		return pl, nil
+	}
+	p, err := build(s.Args)
+	if err != nil {
+		return jobPlan{}, err
+	}
+	pl.Job, pl.RunID, pl.ArchiveRef, pl.Timeout, pl.Preflight = p.Job, p.RunID, p.ArchiveRef, p.Timeout, p.Preflight
+	if err := checkCluster(ctx, strings.ToLower(kind), p.Preflight, p.Requirements); err != nil {
+		return jobPlan{}, err
+	}
+	return pl, nil
+}

@@ -65,30 +65,20 @@ type WorldBackup struct {
 // waited for it (unless skipAwait), so a resource that depends on archiveRef
 // waits for the backup.
 func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts ...pulumi.ResourceOption) (*WorldBackup, error) {
-	s, err := settleNow(ctx.Context(), ctx.DryRun(), args)
-	if err != nil {
-		return nil, fmt.Errorf("resolving the inputs of WorldBackup %q: %w", name, err)
-	}
-	pl := jobPlan{Secret: s.Secret, Deps: s.Deps}
-	if s.Known {
-		r, err := s.Args.resolve()
+	pl, err := planJob(ctx, WorldBackupType, name, args, args.JobInputs, func(a WorldBackupArgs) (plannedJob, error) {
+		r, err := a.resolve()
 		if err != nil {
-			return nil, err
+			return plannedJob{}, err
 		}
-		pl.Job, pl.RunID, pl.ArchiveRef, pl.Timeout = jobspec.BuildBackup(r.Job), r.Job.RunID, r.ArchiveRef, r.Timeout
-		pl.Preflight = r.Preflight
-		if err := checkCluster(ctx, "worldbackup", r.Preflight, backupRequirements(pl.Job, r.Job)); err != nil {
-			return nil, err
-		}
-	} else {
-		pl.Timeout = laterTimeout(args.JobInputs)
-		pl.Later = settleLater(args, func(a WorldBackupArgs) (any, error) {
-			r, err := a.resolve()
-			if err != nil {
-				return nil, err
-			}
-			return jobResult{Job: jobspec.BuildBackup(r.Job), RunID: r.Job.RunID, ArchiveRef: r.ArchiveRef, Preflight: r.Preflight}, nil
-		})
+		job := jobspec.BuildBackup(r.Job)
+		return plannedJob{
+			jobResult:    jobResult{Job: job, RunID: r.Job.RunID, ArchiveRef: r.ArchiveRef, Preflight: r.Preflight},
+			Timeout:      r.Timeout,
+			Requirements: backupRequirements(job, r.Job),
+		}, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	comp := &WorldBackup{}
@@ -105,23 +95,45 @@ func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts
 // job of b: its claims, service account, config Secret, RCON Secret and S3
 // credentials Secret.
 func backupRequirements(job *batchv1.Job, b jobspec.Backup) preflight.Requirements {
-	secrets := map[string][]string{b.ConfigSecretName: {jobspec.ConfigFileName}}
+	var rcon *secretNeed
 	if rc := b.Rcon; rc != nil {
-		secrets[rc.SecretName] = append(secrets[rc.SecretName], rc.SecretKey)
+		rcon = &secretNeed{name: rc.SecretName, keys: []string{rc.SecretKey},
+			hint: fmt.Sprintf("kubectl -n %s create secret generic %s --from-literal=%s=<the server's rcon.password>", job.Namespace, rc.SecretName, rc.SecretKey)}
 	}
-	if st := b.Store; st != nil {
-		secrets[st.SecretName] = append(secrets[st.SecretName], st.AccessKeyKey, st.SecretKeyKey)
+	return configRequirements(job, b.ConfigSecretName, b.Store, rcon)
+}
+
+// secretNeed is a Secret a Job mounts: its name, the keys it reads and the
+// command that makes it.
+type secretNeed struct {
+	name string
+	keys []string
+	hint string
+}
+
+// configRequirements are what the preflight looks up for a Job job that
+// reads the config Secret configSecret, the credentials Secret of store
+// (when not nil) and extra (when not nil): its claims, service account and
+// those Secrets with their keys.
+func configRequirements(job *batchv1.Job, configSecret string, store *jobspec.S3Store, extra *secretNeed) preflight.Requirements {
+	needs := []secretNeed{{configSecret, []string{jobspec.ConfigFileName},
+		fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", job.Namespace, configSecret, jobspec.ConfigFileName)}}
+	if extra != nil {
+		needs = append(needs, *extra)
+	}
+	if store != nil {
+		needs = append(needs, secretNeed{store.SecretName, []string{store.AccessKeyKey, store.SecretKeyKey}, s3SecretHint(job.Namespace, store)})
+	}
+	secrets := map[string][]string{}
+	hints := map[string]string{}
+	for _, n := range needs {
+		secrets[n.name] = append(secrets[n.name], n.keys...)
+		if _, ok := hints[n.name]; !ok {
+			hints[n.name] = n.hint
+		}
 	}
 	req := preflight.FromJob(job, secrets)
-	req.SecretHints = map[string]string{
-		b.ConfigSecretName: fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", job.Namespace, b.ConfigSecretName, jobspec.ConfigFileName),
-	}
-	if rc := b.Rcon; rc != nil {
-		req.SecretHints[rc.SecretName] = fmt.Sprintf("kubectl -n %s create secret generic %s --from-literal=%s=<the server's rcon.password>", job.Namespace, rc.SecretName, rc.SecretKey)
-	}
-	if st := b.Store; st != nil {
-		req.SecretHints[st.SecretName] = s3SecretHint(job.Namespace, st)
-	}
+	req.SecretHints = hints
 	req.SecurityHint = "set securityMode restricted"
 	return req
 }

@@ -1,8 +1,6 @@
 package provider
 
 import (
-	"fmt"
-
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	batchv1 "k8s.io/api/batch/v1"
@@ -34,31 +32,22 @@ type WorldPrune struct {
 // child, a kubernetes:batch/v1:Job named name+"-job", as NewWorldBackup
 // does.
 func NewWorldPrune(ctx *pulumi.Context, name string, args WorldPruneArgs, opts ...pulumi.ResourceOption) (*WorldPrune, error) {
-	s, err := settleNow(ctx.Context(), ctx.DryRun(), args)
-	if err != nil {
-		return nil, fmt.Errorf("resolving the inputs of WorldPrune %q: %w", name, err)
-	}
-	pl := jobPlan{Secret: s.Secret, Deps: s.Deps, NoArchiveRef: true}
-	if s.Known {
-		r, err := s.Args.resolve()
+	pl, err := planJob(ctx, WorldPruneType, name, args, args.JobInputs, func(a WorldPruneArgs) (plannedJob, error) {
+		r, err := a.resolve()
 		if err != nil {
-			return nil, err
+			return plannedJob{}, err
 		}
-		pl.Job, pl.RunID, pl.Timeout = jobspec.BuildPrune(r.Job), r.Job.RunID, r.Timeout
-		pl.Preflight = r.Preflight
-		if err := checkCluster(ctx, "worldprune", r.Preflight, pruneRequirements(pl.Job, r.Job)); err != nil {
-			return nil, err
-		}
-	} else {
-		pl.Timeout = laterTimeout(args.JobInputs)
-		pl.Later = settleLater(args, func(a WorldPruneArgs) (any, error) {
-			r, err := a.resolve()
-			if err != nil {
-				return nil, err
-			}
-			return jobResult{Job: jobspec.BuildPrune(r.Job), RunID: r.Job.RunID, Preflight: r.Preflight}, nil
-		})
+		job := jobspec.BuildPrune(r.Job)
+		return plannedJob{
+			jobResult:    jobResult{Job: job, RunID: r.Job.RunID, Preflight: r.Preflight},
+			Timeout:      r.Timeout,
+			Requirements: pruneRequirements(job, r.Job),
+		}, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	pl.NoArchiveRef = true
 	comp := &WorldPrune{}
 	out, err := registerJobComponent(ctx, WorldPruneType, name, comp, pl, opts...)
 	if err != nil {
@@ -73,19 +62,7 @@ func NewWorldPrune(ctx *pulumi.Context, name string, args WorldPruneArgs, opts .
 // of p: its claim, service account, config Secret and S3 credentials
 // Secret.
 func pruneRequirements(job *batchv1.Job, p jobspec.Prune) preflight.Requirements {
-	secrets := map[string][]string{p.ConfigSecretName: {jobspec.ConfigFileName}}
-	if st := p.Store; st != nil {
-		secrets[st.SecretName] = append(secrets[st.SecretName], st.AccessKeyKey, st.SecretKeyKey)
-	}
-	req := preflight.FromJob(job, secrets)
-	req.SecretHints = map[string]string{
-		p.ConfigSecretName: fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", job.Namespace, p.ConfigSecretName, jobspec.ConfigFileName),
-	}
-	if st := p.Store; st != nil {
-		req.SecretHints[st.SecretName] = s3SecretHint(job.Namespace, st)
-	}
-	req.SecurityHint = "set securityMode restricted"
-	return req
+	return configRequirements(job, p.ConfigSecretName, p.Store, nil)
 }
 
 // Annotate describes WorldPrune and its outputs in the plugin's schema and

@@ -1,8 +1,6 @@
 package provider
 
 import (
-	"fmt"
-
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	batchv1 "k8s.io/api/batch/v1"
@@ -49,32 +47,22 @@ type WorldRestore struct {
 // waited for it (unless skipAwait), so a resource that depends on them (e.g.
 // the game server scaled back up) waits for the restore.
 func NewWorldRestore(ctx *pulumi.Context, name string, args WorldRestoreArgs, opts ...pulumi.ResourceOption) (*WorldRestore, error) {
-	s, err := settleNow(ctx.Context(), ctx.DryRun(), args)
-	if err != nil {
-		return nil, fmt.Errorf("resolving the inputs of WorldRestore %q: %w", name, err)
-	}
-	pl := jobPlan{Secret: s.Secret, Deps: s.Deps}
-	if s.Known {
-		r, err := s.Args.resolve()
+	pl, err := planJob(ctx, WorldRestoreType, name, args, args.JobInputs, func(a WorldRestoreArgs) (plannedJob, error) {
+		r, err := a.resolve()
 		if err != nil {
-			return nil, err
+			return plannedJob{}, err
 		}
-		pl.Job, pl.RunID, pl.ArchiveRef, pl.Timeout = jobspec.BuildRestore(r.Job), r.Job.RunID, r.Job.ArchiveRef, r.Timeout
-		pl.Preflight = r.Preflight
-		req := restoreRequirements(pl.Job, r.Job)
+		job := jobspec.BuildRestore(r.Job)
+		req := restoreRequirements(job, r.Job)
 		req.SecurityHint = "set securityMode restricted (which can read only archives a restricted-mode backup wrote)"
-		if err := checkCluster(ctx, "worldrestore", r.Preflight, req); err != nil {
-			return nil, err
-		}
-	} else {
-		pl.Timeout = laterTimeout(args.JobInputs)
-		pl.Later = settleLater(args, func(a WorldRestoreArgs) (any, error) {
-			r, err := a.resolve()
-			if err != nil {
-				return nil, err
-			}
-			return jobResult{Job: jobspec.BuildRestore(r.Job), RunID: r.Job.RunID, ArchiveRef: r.Job.ArchiveRef, Preflight: r.Preflight}, nil
-		})
+		return plannedJob{
+			jobResult:    jobResult{Job: job, RunID: r.Job.RunID, ArchiveRef: r.Job.ArchiveRef, Preflight: r.Preflight},
+			Timeout:      r.Timeout,
+			Requirements: req,
+		}, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	comp := &WorldRestore{}
