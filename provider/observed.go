@@ -55,12 +55,7 @@ func observeJob(ctx *pulumi.Context, comp pulumi.Resource, res *k8sbatchv1.Job, 
 			}
 			return startObserving(ctx, comp, jr.Job, jr.Preflight, pl.Timeout, newClient)
 		})
-		get := func(v []any) observe.Summary { return v[1].(resultReader)() }
-		return observedOutputs{
-			Status:    pulumi.All(res.URN(), reader).ApplyT(func(v []any) string { return get(v).Status }).(pulumi.StringOutput),
-			SHA256:    pulumi.All(res.URN(), reader).ApplyT(func(v []any) string { return get(v).SHA256 }).(pulumi.StringOutput),
-			SizeBytes: pulumi.All(res.URN(), reader).ApplyT(func(v []any) int { return int(get(v).SizeBytes) }).(pulumi.IntOutput),
-		}
+		return summaryOutputs(pulumi.All(res.URN(), reader), func(v any) observe.Summary { return v.([]any)[1].(resultReader)() })
 	}
 	if !observed(pl.Job, pl.Preflight) {
 		return knownObserved(res, observe.Summary{})
@@ -69,19 +64,10 @@ func observeJob(ctx *pulumi.Context, comp pulumi.Resource, res *k8sbatchv1.Job, 
 		if sum, ok := ranBefore(ctx.Context(), pl.Job, pl.Preflight, newClient); ok {
 			return knownObserved(res, sum)
 		}
-		unknown := func() pulumi.AnyOutput { return pulumi.UnsafeUnknownOutput([]pulumi.Resource{res}).(pulumi.AnyOutput) }
-		return observedOutputs{
-			Status:    unknown().ApplyT(func(any) string { return "" }).(pulumi.StringOutput),
-			SHA256:    unknown().ApplyT(func(any) string { return "" }).(pulumi.StringOutput),
-			SizeBytes: unknown().ApplyT(func(any) int { return 0 }).(pulumi.IntOutput),
-		}
+		return summaryOutputs(pulumi.UnsafeUnknownOutput([]pulumi.Resource{res}), func(any) observe.Summary { return observe.Summary{} })
 	}
 	result := startObserving(ctx, comp, pl.Job, pl.Preflight, pl.Timeout, newClient)
-	return observedOutputs{
-		Status:    res.URN().ApplyT(func(pulumi.URN) string { return result().Status }).(pulumi.StringOutput),
-		SHA256:    res.URN().ApplyT(func(pulumi.URN) string { return result().SHA256 }).(pulumi.StringOutput),
-		SizeBytes: res.URN().ApplyT(func(pulumi.URN) int { return int(result().SizeBytes) }).(pulumi.IntOutput),
-	}
+	return summaryOutputs(res.URN(), func(any) observe.Summary { return result() })
 }
 
 // observed says whether job is observed: with the preflight on, and when
@@ -140,9 +126,17 @@ func startObserving(ctx *pulumi.Context, comp pulumi.Resource, job *batchv1.Job,
 
 // knownObserved returns sum's fields as outputs known once res is registered.
 func knownObserved(res pulumi.Resource, sum observe.Summary) observedOutputs {
+	return summaryOutputs(res.URN(), func(any) observe.Summary { return sum })
+}
+
+// summaryOutputs returns the fields of the summary that sum gives for the
+// value of after, as outputs that resolve when after does (and stay unknown
+// while it is).
+func summaryOutputs(after pulumi.Output, sum func(any) observe.Summary) observedOutputs {
+	s := after.ApplyT(sum)
 	return observedOutputs{
-		Status:    knownAfter(res, sum.Status),
-		SHA256:    knownAfter(res, sum.SHA256),
-		SizeBytes: res.URN().ApplyT(func(pulumi.URN) int { return int(sum.SizeBytes) }).(pulumi.IntOutput),
+		Status:    s.ApplyT(func(v any) string { return v.(observe.Summary).Status }).(pulumi.StringOutput),
+		SHA256:    s.ApplyT(func(v any) string { return v.(observe.Summary).SHA256 }).(pulumi.StringOutput),
+		SizeBytes: s.ApplyT(func(v any) int { return int(v.(observe.Summary).SizeBytes) }).(pulumi.IntOutput),
 	}
 }
