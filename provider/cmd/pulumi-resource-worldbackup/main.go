@@ -89,9 +89,16 @@ func run(ctx context.Context, printSchema bool, stdout io.Writer) error {
 }
 
 // newProvider builds the provider: every component of package provider,
-// served through infer.ComponentF (type tokens and documentation come from
-// their Annotate methods). A new component is one more ComponentF line here.
+// served through infer.ComponentF for its schema (type tokens and
+// documentation come from their Annotate methods) and through construct for
+// its args. A new component is one more line in components.
 func newProvider() (p.Provider, error) {
+	var inferred []infer.InferredComponent
+	byType := map[string]comProvider.ConstructFunc{}
+	for _, c := range components() {
+		inferred = append(inferred, c.inferred)
+		byType[c.typ] = c.construct
+	}
 	prov, err := infer.NewProviderBuilder().
 		WithDisplayName("worldbackup").
 		WithDescription("Declarative, on-demand backups of Minecraft/Paper server worlds on Kubernetes: "+
@@ -103,23 +110,37 @@ func newProvider() (p.Provider, error) {
 		WithRepository("https://github.com/worldbackup/worldbackup").
 		WithLanguageMap(languages()).
 		WithGoImportPath("github.com/worldbackup/worldbackup/sdk/go/worldbackup").
-		WithComponents(
-			infer.ComponentF(provider.NewWorldBackup),
-			infer.ComponentF(provider.NewWorldRestore),
-			infer.ComponentF(provider.NewWorldPrune),
-			infer.ComponentF(provider.NewWorldBackupSchedule),
-		).
+		WithComponents(inferred...).
 		Build()
 	if err != nil {
 		return p.Provider{}, fmt.Errorf("building the %s provider: %w", packageName, err)
 	}
-	prov.Construct = constructing(prov.Construct, map[string]comProvider.ConstructFunc{
-		provider.WorldBackupType:         construct(provider.NewWorldBackup),
-		provider.WorldRestoreType:        construct(provider.NewWorldRestore),
-		provider.WorldPruneType:          construct(provider.NewWorldPrune),
-		provider.WorldBackupScheduleType: construct(provider.NewWorldBackupSchedule),
-	})
+	prov.Construct = constructing(prov.Construct, byType)
 	return prov, nil
+}
+
+// components are the components the plugin serves, each named once: its
+// type token and constructor.
+func components() []component {
+	return []component{
+		serve(provider.WorldBackupType, provider.NewWorldBackup),
+		serve(provider.WorldRestoreType, provider.NewWorldRestore),
+		serve(provider.WorldPruneType, provider.NewWorldPrune),
+		serve(provider.WorldBackupScheduleType, provider.NewWorldBackupSchedule),
+	}
+}
+
+// component is one served component: infer's view of it (its schema) and
+// the construct that builds it (see constructing).
+type component struct {
+	typ       string
+	inferred  infer.InferredComponent
+	construct comProvider.ConstructFunc
+}
+
+// serve returns the component typ built by the constructor fn.
+func serve[A any, C pulumi.ComponentResource](typ string, fn func(*pulumi.Context, string, A, ...pulumi.ResourceOption) (C, error)) component {
+	return component{typ: typ, inferred: infer.ComponentF(fn), construct: construct(fn)}
 }
 
 // The names the generated SDKs (`make sdks`) are published under: ours, not
