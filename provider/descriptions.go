@@ -1,5 +1,13 @@
 package provider
 
+import (
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/worldbackup/worldbackup/jobapi"
+)
+
 // Descriptions of the inputs WorldBackup and WorldRestore share, written
 // once for both schemas.
 const (
@@ -41,3 +49,14 @@ const descObserved = "Read from the Job's pod (its termination message) after `p
 	"Unknown at preview for a Job that has not run yet; empty where it cannot be known: with skipAwait, with " +
 	"preflight false (render mode: no cluster to ask), when the Job's pod is gone (ttlAfterFinished) or the " +
 	"cluster cannot be reached (a warning says why)."
+
+// Values of the shared rules and the archiver's defaults that descriptions
+// quote, built from their one owner, jobapi.
+var (
+	descMaxServerLen = strconv.Itoa(jobapi.MaxJobServerLen)
+	descMaxRunIDLen  = strconv.Itoa(jobapi.MaxRunIDLen)
+	descMaxBytes     = resource.NewQuantity(jobapi.DefaultMaxBytes, resource.BinarySI).String()
+)
+
+// descFlag is the archiver flag name as a description quotes it.
+func descFlag(name string) string { return jobapi.Flag(name) }

@@ -9,7 +9,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
 
-	"github.com/worldbackup/worldbackup/internal/layout"
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/naming"
 )
@@ -67,10 +67,10 @@ type JobInputs struct {
 // Annotate describes the shared inputs in the plugin's schema, for every
 // component that embeds JobInputs.
 func (a *JobInputs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Server, "The game server's name: a DNS-1123 label of at most 46 characters "+
+	an.Describe(&a.Server, "The game server's name: a DNS-1123 label of at most "+descMaxServerLen+" characters "+
 		"(lowercase letters, digits, '-'), usually its StatefulSet name. It names the world claim "+
 		"(unless worldClaimName is set) and the Job.")
-	an.Describe(&a.RunID, "The run ID, the idempotency key of the run: 1 to 128 characters from "+
+	an.Describe(&a.RunID, "The run ID, the idempotency key of the run: 1 to "+descMaxRunIDLen+" characters from "+
 		"A-Z a-z 0-9 . _ -, starting with a letter or digit. It names the Job. A new runId performs a new "+
 		"run; the same runId performs none.")
 	an.Describe(&a.Image, "The archiver image, e.g. ghcr.io/worldbackup/archiver:v0.1.0. Its binary is "+
@@ -269,9 +269,9 @@ type Compression string
 
 // The archive compressions.
 const (
-	CompressionZstd Compression = layout.CompressionZstd
-	CompressionGzip Compression = layout.CompressionGzip
-	CompressionNone Compression = layout.CompressionNone
+	CompressionZstd Compression = jobapi.CompressionZstd
+	CompressionGzip Compression = jobapi.CompressionGzip
+	CompressionNone Compression = jobapi.CompressionNone
 )
 
 // Values lists the compressions in the schema.

@@ -135,7 +135,7 @@ func knownObserved(res pulumi.Resource, sum observe.Summary) observedOutputs {
 func summaryOutputs(after pulumi.Output, sum func(any) observe.Summary) observedOutputs {
 	s := after.ApplyT(sum)
 	return observedOutputs{
-		Status:    s.ApplyT(func(v any) string { return v.(observe.Summary).Status }).(pulumi.StringOutput),
+		Status:    s.ApplyT(func(v any) string { return string(v.(observe.Summary).Status) }).(pulumi.StringOutput),
 		SHA256:    s.ApplyT(func(v any) string { return v.(observe.Summary).SHA256 }).(pulumi.StringOutput),
 		SizeBytes: s.ApplyT(func(v any) int { return int(v.(observe.Summary).SizeBytes) }).(pulumi.IntOutput),
 	}

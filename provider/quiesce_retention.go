@@ -8,6 +8,7 @@ import (
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
 
@@ -99,10 +100,8 @@ func (r *RetentionArgs) Annotate(a infer.Annotator) {
 	a.Describe(&r.KeepYearly, "Keep the newest run of each of the last N years that have one.")
 	a.Describe(&r.KeepWithin, "Keep every run finished within this long of the newest, e.g. 30d, 2w, 36h.")
 	a.Describe(&r.MinKeep, "The floor: never fewer archives than this (at least 1).")
-	a.Describe(&r.Grace, "Keep runs and archive files younger than this (default 1h); at least the longest backup deadline.")
+	a.Describe(&r.Grace, "Keep runs and archive files younger than this (default "+jobapi.ShortDuration(jobapi.DefaultGrace)+"); at least the longest backup deadline.")
 }
-
-var withinRE = regexp.MustCompile(`^([0-9]+w)?([0-9]+d)?([0-9]+h)?([0-9]+m)?$`)
 
 // resolve validates r; nil r gives nil.
 func (ra *RetentionArgs) resolve(p *problems) *jobspec.Retention {
@@ -133,12 +132,16 @@ func (ra *RetentionArgs) resolve(p *problems) *jobspec.Retention {
 		p.addf("retention", "has no keep rule: set at least one of keepLast, keepHourly, keepDaily, keepWeekly, keepMonthly, keepYearly, keepWithin")
 	}
 	for _, d := range []struct{ input, v string }{{"keepWithin", r.KeepWithin}, {"grace", r.Grace}} {
-		if d.v != "" && (!withinRE.MatchString(d.v) || withinRE.FindStringSubmatch(d.v)[0] == "") {
-			p.addf("retention."+d.input, "%q is not a duration: use weeks, days, hours and minutes, e.g. 30d, 2w, 36h or 1w3d12h", d.v)
+		if d.v == "" {
+			continue
 		}
-	}
-	if r.Grace != "" && regexp.MustCompile(`^(0+[wdhm])+$`).MatchString(r.Grace) {
-		p.addf("retention.grace", "%q must be positive: at least the longest backup deadline", r.Grace)
+		// The archiver's own grammar: what passes here passes there.
+		switch v, err := jobapi.ParseDuration(d.v); {
+		case err != nil:
+			p.addf("retention."+d.input, "%q is not a duration: use weeks, days, hours, minutes and seconds, e.g. %s or 1w3d12h (%s)", d.v, jobapi.DurationExamples, err)
+		case d.input == "grace" && v <= 0:
+			p.addf("retention.grace", "%q must be positive: at least the longest backup deadline", r.Grace)
+		}
 	}
 	return &r
 }

@@ -1,16 +1,14 @@
 package provider
 
 import (
+	"errors"
 	"fmt"
-	"io/fs"
-	"net/url"
 	"strings"
-	"unicode"
 
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/worldbackup/worldbackup/internal/layout"
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
 
@@ -47,7 +45,7 @@ func (s *StoreArgs) Annotate(a infer.Annotator) {
 	a.Describe(&s.URL, "The store, s3://bucket or s3://bucket/prefix: archives go to <prefix>/<server>/<runId>.tar.zst. "+
 		"Required for a backup; for a restore, optional (when set, archiveRef must be in it).")
 	a.Describe(&s.Endpoint, "The S3 server's URL, http(s)://host[:port], e.g. http://minio.storage:9000. Default: AWS.")
-	a.Describe(&s.Region, "The bucket's region. Default: us-east-1.")
+	a.Describe(&s.Region, "The bucket's region. Default: "+jobapi.DefaultS3Region+".")
 	a.Describe(&s.PathStyle, "Address the bucket as <endpoint>/<bucket> rather than <bucket>.<endpoint> "+
 		"(most self-hosted servers: MinIO, versitygw, Ceph RGW). Default: false.")
 	a.Describe(&s.CredentialsSecretName, "The Secret holding the access key ID and the secret access key, in the Job's "+
@@ -84,12 +82,11 @@ func (s *StoreArgs) resolve(p *problems, role storeRole) *jobspec.S3Store {
 		}
 	}
 	if out.Endpoint != "" {
-		u, err := url.Parse(out.Endpoint)
-		switch {
-		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
-			p.addf("store.endpoint", "%q is invalid: use http(s)://host[:port], e.g. http://minio.storage:9000, or leave it unset for AWS", out.Endpoint)
-		case u.User != nil:
+		switch err := jobapi.CheckEndpoint(out.Endpoint); {
+		case errors.Is(err, jobapi.ErrEndpointCredentials):
 			p.addf("store.endpoint", "has credentials in it: remove them; the keys go in the Secret credentialsSecretName")
+		case err != nil:
+			p.addf("store.endpoint", "%q is invalid: use http(s)://host[:port], e.g. http://minio.storage:9000, or leave it unset for AWS", out.Endpoint)
 		}
 	}
 	if out.Region != "" && (strings.IndexFunc(out.Region, func(r rune) bool {
@@ -116,76 +113,48 @@ func (s *StoreArgs) resolve(p *problems, role storeRole) *jobspec.S3Store {
 // form (no trailing slash); the archiver accepts the same.
 func (p *problems) s3StoreURL(input, u string) string {
 	const example = "s3://felis-backups/worlds"
-	bucket, prefix, ok := splitS3(u)
+	bucket, prefix, ok := jobapi.SplitS3Ref(u)
 	if !ok {
 		p.addf(input, "%q is not an S3 store: use s3://bucket or s3://bucket/prefix, e.g. %s", u, example)
 		return ""
 	}
 	prefix = strings.TrimSuffix(prefix, "/")
 	good := true
-	if !layout.ValidBucket(bucket) {
+	if !jobapi.ValidBucket(bucket) {
 		p.addf(input, "%q: bucket %q is not a valid bucket name: use 3 to 63 lowercase letters, digits, '.' and '-', e.g. %s", u, bucket, example)
 		good = false
 	}
-	if prefix != "" && !validKey(prefix) {
+	if prefix != "" && jobapi.CheckKey(prefix) != nil {
 		p.addf(input, "%q: prefix %q is invalid: use a slash-separated path without empty, '.' or '..' elements, nothing starting with '.', e.g. %s", u, prefix, example)
 		good = false
 	}
 	if !good {
 		return ""
 	}
-	if prefix == "" {
-		return "s3://" + bucket
-	}
-	return "s3://" + bucket + "/" + prefix
+	return jobapi.S3URL(bucket, prefix)
 }
 
 // s3ArchiveRef checks the s3:// URL of an archive object: a valid bucket
 // and key, in store (when store is not "").
 func (p *problems) s3ArchiveRef(input, ref, store string) {
 	const example = "s3://felis-backups/worlds/survival/2025-06-01T0300Z.tar.zst"
-	bucket, key, ok := splitS3(ref)
+	bucket, key, ok := jobapi.SplitS3Ref(ref)
 	switch {
 	case !ok || key == "":
 		p.addf(input, "%q is not an archive in an S3 store: use s3://bucket/key, a WorldBackup's archiveRef output or the archive_ref column of `archiver list`, e.g. %s", ref, example)
-	case !layout.ValidBucket(bucket):
+	case !jobapi.ValidBucket(bucket):
 		p.addf(input, "%q: bucket %q is not a valid bucket name: use 3 to 63 lowercase letters, digits, '.' and '-'", ref, bucket)
-	case !validKey(key):
+	case jobapi.CheckKey(key) != nil:
 		p.addf(input, "%q: key %q is invalid: use a slash-separated path without empty, '.' or '..' elements, nothing starting with '.', e.g. %s", ref, key, example)
 	case store != "" && !strings.HasPrefix(ref, store+"/"):
 		p.addf(input, "%q is not in store.url %q: give an archive of that store, or set store.url to the store the backup wrote to", ref, store)
 	}
 }
 
-// splitS3 splits s3://bucket/rest.
-func splitS3(u string) (bucket, rest string, ok bool) {
-	after, ok := strings.CutPrefix(u, "s3://")
-	if !ok {
-		return "", "", false
-	}
-	bucket, rest, _ = strings.Cut(after, "/")
-	return bucket, rest, true
-}
-
-// validKey reports whether k is a key the archiver's S3 store accepts: a
-// relative slash path without '.', '..' or empty elements, no element
-// starting with '.', no backslash and no control characters.
-func validKey(k string) bool {
-	if !fs.ValidPath(k) || k == "." || strings.ContainsRune(k, '\\') || strings.IndexFunc(k, unicode.IsControl) >= 0 {
-		return false
-	}
-	for el := range strings.SplitSeq(k, "/") {
-		if strings.HasPrefix(el, ".") {
-			return false
-		}
-	}
-	return true
-}
-
 // s3ArchiveRefOf returns the s3:// URL of the archive a backup of server
 // and runID writes into the store at storeURL (canonical, validated).
 func s3ArchiveRefOf(storeURL, server, runID, compression string) (string, error) {
-	name, err := layout.ArchiveName(server, runID, compression)
+	name, err := jobapi.ArchiveName(server, runID, compression)
 	if err != nil {
 		return "", fmt.Errorf("naming the archive in %s: %w", storeURL, err)
 	}

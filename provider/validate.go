@@ -13,9 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/worldbackup/worldbackup/internal/layout"
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
-	"github.com/worldbackup/worldbackup/provider/naming"
 	"github.com/worldbackup/worldbackup/provider/preflight"
 )
 
@@ -254,9 +253,9 @@ func (p *problems) server(input, server, kind string) {
 	if !p.required(input, server, "set it to the game server's name (its StatefulSet name), e.g. survival") {
 		return
 	}
-	if !naming.IsDNSLabel(server, naming.MaxServerLen) {
+	if jobapi.CheckJobServer(server) != nil {
 		p.addf(input, "%q is invalid: use at most %d lowercase letters, digits and '-', starting and ending with a letter or digit, so the Job name <server>-%s-<suffix> fits in 63 characters",
-			server, naming.MaxServerLen, kind)
+			server, jobapi.MaxJobServerLen, kind)
 	}
 }
 
@@ -264,9 +263,9 @@ func (p *problems) runID(input, runID string) {
 	if !p.required(input, runID, "set it to a unique ID of this run, e.g. 2025-06-01T0300Z; a new runId starts a new run, the same runId none") {
 		return
 	}
-	if layout.CheckRunID(runID) != nil {
+	if jobapi.CheckRunID(runID) != nil {
 		p.addf(input, "%q is invalid: use 1 to %d characters from A-Z a-z 0-9 . _ -, starting with a letter or digit (it becomes a file name)",
-			runID, layout.MaxRunIDLen)
+			runID, jobapi.MaxRunIDLen)
 	}
 }
 

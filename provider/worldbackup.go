@@ -17,11 +17,13 @@ package provider
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	batchv1 "k8s.io/api/batch/v1"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/preflight"
 )
@@ -164,12 +166,12 @@ func (w *WorldBackup) Annotate(a infer.Annotator) {
 // own, and those of JobInputs whose description says more for a backup (the
 // rest come from JobInputs.Annotate).
 func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Server, "The game server's name: a DNS-1123 label of at most 46 characters "+
+	an.Describe(&a.Server, "The game server's name: a DNS-1123 label of at most "+descMaxServerLen+" characters "+
 		"(lowercase letters, digits, '-'), usually its StatefulSet name. It names the world claim, "+
 		"the Job and the archive folder.")
 	an.Describe(&a.FormerOwner, "Optional: the player or team who ran the server, recorded in the catalog "+
 		"(e.g. when a server is retired).")
-	an.Describe(&a.RunID, "The run ID, the idempotency key of the backup: 1 to 128 characters from "+
+	an.Describe(&a.RunID, "The run ID, the idempotency key of the backup: 1 to "+descMaxRunIDLen+" characters from "+
 		"A-Z a-z 0-9 . _ -, starting with a letter or digit. It names the archive file. A new runId "+
 		"performs a new backup; the same runId performs none.")
 	an.Describe(&a.BackupClaimName, "The PersistentVolumeClaim that holds the archives, mounted read-write "+
@@ -179,7 +181,7 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.ConfigMountPath, "Where the config Secret is mounted; the archiver reads "+
 		"<configMountPath>/felis.toml. Default: /etc/felis.")
 	an.Describe(&a.BackupRoot, "Where the backup claim is mounted: the archive root, passed as "+
-		"--archive-root. Default: /backups. Not allowed with store (the Job mounts no backup claim).")
+		descFlag(jobapi.FlagArchiveRoot)+". Default: /backups. Not allowed with store (the Job mounts no backup claim).")
 	an.Describe(&a.WorldRoot, "Where the world claim is mounted (read-only). Default: /world.")
 	an.Describe(&a.WorldClaimName, "The world's PersistentVolumeClaim, mounted read-only. "+
 		"Default: world-<server>-0 (the StatefulSet claim of volume template world, ordinal 0).")
@@ -199,15 +201,15 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 		"next `pulumi up` creates it again with the same runId; the archiver then does nothing (the run is "+
 		"already recorded), but `pulumi up` shows a create.")
 	an.Describe(&a.Compression, "zstd, gzip or none: the archive's compression and extension "+
-		"(.tar.zst, .tar.gz, .tar). Default: zstd.")
-	an.Describe(&a.Excludes, "Globs of world paths to leave out (each passed as --exclude); when set they "+
-		"replace the config file's list (default *.jar, cache/, logs/, *.tmp).")
+		"(.tar.zst, .tar.gz, .tar). Default: "+jobapi.DefaultCompression+".")
+	an.Describe(&a.Excludes, "Globs of world paths to leave out (each passed as "+descFlag(jobapi.FlagExclude)+"); when set they "+
+		"replace the config file's list (default "+strings.Join(jobapi.DefaultExcludes(), ", ")+").")
 	an.Describe(&a.SkipAwait, "Do not wait for the Job to finish (annotation pulumi.com/skipAwait); "+
 		"`pulumi up` then does not report the backup's result. Default: false.")
 	an.Describe(&a.Rcon, "Quiesce the game server over RCON while the world is read: save-off and save-all flush before, "+
 		"save-on after the archive is written (on every exit path). Needs the server's RCON password in a Secret.")
 	an.Describe(&a.Store, "Archive into an S3-compatible object store instead of the backup claim: the Job passes "+
-		"--store and the --s3-* settings, mounts the credentials Secret read-only and mounts no backup claim. "+
+		descFlag(jobapi.FlagStore)+" and the "+descFlag("s3-")+"* settings, mounts the credentials Secret read-only and mounts no backup claim. "+
 		"Default: none, the folder store on backupClaimName.")
 	an.Describe(&a.Retention, "Prune the server's archives after a successful run, in the same pod: restic's forget rules "+
 		"with a floor (minKeep, the newest run, runs younger than grace). Rows go first, then files.")

@@ -5,7 +5,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/worldbackup/worldbackup/internal/layout"
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/naming"
 )
@@ -14,7 +14,7 @@ import (
 const (
 	DefaultConfigSecretName = "felis-config"
 	DefaultConfigMountPath  = "/etc/felis"
-	DefaultCompression      = layout.CompressionZstd
+	DefaultCompression      = jobapi.CompressionZstd
 )
 
 // fsGroupForSecret is why restricted mode needs a non-zero fsGroup in the
@@ -93,14 +93,16 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 
 	p.server("server", a.Server, naming.KindBackup)
 	p.runID("runId", runID)
-	p.text("formerOwner", v.FormerOwner, 253)
+	if err := jobapi.CheckFormerOwner(v.FormerOwner); err != nil {
+		p.addf("formerOwner", "is invalid: %s", err)
+	}
 	j, store := p.common(a.JobInputs, a.Store, storeForBackup, v.World, jobRules{run: "backup", baselineCaps: "DAC_OVERRIDE", fsGroupNeed: fsGroupForSecret})
 	p.dnsSubdomain("configSecretName", v.ConfigSecretName)
 	p.mountPaths(storeMounts(store, v.World.BackupRoot,
 		mount{"worldRoot", v.World.WorldRoot},
 		mount{"configMountPath", v.ConfigMountPath},
 	)...)
-	if _, err := layout.Extension(v.Compression); err != nil {
+	if _, err := jobapi.Extension(v.Compression); err != nil {
 		p.addf("compression", "%q is not supported: use zstd, gzip or none", v.Compression)
 	}
 	for i, e := range v.Excludes {
@@ -116,7 +118,7 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 	if err := p.err(); err != nil {
 		return resolvedBackup{}, err
 	}
-	archiveRef, err := layout.ArchiveRef(v.World.BackupRoot, a.Server, runID, v.Compression)
+	archiveRef, err := jobapi.ArchiveRef(v.World.BackupRoot, a.Server, runID, v.Compression)
 	if store != nil {
 		archiveRef, err = s3ArchiveRefOf(store.URL, a.Server, runID, v.Compression)
 	}

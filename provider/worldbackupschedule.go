@@ -13,6 +13,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	batchv1 "k8s.io/api/batch/v1"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
 
@@ -199,7 +200,7 @@ func (w *WorldBackupSchedule) Annotate(a infer.Annotator) {
 	a.SetToken("index", "WorldBackupSchedule")
 	a.Describe(w, "Backups on a schedule: a Kubernetes CronJob whose Jobs have the pod of a WorldBackup "+
 		"(same mounts, identity, no token), concurrencyPolicy Forbid. The run ID of each run is its Job's "+
-		"name (downward API, environment variable WB_RUN_ID, --run-id), so a retried pod of one run is "+
+		"name (downward API, environment variable WB_RUN_ID, "+descFlag(jobapi.FlagRunID)+"), so a retried pod of one run is "+
 		"idempotent. Pulumi does not await the Jobs a CronJob creates: see the last runs with "+
 		"`archiver list --server <server>` or `kubectl get jobs -l app.kubernetes.io/component=backup-schedule`, "+
 		"and alert with `archiver status --max-age`.")

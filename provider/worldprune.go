@@ -5,6 +5,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	batchv1 "k8s.io/api/batch/v1"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/preflight"
 )
@@ -86,9 +87,9 @@ func (w *WorldPrune) Annotate(a infer.Annotator) {
 // Annotate describes WorldPrune's own inputs, and the shared ones whose
 // meaning differs for a prune, in the plugin's schema.
 func (a *WorldPruneArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Server, "The game server whose archives are pruned: a DNS-1123 label of at most 46 "+
+	an.Describe(&a.Server, "The game server whose archives are pruned: a DNS-1123 label of at most "+descMaxServerLen+" "+
 		"characters, as in its WorldBackup.")
-	an.Describe(&a.RunID, "The run ID of this prune: 1 to 128 characters from A-Z a-z 0-9 . _ -, starting "+
+	an.Describe(&a.RunID, "The run ID of this prune: 1 to "+descMaxRunIDLen+" characters from A-Z a-z 0-9 . _ -, starting "+
 		"with a letter or digit. It names the Job; a new runId prunes again.")
 	an.Describe(&a.Retention, "The rules: restic's forget rules (a run kept by any rule is kept) with a floor "+
 		"of minKeep archives, the newest run, and every run younger than grace.")
@@ -96,7 +97,7 @@ func (a *WorldPruneArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.BackupClaimName, "The PersistentVolumeClaim that holds the archives, mounted read-write at backupRoot. "+
 		"Required unless store is set (then refused).")
 	an.Describe(&a.Store, "Prune the archives of an S3-compatible object store instead of the backup claim, as in the "+
-		"WorldBackup that wrote them: the Job passes --store and the --s3-* settings, mounts the credentials Secret "+
+		"WorldBackup that wrote them: the Job passes "+descFlag(jobapi.FlagStore)+" and the "+descFlag("s3-")+"* settings, mounts the credentials Secret "+
 		"read-only and mounts no backup claim. Default: none, the folder store on backupClaimName.")
 	an.Describe(&a.BackupRoot, "Where the backup claim is mounted: the archive root, as in the WorldBackup "+
 		"(the catalog's archive paths must be under it). Default: /backups.")

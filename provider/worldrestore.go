@@ -4,7 +4,9 @@ import (
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	batchv1 "k8s.io/api/batch/v1"
+	"strconv"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/preflight"
 )
@@ -113,10 +115,10 @@ func (w *WorldRestore) Annotate(a infer.Annotator) {
 // own, and those of JobInputs whose description says more for a restore (the
 // rest come from JobInputs.Annotate).
 func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Server, "The game server whose world is restored: a DNS-1123 label of at most 46 "+
+	an.Describe(&a.Server, "The game server whose world is restored: a DNS-1123 label of at most "+descMaxServerLen+" "+
 		"characters (lowercase letters, digits, '-'), usually its StatefulSet name. It names the world "+
 		"claim (unless worldClaimName is set) and the Job. The archive may come from another server's backup.")
-	an.Describe(&a.RunID, "The run ID of this restore (not of the backup): 1 to 128 characters from "+
+	an.Describe(&a.RunID, "The run ID of this restore (not of the backup): 1 to "+descMaxRunIDLen+" characters from "+
 		"A-Z a-z 0-9 . _ -, starting with a letter or digit. It names the Job. A new runId performs a new "+
 		"restore; the same runId with the same inputs performs none. Changing archiveRef or sha256 also "+
 		"replaces the Job, and so restores again: give a new runId to make that explicit.")
@@ -124,11 +126,11 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 		"e.g. /backups/survival/2025-06-01T0300Z.tar.zst. A WorldBackup's archiveRef output, or the "+
 		"archive_ref column of `archiver list`, is this path when both Jobs mount the backup claim at the "+
 		"same backupRoot. With store, the archive's s3://bucket/key URL instead (a WorldBackup's archiveRef "+
-		"with the same store). Passed as --archive.")
+		"with the same store). Passed as "+descFlag(jobapi.FlagArchive)+".")
 	an.Describe(&a.SHA256, "The archive's expected SHA-256, 64 lowercase hex digits: the sha256 column of "+
 		"`archiver list` (the catalog's record). The archive is checked against it before anything is "+
-		"extracted; a mismatch fails the Job and leaves the world untouched. Passed as --sha256.")
-	an.Describe(&a.Replace, "Replace the world when its folder is not empty (--replace). Default: true, since "+
+		"extracted; a mismatch fails the Job and leaves the world untouched. Passed as "+descFlag(jobapi.FlagSHA256)+".")
+	an.Describe(&a.Replace, "Replace the world when its folder is not empty ("+descFlag(jobapi.FlagReplace)+"). Default: true, since "+
 		"restoring over the existing world is what a restore is for; the old world is kept aside until the "+
 		"new one is completely in place, then removed. Set false to restore only into an empty world "+
 		"volume: the Job then fails, touching nothing, when the world is not empty.")
@@ -138,7 +140,7 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.BackupRoot, "Where the backup claim is mounted (read-only); archiveRef must be below it. "+
 		"Default: /backups. Not allowed with store (the Job mounts no backup claim).")
 	an.Describe(&a.WorldRoot, "Where the world claim is mounted (read-write): the folder the archive is "+
-		"restored into (--into). Default: /world.")
+		"restored into ("+descFlag(jobapi.FlagInto)+"). Default: /world.")
 	an.Describe(&a.WorldClaimName, "The world's PersistentVolumeClaim, mounted read-write. "+
 		"Default: world-<server>-0 (the StatefulSet claim of volume template world, ordinal 0).")
 	an.Describe(&a.Deadline, "How long the restore may run, a Go duration (activeDeadlineSeconds). Default: 30m.")
@@ -160,11 +162,11 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 		"next `pulumi up` creates it again with the same runId; the archiver then does nothing (the run is "+
 		"already restored: marker in the world), but `pulumi up` shows a create.")
 	an.Describe(&a.MaxBytes, "Refuse the archive when its files hold more than this many bytes, a Kubernetes "+
-		"quantity, e.g. 64Gi (--max-bytes): a guard against tar bombs. Default: the archiver's, 64Gi.")
-	an.Describe(&a.MaxEntries, "Refuse the archive when it has more than this many entries (--max-entries). "+
-		"Default: the archiver's, 1000000.")
+		"quantity, e.g. 64Gi ("+descFlag(jobapi.FlagMaxBytes)+"): a guard against tar bombs. Default: the archiver's, "+descMaxBytes+".")
+	an.Describe(&a.MaxEntries, "Refuse the archive when it has more than this many entries ("+descFlag(jobapi.FlagMaxEntries)+"). "+
+		"Default: the archiver's, "+strconv.FormatInt(jobapi.DefaultMaxEntries, 10)+".")
 	an.Describe(&a.Store, "Restore from an S3-compatible object store: archiveRef is then the object's s3:// URL. "+
-		"The Job passes the --s3-* settings and mounts the credentials Secret read-only (0400) in place of the "+
+		"The Job passes the "+descFlag("s3-")+"* settings and mounts the credentials Secret read-only (0400) in place of the "+
 		"backup claim; it still has no database access and no service-account token. Default: none, archiveRef "+
 		"is a file on backupClaimName.")
 	an.Describe(&a.SkipAwait, "Do not wait for the Job to finish (annotation pulumi.com/skipAwait); "+

@@ -11,7 +11,7 @@
 //     compression either asked for);
 //  3. remove the temp files of killed earlier attempts;
 //  4. stream world → tar → compression → SHA-256 into a temp file, then
-//     fsync, rename to <server>/<run id>.tar.zst (internal/layout) and
+//     fsync, rename to <server>/<run id>.tar.zst (jobapi) and
 //     fsync the folder; a world without files is refused (it would restore
 //     as an empty world) unless AllowEmpty;
 //  5. insert the row (ON CONFLICT DO NOTHING); if that fails, remove the
@@ -24,14 +24,12 @@ import (
 	"fmt"
 	"io"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
-	"github.com/worldbackup/worldbackup/internal/layout"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // Store is the archive store a run writes to (store.Local, store.Mem).
@@ -97,14 +95,14 @@ func (p Params) withDefaults() Params {
 // Validate checks the parameters.
 func (p Params) Validate() error {
 	var errs []error
-	if err := layout.CheckServer(p.Server); err != nil {
+	if err := jobapi.CheckServer(p.Server); err != nil {
 		errs = append(errs, err)
 	}
-	if err := layout.CheckRunID(p.RunID); err != nil {
+	if err := jobapi.CheckRunID(p.RunID); err != nil {
 		errs = append(errs, err)
 	}
-	if len(p.FormerOwner) > 256 || !utf8.ValidString(p.FormerOwner) || hasControl(p.FormerOwner) {
-		errs = append(errs, errors.New("former owner: want at most 256 bytes of UTF-8 text without control characters"))
+	if err := jobapi.CheckFormerOwner(p.FormerOwner); err != nil {
+		errs = append(errs, err)
 	}
 	if p.World == "" {
 		errs = append(errs, errors.New("world folder: missing"))
@@ -118,42 +116,19 @@ func (p Params) Validate() error {
 	return errors.Join(errs...)
 }
 
-func hasControl(s string) bool {
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return true
-		}
-	}
-	return false
-}
-
 // Status is the outcome of a run.
-type Status string
+type Status = jobapi.Status
 
 // The outcomes of a run.
 const (
-	StatusDone            Status = "done"             // archived and recorded now
-	StatusAlreadyRecorded Status = "already-recorded" // the run ID had a row: nothing written
-	StatusFailed          Status = "failed"
+	StatusDone            = jobapi.StatusDone            // archived and recorded now
+	StatusAlreadyRecorded = jobapi.StatusAlreadyRecorded // the run ID had a row: nothing written
+	StatusFailed          = jobapi.StatusFailed
 )
 
 // Summary describes a run; it is written as one JSON line to the
-// termination-message path.
-type Summary struct {
-	Status          Status  `json:"status"`
-	Server          string  `json:"server"`
-	RunID           string  `json:"run_id"`
-	ArchiveRef      string  `json:"archive_ref,omitempty"`
-	SizeBytes       int64   `json:"size_bytes,omitempty"`
-	SHA256          string  `json:"sha256,omitempty"`
-	Compression     string  `json:"compression,omitempty"`
-	FileCount       int64   `json:"file_count,omitempty"`
-	InputBytes      int64   `json:"input_bytes,omitempty"`
-	Warnings        int64   `json:"warnings,omitempty"`
-	DurationSeconds float64 `json:"duration_seconds"`
-	MBPerSecond     float64 `json:"mb_per_s,omitempty"`
-	Error           string  `json:"error,omitempty"`
-}
+// termination-message path (inside jobapi.BackupResult).
+type Summary = jobapi.BackupRun
 
 // Runner performs runs against one store and one catalog.
 type Runner struct {
@@ -209,7 +184,7 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 		return err
 	}
 
-	key, err := layout.ArchiveName(p.Server, p.RunID, string(p.Compression))
+	key, err := jobapi.ArchiveName(p.Server, p.RunID, string(p.Compression))
 	if err != nil {
 		return err
 	}
@@ -229,7 +204,7 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 	// Earlier attempts may have used another compression.
 	var removed []string
 	for _, c := range tarstream.Compressions {
-		k, err := layout.ArchiveName(p.Server, p.RunID, string(c))
+		k, err := jobapi.ArchiveName(p.Server, p.RunID, string(c))
 		if err != nil {
 			return err
 		}

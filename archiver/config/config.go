@@ -44,10 +44,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // DefaultPath is where the backup Job mounts felis.toml.
-const DefaultPath = "/etc/felis/felis.toml"
+const DefaultPath = jobapi.DefaultConfigPath
 
 // Config is the content of felis.toml.
 type Config struct {

@@ -73,13 +73,13 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
-	"github.com/worldbackup/worldbackup/internal/layout"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // Defaults for the caps.
 const (
-	DefaultMaxBytes         int64 = 64 << 30                   // 64 GiB of file content
-	DefaultMaxEntries       int64 = 1_000_000                  // archive members
+	DefaultMaxBytes         int64 = jobapi.DefaultMaxBytes     // 64 GiB of file content
+	DefaultMaxEntries       int64 = jobapi.DefaultMaxEntries   // archive members
 	DefaultMaxDecoderMemory       = tarstream.DefaultMaxWindow // zstd window: covers every level and --long=27
 )
 
@@ -146,8 +146,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--sha256 %q is not a SHA-256: want 64 hex digits", o.SHA256)
 	case o.Into == "":
 		return errors.New("no target folder given (--into DIR)")
-	case o.RunID != "" && layout.CheckRunID(o.RunID) != nil:
-		return fmt.Errorf("--run-id: %w", layout.CheckRunID(o.RunID))
+	case o.RunID != "" && jobapi.CheckRunID(o.RunID) != nil:
+		return fmt.Errorf("--run-id: %w", jobapi.CheckRunID(o.RunID))
 	case filepath.Clean(o.Into) == "/":
 		return errors.New("--into / would replace the whole filesystem: give the world's folder")
 	case o.MaxBytes < 0:

@@ -24,7 +24,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/retention"
 	"github.com/worldbackup/worldbackup/archiver/store"
-	"github.com/worldbackup/worldbackup/internal/layout"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // Catalog is what prune needs of the catalog.
@@ -76,7 +76,7 @@ func (o Options) withDefaults() Options {
 // Validate checks the options a user typed.
 func (o Options) Validate() error {
 	var errs []error
-	if err := layout.CheckServer(o.Server); err != nil {
+	if err := jobapi.CheckServer(o.Server); err != nil {
 		errs = append(errs, err)
 	}
 	if err := o.Policy.Validate(); err != nil {
@@ -184,7 +184,7 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		return rep, err
 	}
 	for _, o := range objs {
-		if _, _, ok := layout.ParseArchiveName(path.Base(o.Key)); !ok || remaining[o.Key] || planned[o.Key] {
+		if _, _, ok := jobapi.ParseArchiveName(path.Base(o.Key)); !ok || remaining[o.Key] || planned[o.Key] {
 			continue
 		}
 		orphan := Orphan{Ref: st.Ref(o.Key), SizeBytes: o.Size, ModTime: o.ModTime}
@@ -248,7 +248,7 @@ func plan(recs []catalog.Record, st Store, p retention.Policy, notBefore time.Ti
 // keyOf returns the store key of r's archive ("" when the row's fields do
 // not make one, which the catalog's constraints prevent).
 func keyOf(r catalog.Record) string {
-	key, err := layout.ArchiveName(r.Server, r.RunID, r.Compression)
+	key, err := jobapi.ArchiveName(r.Server, r.RunID, r.Compression)
 	if err != nil {
 		return ""
 	}

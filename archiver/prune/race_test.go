@@ -19,7 +19,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/retention"
 	"github.com/worldbackup/worldbackup/archiver/store"
-	"github.com/worldbackup/worldbackup/internal/layout"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // These tests run against the real PostgreSQL catalog and a real Local
@@ -268,7 +268,7 @@ func pruneFilesFirst(ctx context.Context, db *catalog.DB, st *store.Local, opts 
 		if r.Keep {
 			continue
 		}
-		key, err := layout.ArchiveName(opts.Server, r.RunID, "zstd")
+		key, err := jobapi.ArchiveName(opts.Server, r.RunID, "zstd")
 		if err != nil {
 			return err
 		}

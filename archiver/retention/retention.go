@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"time"
 )
 
@@ -139,37 +138,4 @@ func Apply(runs []Run, p Policy) []Decision {
 		}
 	}
 	return out
-}
-
-// ParseDuration parses a keep-within duration: Go's syntax ("36h", "90m")
-// with weeks and days in front ("2w", "30d", "1w3d12h").
-func ParseDuration(s string) (time.Duration, error) {
-	rest, total := s, time.Duration(0)
-	for _, u := range []struct {
-		suffix byte
-		d      time.Duration
-	}{{'w', 7 * 24 * time.Hour}, {'d', 24 * time.Hour}} {
-		i := 0
-		for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
-			i++
-		}
-		if i > 0 && i < len(rest) && rest[i] == u.suffix {
-			n, err := strconv.Atoi(rest[:i])
-			if err != nil || n > 100000 {
-				return 0, fmt.Errorf("duration %q: %q is out of range", s, rest[:i+1])
-			}
-			total += time.Duration(n) * u.d
-			rest = rest[i+1:]
-		}
-	}
-	if rest != "" {
-		d, err := time.ParseDuration(rest)
-		if err != nil || d < 0 {
-			return 0, fmt.Errorf("duration %q is invalid: use e.g. 30d, 2w, 36h or 1w3d12h", s)
-		}
-		total += d
-	} else if s == "" {
-		return 0, fmt.Errorf("duration is empty: use e.g. 30d, 2w, 36h or 1w3d12h")
-	}
-	return total, nil
 }

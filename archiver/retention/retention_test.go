@@ -183,31 +183,3 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
-
-func TestParseDuration(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    time.Duration
-		wantErr bool
-	}{
-		{in: "36h", want: 36 * time.Hour},
-		{in: "30d", want: 30 * 24 * time.Hour},
-		{in: "2w", want: 14 * 24 * time.Hour},
-		{in: "1w3d12h", want: (10*24 + 12) * time.Hour},
-		{in: "90m", want: 90 * time.Minute},
-		{in: "", wantErr: true},
-		{in: "3x", wantErr: true},
-		{in: "d", wantErr: true},
-		{in: "-5h", wantErr: true},
-		{in: "3d2w", wantErr: true},
-		{in: "99999999999d", wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			got, err := ParseDuration(tt.in)
-			if (err != nil) != tt.wantErr || (!tt.wantErr && got != tt.want) {
-				t.Fatalf("ParseDuration(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.wantErr)
-			}
-		})
-	}
-}

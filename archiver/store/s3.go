@@ -25,7 +25,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/worldbackup/worldbackup/internal/layout"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // ErrDenied is wrapped by the errors of an S3 store whose server refused
@@ -123,9 +123,8 @@ func (o S3Options) Validate() error {
 		errs = append(errs, err)
 	}
 	if o.Endpoint != "" {
-		u, err := url.Parse(o.Endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			errs = append(errs, fmt.Errorf("S3 endpoint %q: want http(s)://host[:port]", o.Endpoint))
+		if err := jobapi.CheckEndpoint(o.Endpoint); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if o.AccessKey == "" || o.SecretKey == "" {
@@ -141,27 +140,11 @@ func (o S3Options) Validate() error {
 }
 
 // IsS3URL reports whether ref names an S3 object or store (s3://...).
-func IsS3URL(ref string) bool { return strings.HasPrefix(ref, "s3://") }
+func IsS3URL(ref string) bool { return jobapi.IsS3URL(ref) }
 
 // ParseS3URL splits "s3://bucket/prefix" into the bucket and the key prefix
-// (without slashes at its ends; empty when there is none).
-func ParseS3URL(s string) (bucket, prefix string, err error) {
-	rest, ok := strings.CutPrefix(s, "s3://")
-	if !ok {
-		return "", "", fmt.Errorf("S3 store %q: want s3://bucket or s3://bucket/prefix", s)
-	}
-	bucket, prefix, _ = strings.Cut(rest, "/")
-	prefix = strings.TrimSuffix(prefix, "/")
-	if !layout.ValidBucket(bucket) {
-		return "", "", fmt.Errorf("S3 store %q: bucket %q is not a valid bucket name (3-63 lowercase letters, digits, '.' and '-')", s, bucket)
-	}
-	if prefix != "" {
-		if err := checkKey(prefix); err != nil {
-			return "", "", fmt.Errorf("S3 store %q: prefix: %w", s, err)
-		}
-	}
-	return bucket, prefix, nil
-}
+// (jobapi.ParseS3URL, the rule of the components' store input too).
+func ParseS3URL(s string) (bucket, prefix string, err error) { return jobapi.ParseS3URL(s) }
 
 // S3 keeps archives as objects of an S3 bucket below a key prefix. Put
 // streams the archive into a multipart upload and completes it only when

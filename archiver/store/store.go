@@ -9,13 +9,12 @@ package store
 
 import (
 	"errors"
-	"fmt"
-	"io/fs"
-	"strings"
+
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // ErrInvalidKey is returned for keys that are not plain relative slash paths.
-var ErrInvalidKey = errors.New("invalid archive key")
+var ErrInvalidKey = jobapi.ErrInvalidKey
 
 // ErrNoRoot is wrapped by the errors of a Local store whose root folder is
 // missing (or not a folder).
@@ -25,15 +24,6 @@ var ErrNoRoot = errors.New("archive root is missing")
 // data before it was committed.
 var ErrDiscarded = errors.New("temporary archive was discarded before commit")
 
-// checkKey returns an error wrapping ErrInvalidKey unless key is a valid key.
-func checkKey(key string) error {
-	if !fs.ValidPath(key) || key == "." || strings.Contains(key, `\`) {
-		return fmt.Errorf("%w %q: want a relative slash path without '..'", ErrInvalidKey, key)
-	}
-	for _, el := range strings.Split(key, "/") {
-		if strings.HasPrefix(el, ".") {
-			return fmt.Errorf("%w %q: no element may start with '.'", ErrInvalidKey, key)
-		}
-	}
-	return nil
-}
+// checkKey returns an error wrapping ErrInvalidKey unless key is a valid
+// key (jobapi.CheckKey, the rule of every store).
+func checkKey(key string) error { return jobapi.CheckKey(key) }

@@ -7,20 +7,29 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/klauspost/pgzip"
+
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // Compression names the compression applied to the tar stream.
 type Compression string
 
-// The supported compressions.
+// The supported compressions, named by jobapi.
 const (
-	Zstd Compression = "zstd"
-	Gzip Compression = "gzip"
-	None Compression = "none"
+	Zstd Compression = jobapi.CompressionZstd
+	Gzip Compression = jobapi.CompressionGzip
+	None Compression = jobapi.CompressionNone
 )
 
-// Compressions lists the supported compressions, default first.
-var Compressions = []Compression{Zstd, Gzip, None}
+// Compressions lists the supported compressions, default first
+// (jobapi.Compressions).
+var Compressions = func() []Compression {
+	var cs []Compression
+	for _, c := range jobapi.Compressions() {
+		cs = append(cs, Compression(c))
+	}
+	return cs
+}()
 
 // ParseCompression returns the Compression named s ("zstd", "gzip" or "none").
 func ParseCompression(s string) (Compression, error) {

@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // DefaultExcludes are the exclude patterns used when none are configured:
 // server jars, caches, logs and temp files, like docker-mc-backup.
-var DefaultExcludes = []string{"*.jar", "cache/", "logs/", "*.tmp"}
+// They are jobapi's, which the components' schema quotes.
+var DefaultExcludes = jobapi.DefaultExcludes()
 
 // pattern is one compiled exclude pattern.
 type pattern struct {

@@ -2,11 +2,11 @@ package jobspec
 
 import (
 	"path"
-	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/naming"
 )
 
@@ -14,7 +14,7 @@ import (
 const ComponentBackup = "backup"
 
 // ConfigFileName is the archiver's config file inside the config Secret.
-const ConfigFileName = "felis.toml"
+const ConfigFileName = jobapi.ConfigFileName
 
 // BackupCapabilities are the capabilities the backup Job's root process
 // keeps in baseline mode: DAC_OVERRIDE only, to read files the game wrote
@@ -30,7 +30,7 @@ const (
 )
 
 // RconMountPath is where the backup Job mounts the RCON password Secret.
-const RconMountPath = "/etc/felis-rcon"
+const RconMountPath = jobapi.RconMountPath
 
 // Rcon says how the backup Job reaches the game server to quiesce it.
 type Rcon struct {
@@ -40,36 +40,9 @@ type Rcon struct {
 	Required   bool   // an unreachable server fails the run
 }
 
-// Retention is the prune the backup Job runs after its run (archiver
-// backup --keep-*); zero counts are left out.
-type Retention struct {
-	KeepLast, KeepHourly, KeepDaily, KeepWeekly, KeepMonthly, KeepYearly int
-	KeepWithin                                                           string // e.g. "30d"; "" = none
-	MinKeep                                                              int
-	Grace                                                                string // "" = the archiver's default (1h)
-}
-
-// Args returns the archiver flags of r.
-func (r Retention) Args() []string {
-	var args []string
-	for _, f := range []struct {
-		flag string
-		n    int
-	}{{"--keep-last", r.KeepLast}, {"--keep-hourly", r.KeepHourly}, {"--keep-daily", r.KeepDaily},
-		{"--keep-weekly", r.KeepWeekly}, {"--keep-monthly", r.KeepMonthly}, {"--keep-yearly", r.KeepYearly}} {
-		if f.n > 0 {
-			args = append(args, f.flag, strconv.Itoa(f.n))
-		}
-	}
-	if r.KeepWithin != "" {
-		args = append(args, "--keep-within", r.KeepWithin)
-	}
-	args = append(args, "--min-keep", strconv.Itoa(r.MinKeep))
-	if r.Grace != "" {
-		args = append(args, "--grace", r.Grace)
-	}
-	return args
-}
+// Retention is the prune a backup Job runs after its run (archiver backup
+// --keep-*) or a prune Job runs: jobapi's request part.
+type Retention = jobapi.Retention
 
 // Backup holds the resolved, validated arguments of one backup Job: those
 // of every Job (the world claim mounted read-only, the backup claim
@@ -99,41 +72,35 @@ func BackupJobName(server, runID string) string {
 	return naming.JobName(server, naming.KindBackup, runID)
 }
 
-// BackupArgs returns the archiver's command-line arguments for b (after the
-// command ArchiverPath). The config Secret's database URL is read from the
-// mounted file, never passed here.
-func BackupArgs(b Backup) []string {
-	args := []string{"backup", "--server", b.Server, "--run-id", b.RunID}
-	if b.FormerOwner != "" {
-		args = append(args, "--former-owner", b.FormerOwner)
+// Request returns the archiver's request of b: the database URL is read
+// from the mounted config file, the credentials and the RCON password from
+// mounted Secrets, never passed here.
+func (b Backup) Request() jobapi.Backup {
+	req := jobapi.Backup{
+		Server:      b.Server,
+		RunID:       b.RunID,
+		FormerOwner: b.FormerOwner,
+		World:       b.WorldRoot,
+		Config:      path.Join(b.ConfigMountPath, ConfigFileName),
+		Compression: b.Compression,
+		Excludes:    b.Excludes,
+		Retention:   b.Retention,
+		LogFormat:   jobapi.LogJSON,
 	}
-	args = append(args,
-		"--world", b.WorldRoot,
-		"--config", path.Join(b.ConfigMountPath, ConfigFileName),
-	)
 	if b.Store != nil {
-		// The credentials are read from the mounted Secret, never passed here.
-		args = append(args, "--store", b.Store.URL)
-		args = append(args, b.Store.Args()...)
+		req.Store, req.S3 = b.Store.URL, b.Store.Settings()
 	} else {
-		args = append(args, "--archive-root", b.BackupRoot)
-	}
-	args = append(args, "--compression", b.Compression)
-	for _, e := range b.Excludes {
-		args = append(args, "--exclude", e)
+		req.ArchiveRoot = b.BackupRoot
 	}
 	if r := b.Rcon; r != nil {
-		// The password is read from the mounted Secret, never passed here.
-		args = append(args, "--rcon", r.Address, "--rcon-password-file", path.Join(RconMountPath, r.SecretKey))
-		if !r.Required {
-			args = append(args, "--rcon-required=false")
-		}
+		req.Rcon = jobapi.Rcon{Address: r.Address, PasswordFile: path.Join(RconMountPath, r.SecretKey), Optional: !r.Required}
 	}
-	if b.Retention != nil {
-		args = append(args, b.Retention.Args()...)
-	}
-	return append(args, "--log-format", "json")
+	return req
 }
+
+// BackupArgs returns the archiver's command-line arguments for b (after the
+// command ArchiverPath).
+func BackupArgs(b Backup) []string { return b.Request().Args() }
 
 // BuildBackup returns the backup Job of b: one pod, never restarted in place,
 // running `archiver backup` with the world claim read-only, the backup claim

@@ -6,6 +6,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/naming"
 )
 
@@ -41,25 +42,28 @@ func PruneJobName(server, runID string) string {
 	return naming.JobName(server, naming.KindPrune, runID)
 }
 
-// PruneArgs returns the archiver's command-line arguments for p (after the
-// command ArchiverPath). The database URL is read from the mounted config
-// file, never passed here.
-func PruneArgs(p Prune) []string {
-	args := []string{"prune", "--server", p.Server,
-		"--config", path.Join(p.ConfigMountPath, ConfigFileName)}
+// Request returns the archiver's request of p: the database URL is read
+// from the mounted config file, the credentials from the mounted Secret,
+// never passed here.
+func (p Prune) Request() jobapi.Prune {
+	req := jobapi.Prune{
+		Server:    p.Server,
+		Config:    path.Join(p.ConfigMountPath, ConfigFileName),
+		Retention: p.Retention,
+		DryRun:    p.DryRun,
+		LogFormat: jobapi.LogJSON,
+	}
 	if p.Store != nil {
-		// The credentials are read from the mounted Secret, never passed here.
-		args = append(args, "--store", p.Store.URL)
-		args = append(args, p.Store.Args()...)
+		req.Store, req.S3 = p.Store.URL, p.Store.Settings()
 	} else {
-		args = append(args, "--archive-root", p.BackupRoot)
+		req.ArchiveRoot = p.BackupRoot
 	}
-	args = append(args, p.Retention.Args()...)
-	if p.DryRun {
-		args = append(args, "--dry-run")
-	}
-	return append(args, "--log-format", "json")
+	return req
 }
+
+// PruneArgs returns the archiver's command-line arguments for p (after the
+// command ArchiverPath).
+func PruneArgs(p Prune) []string { return p.Request().Args() }
 
 // BuildPrune returns the prune Job of p: one pod, never restarted in place,
 // running `archiver prune` with the backup claim read-write (with an S3

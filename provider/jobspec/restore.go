@@ -1,11 +1,10 @@
 package jobspec
 
 import (
-	"strconv"
-
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/naming"
 )
 
@@ -44,29 +43,33 @@ func RestoreJobName(server, runID string) string {
 	return naming.JobName(server, naming.KindRestore, runID)
 }
 
-// RestoreArgs returns the archiver's command-line arguments for r (after the
-// command ArchiverPath). The restore needs no database and no config file.
-// --run-id is the restore's idempotency key: the archiver leaves a marker
-// (.worldbackup-restored, with the run ID and the archive's checksum) in the
-// restored world, and a second run of the same restore (a Job re-created
-// after its TTL, a replacement, GitOps) exits 0 without touching the world.
-func RestoreArgs(r Restore) []string {
-	args := []string{"restore", "--run-id", r.RunID, "--archive", r.ArchiveRef, "--sha256", r.SHA256, "--into", r.WorldRoot}
-	if r.Replace {
-		args = append(args, "--replace")
-	}
-	if r.MaxBytes > 0 {
-		args = append(args, "--max-bytes", strconv.FormatInt(r.MaxBytes, 10))
-	}
-	if r.MaxEntries > 0 {
-		args = append(args, "--max-entries", strconv.FormatInt(r.MaxEntries, 10))
+// Request returns the archiver's request of r. The restore needs no
+// database and no config file. RunID is the restore's idempotency key: the
+// archiver leaves a marker (.worldbackup-restored, with the run ID and the
+// archive's checksum) in the restored world, and a second run of the same
+// restore (a Job re-created after its TTL, a replacement, GitOps) exits 0
+// without touching the world.
+func (r Restore) Request() jobapi.Restore {
+	req := jobapi.Restore{
+		RunID:      r.RunID,
+		Archive:    r.ArchiveRef,
+		SHA256:     r.SHA256,
+		Into:       r.WorldRoot,
+		Replace:    r.Replace,
+		MaxBytes:   r.MaxBytes,
+		MaxEntries: r.MaxEntries,
+		LogFormat:  jobapi.LogJSON,
 	}
 	if r.Store != nil {
 		// The credentials are read from the mounted Secret, never passed here.
-		args = append(args, r.Store.Args()...)
+		req.S3 = r.Store.Settings()
 	}
-	return append(args, "--log-format", "json")
+	return req
 }
+
+// RestoreArgs returns the archiver's command-line arguments for r (after the
+// command ArchiverPath).
+func RestoreArgs(r Restore) []string { return r.Request().Args() }
 
 // BuildRestore returns the restore Job of r: one pod, never restarted in
 // place, running `archiver restore` with the backup claim read-only (at the

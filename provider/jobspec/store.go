@@ -1,9 +1,9 @@
 package jobspec
 
 import (
-	"path"
-
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // The S3 credentials Secret in the pod: its two keys are mounted read-only
@@ -11,9 +11,9 @@ import (
 // archiver's --s3-access-key-file and --s3-secret-key-file read them there.
 const (
 	S3VolumeName    = "s3-credentials"
-	S3MountPath     = "/etc/felis-s3"
-	S3AccessKeyFile = "access-key"
-	S3SecretKeyFile = "secret-key"
+	S3MountPath     = jobapi.S3MountPath
+	S3AccessKeyFile = jobapi.S3AccessKeyFile
+	S3SecretKeyFile = jobapi.S3SecretKeyFile
 )
 
 // S3Store is an S3-compatible archive store: a Job with one archives into
@@ -30,25 +30,14 @@ type S3Store struct {
 	SecretKeyKey string // its key holding the secret access key
 }
 
-// Args returns the archiver's --s3-* arguments of s: the server's settings
+// Settings returns the archiver's S3 settings of s: the server's settings
 // and the credential files, never the credentials. The store's URL is not
 // among them (the backup passes it as --store, the restore's --archive is an
 // object's URL).
-func (s S3Store) Args() []string {
-	var args []string
-	if s.Endpoint != "" {
-		args = append(args, "--s3-endpoint", s.Endpoint)
-	}
-	if s.Region != "" {
-		args = append(args, "--s3-region", s.Region)
-	}
-	if s.PathStyle {
-		args = append(args, "--s3-path-style")
-	}
-	return append(args,
-		"--s3-access-key-file", path.Join(S3MountPath, S3AccessKeyFile),
-		"--s3-secret-key-file", path.Join(S3MountPath, S3SecretKeyFile))
-}
+func (s S3Store) Settings() jobapi.S3 { return jobapi.PodS3(s.Endpoint, s.Region, s.PathStyle) }
+
+// Args returns the archiver's --s3-* arguments of s (see Settings).
+func (s S3Store) Args() []string { return s.Settings().Args() }
 
 // Volume returns the credentials Secret's volume, only its two keys, each
 // under its fixed file name with mode 0400, and its read-only mount.

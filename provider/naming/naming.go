@@ -10,27 +10,29 @@ import (
 	"encoding/hex"
 	"regexp"
 	"strings"
+
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
-// Job kinds, the middle segment of a Job name.
+// Job kinds, the middle segment of a Job name: jobapi's.
 const (
-	KindBackup  = "backup"
-	KindRestore = "restore"
-	KindPrune   = "prune"
+	KindBackup  = jobapi.KindBackup
+	KindRestore = jobapi.KindRestore
+	KindPrune   = jobapi.KindPrune
 )
 
 // MaxNameLen is the longest Kubernetes Job name (a DNS-1123 label; the Job
 // controller also puts it in a pod label, which allows 63).
-const MaxNameLen = 63
+const MaxNameLen = jobapi.MaxLabelLen
 
 // HashLen is the length of the hexadecimal hash that keeps shortened names
 // and label values unique.
-const HashLen = 8
+const HashLen = jobapi.JobHashLen
 
-// MaxServerLen is the longest server name the components accept: the longest
-// Job kind and the shortest suffix (a bare hash) must still fit in
-// MaxNameLen: len("<server>-restore-<hash>") ≤ 63.
-const MaxServerLen = MaxNameLen - len("-"+KindRestore+"-") - HashLen
+// MaxServerLen is the longest server name the components accept
+// (jobapi.MaxJobServerLen): the longest Job kind and the shortest suffix (a
+// bare hash) must still fit in MaxNameLen: len("<server>-restore-<hash>") ≤ 63.
+const MaxServerLen = jobapi.MaxJobServerLen
 
 var (
 	dnsLabelRE   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)

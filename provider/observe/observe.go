@@ -9,14 +9,14 @@
 package observe
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // stuckReasons are the waiting reasons of a container that will not start
@@ -148,32 +148,9 @@ func (t *Tracker) Observe(pods []corev1.Pod, now time.Time, g Grace) (cause Caus
 	return cause, ok
 }
 
-// Summary is what a run reports in its termination message: the archiver's
-// one JSON line (archiver/cmd/archiver: backup's jobSummary, restore's
-// summary), the fields the components expose.
-type Summary struct {
-	Status     string `json:"status"`
-	RunID      string `json:"run_id"`
-	ArchiveRef string `json:"archive_ref"`
-	SHA256     string `json:"sha256"`
-	SizeBytes  int64  `json:"size_bytes"`
-	Error      string `json:"error"`
-}
+// Summary is what a run reports in its termination message (any kind's
+// result of jobapi), the fields the components expose.
+type Summary = jobapi.Summary
 
-// ParseSummary decodes a termination message: one JSON object, possibly
-// followed by a newline. Unknown fields are ignored (the archiver may report
-// more than the components expose).
-func ParseSummary(msg string) (Summary, error) {
-	msg = strings.TrimSpace(msg)
-	if msg == "" {
-		return Summary{}, errors.New("the termination message is empty")
-	}
-	var s Summary
-	if err := json.Unmarshal([]byte(msg), &s); err != nil {
-		return Summary{}, fmt.Errorf("the termination message is not the archiver's JSON summary: %w", err)
-	}
-	if s.Status == "" {
-		return Summary{}, errors.New("the termination message has no status")
-	}
-	return s, nil
-}
+// ParseSummary decodes a termination message (see jobapi.ParseSummary).
+func ParseSummary(msg string) (Summary, error) { return jobapi.ParseSummary(msg) }

@@ -22,7 +22,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/rcon"
 	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
-	"github.com/worldbackup/worldbackup/internal/layout"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // The real parts satisfy the interfaces the backup run consumes.
@@ -58,79 +58,61 @@ is written and before the row, on every exit path.
 // termination message.
 const defaultTerminationLog = "/dev/termination-log"
 
+// backupFlags are the flags of backup: the contract's request (what the
+// backup Job passes) and the local flags of a run by hand.
 type backupFlags struct {
-	server, runID, formerOwner string
-	world, configPath          string
-	archiveRoot, compression   string
-	excludes                   stringList
-	noMigrate, allowEmpty      bool
-	logFormat                  logFormat
-	terminationLog             string
-	progressInterval           time.Duration
-	rconAddr, rconPasswordFile string
-	rconRequired               bool
-	retention                  retentionFlags
-	store                      string
-	s3                         s3Flags
+	jobapi.Backup
+	noMigrate, allowEmpty bool
+	terminationLog        string
+	progressInterval      time.Duration
 }
 
-// jobSummary is the termination message of a backup: the run's summary and,
-// when a retention policy was given, what the prune after it did.
-type jobSummary struct {
-	backup.Summary
-	Prune *pruneSummary `json:"prune,omitempty"`
-}
+// backupLocalFlags are the flags of backup that are not the Job's.
+var backupLocalFlags = []string{"no-migrate", "allow-empty", "termination-log", "progress-interval"}
 
-func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	f := backupFlags{logFormat: "auto"}
-	fs := newFlagSet("backup", backupHelp, stderr)
-	fs.StringVar(&f.server, "server", "", "server name, a DNS-1123 label (required)")
-	fs.StringVar(&f.runID, "run-id", "", "run ID, the idempotency key: ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$ (required)")
-	fs.StringVar(&f.formerOwner, "former-owner", "", "former owner of the world, recorded in the row")
-	fs.StringVar(&f.world, "world", "/world", "world folder to archive")
-	fs.StringVar(&f.configPath, "config", config.DefaultPath, "felis.toml")
-	fs.StringVar(&f.archiveRoot, "archive-root", "", "archive root folder; overrides [archive] local_path")
-	fs.StringVar(&f.compression, "compression", "", "zstd, gzip or none; overrides [archive] compression (default zstd)")
-	fs.Var(&f.excludes, "exclude", "glob of entries to leave out, repeatable; replaces [archive] excludes (default *.jar, cache/, logs/, *.tmp)")
+// newBackupFlags returns the flag set of backup and the flags it fills.
+func newBackupFlags(stderr io.Writer) (*flag.FlagSet, *backupFlags) {
+	f := &backupFlags{}
+	fs := newFlagSet(jobapi.KindBackup, backupHelp, stderr)
+	f.Bind(fs)
 	fs.BoolVar(&f.noMigrate, "no-migrate", false, "do not apply the catalog's migrations first")
 	fs.BoolVar(&f.allowEmpty, "allow-empty", false, "record a world without files (empty, or everything excluded); overrides [archive] allow_empty")
-	fs.Var(&f.logFormat, "log-format", "json, text or auto (json when stderr is not a terminal)")
 	fs.StringVar(&f.terminationLog, "termination-log", defaultTerminationLog,
 		"file for the one-line JSON summary; skipped when its folder is missing (the default path: when the file is missing)")
 	fs.DurationVar(&f.progressInterval, "progress-interval", backup.DefaultProgressInterval, "time between progress log lines")
-	fs.StringVar(&f.rconAddr, "rcon", "", "host:port of the game server's RCON: autosave off while the world is read; overrides [rcon] address")
-	fs.StringVar(&f.rconPasswordFile, "rcon-password-file", "", "file holding the RCON password (a mounted Secret); overrides [rcon] password_file")
-	fs.BoolVar(&f.rconRequired, "rcon-required", true, "fail when the game server cannot be reached (false: warn and back up without quiescing); overrides [rcon] required")
-	f.retention.add(fs)
-	fs.StringVar(&f.store, "store", "", "s3://bucket/prefix: archive into this S3 store (settings: the --s3-* flags over [archive]); overrides [archive] store and local_path")
-	f.s3.add(fs)
+	return fs, f
+}
+
+func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, f := newBackupFlags(stderr)
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
+	f.Parsed(fs)
 	tlog := terminationLog{path: f.terminationLog, explicit: flagSet(fs, "termination-log")}
-	log := newLogger(f.logFormat, stderr)
+	log := newLogger(f.LogFormat, stderr)
 
-	p, root, cfg, err := backupSetup(fs, &f)
+	p, root, cfg, err := backupSetup(fs, f)
 	var spec storeSpec
 	if err == nil {
 		spec, err = archiveStoreSpec(cfg, root)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "archiver backup: %s\n", err)
-		tlog.write(log, jobSummary{Summary: backup.Summary{Status: backup.StatusFailed, Server: f.server, RunID: f.runID, Error: err.Error()}})
+		tlog.write(log, jobapi.BackupResult{BackupRun: backup.Summary{Status: backup.StatusFailed, Server: f.Server, RunID: f.RunID, Error: err.Error()}})
 		return exitUsage
 	}
 
-	quiescer, err := rconSetup(fs, &f, cfg)
+	quiescer, err := rconSetup(fs, f, cfg)
 	var pruneOpts *prune.Options
-	if err == nil && f.retention.given(fs) {
+	if err == nil && f.Retention != nil {
 		var o prune.Options
-		o, err = f.retention.options(fs, p.Server)
+		o, err = retentionOptions(fs, *f.Retention, p.Server)
 		pruneOpts = &o
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "archiver backup: %s\n", err)
-		tlog.write(log, jobSummary{Summary: backup.Summary{Status: backup.StatusFailed, Server: f.server, RunID: f.runID, Error: err.Error()}})
+		tlog.write(log, jobapi.BackupResult{BackupRun: backup.Summary{Status: backup.StatusFailed, Server: f.Server, RunID: f.RunID, Error: err.Error()}})
 		return exitUsage
 	}
 
@@ -155,59 +137,59 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // parameters and archive root; its errors are usage errors.
 func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, config.Config, error) {
 	var errs []error
-	if f.server == "" {
-		errs = append(errs, errors.New("--server is required"))
-	} else if err := layout.CheckServer(f.server); err != nil {
-		errs = append(errs, fmt.Errorf("--server: %w", err))
+	if f.Server == "" {
+		errs = append(errs, flagErrorf(jobapi.FlagServer, "is required"))
+	} else if err := jobapi.CheckServer(f.Server); err != nil {
+		errs = append(errs, flagErrorf(jobapi.FlagServer, ": %w", err))
 	}
-	if f.runID == "" {
-		errs = append(errs, errors.New("--run-id is required"))
-	} else if err := layout.CheckRunID(f.runID); err != nil {
-		errs = append(errs, fmt.Errorf("--run-id: %w", err))
+	if f.RunID == "" {
+		errs = append(errs, flagErrorf(jobapi.FlagRunID, "is required"))
+	} else if err := jobapi.CheckRunID(f.RunID); err != nil {
+		errs = append(errs, flagErrorf(jobapi.FlagRunID, ": %w", err))
 	}
 	if f.progressInterval <= 0 {
-		errs = append(errs, errors.New("--progress-interval must be positive"))
+		errs = append(errs, flagErrorf("progress-interval", "must be positive"))
 	}
 	if len(errs) > 0 {
 		return backup.Params{}, "", config.Config{}, errors.Join(errs...)
 	}
 
-	cfg, err := config.Load(f.configPath)
+	cfg, err := config.Load(f.Config)
 	if err == nil {
-		cfg, err = storeOverrides(fs, f.store, &f.s3, cfg)
+		cfg, err = storeOverrides(fs, f.Store, f.S3, cfg)
 	}
 	if err != nil {
 		return backup.Params{}, "", config.Config{}, err
 	}
-	if flagSet(fs, "compression") {
-		c, err := tarstream.ParseCompression(f.compression)
+	if flagSet(fs, jobapi.FlagCompression) {
+		c, err := tarstream.ParseCompression(f.Compression)
 		if err != nil {
-			return backup.Params{}, "", config.Config{}, fmt.Errorf("--compression: %w", err)
+			return backup.Params{}, "", config.Config{}, flagErrorf(jobapi.FlagCompression, ": %w", err)
 		}
 		cfg.Archive.Compression = c
 	}
-	if f.excludes.set {
-		cfg.Archive.Excludes = f.excludes.values
+	if flagSet(fs, jobapi.FlagExclude) {
+		cfg.Archive.Excludes = f.Excludes
 		if err := tarstream.ValidateExcludes(cfg.Archive.Excludes); err != nil {
-			return backup.Params{}, "", config.Config{}, fmt.Errorf("--exclude: %w", err)
+			return backup.Params{}, "", config.Config{}, flagErrorf(jobapi.FlagExclude, ": %w", err)
 		}
 	}
 	root := cfg.Archive.LocalPath
-	if f.archiveRoot != "" {
-		root = f.archiveRoot
+	if f.ArchiveRoot != "" {
+		root = f.ArchiveRoot
 	}
-	if f.archiveRoot == "" && cfg.Archive.S3.Enabled() {
+	if f.ArchiveRoot == "" && cfg.Archive.S3.Enabled() {
 		return s3BackupParams(f, cfg)
 	}
 	switch {
 	case root == "":
-		return backup.Params{}, "", config.Config{}, fmt.Errorf("no archive root: pass --archive-root or set [archive] local_path in %s", cfg.Path())
+		return backup.Params{}, "", config.Config{}, fmt.Errorf("no archive root: pass %s or set [archive] local_path in %s", jobapi.Flag(jobapi.FlagArchiveRoot), cfg.Path())
 	case !filepath.IsAbs(root):
 		return backup.Params{}, "", config.Config{}, fmt.Errorf("archive root %q is not an absolute path", root)
 	}
-	world, err := filepath.Abs(f.world)
+	world, err := filepath.Abs(f.World)
 	if err != nil {
-		return backup.Params{}, "", config.Config{}, fmt.Errorf("--world: %w", err)
+		return backup.Params{}, "", config.Config{}, flagErrorf(jobapi.FlagWorld, ": %w", err)
 	}
 	if within(root, world) {
 		return backup.Params{}, "", config.Config{}, fmt.Errorf("archive root %q is inside the world %q: the archive would archive itself", root, world)
@@ -220,13 +202,13 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 	}
 	root = filepath.Clean(root)
 	p := backup.Params{
-		Server:           f.server,
-		RunID:            f.runID,
-		FormerOwner:      f.formerOwner,
+		Server:           f.Server,
+		RunID:            f.RunID,
+		FormerOwner:      f.FormerOwner,
 		World:            world,
 		Compression:      cfg.Archive.Compression,
 		Excludes:         cfg.Archive.Excludes,
-		Avoid:            []string{root, filepath.Join(root, f.server)},
+		Avoid:            []string{root, filepath.Join(root, f.Server)},
 		AllowEmpty:       f.allowEmpty || cfg.Archive.AllowEmpty,
 		ProgressInterval: f.progressInterval,
 	}
@@ -251,10 +233,10 @@ func sameFolder(a, b string) bool {
 // pruneOpts, the prune (also when the run was already recorded). A failed
 // prune does not fail the run: it is reported in the summary's Prune.
 func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, spec storeSpec, p backup.Params, migrate bool,
-	q backup.Quiescer, pruneOpts *prune.Options) (jobSummary, error) {
+	q backup.Quiescer, pruneOpts *prune.Options) (jobapi.BackupResult, error) {
 	start := time.Now()
-	fail := func(err error) (jobSummary, error) {
-		return jobSummary{Summary: backup.Summary{
+	fail := func(err error) (jobapi.BackupResult, error) {
+		return jobapi.BackupResult{BackupRun: backup.Summary{
 			Status: backup.StatusFailed, Server: p.Server, RunID: p.RunID, Compression: string(p.Compression),
 			DurationSeconds: time.Since(start).Seconds(), Error: err.Error(),
 		}}, err
@@ -282,15 +264,15 @@ func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, spec st
 		r = r.WithQuiescer(q)
 	}
 	s, err := r.Run(ctx, p)
-	js := jobSummary{Summary: s}
+	js := jobapi.BackupResult{BackupRun: s}
 	if err != nil || pruneOpts == nil {
 		return js, err
 	}
 	rep, err := prune.Prune(ctx, db, st, *pruneOpts, log)
-	js.Prune = &pruneSummary{Status: "done", Server: rep.Server, RowsDeleted: rep.RowsDeleted,
+	js.Prune = &jobapi.PruneResult{Status: jobapi.StatusDone, Server: rep.Server, RowsDeleted: rep.RowsDeleted,
 		FilesRemoved: rep.FilesRemoved, BytesFreed: rep.BytesFreed}
 	if err != nil {
-		js.Prune.Status, js.Prune.Error = "failed", err.Error()
+		js.Prune.Status, js.Prune.Error = jobapi.StatusFailed, err.Error()
 	}
 	return js, nil
 }
@@ -300,23 +282,23 @@ func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, spec st
 // are usage errors.
 func rconSetup(fs *flag.FlagSet, f *backupFlags, cfg config.Config) (backup.Quiescer, error) {
 	rc := cfg.Rcon
-	if flagSet(fs, "rcon") {
-		rc.Address = f.rconAddr
+	if flagSet(fs, jobapi.FlagRcon) {
+		rc.Address = f.Rcon.Address
 	}
-	if flagSet(fs, "rcon-password-file") {
-		rc.PasswordFile = f.rconPasswordFile
+	if flagSet(fs, jobapi.FlagRconPasswordFile) {
+		rc.PasswordFile = f.Rcon.PasswordFile
 	}
-	if flagSet(fs, "rcon-required") {
-		rc.Required = &f.rconRequired
+	if flagSet(fs, jobapi.FlagRconRequired) {
+		rc.Required = new(!f.Rcon.Optional)
 	}
 	if !rc.Enabled() {
 		if rc.PasswordFile != "" {
-			return nil, errors.New("--rcon-password-file needs --rcon (or [rcon] address): the game server's host:port")
+			return nil, flagErrorf(jobapi.FlagRconPasswordFile, "needs %s (or [rcon] address): the game server's host:port", jobapi.Flag(jobapi.FlagRcon))
 		}
 		return nil, nil
 	}
 	if rc.PasswordFile == "" {
-		return nil, errors.New("--rcon needs --rcon-password-file (or [rcon] password_file): the file of the mounted Secret that holds the RCON password")
+		return nil, flagErrorf(jobapi.FlagRcon, "needs %s (or [rcon] password_file): the file of the mounted Secret that holds the RCON password", jobapi.Flag(jobapi.FlagRconPasswordFile))
 	}
 	pw, err := rcon.ReadPassword(rc.PasswordFile)
 	if err != nil {
@@ -356,10 +338,17 @@ func resolve(p string) string {
 }
 
 // flagSet reports whether the flag name was given on the command line.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
+func flagSet(fs *flag.FlagSet, name string) bool { return jobapi.Given(fs, name) }
+
+// flagErrorf returns an error about the flag name: the flag as given on
+// the command line (jobapi.Flag) and the message, which starts with ':' or
+// a word.
+func flagErrorf(name, format string, args ...any) error {
+	sep := " "
+	if strings.HasPrefix(format, ":") {
+		sep = ""
+	}
+	return fmt.Errorf(jobapi.Flag(name)+sep+format, args...)
 }
 
 // terminationLog is where the run's summary goes.
@@ -373,7 +362,7 @@ const maxTerminationMessage = 4096
 
 // write writes s as one JSON line, shortening its errors (the backup's and
 // the prune's) to fit.
-func (t terminationLog) write(log hclog.Logger, s jobSummary) {
+func (t terminationLog) write(log hclog.Logger, s jobapi.BackupResult) {
 	errs := []*string{&s.Error}
 	if s.Prune != nil {
 		p := *s.Prune // a copy: the caller's summary stays whole

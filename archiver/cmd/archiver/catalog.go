@@ -12,7 +12,7 @@ import (
 
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/config"
-	"github.com/worldbackup/worldbackup/internal/layout"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 const migrateHelp = `Usage: archiver migrate [flags]
@@ -81,8 +81,8 @@ func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *server != "" {
-		if err := layout.CheckServer(*server); err != nil {
-			return usageError(stderr, "list", "--server: %s", err)
+		if err := jobapi.CheckServer(*server); err != nil {
+			return usageError(stderr, "list", "%s: %s", jobapi.Flag(jobapi.FlagServer), err)
 		}
 	}
 	log := newLogger(format, stderr)

@@ -20,6 +20,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mattn/go-isatty"
+
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // version is stamped at build time: -ldflags "-X main.version=v1.2.3".
@@ -92,10 +94,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdPrune(ctx, args[1:], stdout, stderr)
 	case "status":
 		return cmdStatus(ctx, args[1:], stdout, stderr)
-	case "--version", "-version", "version":
+	case jobapi.Flag("version"), "-version", "version":
 		fmt.Fprintf(stdout, "archiver %s\n", version)
 		return exitOK
-	case "--help", "-help", "-h", "help":
+	case jobapi.Flag("help"), "-help", "-h", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	default:
@@ -128,10 +130,10 @@ func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
 // go on. --help prints the command's help to stdout and exits 0.
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) int {
 	for _, a := range args {
-		if a == "--" {
+		if a == jobapi.EndOfFlags {
 			break
 		}
-		if a == "-h" || a == "-help" || a == "--help" {
+		if a == "-h" || a == "-help" || a == jobapi.Flag("help") {
 			fs.SetOutput(stdout)
 			fs.Usage()
 			return exitOK
@@ -157,25 +159,14 @@ func usageError(stderr io.Writer, cmd string, format string, args ...any) int {
 	return exitUsage
 }
 
-// logFormat is the value of --log-format.
-type logFormat string
-
-func (f *logFormat) String() string { return string(*f) }
-
-func (f *logFormat) Set(s string) error {
-	switch s {
-	case "json", "text", "auto":
-		*f = logFormat(s)
-		return nil
-	}
-	return fmt.Errorf("want json, text or auto")
-}
+// logFormat is the value of --log-format (jobapi's).
+type logFormat = jobapi.LogFormat
 
 // newLogger returns the process logger: JSON when asked, or with auto when
 // stderr is not a terminal (in the pod).
 func newLogger(format logFormat, stderr io.Writer) hclog.Logger {
-	json := format == "json"
-	if format == "auto" || format == "" {
+	json := format == jobapi.LogJSON
+	if format == jobapi.LogAuto || format == "" {
 		json = true
 		if f, ok := stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 			json = false

@@ -16,6 +16,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/config"
 	"github.com/worldbackup/worldbackup/archiver/prune"
 	"github.com/worldbackup/worldbackup/archiver/retention"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 const pruneHelp = `Usage: archiver prune --server S --min-keep K [--keep-last N] [--keep-hourly H]
@@ -36,66 +37,30 @@ The archives are in the folder --archive-root, or in the S3 store --store
 store of [archive].
 `
 
-// pruneSummary is the termination message of a prune.
-type pruneSummary struct {
-	Status       string `json:"status"` // done or failed
-	Server       string `json:"server"`
-	DryRun       bool   `json:"dry_run,omitempty"`
-	RowsDeleted  int    `json:"rows_deleted"`
-	FilesRemoved int    `json:"files_removed"`
-	BytesFreed   int64  `json:"bytes_freed"`
-	Error        string `json:"error,omitempty"`
-}
-
-// retentionFlags are the policy flags of prune, also taken by backup.
-type retentionFlags struct {
-	policy        retention.Policy
-	within, grace string
-}
-
-// add registers the flags on fs.
-func (r *retentionFlags) add(fs *flag.FlagSet) {
-	fs.IntVar(&r.policy.Last, "keep-last", 0, "keep the N newest runs")
-	fs.IntVar(&r.policy.Hourly, "keep-hourly", 0, "keep the newest run of each of the last N hours that have one")
-	fs.IntVar(&r.policy.Daily, "keep-daily", 0, "keep the newest run of each of the last N days that have one")
-	fs.IntVar(&r.policy.Weekly, "keep-weekly", 0, "keep the newest run of each of the last N ISO weeks that have one")
-	fs.IntVar(&r.policy.Monthly, "keep-monthly", 0, "keep the newest run of each of the last N months that have one")
-	fs.IntVar(&r.policy.Yearly, "keep-yearly", 0, "keep the newest run of each of the last N years that have one")
-	fs.StringVar(&r.within, "keep-within", "", "keep every run finished within this long of the newest (30d, 2w, 36h)")
-	fs.IntVar(&r.policy.MinKeep, "min-keep", 0, "never fewer runs than this, at least 1 (required with any keep rule)")
-	fs.StringVar(&r.grace, "grace", prune.DefaultGrace.String(), "keep runs and archive files younger than this")
-}
-
-// given reports whether any retention flag was set on the command line.
-func (r *retentionFlags) given(fs *flag.FlagSet) bool {
-	for _, n := range []string{"keep-last", "keep-hourly", "keep-daily", "keep-weekly", "keep-monthly", "keep-yearly", "keep-within", "min-keep", "grace"} {
-		if flagSet(fs, n) {
-			return true
-		}
-	}
-	return false
-}
-
-// options checks the flags and returns the prune options for server.
-func (r *retentionFlags) options(fs *flag.FlagSet, server string) (prune.Options, error) {
-	opts := prune.Options{Server: server, Policy: r.policy}
+// retentionOptions checks the retention flags r (jobapi.Retention, of
+// prune and backup) and returns the prune options for server.
+func retentionOptions(fs *flag.FlagSet, r jobapi.Retention, server string) (prune.Options, error) {
+	opts := prune.Options{Server: server, Policy: retention.Policy{
+		Last: r.KeepLast, Hourly: r.KeepHourly, Daily: r.KeepDaily, Weekly: r.KeepWeekly,
+		Monthly: r.KeepMonthly, Yearly: r.KeepYearly, MinKeep: r.MinKeep,
+	}}
 	var errs []error
-	if !flagSet(fs, "min-keep") {
-		errs = append(errs, errors.New("--min-keep is required: the number of archives never removed (e.g. --min-keep 3)"))
+	if !flagSet(fs, jobapi.FlagMinKeep) {
+		errs = append(errs, fmt.Errorf("%s is required: the number of archives never removed (e.g. %s 3)", jobapi.Flag(jobapi.FlagMinKeep), jobapi.Flag(jobapi.FlagMinKeep)))
 	}
-	if r.within != "" {
-		d, err := retention.ParseDuration(r.within)
+	if r.KeepWithin != "" {
+		d, err := jobapi.ParseDuration(r.KeepWithin)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("--keep-within: %w", err))
+			errs = append(errs, flagErrorf(jobapi.FlagKeepWithin, ": %w", err))
 		}
 		opts.Policy.Within = d
 	}
-	g, err := retention.ParseDuration(r.grace)
+	g, err := jobapi.ParseDuration(r.Grace)
 	switch {
 	case err != nil:
-		errs = append(errs, fmt.Errorf("--grace: %w", err))
+		errs = append(errs, flagErrorf(jobapi.FlagGrace, ": %w", err))
 	case g <= 0:
-		errs = append(errs, errors.New("--grace must be positive: at least the longest backup deadline, so a run that is still writing keeps its archive"))
+		errs = append(errs, flagErrorf(jobapi.FlagGrace, "must be positive: at least the longest backup deadline, so a run that is still writing keeps its archive"))
 	}
 	opts.Grace = g
 	if len(errs) == 0 {
@@ -106,43 +71,51 @@ func (r *retentionFlags) options(fs *flag.FlagSet, server string) (prune.Options
 	return opts, errors.Join(errs...)
 }
 
+// pruneFlags are the flags of prune: the contract's request (what the prune
+// Job passes) and the local flags of a run by hand.
+type pruneFlags struct {
+	jobapi.Prune
+	asJSON         bool
+	terminationLog string
+}
+
+// pruneLocalFlags are the flags of prune that are not the Job's.
+var pruneLocalFlags = []string{"json", "termination-log"}
+
+// newPruneFlags returns the flag set of prune and the flags it fills.
+func newPruneFlags(stderr io.Writer) (*flag.FlagSet, *pruneFlags) {
+	f := &pruneFlags{}
+	fs := newFlagSet(jobapi.KindPrune, pruneHelp, stderr)
+	f.Bind(fs)
+	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&f.terminationLog, "termination-log", defaultTerminationLog, "file for the one-line JSON summary")
+	return fs, f
+}
+
 func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	format := logFormat("auto")
-	var rf retentionFlags
-	var server, archiveRoot, storeURL, tlogPath string
-	var s3 s3Flags
-	var asJSON, dryRun bool
-	fs := newFlagSet("prune", pruneHelp, stderr)
-	configPath := fs.String("config", config.DefaultPath, "felis.toml")
-	fs.StringVar(&server, "server", "", "server whose archives to expire (required)")
-	rf.add(fs)
-	fs.BoolVar(&dryRun, "dry-run", false, "decide and print, change nothing")
-	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	fs.StringVar(&archiveRoot, "archive-root", "", "archive root folder; overrides [archive] store and local_path")
-	fs.StringVar(&storeURL, "store", "", "s3://bucket/prefix: prune this S3 store (settings: the --s3-* flags over [archive]); overrides [archive] store and local_path")
-	s3.add(fs)
-	fs.StringVar(&tlogPath, "termination-log", defaultTerminationLog, "file for the one-line JSON summary")
-	fs.Var(&format, "log-format", "json, text or auto (json when stderr is not a terminal)")
+	fs, f := newPruneFlags(stderr)
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
-	tlog := terminationLog{path: tlogPath, explicit: flagSet(fs, "termination-log")}
-	log := newLogger(format, stderr)
+	f.Parsed(fs)
+	server, dryRun := f.Server, f.DryRun
+	tlog := terminationLog{path: f.terminationLog, explicit: flagSet(fs, "termination-log")}
+	log := newLogger(f.LogFormat, stderr)
 	fail := func(code int, err error) int {
-		ps := pruneSummary{Status: "failed", Server: server, DryRun: dryRun, Error: err.Error()}
+		ps := jobapi.PruneResult{Status: jobapi.StatusFailed, Server: server, DryRun: dryRun, Error: err.Error()}
 		tlog.writeBounded(log, &ps, &ps.Error)
 		return code
 	}
 
-	opts, err := rf.options(fs, server)
+	opts, err := retentionOptions(fs, f.Retention, server)
 	opts.DryRun = dryRun
 	if server == "" {
-		err = errors.Join(errors.New("--server is required"), err)
+		err = errors.Join(flagErrorf(jobapi.FlagServer, "is required"), err)
 	}
 	var cfg config.Config
 	var spec storeSpec
 	if err == nil {
-		cfg, spec, err = loadArchiveConfig(fs, *configPath, archiveRoot, storeURL, &s3)
+		cfg, spec, err = loadArchiveConfig(fs, f.Config, f.ArchiveRoot, f.Store, f.S3)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "archiver prune: %s\n", err)
@@ -162,13 +135,13 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		log.Error("prune failed", "server", opts.Server, "error", err)
 	}
-	if perr := printPruneReport(stdout, rep, asJSON); perr != nil && err == nil {
+	if perr := printPruneReport(stdout, rep, f.asJSON); perr != nil && err == nil {
 		err = fmt.Errorf("writing the report: %w", perr)
 	}
 	if err != nil {
 		return fail(exitFailed, err)
 	}
-	tlog.writeBounded(log, &pruneSummary{Status: "done", Server: rep.Server, DryRun: rep.DryRun,
+	tlog.writeBounded(log, &jobapi.PruneResult{Status: jobapi.StatusDone, Server: rep.Server, DryRun: rep.DryRun,
 		RowsDeleted: rep.RowsDeleted, FilesRemoved: rep.FilesRemoved, BytesFreed: rep.BytesFreed})
 	return exitOK
 }
@@ -177,7 +150,7 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // the folder archiveRoot when given, else the S3 store storeURL (--store)
 // with the --s3-* flags s3 over [archive], else [archive] store or
 // local_path. Its errors are usage errors.
-func loadArchiveConfig(fs *flag.FlagSet, configPath, archiveRoot, storeURL string, s3 *s3Flags) (config.Config, storeSpec, error) {
+func loadArchiveConfig(fs *flag.FlagSet, configPath, archiveRoot, storeURL string, s3 jobapi.S3) (config.Config, storeSpec, error) {
 	cfg, err := config.Load(configPath)
 	if err == nil {
 		cfg, err = storeOverrides(fs, storeURL, s3, cfg)
@@ -191,7 +164,7 @@ func loadArchiveConfig(fs *flag.FlagSet, configPath, archiveRoot, storeURL strin
 	}
 	switch {
 	case spec.Root == "":
-		return config.Config{}, storeSpec{}, fmt.Errorf("no archive root: pass --archive-root or set [archive] local_path (or store) in %s", cfg.Path())
+		return config.Config{}, storeSpec{}, fmt.Errorf("no archive root: pass %s or set [archive] local_path (or store) in %s", jobapi.Flag(jobapi.FlagArchiveRoot), cfg.Path())
 	case !filepath.IsAbs(spec.Root):
 		return config.Config{}, storeSpec{}, fmt.Errorf("archive root %q is not an absolute path", spec.Root)
 	}

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 
 	"github.com/worldbackup/worldbackup/archiver/config"
 	"github.com/worldbackup/worldbackup/archiver/extract"
 	"github.com/worldbackup/worldbackup/archiver/store"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 const restoreHelp = `Usage: archiver restore --archive PATH --sha256 HEX --into DIR [--replace] [--run-id R] [flags]
@@ -45,55 +47,55 @@ size_bytes, world_state); a failed restore writes none, so the pod's
 termination message is the log's tail.
 `
 
-// restoreSummary is the termination message of a restore that succeeded.
-type restoreSummary struct {
-	Status     string `json:"status"` // restored | already-restored
-	RunID      string `json:"run_id,omitempty"`
-	ArchiveRef string `json:"archive_ref"`
-	SHA256     string `json:"sha256"`
-	SizeBytes  int64  `json:"size_bytes,omitempty"`
-	WorldState string `json:"world_state"`
+// restoreFlags are the flags of restore: the contract's request (what the
+// restore Job passes) and the local flags of a run by hand.
+type restoreFlags struct {
+	jobapi.Restore
+	terminationLog string
+}
+
+// restoreLocalFlags are the flags of restore that are not the Job's.
+var restoreLocalFlags = []string{"termination-log"}
+
+// newRestoreFlags returns the flag set of restore and the flags it fills.
+func newRestoreFlags(stderr io.Writer) (*flag.FlagSet, *restoreFlags) {
+	f := &restoreFlags{}
+	fs := newFlagSet(jobapi.KindRestore, restoreHelp, stderr)
+	f.Bind(fs)
+	fs.StringVar(&f.terminationLog, "termination-log", defaultTerminationLog,
+		"file for the one-line JSON summary of a restored world; skipped when its folder is missing (the default path: when the file is missing)")
+	return fs, f
 }
 
 // cmdRestore runs `archiver restore`: flag problems exit 2, a checksum
 // mismatch or refused archive exits 3 and a failed restore 1 (the world
 // folder as its world_state says), a restored world exits 0.
 func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	format := logFormat("auto")
-	fs := newFlagSet("restore", restoreHelp, stderr)
-	archive := fs.String("archive", "", "archive to restore, a file or s3://bucket/key: .tar.zst, .tar.gz or .tar, detected from its bytes (required)")
-	sum := fs.String("sha256", "", "the archive's expected SHA-256, 64 lowercase hex digits, as archiver list shows it (required)")
-	into := fs.String("into", "", "world folder to restore into (required)")
-	replace := fs.Bool("replace", false, "replace DIR's contents when it is not empty (without it, a non-empty DIR is an error)")
-	runID := fs.String("run-id", "", "the restore's own run ID (the restore Job passes it): recorded in DIR's restore marker; a rerun with the same run ID and checksum does nothing")
-	maxBytes := fs.Int64("max-bytes", extract.DefaultMaxBytes, "refuse the archive when its files hold more bytes than this")
-	maxEntries := fs.Int64("max-entries", extract.DefaultMaxEntries, "refuse the archive when it has more entries than this")
-	fs.Var(&format, "log-format", "json, text or auto (json when stderr is not a terminal)")
-	termPath := fs.String("termination-log", defaultTerminationLog,
-		"file for the one-line JSON summary of a restored world; skipped when its folder is missing (the default path: when the file is missing)")
-	var s3f s3Flags
-	s3f.add(fs)
+	fs, f := newRestoreFlags(stderr)
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
+	f.Parsed(fs)
+	archive, sum, into, runID, maxBytes, maxEntries := &f.Archive, &f.SHA256, &f.Into, &f.RunID, &f.MaxBytes, &f.MaxEntries
+	replace, format, termPath := &f.Replace, f.LogFormat, &f.terminationLog
 	var problems []string
 	if *archive == "" {
-		problems = append(problems, "--archive is required: the archive file to restore")
+		problems = append(problems, jobapi.Flag(jobapi.FlagArchive)+" is required: the archive file to restore")
 	}
 	switch {
 	case *sum == "":
-		problems = append(problems, "--sha256 is required: the archive's SHA-256 as the catalog recorded it (archiver list)")
+		problems = append(problems, jobapi.Flag(jobapi.FlagSHA256)+" is required: the archive's SHA-256 as the catalog recorded it (archiver list)")
 	case !isSHA256(*sum):
-		problems = append(problems, fmt.Sprintf("--sha256 %q: want 64 lowercase hex digits", *sum))
+		problems = append(problems, flagErrorf(jobapi.FlagSHA256, "%q: want 64 lowercase hex digits", *sum).Error())
 	}
 	if *into == "" {
-		problems = append(problems, "--into is required: the world folder to restore into")
+		problems = append(problems, jobapi.Flag(jobapi.FlagInto)+" is required: the world folder to restore into")
 	}
 	if *maxBytes <= 0 {
-		problems = append(problems, fmt.Sprintf("--max-bytes %d: must be positive", *maxBytes))
+		problems = append(problems, flagErrorf(jobapi.FlagMaxBytes, "%d: must be positive", *maxBytes).Error())
 	}
 	if *maxEntries <= 0 {
-		problems = append(problems, fmt.Sprintf("--max-entries %d: must be positive", *maxEntries))
+		problems = append(problems, flagErrorf(jobapi.FlagMaxEntries, "%d: must be positive", *maxEntries).Error())
 	}
 	if len(problems) > 0 {
 		for _, p := range problems {
@@ -110,14 +112,14 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		MaxBytes:   *maxBytes,
 		MaxEntries: *maxEntries,
 	}
-	if store.IsS3URL(*archive) {
-		open, err := openS3Ref(s3f.over(fs, config.S3{}), *archive)
+	if jobapi.IsS3URL(*archive) {
+		open, err := openS3Ref(s3Over(fs, f.S3, config.S3{}), *archive)
 		if err != nil {
-			return usageError(stderr, "restore", "--archive: %s", err)
+			return usageError(stderr, jobapi.KindRestore, "%s", flagErrorf(jobapi.FlagArchive, ": %s", err))
 		}
 		o.Open = open
-	} else if s3f.given(fs) {
-		return usageError(stderr, "restore", "the --s3-* flags go with an s3:// --archive")
+	} else if s3Given(fs) {
+		return usageError(stderr, jobapi.KindRestore, "the %s* flags go with an s3:// %s", jobapi.Flag("s3-"), jobapi.Flag(jobapi.FlagArchive))
 	}
 	if err := o.Validate(); err != nil {
 		return usageError(stderr, "restore", "%s", err)
@@ -149,10 +151,10 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return exitFailed
 		}
 	}
-	summary := restoreSummary{Status: "restored", RunID: *runID, ArchiveRef: *archive, SHA256: *sum,
+	summary := jobapi.RestoreResult{Status: jobapi.StatusRestored, RunID: *runID, ArchiveRef: *archive, SHA256: *sum,
 		SizeBytes: res.ArchiveBytes, WorldState: res.WorldState}
 	if res.WorldState == extract.StateAlreadyRestored {
-		summary.Status = "already-restored"
+		summary.Status = jobapi.StatusAlreadyRestored
 	}
 	terminationLog{path: *termPath, explicit: flagSet(fs, "termination-log")}.writeBounded(log, &summary)
 	if res.WorldState == extract.StateAlreadyRestored {

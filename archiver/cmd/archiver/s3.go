@@ -17,6 +17,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/config"
 	"github.com/worldbackup/worldbackup/archiver/prune"
 	"github.com/worldbackup/worldbackup/archiver/store"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // archiveStore is the archive store of backup and prune: the folder store,
@@ -68,19 +69,19 @@ func readKeyFile(path, what string) (string, error) {
 
 // storeOverrides applies --store (its value storeURL) and the --s3-* flags
 // s3 to cfg's [archive]: the flags of backup and prune.
-func storeOverrides(fs *flag.FlagSet, storeURL string, s3 *s3Flags, cfg config.Config) (config.Config, error) {
+func storeOverrides(fs *flag.FlagSet, storeURL string, s3 jobapi.S3, cfg config.Config) (config.Config, error) {
 	switch {
-	case flagSet(fs, "store") && flagSet(fs, "archive-root"):
-		return cfg, errors.New("give one of --store (an S3 store) and --archive-root (a folder)")
-	case flagSet(fs, "store"):
-		if _, _, err := store.ParseS3URL(storeURL); err != nil {
-			return cfg, fmt.Errorf("--store: %w", err)
+	case flagSet(fs, jobapi.FlagStore) && flagSet(fs, jobapi.FlagArchiveRoot):
+		return cfg, fmt.Errorf("give one of %s (an S3 store) and %s (a folder)", jobapi.Flag(jobapi.FlagStore), jobapi.Flag(jobapi.FlagArchiveRoot))
+	case flagSet(fs, jobapi.FlagStore):
+		if _, _, err := jobapi.ParseS3URL(storeURL); err != nil {
+			return cfg, flagErrorf(jobapi.FlagStore, ": %w", err)
 		}
 		cfg.Archive.Store, cfg.Archive.LocalPath = storeURL, ""
-	case s3.given(fs) && (!cfg.Archive.S3.Enabled() || flagSet(fs, "archive-root")):
-		return cfg, errors.New("the --s3-* flags go with an S3 store: --store or [archive] store")
+	case s3Given(fs) && (!cfg.Archive.S3.Enabled() || flagSet(fs, jobapi.FlagArchiveRoot)):
+		return cfg, fmt.Errorf("the %s* flags go with an S3 store: %s or [archive] store", jobapi.Flag("s3-"), jobapi.Flag(jobapi.FlagStore))
 	}
-	cfg.Archive.S3 = s3.over(fs, cfg.Archive.S3)
+	cfg.Archive.S3 = s3Over(fs, s3, cfg.Archive.S3)
 	return cfg, nil
 }
 
@@ -88,7 +89,8 @@ func storeOverrides(fs *flag.FlagSet, storeURL string, s3 *s3Flags, cfg config.C
 // credentials read from its key files; its errors are configuration errors.
 func s3Options(s config.S3) (store.S3Options, error) {
 	if s.AccessKeyFile == "" || s.SecretKeyFile == "" {
-		return store.S3Options{}, errors.New("an S3 store needs its credentials files: [archive] access_key_file and secret_key_file, or --s3-access-key-file and --s3-secret-key-file")
+		return store.S3Options{}, fmt.Errorf("an S3 store needs its credentials files: [archive] access_key_file and secret_key_file, or %s and %s",
+			jobapi.Flag(jobapi.FlagS3AccessKeyFile), jobapi.Flag(jobapi.FlagS3SecretKeyFile))
 	}
 	ak, err := readKeyFile(s.AccessKeyFile, "access key ID")
 	if err != nil {
@@ -163,49 +165,28 @@ func (s storeSpec) limitMemory() {
 	debug.SetMemoryLimit(2*part + s3HeapBase)
 }
 
-// s3Flags are the S3 settings of the commands: over [archive] for backup
-// and prune, alone for verify and restore, which may run without
-// felis.toml (restore never reads it: it has no database).
-type s3Flags struct {
-	endpoint, region             string
-	accessKeyFile, secretKeyFile string
-	pathStyle                    bool
-}
+// s3Given reports whether any S3 flag (jobapi.S3) was set. The S3
+// settings are flags over [archive] for backup and prune, alone for verify
+// and restore, which may run without felis.toml (restore never reads it: it
+// has no database).
+func s3Given(fs *flag.FlagSet) bool { return jobapi.Given(fs, jobapi.S3Flags...) }
 
-func (f *s3Flags) add(fs *flag.FlagSet) {
-	fs.StringVar(&f.endpoint, "s3-endpoint", "", "with an s3:// archive: the S3 server's URL, http(s)://host[:port] (default: AWS)")
-	fs.StringVar(&f.region, "s3-region", "", "with an s3:// archive: the bucket's region (default us-east-1)")
-	fs.BoolVar(&f.pathStyle, "s3-path-style", false, "with an s3:// archive: address the bucket as endpoint/bucket (most S3-compatible servers)")
-	fs.StringVar(&f.accessKeyFile, "s3-access-key-file", "", "with an s3:// archive: file holding the access key ID (a mounted Secret)")
-	fs.StringVar(&f.secretKeyFile, "s3-secret-key-file", "", "with an s3:// archive: file holding the secret access key (a mounted Secret)")
-}
-
-// given reports whether any S3 flag was set.
-func (f *s3Flags) given(fs *flag.FlagSet) bool {
-	for _, n := range []string{"s3-endpoint", "s3-region", "s3-path-style", "s3-access-key-file", "s3-secret-key-file"} {
-		if flagSet(fs, n) {
-			return true
-		}
+// s3Over returns base with the flags of f that were set in its place.
+func s3Over(fs *flag.FlagSet, f jobapi.S3, base config.S3) config.S3 {
+	if flagSet(fs, jobapi.FlagS3Endpoint) {
+		base.Endpoint = f.Endpoint
 	}
-	return false
-}
-
-// over returns base with the flags that were set in its place.
-func (f *s3Flags) over(fs *flag.FlagSet, base config.S3) config.S3 {
-	if flagSet(fs, "s3-endpoint") {
-		base.Endpoint = f.endpoint
+	if flagSet(fs, jobapi.FlagS3Region) {
+		base.Region = f.Region
 	}
-	if flagSet(fs, "s3-region") {
-		base.Region = f.region
+	if flagSet(fs, jobapi.FlagS3PathStyle) {
+		base.PathStyle = f.PathStyle
 	}
-	if flagSet(fs, "s3-path-style") {
-		base.PathStyle = f.pathStyle
+	if flagSet(fs, jobapi.FlagS3AccessKeyFile) {
+		base.AccessKeyFile = f.AccessKeyFile
 	}
-	if flagSet(fs, "s3-access-key-file") {
-		base.AccessKeyFile = f.accessKeyFile
-	}
-	if flagSet(fs, "s3-secret-key-file") {
-		base.SecretKeyFile = f.secretKeyFile
+	if flagSet(fs, jobapi.FlagS3SecretKeyFile) {
+		base.SecretKeyFile = f.SecretKeyFile
 	}
 	return base
 }
@@ -216,12 +197,11 @@ var errNotS3Ref = errors.New("not an s3://bucket/key URL")
 // openS3Ref returns an opener of the object that ref (s3://bucket/key)
 // names, with the server and credentials of s (its Store is ignored).
 func openS3Ref(s config.S3, ref string) (func(ctx context.Context) (io.ReadCloser, error), error) {
-	rest, ok := strings.CutPrefix(ref, "s3://")
-	bucket, key, _ := strings.Cut(rest, "/")
+	bucket, key, ok := jobapi.SplitS3Ref(ref)
 	if !ok || key == "" {
 		return nil, fmt.Errorf("%q: %w", ref, errNotS3Ref)
 	}
-	s.Store = "s3://" + bucket
+	s.Store = jobapi.S3URL(bucket, "")
 	o, err := s3Options(s)
 	if err != nil {
 		return nil, err
@@ -239,14 +219,14 @@ func openS3Ref(s config.S3, ref string) (func(ctx context.Context) (io.ReadClose
 // s3BackupParams returns the run's parameters for an S3 store: no archive
 // root to check or to keep out of the world.
 func s3BackupParams(f *backupFlags, cfg config.Config) (backup.Params, string, config.Config, error) {
-	world, err := filepath.Abs(f.world)
+	world, err := filepath.Abs(f.World)
 	if err != nil {
-		return backup.Params{}, "", config.Config{}, fmt.Errorf("--world: %w", err)
+		return backup.Params{}, "", config.Config{}, flagErrorf(jobapi.FlagWorld, ": %w", err)
 	}
 	p := backup.Params{
-		Server:           f.server,
-		RunID:            f.runID,
-		FormerOwner:      f.formerOwner,
+		Server:           f.Server,
+		RunID:            f.RunID,
+		FormerOwner:      f.FormerOwner,
 		World:            world,
 		Compression:      cfg.Archive.Compression,
 		Excludes:         cfg.Archive.Excludes,
@@ -259,17 +239,17 @@ func s3BackupParams(f *backupFlags, cfg config.Config) (backup.Params, string, c
 	return p, "", cfg, nil
 }
 
-// settings returns the S3 settings of an s3:// archive: the flags over the
-// [archive] settings of felis.toml at configPath, which is read only when
-// the flags do not name both key files.
-func (f *s3Flags) settings(fs *flag.FlagSet, configPath string) (config.S3, error) {
+// s3Settings returns the S3 settings of an s3:// archive: the flags f over
+// the [archive] settings of felis.toml at configPath, which is read only
+// when the flags do not name both key files.
+func s3Settings(fs *flag.FlagSet, f jobapi.S3, configPath string) (config.S3, error) {
 	var base config.S3
-	if !flagSet(fs, "s3-access-key-file") || !flagSet(fs, "s3-secret-key-file") {
+	if !flagSet(fs, jobapi.FlagS3AccessKeyFile) || !flagSet(fs, jobapi.FlagS3SecretKeyFile) {
 		cfg, err := config.Load(configPath)
 		if err != nil {
-			return config.S3{}, fmt.Errorf("%w (or give the S3 settings as --s3-* flags)", err)
+			return config.S3{}, fmt.Errorf("%w (or give the S3 settings as %s* flags)", err, jobapi.Flag("s3-"))
 		}
 		base = cfg.Archive.S3
 	}
-	return f.over(fs, base), nil
+	return s3Over(fs, f, base), nil
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/config"
-	"github.com/worldbackup/worldbackup/internal/layout"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 const statusHelp = `Usage: archiver status --max-age DURATION [--server S]... [--json] [flags]
@@ -45,11 +45,11 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return code
 	}
 	if *maxAge <= 0 {
-		return usageError(stderr, "status", "--max-age is required and must be positive, e.g. --max-age 26h")
+		return usageError(stderr, "status", "%s is required and must be positive, e.g. %[1]s 26h", jobapi.Flag("max-age"))
 	}
 	for _, s := range servers.values {
-		if err := layout.CheckServer(s); err != nil {
-			return usageError(stderr, "status", "--server: %s", err)
+		if err := jobapi.CheckServer(s); err != nil {
+			return usageError(stderr, "status", "%s: %s", jobapi.Flag(jobapi.FlagServer), err)
 		}
 	}
 	log := newLogger(format, stderr)

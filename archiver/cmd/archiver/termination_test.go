@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/worldbackup/worldbackup/archiver/backup"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // TestTerminationLogBounded shows that every summary the archiver writes
@@ -26,38 +27,38 @@ func TestTerminationLogBounded(t *testing.T) {
 		{
 			name: "backup error",
 			write: func(tl terminationLog) {
-				tl.write(hclog.NewNullLogger(), jobSummary{Summary: backup.Summary{Status: backup.StatusFailed, Server: "s", Error: long}})
+				tl.write(hclog.NewNullLogger(), jobapi.BackupResult{BackupRun: backup.Summary{Status: backup.StatusFailed, Server: "s", Error: long}})
 			},
 			check: func(t *testing.T, b []byte) {
-				var s jobSummary
+				var s jobapi.BackupResult
 				mustDecode(t, b, &s)
 				if s.Status != backup.StatusFailed || !strings.HasSuffix(s.Error, "...") {
-					t.Errorf("summary = %+v, want the failed status and a shortened error", s.Summary)
+					t.Errorf("summary = %+v, want the failed status and a shortened error", s.BackupRun)
 				}
 			},
 		},
 		{
 			name: "prune error after a backup",
 			write: func(tl terminationLog) {
-				tl.write(hclog.NewNullLogger(), jobSummary{Summary: backup.Summary{Status: backup.StatusDone, Server: "s", RunID: "r1"},
-					Prune: &pruneSummary{Status: "failed", Server: "s", Error: long}})
+				tl.write(hclog.NewNullLogger(), jobapi.BackupResult{BackupRun: backup.Summary{Status: backup.StatusDone, Server: "s", RunID: "r1"},
+					Prune: &jobapi.PruneResult{Status: "failed", Server: "s", Error: long}})
 			},
 			check: func(t *testing.T, b []byte) {
-				var s jobSummary
+				var s jobapi.BackupResult
 				mustDecode(t, b, &s)
 				if s.RunID != "r1" || s.Prune == nil || !strings.HasSuffix(s.Prune.Error, "...") {
-					t.Errorf("summary = %+v (prune %+v), want the run kept and the prune error shortened", s.Summary, s.Prune)
+					t.Errorf("summary = %+v (prune %+v), want the run kept and the prune error shortened", s.BackupRun, s.Prune)
 				}
 			},
 		},
 		{
 			name: "prune's own error",
 			write: func(tl terminationLog) {
-				ps := pruneSummary{Status: "failed", Server: "s", Error: long}
+				ps := jobapi.PruneResult{Status: "failed", Server: "s", Error: long}
 				tl.writeBounded(hclog.NewNullLogger(), &ps, &ps.Error)
 			},
 			check: func(t *testing.T, b []byte) {
-				var s pruneSummary
+				var s jobapi.PruneResult
 				mustDecode(t, b, &s)
 				if s.Status != "failed" || !strings.HasSuffix(s.Error, "...") {
 					t.Errorf("summary = %+v, want the failed status and a shortened error", s)

@@ -7,16 +7,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/config"
-	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 	"github.com/worldbackup/worldbackup/archiver/verify"
-	"github.com/worldbackup/worldbackup/internal/layout"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 const verifyHelp = `Usage: archiver verify (--run-id R | --archive PATH [--sha256 HEX]) [flags]
@@ -31,28 +29,28 @@ corruption, 1 when the archive or the catalog cannot be read.
 `
 
 func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	format := logFormat("auto")
+	format := jobapi.LogAuto
 	fs := newFlagSet("verify", verifyHelp, stderr)
-	configPath := fs.String("config", config.DefaultPath, "felis.toml")
-	runID := fs.String("run-id", "", "verify this run's archive")
-	archive := fs.String("archive", "", "verify this archive file")
-	sha := fs.String("sha256", "", "with --archive: expected SHA-256 (lowercase hex); skips the catalog")
-	fs.Var(&format, "log-format", "json, text or auto (json when stderr is not a terminal)")
-	var s3f s3Flags
-	s3f.add(fs)
+	configPath := fs.String(jobapi.FlagConfig, config.DefaultPath, jobapi.ConfigFileName)
+	runID := fs.String(jobapi.FlagRunID, "", "verify this run's archive")
+	archive := fs.String(jobapi.FlagArchive, "", "verify this archive file")
+	sha := fs.String(jobapi.FlagSHA256, "", "with "+jobapi.Flag(jobapi.FlagArchive)+": expected SHA-256 (lowercase hex); skips the catalog")
+	fs.Var(&format, jobapi.FlagLogFormat, "json, text or auto (json when stderr is not a terminal)")
+	var s3f jobapi.S3
+	s3f.Bind(fs)
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
 	switch {
 	case (*runID == "") == (*archive == ""):
-		return usageError(stderr, "verify", "give exactly one of --run-id and --archive")
+		return usageError(stderr, "verify", "give exactly one of %s and %s", jobapi.Flag(jobapi.FlagRunID), jobapi.Flag(jobapi.FlagArchive))
 	case *sha != "" && *archive == "":
-		return usageError(stderr, "verify", "--sha256 goes with --archive")
+		return usageError(stderr, "verify", "%s goes with %s", jobapi.Flag(jobapi.FlagSHA256), jobapi.Flag(jobapi.FlagArchive))
 	case *sha != "" && !isSHA256(*sha):
-		return usageError(stderr, "verify", "--sha256 %q: want 64 lowercase hex digits", *sha)
+		return usageError(stderr, "verify", "%s", flagErrorf(jobapi.FlagSHA256, "%q: want 64 lowercase hex digits", *sha))
 	case *runID != "":
-		if err := layout.CheckRunID(*runID); err != nil {
-			return usageError(stderr, "verify", "--run-id: %s", err)
+		if err := jobapi.CheckRunID(*runID); err != nil {
+			return usageError(stderr, "verify", "%s", flagErrorf(jobapi.FlagRunID, ": %s", err))
 		}
 	}
 	log := newLogger(format, stderr)
@@ -61,18 +59,18 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var want verify.Want
 	if *archive != "" {
 		path = *archive
-		if !store.IsS3URL(path) {
+		if !jobapi.IsS3URL(path) {
 			abs, err := filepath.Abs(*archive)
 			if err != nil {
-				return usageError(stderr, "verify", "--archive: %s", err)
+				return usageError(stderr, "verify", "%s", flagErrorf(jobapi.FlagArchive, ": %s", err))
 			}
 			path = abs
 		}
-		run, c, ok := splitArchiveName(filepath.Base(path))
+		run, c, ok := jobapi.ParseArchiveName(filepath.Base(path))
 		if !ok {
-			return usageError(stderr, "verify", "--archive %q: want a <run id>.tar.zst, .tar.gz or .tar file", *archive)
+			return usageError(stderr, "verify", "%s", flagErrorf(jobapi.FlagArchive, "%q: want a <run id>.tar.zst, .tar.gz or .tar file", *archive))
 		}
-		want = verify.Want{Size: -1, SHA256: *sha, Compression: c}
+		want = verify.Want{Size: -1, SHA256: *sha, Compression: tarstream.Compression(c)}
 		*runID = run
 	}
 	if *sha == "" {
@@ -104,8 +102,8 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		want = verify.Want{Size: rec.SizeBytes, SHA256: rec.SHA256, Compression: c}
 	}
 	open := func(context.Context) (io.ReadCloser, error) { return os.Open(path) }
-	if store.IsS3URL(path) {
-		s3s, err := s3f.settings(fs, *configPath)
+	if jobapi.IsS3URL(path) {
+		s3s, err := s3Settings(fs, s3f, *configPath)
 		if err == nil {
 			open, err = openS3Ref(s3s, path)
 		}
@@ -134,20 +132,6 @@ func verifyFile(ctx context.Context, log hclog.Logger, path string, open func(co
 	}
 	fmt.Fprintf(stdout, "ok %s: %d bytes, sha256 %s, %d tar entries\n", path, rep.Size, rep.SHA256, rep.Entries)
 	return exitOK
-}
-
-// splitArchiveName splits "<run id><ext>" into the run ID and compression.
-func splitArchiveName(name string) (string, tarstream.Compression, bool) {
-	for _, c := range tarstream.Compressions {
-		ext, err := layout.Extension(string(c))
-		if err != nil {
-			continue
-		}
-		if run, ok := strings.CutSuffix(name, ext); ok && layout.CheckRunID(run) == nil {
-			return run, c, true
-		}
-	}
-	return "", "", false
 }
 
 func isSHA256(s string) bool {

@@ -1,20 +1,20 @@
-// Package layout is the one rule for where an archive lives in the archive
-// store: <root>/<server>/<run id><ext>, with ext ".tar.zst", ".tar.gz" or
-// ".tar" for the compressions zstd, gzip and none. The archiver writes there
-// and the WorldBackup component predicts the same path as its archiveRef
-// output, so both import this package. It also holds the validation rules of
-// server names and run IDs, which become path segments.
-//
-// The package has no dependencies beyond the standard library, and builds
-// paths with package path (forward slashes): archive refs are paths inside a
-// Linux container.
-package layout
+// The archive layout: an archive lives in the archive store at
+// <root>/<server>/<run id><ext>, with ext ".tar.zst", ".tar.gz" or ".tar"
+// for the compressions zstd, gzip and none. The archiver writes there and
+// the WorldBackup component predicts the same path as its archiveRef
+// output. The rules of server names and run IDs, which become path
+// segments, are here too. Paths are built with package path (forward
+// slashes): archive refs are paths inside a Linux container.
+
+package jobapi
 
 import (
 	"fmt"
 	"path"
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The supported compressions.
@@ -24,15 +24,35 @@ const (
 	CompressionNone = "none"
 )
 
-// MaxServerLen is the longest server name: a DNS-1123 label.
-const MaxServerLen = 63
+// MaxLabelLen is the longest DNS-1123 label (a server name, a Job name).
+const MaxLabelLen = 63
+
+// MaxServerLen is the longest server name the archiver accepts: a DNS-1123
+// label, a path segment of the store and the catalog's key.
+const MaxServerLen = MaxLabelLen
+
+// JobHashLen is the length of the hash that ends a Job's name when its run
+// ID does not fit in it.
+const JobHashLen = 8
+
+// MaxJobServerLen is the longest server name of a component's Job: the
+// server also names its Jobs, <server>-<kind>-<suffix>, which are DNS-1123
+// labels of at most MaxLabelLen characters themselves, so the longest kind
+// (restore) and the shortest suffix (a bare hash of JobHashLen) must fit
+// after it. The archiver takes longer names (MaxServerLen) for runs started
+// by hand; a component refuses them before a Job exists.
+const MaxJobServerLen = MaxLabelLen - len("-"+KindRestore+"-") - JobHashLen
 
 // MaxRunIDLen is the longest run ID.
 const MaxRunIDLen = 128
 
+// RunIDPattern is the rule of a run ID: 1 to MaxRunIDLen characters from
+// A-Z a-z 0-9 '.' '_' '-', starting with a letter or digit.
+const RunIDPattern = `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`
+
 var (
 	serverRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	runIDRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	runIDRE  = regexp.MustCompile(RunIDPattern)
 )
 
 // Extension returns the archive file extension for compression.
@@ -56,6 +76,28 @@ func CheckServer(server string) error {
 	if len(server) > MaxServerLen || !serverRE.MatchString(server) {
 		return fmt.Errorf("server name %q is invalid: use at most %d lowercase letters, digits and '-', starting and ending with a letter or digit",
 			server, MaxServerLen)
+	}
+	return nil
+}
+
+// CheckJobServer reports whether server is a valid server name of a
+// component's Job: CheckServer's rule, at most MaxJobServerLen characters.
+func CheckJobServer(server string) error {
+	if len(server) > MaxJobServerLen || !serverRE.MatchString(server) {
+		return fmt.Errorf("server name %q is invalid: use at most %d lowercase letters, digits and '-', starting and ending with a letter or digit",
+			server, MaxJobServerLen)
+	}
+	return nil
+}
+
+// Compressions lists the supported compressions, the default first.
+func Compressions() []string { return []string{CompressionZstd, CompressionGzip, CompressionNone} }
+
+// CheckFormerOwner reports whether owner is a valid former owner: at most
+// MaxFormerOwnerLen bytes of UTF-8 text without control characters.
+func CheckFormerOwner(owner string) error {
+	if len(owner) > MaxFormerOwnerLen || !utf8.ValidString(owner) || strings.IndexFunc(owner, unicode.IsControl) >= 0 {
+		return fmt.Errorf("former owner: want at most %d bytes of UTF-8 text without control characters", MaxFormerOwnerLen)
 	}
 	return nil
 }
@@ -105,7 +147,7 @@ func ArchiveRef(root, server, runID, compression string) (string, error) {
 // is false for any other name (temp and lock files start with '.', which no
 // run ID does).
 func ParseArchiveName(name string) (runID, compression string, ok bool) {
-	for _, c := range []string{CompressionZstd, CompressionGzip, CompressionNone} {
+	for _, c := range Compressions() {
 		ext, _ := Extension(c)
 		// A name ends in at most one of the extensions, so this is unambiguous.
 		if id, found := strings.CutSuffix(name, ext); found && CheckRunID(id) == nil {

@@ -1,0 +1,135 @@
+package jobapi
+
+import "flag"
+
+// Backup is the request of `archiver backup`: archive the world of Server
+// as run RunID into the folder store ArchiveRoot or the S3 store Store,
+// quiescing the game server over Rcon, then prune with Retention.
+type Backup struct {
+	Server      string
+	RunID       string
+	FormerOwner string // "" = none
+	World       string // "" = DefaultWorld
+	Config      string // felis.toml; "" = DefaultConfigPath
+
+	// Store is the S3 store s3://bucket[/prefix] (with the settings S3);
+	// "": the folder store ArchiveRoot (or felis.toml's [archive]).
+	Store       string
+	S3          S3
+	ArchiveRoot string
+
+	Compression string   // "" = [archive] compression
+	Excludes    []string // nil = [archive] excludes; empty = none
+
+	Rcon      Rcon       // Address "": [rcon] of felis.toml, or none
+	Retention *Retention // nil: no prune after the run
+
+	LogFormat LogFormat // "" = LogAuto
+}
+
+// Rcon says how the backup reaches the game server to quiesce it.
+type Rcon struct {
+	Address      string // host:port
+	PasswordFile string // file holding the password (a mounted Secret)
+	Optional     bool   // --rcon-required=false: an unreachable server is a warning
+}
+
+// Kind returns KindBackup.
+func (Backup) Kind() string { return KindBackup }
+
+// WithDefaults returns b as the archiver sees it: the flags it leaves out
+// at their defaults.
+func (b Backup) WithDefaults() Backup {
+	setDefault(&b.World, DefaultWorld)
+	setDefault(&b.Config, DefaultConfigPath)
+	if b.LogFormat == "" {
+		b.LogFormat = LogAuto
+	}
+	if b.Retention != nil {
+		r := b.Retention.withDefaults()
+		b.Retention = &r
+	}
+	return b
+}
+
+// Args returns the archiver's command line of b, the subcommand first.
+// The credentials and the RCON password are files, never values.
+func (b Backup) Args() []string {
+	a := args{KindBackup}
+	a.always(FlagServer, b.Server)
+	a.always(FlagRunID, b.RunID)
+	a.str(FlagFormerOwner, b.FormerOwner)
+	a.str(FlagWorld, b.World)
+	a.str(FlagConfig, b.Config)
+	if b.Store != "" {
+		a.always(FlagStore, b.Store)
+		b.S3.args(&a)
+	} else {
+		a.str(FlagArchiveRoot, b.ArchiveRoot)
+	}
+	a.str(FlagCompression, b.Compression)
+	for _, e := range b.Excludes {
+		a.always(FlagExclude, e)
+	}
+	if b.Excludes != nil && len(b.Excludes) == 0 {
+		a = append(a, Flag(FlagExclude)+"=") // an empty list: exclude nothing
+	}
+	if r := b.Rcon; r.Address != "" {
+		a.always(FlagRcon, r.Address)
+		a.str(FlagRconPasswordFile, r.PasswordFile)
+		if r.Optional {
+			a = append(a, Flag(FlagRconRequired)+"=false")
+		}
+	}
+	if b.Retention != nil {
+		b.Retention.args(&a)
+	}
+	a.str(FlagLogFormat, string(b.LogFormat))
+	return a
+}
+
+// Bind registers the backup's flags on fs, storing into b. After fs.Parse,
+// call Parsed.
+func (b *Backup) Bind(fs *flag.FlagSet) {
+	fs.StringVar(&b.Server, FlagServer, "", "server name, a DNS-1123 label (required)")
+	fs.StringVar(&b.RunID, FlagRunID, "", "run ID, the idempotency key: "+RunIDPattern+" (required)")
+	fs.StringVar(&b.FormerOwner, FlagFormerOwner, "", "former owner of the world, recorded in the row")
+	fs.StringVar(&b.World, FlagWorld, DefaultWorld, "world folder to archive")
+	fs.StringVar(&b.Config, FlagConfig, DefaultConfigPath, ConfigFileName)
+	fs.StringVar(&b.ArchiveRoot, FlagArchiveRoot, "", "archive root folder; overrides [archive] local_path")
+	fs.StringVar(&b.Compression, FlagCompression, "", "zstd, gzip or none; overrides [archive] compression (default "+DefaultCompression+")")
+	fs.Var(stringList{&b.Excludes}, FlagExclude, "glob of entries to leave out, repeatable; replaces [archive] excludes (default "+joinComma(DefaultExcludes())+"); an empty one alone: exclude nothing")
+	fs.StringVar(&b.Rcon.Address, FlagRcon, "", "host:port of the game server's RCON: autosave off while the world is read; overrides [rcon] address")
+	fs.StringVar(&b.Rcon.PasswordFile, FlagRconPasswordFile, "", "file holding the RCON password (a mounted Secret); overrides [rcon] password_file")
+	fs.Var(notBool{&b.Rcon.Optional}, FlagRconRequired, "fail when the game server cannot be reached (false: warn and back up without quiescing); overrides [rcon] required")
+	b.Retention = new(Retention)
+	b.Retention.Bind(fs)
+	fs.StringVar(&b.Store, FlagStore, "", "s3://bucket/prefix: archive into this S3 store (settings: the --s3-* flags over [archive]); overrides [archive] store and local_path")
+	b.S3.Bind(fs)
+	bindLogFormat(fs, &b.LogFormat)
+}
+
+// Parsed finishes b after fs.Parse: Retention is nil unless a retention
+// flag was given.
+func (b *Backup) Parsed(fs *flag.FlagSet) {
+	if !Given(fs, RetentionFlags...) {
+		b.Retention = nil
+	}
+}
+
+func setDefault(v *string, def string) {
+	if *v == "" {
+		*v = def
+	}
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, v := range s {
+		if i > 0 {
+			out += ", "
+		}
+		out += v
+	}
+	return out
+}
