@@ -56,7 +56,8 @@ type Config struct {
 	Archive  Archive  `toml:"archive"`
 	Rcon     Rcon     `toml:"rcon"`
 
-	path string // the file it was read from, for errors
+	path string          // the file it was read from, for errors
+	set  map[string]bool // the keys the file sets, e.g. "archive.compression"
 }
 
 // Database is the [database] table.
@@ -163,11 +164,19 @@ func Parse(path, raw string) (Config, error) {
 		return Config{}, fmt.Errorf("%s: unknown key %s (known keys: database.url, archive.local_path, archive.compression, archive.excludes, archive.allow_empty, archive.store, archive.endpoint, archive.region, archive.path_style, archive.access_key_file, archive.secret_key_file, archive.part_size_mib, rcon.address, rcon.password_file, rcon.required)",
 			path, strings.Join(quoteAll(keys), ", "))
 	}
+	c.set = map[string]bool{}
+	for _, k := range md.Keys() {
+		c.set[k.String()] = true
+	}
 	return c, nil
 }
 
 // Path returns the file the Config was read from.
 func (c Config) Path() string { return c.path }
+
+// IsSet reports whether the file sets key ("archive.compression"), as
+// opposed to its default.
+func (c Config) IsSet(key string) bool { return c.set[key] }
 
 // withDefaults fills in the optional settings.
 func (c Config) withDefaults() Config {

@@ -36,6 +36,15 @@ secret_key_file = "/s/b"`, []string{"not a valid bucket name"}},
 endpoint = "minio:9000"
 access_key_file = "/s/a"
 secret_key_file = "/s/b"`, []string{"[archive] endpoint", "want http(s)://host[:port]"}},
+		// The components' rule (jobapi.CheckEndpoint): no query, no credentials.
+		{"endpoint with a query", `store = "s3://felis"
+endpoint = "http://minio:9000?x=1"
+access_key_file = "/s/a"
+secret_key_file = "/s/b"`, []string{"[archive] endpoint", "want http(s)://host[:port]"}},
+		{"endpoint with credentials", `store = "s3://felis"
+endpoint = "http://AKIA:hunter2@minio:9000"
+access_key_file = "/s/a"
+secret_key_file = "/s/b"`, []string{"[archive] endpoint", "has credentials in it"}},
 		{"both stores", `store = "s3://felis"
 local_path = "/backups"
 access_key_file = "/s/a"

@@ -313,3 +313,13 @@ func TestLabelsTolerateInvalidValues(t *testing.T) {
 		}
 	}
 }
+
+// TestBackupArgsEmptyExcludes shows that excludes: [] reaches the archiver
+// as an empty list (exclude nothing), not as no flag, which let the config
+// file's list apply.
+func TestBackupArgsEmptyExcludes(t *testing.T) {
+	args := jobspec.BackupArgs(jobspec.Backup{Job: jobspec.Job{Server: "s", RunID: "r"}, ConfigMountPath: "/c", Compression: "zstd", Excludes: []string{}})
+	if !slices.Contains(args, "--exclude=") {
+		t.Fatalf("args %q: want --exclude= for an empty exclude list", args)
+	}
+}

@@ -95,6 +95,7 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	p, root, cfg, err := backupSetup(fs, f)
 	var spec storeSpec
 	if err == nil {
+		warnOverrides(log, fs, cfg)
 		spec, err = archiveStoreSpec(cfg, root)
 	}
 	if err != nil {

@@ -117,6 +117,9 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err == nil {
 		cfg, spec, err = loadArchiveConfig(fs, f.Config, f.ArchiveRoot, f.Store, f.S3)
 	}
+	if err == nil {
+		warnOverrides(log, fs, cfg)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "archiver prune: %s\n", err)
 		return fail(exitUsage, err)
