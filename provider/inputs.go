@@ -2,14 +2,12 @@ package provider
 
 import (
 	"context"
-	"fmt"
-	"reflect"
 
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
 
 	"github.com/worldbackup/worldbackup/jobapi"
+	"github.com/worldbackup/worldbackup/provider/internal/settle"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/naming"
 )
@@ -337,158 +335,16 @@ func strs(in pulumi.StringArrayInput) []string {
 	return out
 }
 
-// settled is the result of settling an args struct's inputs now.
-type settled[T any] struct {
-	// Args are the args with every input prompt; meaningful when Known.
-	Args T
-	// Known: every input was known (always, outside a preview).
-	Known bool
-	// Secret: some input was secret.
-	Secret bool
-	// Deps are the resources the inputs came from.
-	Deps []pulumi.Resource
-}
-
-// inputFields returns the settable Pulumi input fields of the struct v
-// (addressable), walking embedded structs and non-nil pointers to structs
-// (rcon, retention), in a fixed order; nil inputs are left out.
-func inputFields(v reflect.Value) []reflect.Value {
-	var out []reflect.Value
-	for i := range v.NumField() {
-		f, sf := v.Field(i), v.Type().Field(i)
-		if !sf.IsExported() {
-			continue
-		}
-		switch {
-		case sf.Anonymous && f.Kind() == reflect.Struct:
-			out = append(out, inputFields(f)...)
-		case f.Kind() == reflect.Pointer && f.Type().Elem().Kind() == reflect.Struct && !f.IsNil():
-			// Copy the struct, so that settling never writes to the caller's.
-			c := reflect.New(f.Type().Elem())
-			c.Elem().Set(f.Elem())
-			f.Set(c)
-			out = append(out, inputFields(c.Elem())...)
-		case f.Kind() == reflect.Interface && sf.Type.Implements(inputType) && !f.IsNil():
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-var inputType = reflect.TypeFor[pulumi.Input]()
-
-// inputsOf returns a copy of args (a struct) and its input fields.
-func inputsOf[T any](args T) (*T, []reflect.Value) {
-	c := args
-	return &c, inputFields(reflect.ValueOf(&c).Elem())
-}
-
-// allOf returns the Output of every field's value, in order.
-func allOf(fields []reflect.Value) pulumi.ArrayOutput {
-	ins := make([]any, len(fields))
-	for i, f := range fields {
-		ins[i] = f.Interface()
-	}
-	return pulumi.All(ins...)
-}
-
-// fill sets each field to the prompt form of its resolved value.
-func fill(fields []reflect.Value, values []any) error {
-	for i, f := range fields {
-		var p pulumi.Input
-		switch v := values[i].(type) {
-		case string:
-			p = pulumi.String(v)
-		case int:
-			p = pulumi.Int(v)
-		case bool:
-			p = pulumi.Bool(v)
-		case map[string]string:
-			p = pulumi.ToStringMap(v)
-		case []string:
-			p = pulumi.ToStringArray(v)
-		default:
-			return fmt.Errorf("settling input %d: unsupported value %T", i, v) // a field type this file does not read
-		}
-		f.Set(reflect.ValueOf(p))
-	}
-	return nil
-}
-
-// hasOutput reports whether a field holds an Output (a value that may be
-// waiting for a resource), directly or in a map or array.
-func hasOutput(fields []reflect.Value) bool {
-	for _, f := range fields {
-		switch v := f.Interface().(type) {
-		case pulumi.Output:
-			return true
-		case pulumi.StringMap:
-			for _, e := range v {
-				if _, ok := e.(pulumi.Output); ok {
-					return true
-				}
-			}
-		case pulumi.StringArray:
-			for _, e := range v {
-				if _, ok := e.(pulumi.Output); ok {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
-// settleNow resolves every input of args. At preview (dryRun) it waits for
-// them, which is quick there, so that known values are checked at once;
-// unknown ones give Known false. Outside a preview it waits only when no
-// input is an Output: an Output may wait for a resource that `pulumi up` is
-// creating (a backup Job), and waiting here would hold back every resource
-// the program declares after this one; such args give Known false too, and
-// the caller resolves them later (settleLater).
-func settleNow[T any](ctx context.Context, dryRun bool, args T) (settled[T], error) {
-	c, fields := inputsOf(args)
-	if !dryRun && hasOutput(fields) {
-		return settled[T]{}, nil
-	}
-	res, err := internals.UnsafeAwaitOutput(ctx, allOf(fields))
-	if err != nil {
-		return settled[T]{}, err
-	}
-	if !res.Known {
-		return settled[T]{Secret: res.Secret, Deps: res.Dependencies}, nil
-	}
-	if err := fill(fields, res.Value.([]any)); err != nil {
-		return settled[T]{}, err
-	}
-	return settled[T]{Args: *c, Known: true, Secret: res.Secret, Deps: res.Dependencies}, nil
-}
-
-// settleLater returns an Output of f applied to args with every input
-// resolved: secret when an input is, depending on the resources they come
-// from. An error of f rejects the Output.
-func settleLater[T, R any](args T, f func(T) (R, error)) pulumi.AnyOutput {
-	c, fields := inputsOf(args)
-	return allOf(fields).ApplyT(func(values []any) (any, error) {
-		// Fill a fresh copy: the apply may run on its own goroutine.
-		c2, fields2 := inputsOf(*c)
-		if err := fill(fields2, values); err != nil {
-			return nil, err
-		}
-		return f(*c2)
-	}).(pulumi.AnyOutput)
-}
-
 // settleSync resolves args outside a Pulumi program (Validate, Job): every
 // input must be prompt or an already known Output.
 func settleSync[T any](component string, args T) (T, error) {
-	s, err := settleNow(context.Background(), true, args)
+	s, err := settle.Now(context.Background(), true, args)
 	if err != nil {
 		return args, err
 	}
 	if !s.Known {
 		return args, &InputError{Component: component, Problems: []Problem{{Input: "inputs",
-			Message: "inputs hold an unknown Output: Validate and Job check known values only; NewWorldBackup and NewWorldRestore check the rest when it resolves"}}}
+			Message: "inputs hold an unknown Output: Validate and Job check known values only; the component's constructor checks the rest when it resolves"}}}
 	}
 	return s.Args, nil
 }

@@ -1,10 +1,8 @@
 package provider
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +11,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	batchv1 "k8s.io/api/batch/v1"
 
+	"github.com/worldbackup/worldbackup/provider/internal/kubeobj"
+	"github.com/worldbackup/worldbackup/provider/internal/settle"
 	"github.com/worldbackup/worldbackup/provider/preflight"
 )
 
@@ -36,9 +36,6 @@ type jobPlan struct {
 	Later pulumi.AnyOutput
 	// Timeout is the Job's create and update timeout.
 	Timeout time.Duration
-	// NoArchiveRef: the Job writes no archive (a prune), so the component
-	// has no archiveRef output.
-	NoArchiveRef bool
 	// Preflight says whether and through which cluster the component looks
 	// at its known Job (observeJob).
 	Preflight preflightSettings
@@ -56,7 +53,7 @@ type jobResult struct {
 // spec secret when an input was.
 func (pl jobPlan) props() (pulumi.Map, error) {
 	if pl.Job == nil {
-		return laterInputs(pl.Later, "Job", func(v any) any { return v.(jobResult).Job }), nil
+		return kubeobj.Later(pl.Later, "Job", func(v any) any { return v.(jobResult).Job }), nil
 	}
 	props, err := jobInputs(pl.Job)
 	if err != nil {
@@ -139,13 +136,18 @@ type jobOutputs struct {
 	Observed                              observedOutputs
 }
 
+// ownOutputs returns the outputs a kind of component has beyond those
+// every Job component has (jobName, namespace, runId, status), taken from
+// out: a kind plugs in what it differs in.
+type ownOutputs func(out jobOutputs) pulumi.Map
+
 // registerJobComponent registers comp as the component typ named name (opts
 // its options) with the Job of pl as its one child, named name+"-job",
 // observed through the cluster its preflight settings name (observeJob); it
-// records and returns the outputs every component has: the Job's name and
-// namespace, runID, archiveRef (unless pl.NoArchiveRef) and the run's status, and for a WorldBackup
-// the archive's sha256 and sizeBytes.
-func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.ComponentResource, pl jobPlan,
+// records and returns the outputs every component has (the Job's name and
+// namespace, runID and the run's status) and the kind's own (own, e.g.
+// archiveRef).
+func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.ComponentResource, pl jobPlan, own ownOutputs,
 	opts ...pulumi.ResourceOption) (jobOutputs, error) {
 	kind := typ[strings.LastIndex(typ, ":")+1:] // e.g. WorldBackup
 	if err := ctx.RegisterComponentResource(typ, name, comp, opts...); err != nil {
@@ -158,17 +160,13 @@ func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.Com
 	out := pl.outputs(res)
 	out.Observed = observeJob(ctx, comp, res, pl, preflight.Client)
 	outputs := pulumi.Map{
-		"jobName":    out.JobName,
-		"namespace":  out.Namespace,
-		"runId":      out.RunID,
-		"archiveRef": out.ArchiveRef,
-		"status":     out.Observed.Status,
+		"jobName":   out.JobName,
+		"namespace": out.Namespace,
+		"runId":     out.RunID,
+		"status":    out.Observed.Status,
 	}
-	if pl.NoArchiveRef {
-		delete(outputs, "archiveRef")
-	}
-	if typ == WorldBackupType {
-		outputs["sha256"], outputs["sizeBytes"] = out.Observed.SHA256, out.Observed.SizeBytes
+	if own != nil {
+		maps.Copy(outputs, own(out))
 	}
 	if err := ctx.RegisterResourceOutputs(comp, outputs); err != nil {
 		return jobOutputs{}, fmt.Errorf("registering outputs of %s %q: %w", kind, name, err)
@@ -201,29 +199,6 @@ func laterTimeout(a JobInputs) time.Duration {
 	return maxDeadline + TimeoutMargin
 }
 
-// laterInputs returns the Pulumi inputs of a Kubernetes object of kind
-// (batch/v1) that get takes from the resolved value of later: apiVersion and
-// kind known now, metadata and spec when later resolves (secret when it is,
-// depending on what it depends on).
-func laterInputs(later pulumi.AnyOutput, kind string, get func(any) any) pulumi.Map {
-	part := func(key string) pulumi.MapOutput {
-		return later.ApplyT(func(v any) (map[string]any, error) {
-			obj, err := objectJSON(get(v), kind)
-			if err != nil {
-				return nil, err
-			}
-			m, _ := obj[key].(map[string]any)
-			return m, nil
-		}).(pulumi.MapOutput)
-	}
-	return pulumi.Map{
-		"apiVersion": pulumi.String("batch/v1"),
-		"kind":       pulumi.String(kind),
-		"metadata":   part("metadata"),
-		"spec":       part("spec"),
-	}
-}
-
 // knownAfter returns the known value v as an output that depends on res, so
 // a resource that takes it waits for res (a component's outputs wait for its
 // Job).
@@ -235,89 +210,7 @@ func knownAfter(res pulumi.Resource, v string) pulumi.StringOutput {
 // Kubernetes provider sends to the API server: apiVersion, kind, metadata and
 // spec, without status and without null values.
 func jobInputs(job *batchv1.Job) (pulumi.Map, error) {
-	return objectInputs(job, "Job", job.Name)
-}
-
-// objectInputs converts a Kubernetes object of kind (batch/v1) named name to
-// Pulumi inputs through its JSON form, without status and null values.
-func objectInputs(v any, kind, name string) (pulumi.Map, error) {
-	obj, err := objectJSON(v, kind)
-	if err != nil {
-		return nil, fmt.Errorf("%w of %q", err, name)
-	}
-	return toInputMap(obj), nil
-}
-
-// objectJSON returns the JSON form of a Kubernetes object of kind
-// (batch/v1), without status and null values.
-func objectJSON(v any, kind string) (map[string]any, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("encoding %s: %w", kind, err)
-	}
-	var obj map[string]any
-	if err := json.Unmarshal(b, &obj); err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", kind, err)
-	}
-	delete(obj, "status")
-	obj["apiVersion"] = "batch/v1"
-	obj["kind"] = kind
-	dropNulls(obj)
-	return obj, nil
-}
-
-// dropNulls removes JSON nulls from m and the objects and arrays it holds.
-func dropNulls(m map[string]any) {
-	for k, v := range m {
-		switch v := v.(type) {
-		case nil:
-			delete(m, k)
-		case map[string]any:
-			dropNulls(v)
-		case []any:
-			for _, e := range v {
-				if em, ok := e.(map[string]any); ok {
-					dropNulls(em)
-				}
-			}
-		}
-	}
-}
-
-// toInputMap converts a decoded JSON object to a pulumi.Map, dropping nulls.
-func toInputMap(m map[string]any) pulumi.Map {
-	out := make(pulumi.Map, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if v := toInput(m[k]); v != nil {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// toInput converts a decoded JSON value (string, float64, bool, []any,
-// map[string]any or nil) to a Pulumi input; nil for null.
-func toInput(v any) pulumi.Input {
-	switch v := v.(type) {
-	case string:
-		return pulumi.String(v)
-	case float64:
-		return pulumi.Float64(v)
-	case bool:
-		return pulumi.Bool(v)
-	case []any:
-		arr := make(pulumi.Array, 0, len(v))
-		for _, e := range v {
-			if in := toInput(e); in != nil {
-				arr = append(arr, in)
-			}
-		}
-		return arr
-	case map[string]any:
-		return toInputMap(v)
-	default: // nil: JSON null
-		return nil
-	}
+	return kubeobj.Inputs(job, "Job", job.Name)
 }
 
 // plannedJob is a component's Job built from resolved inputs: the Job and
@@ -338,14 +231,14 @@ type plannedJob struct {
 // input.
 func planJob[A any](ctx *pulumi.Context, typ, name string, args A, shared JobInputs, build func(A) (plannedJob, error)) (jobPlan, error) {
 	kind := typ[strings.LastIndex(typ, ":")+1:] // e.g. WorldBackup
-	s, err := settleNow(ctx.Context(), ctx.DryRun(), args)
+	s, err := settle.Now(ctx.Context(), ctx.DryRun(), args)
 	if err != nil {
 		return jobPlan{}, fmt.Errorf("resolving the inputs of %s %q: %w", kind, name, err)
 	}
 	pl := jobPlan{Secret: s.Secret, Deps: s.Deps}
 	if !s.Known {
 		pl.Timeout = laterTimeout(shared)
-		pl.Later = settleLater(args, func(a A) (any, error) {
+		pl.Later = settle.Later(args, func(a A) (any, error) {
 			p, err := build(a)
 			if err != nil {
 				return nil, err

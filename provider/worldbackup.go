@@ -5,12 +5,13 @@
 // server's archives (`archiver prune`); WorldBackupSchedule a CronJob of
 // backups. Each Job is built by a pure
 // builder in package jobspec from validated inputs, so the same Job comes out
-// of a Go program and of the component-provider plugin (which serves
-// NewWorldBackup and NewWorldRestore as they are).
+// of a Go program and of the component-provider plugin (which serves the
+// four constructors as they are). The archiver's side of each Job (its
+// arguments and its termination message) is the contract of package jobapi.
 //
 // The inputs every Job shares are JobInputs, embedded in each component's
 // args; values of the Job are Pulumi inputs. A component settles them first
-// (inputs.go): known ones (waited for at preview) are validated at once and
+// (package settle): known ones (waited for at preview) are validated at once and
 // give a plain Job; ones unknown at preview give a Job built in an apply that
 // runs the same validation.
 package provider
@@ -84,13 +85,19 @@ func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts
 	}
 
 	comp := &WorldBackup{}
-	out, err := registerJobComponent(ctx, WorldBackupType, name, comp, pl, opts...)
+	out, err := registerJobComponent(ctx, WorldBackupType, name, comp, pl, backupOutputs, opts...)
 	if err != nil {
 		return nil, err
 	}
 	comp.JobName, comp.Namespace, comp.RunID, comp.ArchiveRef = out.JobName, out.Namespace, out.RunID, out.ArchiveRef
 	comp.Status, comp.SHA256, comp.SizeBytes = out.Observed.Status, out.Observed.SHA256, out.Observed.SizeBytes
 	return comp, nil
+}
+
+// backupOutputs are WorldBackup's own outputs: the archive, and what its
+// run reported of it.
+func backupOutputs(out jobOutputs) pulumi.Map {
+	return pulumi.Map{"archiveRef": out.ArchiveRef, "sha256": out.Observed.SHA256, "sizeBytes": out.Observed.SizeBytes}
 }
 
 // backupRequirements are what the preflight looks up for the backup Job
@@ -103,41 +110,6 @@ func backupRequirements(job *batchv1.Job, b jobspec.Backup) preflight.Requiremen
 			hint: fmt.Sprintf("kubectl -n %s create secret generic %s --from-literal=%s=<the server's rcon.password>", job.Namespace, rc.SecretName, rc.SecretKey)}
 	}
 	return configRequirements(job, b.ConfigSecretName, b.Store, rcon)
-}
-
-// secretNeed is a Secret a Job mounts: its name, the keys it reads and the
-// command that makes it.
-type secretNeed struct {
-	name string
-	keys []string
-	hint string
-}
-
-// configRequirements are what the preflight looks up for a Job job that
-// reads the config Secret configSecret, the credentials Secret of store
-// (when not nil) and extra (when not nil): its claims, service account and
-// those Secrets with their keys.
-func configRequirements(job *batchv1.Job, configSecret string, store *jobspec.S3Store, extra *secretNeed) preflight.Requirements {
-	needs := []secretNeed{{configSecret, []string{jobspec.ConfigFileName},
-		fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", job.Namespace, configSecret, jobspec.ConfigFileName)}}
-	if extra != nil {
-		needs = append(needs, *extra)
-	}
-	if store != nil {
-		needs = append(needs, secretNeed{store.SecretName, []string{store.AccessKeyKey, store.SecretKeyKey}, s3SecretHint(job.Namespace, store)})
-	}
-	secrets := map[string][]string{}
-	hints := map[string]string{}
-	for _, n := range needs {
-		secrets[n.name] = append(secrets[n.name], n.keys...)
-		if _, ok := hints[n.name]; !ok {
-			hints[n.name] = n.hint
-		}
-	}
-	req := preflight.FromJob(job, secrets)
-	req.SecretHints = hints
-	req.SecurityHint = "set securityMode restricted"
-	return req
 }
 
 // Annotate describes WorldBackup and its outputs in the plugin's schema and

@@ -10,16 +10,9 @@ import (
 	"github.com/worldbackup/worldbackup/provider/naming"
 )
 
-// Defaults of the WorldBackup inputs that no other component shares.
-const (
-	DefaultConfigSecretName = "felis-config"
-	DefaultConfigMountPath  = "/etc/felis"
-	DefaultCompression      = jobapi.CompressionZstd
-)
-
-// fsGroupForSecret is why restricted mode needs a non-zero fsGroup in the
-// backup Job.
-const fsGroupForSecret = "so that the non-root archiver can read the config Secret (files owned by root, mode 0400)"
+// DefaultCompression is the default of the compression input, the
+// archiver's.
+const DefaultCompression = jobapi.DefaultCompression
 
 // WorldBackupArgs are the inputs of a WorldBackup: those of every Job
 // (JobInputs) and the backup's own. The same struct serves Go programs and

@@ -14,6 +14,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/worldbackup/worldbackup/jobapi"
+	"github.com/worldbackup/worldbackup/provider/internal/kubeobj"
+	"github.com/worldbackup/worldbackup/provider/internal/settle"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
 
@@ -63,7 +65,7 @@ type WorldBackupSchedule struct {
 // NewWorldBackupSchedule validates args and registers a WorldBackupSchedule
 // with its one child, a kubernetes:batch/v1:CronJob named name+"-cronjob".
 func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args WorldBackupScheduleArgs, opts ...pulumi.ResourceOption) (*WorldBackupSchedule, error) {
-	st, err := settleNow(ctx.Context(), ctx.DryRun(), args.WorldBackupArgs)
+	st, err := settle.Now(ctx.Context(), ctx.DryRun(), args.WorldBackupArgs)
 	if err != nil {
 		return nil, fmt.Errorf("resolving the inputs of WorldBackupSchedule %q: %w", name, err)
 	}
@@ -76,7 +78,7 @@ func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args WorldBackupSc
 			return nil, err
 		}
 		cj := jobspec.BuildBackupSchedule(b, s)
-		if props, err = objectInputs(cj, "CronJob", cj.Name); err != nil {
+		if props, err = kubeobj.Inputs(cj, "CronJob", cj.Name); err != nil {
 			return nil, err
 		}
 		if st.Secret {
@@ -84,7 +86,7 @@ func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args WorldBackupSc
 		}
 		cjName, cjNamespace = pulumi.String(cj.Name).ToStringOutput(), pulumi.String(cj.Namespace).ToStringOutput()
 	} else {
-		later := settleLater(args.WorldBackupArgs, func(b WorldBackupArgs) (any, error) {
+		later := settle.Later(args.WorldBackupArgs, func(b WorldBackupArgs) (any, error) {
 			a := args
 			a.WorldBackupArgs = b
 			bj, s, err := a.resolve()
@@ -93,7 +95,7 @@ func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args WorldBackupSc
 			}
 			return jobspec.BuildBackupSchedule(bj, s), nil
 		})
-		props = laterInputs(later, "CronJob", func(v any) any { return v })
+		props = kubeobj.Later(later, "CronJob", func(v any) any { return v })
 		cjName = later.ApplyT(func(v any) string { return v.(*batchv1.CronJob).Name }).(pulumi.StringOutput)
 		cjNamespace = later.ApplyT(func(v any) string { return v.(*batchv1.CronJob).Namespace }).(pulumi.StringOutput)
 	}

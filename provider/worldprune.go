@@ -48,9 +48,9 @@ func NewWorldPrune(ctx *pulumi.Context, name string, args WorldPruneArgs, opts .
 	if err != nil {
 		return nil, err
 	}
-	pl.NoArchiveRef = true
 	comp := &WorldPrune{}
-	out, err := registerJobComponent(ctx, WorldPruneType, name, comp, pl, opts...)
+	// A prune writes no archive: no outputs beyond every Job's.
+	out, err := registerJobComponent(ctx, WorldPruneType, name, comp, pl, nil, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func NewWorldRestore(ctx *pulumi.Context, name string, args WorldRestoreArgs, op
 	}
 
 	comp := &WorldRestore{}
-	out, err := registerJobComponent(ctx, WorldRestoreType, name, comp, pl, opts...)
+	out, err := registerJobComponent(ctx, WorldRestoreType, name, comp, pl, restoreOutputs, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +76,9 @@ func NewWorldRestore(ctx *pulumi.Context, name string, args WorldRestoreArgs, op
 	comp.Status = out.Observed.Status
 	return comp, nil
 }
+
+// restoreOutputs are WorldRestore's own outputs: the archive it restored.
+func restoreOutputs(out jobOutputs) pulumi.Map { return pulumi.Map{"archiveRef": out.ArchiveRef} }
 
 // restoreRequirements are what the preflight looks up for the restore Job
 // job of r: its claims, service account and, with an S3 store, the

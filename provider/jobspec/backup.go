@@ -11,23 +11,15 @@ import (
 )
 
 // ComponentBackup is the app.kubernetes.io/component label of backup Jobs.
-const ComponentBackup = "backup"
-
-// ConfigFileName is the archiver's config file inside the config Secret.
-const ConfigFileName = jobapi.ConfigFileName
+const ComponentBackup = naming.KindBackup
 
 // BackupCapabilities are the capabilities the backup Job's root process
 // keeps in baseline mode: DAC_OVERRIDE only, to read files the game wrote
 // 0600 under its own UID.
 var BackupCapabilities = []corev1.Capability{"DAC_OVERRIDE"}
 
-// Volume names of the backup Job (the restore Job uses the same names).
-const (
-	WorldVolumeName  = "world"
-	BackupVolumeName = "backups"
-	ConfigVolumeName = "config"
-	RconVolumeName   = "rcon"
-)
+// RconVolumeName is the backup Job's volume of the RCON password Secret.
+const RconVolumeName = "rcon"
 
 // RconMountPath is where the backup Job mounts the RCON password Secret.
 const RconMountPath = jobapi.RconMountPath

@@ -4,7 +4,7 @@
 // builder and register the result. Every Job kind embeds Job (the resolved
 // arguments every Job shares) in its own arguments and builds its Job with
 // BuildJob, passing what it adds (a Pod: arguments, capabilities, volumes);
-// backup.go and restore.go hold those parts of the backup and restore Jobs.
+// backup.go, restore.go and prune.go hold those parts of their Jobs.
 // This file holds the parts every Job shares: labels, annotations, identity
 // (the two security modes), resources, placement and volumes.
 package jobspec
@@ -19,7 +19,18 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/naming"
+)
+
+// ConfigFileName is the archiver's config file inside the config Secret.
+const ConfigFileName = jobapi.ConfigFileName
+
+// Volume names every Job kind shares for the same volume.
+const (
+	WorldVolumeName  = "world"
+	BackupVolumeName = "backups"
+	ConfigVolumeName = "config"
 )
 
 // Names shared by every Job.

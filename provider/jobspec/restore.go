@@ -9,7 +9,7 @@ import (
 )
 
 // ComponentRestore is the app.kubernetes.io/component label of restore Jobs.
-const ComponentRestore = "restore"
+const ComponentRestore = naming.KindRestore
 
 // RestoreCapabilities are the capabilities the restore Job's root process
 // keeps in baseline mode: CHOWN to give each restored file its owner from the

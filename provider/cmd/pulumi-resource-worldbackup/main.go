@@ -1,6 +1,6 @@
 // Command pulumi-resource-worldbackup is the worldbackup component-provider
-// plugin: it serves the components of package provider (WorldBackup and
-// WorldRestore) to
+// plugin: it serves the components of package provider (WorldBackup,
+// WorldRestore, WorldPrune and WorldBackupSchedule; see components) to
 // Pulumi programs in every language (TypeScript, Python, YAML, ...), using
 // pulumi-go-provider's infer.ComponentF on the very constructors that Go
 // programs call, so there is one implementation of the Job logic.
