@@ -22,8 +22,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-
-	"github.com/worldbackup/worldbackup/archiver/image"
 )
 
 // buildPauseImage builds cmd/pause static and writes it as a one-layer image
@@ -104,7 +102,7 @@ func buildImage(repoRoot, out string, im binaryImage) error {
 	if err != nil {
 		return err
 	}
-	return image.WriteTarball(out, img, tag)
+	return tarball.WriteToFile(out, tag, img)
 }
 
 // GameServerImage builds the stand-in game server's image and imports it

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -20,27 +21,30 @@ import (
 
 	"github.com/worldbackup/worldbackup/internal/pgtest"
 	"github.com/worldbackup/worldbackup/internal/worldgen"
-	"github.com/worldbackup/worldbackup/provider"
-	"github.com/worldbackup/worldbackup/provider/naming"
 )
 
-// NamespaceOptions say what a test namespace holds. The zero value is a
-// namespace enforcing Pod Security baseline with everything a backup of
-// server "lobby" needs under the component's default names.
+// NamespaceOptions say what a test namespace holds. The names the product
+// expects (WorldClaim, ServiceAccount, ConfigSecret) and the game's UID and
+// GID are parameters, given by the caller: kubenode knows no product. With
+// them and nothing else, a namespace enforces Pod Security baseline with
+// everything a backup of server "lobby" needs.
 type NamespaceOptions struct {
 	// Enforce is the Pod Security level enforced (pod-security.kubernetes.io/enforce); default baseline.
 	Enforce string
-	// Servers get a world claim each (naming.WorldClaim), pre-filled with a
+	// Servers get a world claim each (WorldClaim), pre-filled with a
 	// generated world; default ["lobby"].
 	Servers []string
+	// WorldClaim names the world claim of a server (required).
+	WorldClaim func(server string) string
 	// World is the generated world; default 1 MiB, seed 1.
 	World worldgen.Options
 	// Owner is the UID and GID owning the world and backup folders (the
-	// game's); default provider.DefaultGameUID/GID.
+	// game's; required, not root).
 	OwnerUID, OwnerGID int
 	// BackupClaim names the claim receiving archives; default "backups".
 	BackupClaim string
-	// ServiceAccount and ConfigSecret default to the component's defaults.
+	// ServiceAccount and ConfigSecret are the names the Jobs expect
+	// (required).
 	ServiceAccount string
 	ConfigSecret   string
 	// FelisTOML, when set, is the Secret's felis.toml instead of the default
@@ -64,20 +68,8 @@ func (o NamespaceOptions) withDefaults() NamespaceOptions {
 	if o.World.Seed == 0 {
 		o.World.Seed = 1
 	}
-	if o.OwnerUID == 0 {
-		o.OwnerUID = provider.DefaultGameUID
-	}
-	if o.OwnerGID == 0 {
-		o.OwnerGID = provider.DefaultGameGID
-	}
 	if o.BackupClaim == "" {
 		o.BackupClaim = "backups"
-	}
-	if o.ServiceAccount == "" {
-		o.ServiceAccount = provider.DefaultServiceAccountName
-	}
-	if o.ConfigSecret == "" {
-		o.ConfigSecret = provider.DefaultConfigSecretName
 	}
 	return o
 }
@@ -88,6 +80,14 @@ func (o NamespaceOptions) Validate() error {
 	case "privileged", "baseline", "restricted":
 	default:
 		return fmt.Errorf("Enforce %q is not a Pod Security level (privileged, baseline, restricted)", o.Enforce)
+	}
+	switch {
+	case o.WorldClaim == nil:
+		return errors.New("WorldClaim is required: the world claim name of a server")
+	case o.ServiceAccount == "" || o.ConfigSecret == "":
+		return errors.New("ServiceAccount and ConfigSecret are required: the names the Jobs expect")
+	case o.OwnerUID == 0 || o.OwnerGID == 0:
+		return errors.New("OwnerUID and OwnerGID are required: the game's UID and GID")
 	}
 	return nil
 }
@@ -188,7 +188,7 @@ func (nd *Node) Namespace(t testing.TB, o NamespaceOptions) *Namespace {
 		}
 		ns.WorldDirs[s] = dir
 		if !o.WithoutWorldClaims {
-			claim(naming.WorldClaim(s), dir)
+			claim(o.WorldClaim(s), dir)
 		}
 	}
 	ns.BackupDir = filepath.Join(t.TempDir(), "backups")

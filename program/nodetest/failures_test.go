@@ -22,7 +22,7 @@ func TestFailuresNamedQuickly(t *testing.T) {
 	tools := stacktest.Require(t)
 
 	t.Run("unknown key in felis.toml", func(t *testing.T) {
-		ns := node.Namespace(t, kubenode.NamespaceOptions{FelisTOML: func(url string) string {
+		ns := namespace(t, node, kubenode.NamespaceOptions{FelisTOML: func(url string) string {
 			return fmt.Sprintf("[database]\nurl = %q\nbogus_key = 1\n", url)
 		}})
 		stack := tools.InlineStack(t, "node", deploy.Program, stackConfig(node, ns, "r1"))
@@ -39,7 +39,7 @@ func TestFailuresNamedQuickly(t *testing.T) {
 	})
 
 	t.Run("database unreachable", func(t *testing.T) {
-		ns := node.Namespace(t, kubenode.NamespaceOptions{})
+		ns := namespace(t, node, kubenode.NamespaceOptions{})
 		stack := tools.InlineStack(t, "node", deploy.Program, stackConfig(node, ns, "r1"))
 		ns.DatabaseProxy.Blackhole()
 		f := upFails(t, stack)
@@ -119,7 +119,7 @@ func TestFailuresNamedQuickly(t *testing.T) {
 	}
 	for _, tc := range preflights {
 		t.Run("preflight: "+tc.name, func(t *testing.T) {
-			ns := node.Namespace(t, tc.opts)
+			ns := namespace(t, node, tc.opts)
 			stack := tools.InlineStack(t, "node", deploy.Program, stackConfig(node, ns, "r1"))
 			f := previewFails(t, stack)
 			f.mentions(t, append([]string{"found at preview", ns.Name}, tc.want...)...)
@@ -180,7 +180,7 @@ func exitCode(t *testing.T, node *kubenode.Node, ns string) int32 {
 func TestUnpullableImageNamedQuickly(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
-	ns := node.Namespace(t, kubenode.NamespaceOptions{})
+	ns := namespace(t, node, kubenode.NamespaceOptions{})
 	cfg := stackConfig(node, ns, "r1")
 	cfg["worldbackup:image"] = retag(node.ArchiverImage, "no-such-tag")
 	stack := tools.InlineStack(t, "node", deploy.Program, cfg)

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/worldbackup/worldbackup/internal/kubenode"
+	"github.com/worldbackup/worldbackup/provider"
+	"github.com/worldbackup/worldbackup/provider/naming"
 )
 
 // failBound is how soon `pulumi up` (or its preview) must report a failure
@@ -108,4 +110,28 @@ func deleteJob(t *testing.T, node *kubenode.Node, ns, name string) {
 	if err != nil {
 		t.Fatalf("Job %s/%s still there a minute after its deletion", ns, name)
 	}
+}
+
+// namespace gives t a test namespace (node.Namespace) under the names the
+// components expect by default (world claim, service account, config
+// Secret) with worlds owned by the game's UID and GID: kubenode takes them
+// as parameters, the product's defaults are provider's.
+func namespace(t *testing.T, node *kubenode.Node, o kubenode.NamespaceOptions) *kubenode.Namespace {
+	t.Helper()
+	if o.WorldClaim == nil {
+		o.WorldClaim = naming.WorldClaim
+	}
+	if o.OwnerUID == 0 {
+		o.OwnerUID = provider.DefaultGameUID
+	}
+	if o.OwnerGID == 0 {
+		o.OwnerGID = provider.DefaultGameGID
+	}
+	if o.ServiceAccount == "" {
+		o.ServiceAccount = provider.DefaultServiceAccountName
+	}
+	if o.ConfigSecret == "" {
+		o.ConfigSecret = provider.DefaultConfigSecretName
+	}
+	return node.Namespace(t, o)
 }

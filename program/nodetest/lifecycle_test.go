@@ -25,7 +25,7 @@ import (
 func TestLifecycleOnNode(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
-	ns := node.Namespace(t, kubenode.NamespaceOptions{})
+	ns := namespace(t, node, kubenode.NamespaceOptions{})
 	stack := tools.InlineStack(t, "node", deploy.Program, stackConfig(node, ns, "r1"))
 	_, first := up(t, node, ns, stack)
 	jobComplete(t, node, ns.Name, first.jobName)
@@ -109,7 +109,7 @@ func TestLifecycleOnNode(t *testing.T) {
 func TestRestoreOnNode(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
-	ns := node.Namespace(t, kubenode.NamespaceOptions{})
+	ns := namespace(t, node, kubenode.NamespaceOptions{})
 	cfg := stackConfig(node, ns, "r1")
 	stack := tools.InlineStack(t, "node", deploy.Program, cfg)
 	_, backup := up(t, node, ns, stack)

@@ -85,7 +85,7 @@ func up(t *testing.T, node *kubenode.Node, ns *kubenode.Namespace, stack auto.St
 func TestBackupOnNode(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
-	ns := node.Namespace(t, kubenode.NamespaceOptions{})
+	ns := namespace(t, node, kubenode.NamespaceOptions{})
 	stack := tools.InlineStack(t, "node", deploy.Program, stackConfig(node, ns, "r1"))
 
 	_, first := up(t, node, ns, stack)

@@ -24,7 +24,7 @@ import (
 func TestRestrictedOnNode(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
-	ns := node.Namespace(t, kubenode.NamespaceOptions{Enforce: "restricted"})
+	ns := namespace(t, node, kubenode.NamespaceOptions{Enforce: "restricted"})
 	cfg := stackConfig(node, ns, "r1")
 	cfg["worldbackup:securityMode"] = "restricted"
 	stack := tools.InlineStack(t, "node", deploy.Program, cfg)
@@ -43,7 +43,7 @@ const gamePodLabel = "statefulset.kubernetes.io/pod-name"
 func TestGamePodOnNode(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
-	ns := node.Namespace(t, kubenode.NamespaceOptions{})
+	ns := namespace(t, node, kubenode.NamespaceOptions{})
 	game := startGamePod(t, node, ns, "lobby")
 
 	stack := tools.InlineStack(t, "node", deploy.Program, stackConfig(node, ns, "r1"))
@@ -116,7 +116,7 @@ func startGamePod(t *testing.T, node *kubenode.Node, ns *kubenode.Namespace, ser
 func TestStateHoldsNoSecrets(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
-	ns := node.Namespace(t, kubenode.NamespaceOptions{})
+	ns := namespace(t, node, kubenode.NamespaceOptions{})
 	kubeconfig, err := os.ReadFile(node.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)

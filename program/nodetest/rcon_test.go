@@ -46,7 +46,7 @@ import (
 func TestRconOnNode(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
-	ns := node.Namespace(t, kubenode.NamespaceOptions{})
+	ns := namespace(t, node, kubenode.NamespaceOptions{})
 	const server = "lobby"
 	password := "rcon-" + randomHex(t, 16)
 

@@ -41,7 +41,7 @@ func TestS3StoreOnNode(t *testing.T) {
 // s3RoundTrip backs lobby up into a new bucket and restores it from there,
 // in securityMode mode (and a namespace enforcing it).
 func s3RoundTrip(t *testing.T, node *kubenode.Node, tools stacktest.Tools, mode string) {
-	ns := node.Namespace(t, kubenode.NamespaceOptions{WithoutBackupClaim: true, Enforce: mode})
+	ns := namespace(t, node, kubenode.NamespaceOptions{WithoutBackupClaim: true, Enforce: mode})
 	srv := s3test.NewOn(t, node.GatewayIP)
 	bucket := srv.NewBucket(t)
 

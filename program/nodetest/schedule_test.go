@@ -40,7 +40,7 @@ const scheduleSelector = jobspec.LabelComponent + "=" + jobspec.ComponentSchedul
 func TestScheduleOnNode(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
-	ns := node.Namespace(t, kubenode.NamespaceOptions{})
+	ns := namespace(t, node, kubenode.NamespaceOptions{})
 	cfg := stackConfig(node, ns, "r1")
 	cfg["worldbackup:servers[0].schedule"] = "* * * * *"
 	stack := tools.InlineStack(t, "node", deploy.Program, cfg)
