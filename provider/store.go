@@ -58,8 +58,8 @@ func (s *StoreArgs) Annotate(a infer.Annotator) {
 type storeRole int
 
 const (
-	storeForBackup  storeRole = iota // url required: the backup writes there
-	storeForRestore                  // url optional: archiveRef names the object
+	storeWhole  storeRole = iota // url required: the Job works on the store (a backup writes there, a prune expires)
+	storeObject                  // url optional: the Job reads one object, which another input names (a restore's archiveRef)
 )
 
 // resolve applies the defaults and validates the settled inputs of s (see
@@ -76,7 +76,7 @@ func (s *StoreArgs) resolve(p *problems, role storeRole) *jobspec.S3Store {
 	}
 	setDefault(&out.AccessKeyKey, DefaultAccessKeyKey)
 	setDefault(&out.SecretKeyKey, DefaultSecretKeyKey)
-	if storeURL != "" || role == storeForBackup {
+	if storeURL != "" || role == storeWhole {
 		if p.required("store.url", storeURL, "set it to the bucket and prefix of the archives, e.g. s3://felis-backups/worlds") {
 			out.URL = p.s3StoreURL("store.url", storeURL)
 		}

@@ -248,7 +248,7 @@ func (p *problems) required(input, value, fix string) bool {
 }
 
 // server checks the server input; kind is the Job kind in the message
-// (naming.KindBackup, naming.KindRestore).
+// (jobapi.KindBackup, jobapi.KindRestore).
 func (p *problems) server(input, server, kind string) {
 	if !p.required(input, server, "set it to the game server's name (its StatefulSet name), e.g. survival") {
 		return

@@ -7,7 +7,6 @@ import (
 
 	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
-	"github.com/worldbackup/worldbackup/provider/naming"
 )
 
 // DefaultCompression is the default of the compression input, the
@@ -84,12 +83,12 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 	p := &problems{component: "worldbackup"}
 	runID := str(a.RunID)
 
-	p.server("server", a.Server, naming.KindBackup)
+	p.server("server", a.Server, jobapi.KindBackup)
 	p.runID("runId", runID)
 	if err := jobapi.CheckFormerOwner(v.FormerOwner); err != nil {
 		p.addf("formerOwner", "is invalid: %s", err)
 	}
-	j, store := p.common(a.JobInputs, a.Store, storeForBackup, v.World, jobRules{run: "backup", baselineCaps: "DAC_OVERRIDE", fsGroupNeed: fsGroupForSecret})
+	j, store := p.common(a.JobInputs, a.Store, storeWhole, v.World, jobRules{run: "backup", baselineCaps: "DAC_OVERRIDE", fsGroupNeed: fsGroupForSecret})
 	p.dnsSubdomain("configSecretName", v.ConfigSecretName)
 	p.mountPaths(storeMounts(store, v.World.BackupRoot,
 		mount{"worldRoot", v.World.WorldRoot},

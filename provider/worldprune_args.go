@@ -5,8 +5,8 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
-	"github.com/worldbackup/worldbackup/provider/naming"
 )
 
 // WorldPruneArgs are the inputs of a WorldPrune: those of every Job
@@ -62,9 +62,9 @@ func (a WorldPruneArgs) resolve() (resolvedPrune, error) {
 	setDefault(&configSecret, DefaultConfigSecretName)
 	setDefault(&configMount, DefaultConfigMountPath)
 
-	p.server("server", a.Server, naming.KindPrune)
+	p.server("server", a.Server, jobapi.KindPrune)
 	p.runID("runId", str(a.RunID))
-	j, store := p.common(a.JobInputs, a.Store, storeForBackup, w, jobRules{run: "prune", baselineCaps: "DAC_OVERRIDE", fsGroupNeed: fsGroupForSecret})
+	j, store := p.common(a.JobInputs, a.Store, storeWhole, w, jobRules{run: "prune", baselineCaps: "DAC_OVERRIDE", fsGroupNeed: fsGroupForSecret})
 	p.dnsSubdomain("configSecretName", configSecret)
 	p.mountPaths(storeMounts(store, w.BackupRoot, mount{"configMountPath", configMount})...)
 	if a.Retention == nil {

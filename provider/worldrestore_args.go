@@ -10,8 +10,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
-	"github.com/worldbackup/worldbackup/provider/naming"
 )
 
 // DefaultReplace is the default of WorldRestore's replace input: restoring
@@ -75,12 +75,12 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 		replace = new(DefaultReplace)
 	}
 
-	p.server("server", a.Server, naming.KindRestore)
+	p.server("server", a.Server, jobapi.KindRestore)
 	p.runID("runId", str(a.RunID))
 	p.sha256("sha256", sum)
 	// The restore needs no config Secret, so restricted mode needs no
 	// fsGroup, but for the S3 credentials Secret (common adds that need).
-	j, store := p.common(a.JobInputs, a.Store, storeForRestore, w, jobRules{run: "restore", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"})
+	j, store := p.common(a.JobInputs, a.Store, storeObject, w, jobRules{run: "restore", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"})
 	p.mountPaths(storeMounts(store, w.BackupRoot, mount{"worldRoot", w.WorldRoot})...)
 	switch {
 	case store != nil:

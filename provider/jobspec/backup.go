@@ -11,7 +11,7 @@ import (
 )
 
 // ComponentBackup is the app.kubernetes.io/component label of backup Jobs.
-const ComponentBackup = naming.KindBackup
+const ComponentBackup = jobapi.KindBackup
 
 // BackupCapabilities are the capabilities the backup Job's root process
 // keeps in baseline mode: DAC_OVERRIDE only, to read files the game wrote
@@ -61,7 +61,7 @@ type Backup struct {
 
 // BackupJobName returns the backup Job's name for server and runID.
 func BackupJobName(server, runID string) string {
-	return naming.JobName(server, naming.KindBackup, runID)
+	return naming.JobName(server, jobapi.KindBackup, runID)
 }
 
 // Request returns the archiver's request of b: the database URL is read

@@ -11,7 +11,7 @@ import (
 )
 
 // ComponentPrune is the app.kubernetes.io/component label of prune Jobs.
-const ComponentPrune = naming.KindPrune
+const ComponentPrune = jobapi.KindPrune
 
 // PruneCapabilities are the capabilities the prune Job's root process keeps
 // in baseline mode: DAC_OVERRIDE only, to remove archives that a backup in
@@ -39,7 +39,7 @@ type Prune struct {
 
 // PruneJobName returns the prune Job's name for server and runID.
 func PruneJobName(server, runID string) string {
-	return naming.JobName(server, naming.KindPrune, runID)
+	return naming.JobName(server, jobapi.KindPrune, runID)
 }
 
 // Request returns the archiver's request of p: the database URL is read

@@ -9,7 +9,7 @@ import (
 )
 
 // ComponentRestore is the app.kubernetes.io/component label of restore Jobs.
-const ComponentRestore = naming.KindRestore
+const ComponentRestore = jobapi.KindRestore
 
 // RestoreCapabilities are the capabilities the restore Job's root process
 // keeps in baseline mode: CHOWN to give each restored file its owner from the
@@ -40,7 +40,7 @@ type Restore struct {
 
 // RestoreJobName returns the restore Job's name for server and runID.
 func RestoreJobName(server, runID string) string {
-	return naming.JobName(server, naming.KindRestore, runID)
+	return naming.JobName(server, jobapi.KindRestore, runID)
 }
 
 // Request returns the archiver's request of r. The restore needs no

@@ -14,13 +14,6 @@ import (
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
-// Job kinds, the middle segment of a Job name: jobapi's.
-const (
-	KindBackup  = jobapi.KindBackup
-	KindRestore = jobapi.KindRestore
-	KindPrune   = jobapi.KindPrune
-)
-
 // MaxNameLen is the longest Kubernetes Job name (a DNS-1123 label; the Job
 // controller also puts it in a pod label, which allows 63).
 const MaxNameLen = jobapi.MaxLabelLen

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 var dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -21,15 +23,15 @@ func TestJobName(t *testing.T) {
 		want                      string // exact, or "" to check only validity
 		wantPrefix                string
 	}{
-		{name: "valid run ID kept", server: "survival", kind: KindBackup, runID: "20250601-0300", want: "survival-backup-20250601-0300"},
-		{name: "upper case hashed", server: "survival", kind: KindBackup, runID: "Nightly", wantPrefix: "survival-backup-nightly-"},
-		{name: "dots and underscores", server: "survival", kind: KindBackup, runID: "v1.2_3", wantPrefix: "survival-backup-v1-2-3-"},
-		{name: "leading dash-like chars", server: "s", kind: KindBackup, runID: "_x_", wantPrefix: "s-backup-x-"},
-		{name: "only symbols", server: "s", kind: KindBackup, runID: "0._", wantPrefix: "s-backup-0-"},
-		{name: "long run ID truncated", server: "survival", kind: KindBackup, runID: strings.Repeat("a", 128), wantPrefix: "survival-backup-aaaa"},
-		{name: "longest server backup", server: longServer, kind: KindBackup, runID: strings.Repeat("b", 100)},
-		{name: "longest server restore", server: longServer, kind: KindRestore, runID: strings.Repeat("B", 100)},
-		{name: "restore kind", server: "creative", kind: KindRestore, runID: "r1", want: "creative-restore-r1"},
+		{name: "valid run ID kept", server: "survival", kind: jobapi.KindBackup, runID: "20250601-0300", want: "survival-backup-20250601-0300"},
+		{name: "upper case hashed", server: "survival", kind: jobapi.KindBackup, runID: "Nightly", wantPrefix: "survival-backup-nightly-"},
+		{name: "dots and underscores", server: "survival", kind: jobapi.KindBackup, runID: "v1.2_3", wantPrefix: "survival-backup-v1-2-3-"},
+		{name: "leading dash-like chars", server: "s", kind: jobapi.KindBackup, runID: "_x_", wantPrefix: "s-backup-x-"},
+		{name: "only symbols", server: "s", kind: jobapi.KindBackup, runID: "0._", wantPrefix: "s-backup-0-"},
+		{name: "long run ID truncated", server: "survival", kind: jobapi.KindBackup, runID: strings.Repeat("a", 128), wantPrefix: "survival-backup-aaaa"},
+		{name: "longest server backup", server: longServer, kind: jobapi.KindBackup, runID: strings.Repeat("b", 100)},
+		{name: "longest server restore", server: longServer, kind: jobapi.KindRestore, runID: strings.Repeat("B", 100)},
+		{name: "restore kind", server: "creative", kind: jobapi.KindRestore, runID: "r1", want: "creative-restore-r1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,7 +57,7 @@ func TestJobNameDistinct(t *testing.T) {
 		strings.Repeat("a", 127) + "b", strings.Repeat("a", 127) + "c"}
 	seen := map[string]string{}
 	for _, r := range runIDs {
-		n := JobName("survival", KindBackup, r)
+		n := JobName("survival", jobapi.KindBackup, r)
 		if prev, ok := seen[n]; ok {
 			t.Fatalf("run IDs %q and %q both give Job name %q", prev, r, n)
 		}

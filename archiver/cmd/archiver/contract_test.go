@@ -27,27 +27,27 @@ type request interface {
 // the request it filled.
 func parseRequest(t *testing.T, args []string) any {
 	t.Helper()
-	var fs *flag.FlagSet
-	var got any
-	var parsed func()
-	switch args[0] {
-	case jobapi.KindBackup:
-		s, f := newBackupFlags(io.Discard)
-		fs, got, parsed = s, &f.Backup, func() { f.Parsed(s) }
-	case jobapi.KindRestore:
-		s, f := newRestoreFlags(io.Discard)
-		fs, got, parsed = s, &f.Restore, func() { f.Parsed(s) }
-	case jobapi.KindPrune:
-		s, f := newPruneFlags(io.Discard)
-		fs, got, parsed = s, &f.Prune, func() { f.Parsed(s) }
-	default:
-		t.Fatalf("unknown subcommand %q", args[0])
+	cmd, ok := jobCommands()[args[0]]
+	if !ok {
+		t.Fatalf("no Job subcommand %q", args[0])
 	}
+	fs, got := cmd.flags(io.Discard)
 	if code := parseFlags(fs, args[1:], io.Discard); code != -1 {
 		t.Fatalf("the archiver's parser refused %q: exit %d", args, code)
 	}
-	parsed()
+	got.Parsed(fs)
 	return reflect.ValueOf(got).Elem().Interface()
+}
+
+// withDefaults returns req.WithDefaults(): the request as the archiver sees
+// it, its flags left out at their defaults.
+func withDefaults(t *testing.T, req request) any {
+	t.Helper()
+	m := reflect.ValueOf(req).MethodByName("WithDefaults")
+	if !m.IsValid() {
+		t.Fatalf("%T has no WithDefaults", req)
+	}
+	return m.Call(nil)[0].Interface()
 }
 
 // TestContractRoundTrip shows that every Job kind's request reaches the
@@ -91,16 +91,7 @@ func TestContractRoundTrip(t *testing.T) {
 				t.Fatalf("args %q do not start with the subcommand %q", args, tc.req.Kind())
 			}
 			got := parseRequest(t, args)
-			var want any
-			switch r := tc.req.(type) {
-			case jobapi.Backup:
-				want = r.WithDefaults()
-			case jobapi.Restore:
-				want = r.WithDefaults()
-			case jobapi.Prune:
-				want = r.WithDefaults()
-			}
-			if !reflect.DeepEqual(got, want) {
+			if want := withDefaults(t, tc.req); !reflect.DeepEqual(got, want) {
 				t.Errorf("args %q\nparsed: %+v\nwant:   %+v", args, got, want)
 			}
 		})
@@ -125,33 +116,29 @@ func TestSubcommandFlags(t *testing.T) {
 		bind(fs)
 		return names(fs)
 	}
-	tests := []struct {
-		kind  string
-		real  *flag.FlagSet
-		bind  func(*flag.FlagSet)
-		local []string
-	}{
-		{jobapi.KindBackup, first(newBackupFlags(io.Discard)), new(jobapi.Backup).Bind, backupLocalFlags},
-		{jobapi.KindRestore, first(newRestoreFlags(io.Discard)), new(jobapi.Restore).Bind, restoreLocalFlags},
-		{jobapi.KindPrune, first(newPruneFlags(io.Discard)), new(jobapi.Prune).Bind, pruneLocalFlags},
-	}
-	for _, tc := range tests {
-		t.Run(tc.kind, func(t *testing.T) {
-			want := append(bound(tc.bind), tc.local...)
-			slices.Sort(want)
-			if got := names(tc.real); !slices.Equal(got, want) {
-				t.Errorf("archiver %s flags = %q\nwant the contract's plus the local %q = %q", tc.kind, got, tc.local, want)
+	cmds := jobCommands()
+	for _, kind := range jobapi.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			cmd, ok := cmds[kind]
+			if !ok {
+				t.Fatalf("the Job kind %s has no subcommand in jobCommands", kind)
 			}
-			for _, l := range tc.local {
-				if !regexp.MustCompile(`(?m)^archiver ` + tc.kind + `(.*\n {8,}.*)*` + regexp.QuoteMeta(jobapi.Flag(l)) + `\b`).Match(readme) {
-					t.Errorf("the local flag %s of archiver %s is not in the synopsis of archiver/README.md", jobapi.Flag(l), tc.kind)
+			real, _ := cmd.flags(io.Discard)
+			_, fresh := cmd.flags(io.Discard) // a request of its own: Bind writes into it
+			want := append(bound(fresh.Bind), cmd.local...)
+			slices.Sort(want)
+			if got := names(real); !slices.Equal(got, want) {
+				t.Errorf("archiver %s flags = %q\nwant the contract's plus the local %q = %q", kind, got, cmd.local, want)
+			}
+			for _, l := range cmd.local {
+				if !regexp.MustCompile(`(?m)^archiver ` + kind + `(.*\n {8,}.*)*` + regexp.QuoteMeta(jobapi.Flag(l)) + `\b`).Match(readme) {
+					t.Errorf("the local flag %s of archiver %s is not in the synopsis of archiver/README.md", jobapi.Flag(l), kind)
 				}
 			}
 		})
 	}
 }
 
-func first[A, B any](a A, _ B) A { return a }
 
 // TestNoFlagLiterals shows that the flag names of the Jobs have one owner:
 // no source file of the components or of the archiver's commands spells a
