@@ -139,7 +139,6 @@ func TestSubcommandFlags(t *testing.T) {
 	}
 }
 
-
 // TestNoFlagLiterals shows that the flag names of the Jobs have one owner:
 // no source file of the components or of the archiver's commands spells a
 // flag as a string literal; they use jobapi's names.
