@@ -175,3 +175,17 @@ func ValidBucket(b string) bool {
 	}
 	return true
 }
+
+// IsSHA256 reports whether s is an archive checksum as the catalog records
+// it: 64 lowercase hex digits.
+func IsSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, r := range s {
+		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
+			return false
+		}
+	}
+	return true
+}

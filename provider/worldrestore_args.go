@@ -2,7 +2,6 @@ package provider
 
 import (
 	"path"
-	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -23,8 +22,6 @@ var maxMaxBytes = resource.MustParse("1Ei")
 
 // maxMaxEntries is the largest maxEntries accepted.
 const maxMaxEntries = 1 << 40
-
-var sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // WorldRestoreArgs are the inputs of a WorldRestore: those of every Job
 // (JobInputs) and the restore's own. The same struct serves Go programs and
@@ -141,8 +138,8 @@ func (p *problems) sha256(input, sum string) {
 		return
 	}
 	switch lower := strings.ToLower(sum); {
-	case sha256RE.MatchString(sum):
-	case sha256RE.MatchString(lower):
+	case jobapi.IsSHA256(sum):
+	case jobapi.IsSHA256(lower):
 		p.addf(input, "%q has upper-case letters: use the lower-case form %q", sum, lower)
 	default:
 		p.addf(input, "%q is not a SHA-256: use 64 hex digits (0-9, a-f), as the sha256 column of `archiver list` shows it", sum)

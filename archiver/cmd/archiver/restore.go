@@ -85,7 +85,7 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	switch {
 	case *sum == "":
 		problems = append(problems, jobapi.Flag(jobapi.FlagSHA256)+" is required: the archive's SHA-256 as the catalog recorded it (archiver list)")
-	case !isSHA256(*sum):
+	case !jobapi.IsSHA256(*sum):
 		problems = append(problems, flagErrorf(jobapi.FlagSHA256, "%q: want 64 lowercase hex digits", *sum).Error())
 	}
 	if *into == "" {

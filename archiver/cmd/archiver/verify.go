@@ -46,7 +46,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return usageError(stderr, "verify", "give exactly one of %s and %s", jobapi.Flag(jobapi.FlagRunID), jobapi.Flag(jobapi.FlagArchive))
 	case *sha != "" && *archive == "":
 		return usageError(stderr, "verify", "%s goes with %s", jobapi.Flag(jobapi.FlagSHA256), jobapi.Flag(jobapi.FlagArchive))
-	case *sha != "" && !isSHA256(*sha):
+	case *sha != "" && !jobapi.IsSHA256(*sha):
 		return usageError(stderr, "verify", "%s", flagErrorf(jobapi.FlagSHA256, "%q: want 64 lowercase hex digits", *sha))
 	case *runID != "":
 		if err := jobapi.CheckRunID(*runID); err != nil {
@@ -132,16 +132,4 @@ func verifyFile(ctx context.Context, log hclog.Logger, path string, open func(co
 	}
 	fmt.Fprintf(stdout, "ok %s: %d bytes, sha256 %s, %d tar entries\n", path, rep.Size, rep.SHA256, rep.Entries)
 	return exitOK
-}
-
-func isSHA256(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, r := range s {
-		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
-			return false
-		}
-	}
-	return true
 }
