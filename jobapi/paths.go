@@ -20,8 +20,10 @@ const (
 
 // The archiver's defaults, which the components' schema quotes.
 const (
-	// DefaultConfigPath is --config when it is not given.
-	DefaultConfigPath = "/etc/felis/" + ConfigFileName
+	// DefaultConfigDir is where the Jobs mount the config Secret by
+	// default, and DefaultConfigPath --config when it is not given.
+	DefaultConfigDir  = "/etc/felis"
+	DefaultConfigPath = DefaultConfigDir + "/" + ConfigFileName
 	// DefaultWorld is --world when it is not given.
 	DefaultWorld = "/world"
 	// DefaultCompression is the compression when neither --compression nor

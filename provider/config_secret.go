@@ -5,6 +5,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/preflight"
 )
@@ -14,7 +15,7 @@ import (
 // defaults of its inputs, and what the preflight looks up for it.
 const (
 	DefaultConfigSecretName = "felis-config"
-	DefaultConfigMountPath  = "/etc/felis"
+	DefaultConfigMountPath  = jobapi.DefaultConfigDir
 )
 
 // fsGroupForSecret is why restricted mode needs a non-zero fsGroup in a

@@ -80,7 +80,7 @@ func (a *JobInputs) Annotate(an infer.Annotator) {
 		"its token is not mounted). Default: felis-restore.")
 	an.Describe(&a.BackupRoot, "Where the backup claim is mounted: the archive root. Default: /backups. "+
 		"Not allowed with store (the Job mounts no backup claim).")
-	an.Describe(&a.WorldRoot, "Where the world claim is mounted. Default: /world.")
+	an.Describe(&a.WorldRoot, "Where the world claim is mounted. Default: "+DefaultWorldRoot+".")
 	an.Describe(&a.WorldClaimName, "The world's PersistentVolumeClaim. "+
 		"Default: world-<server>-0 (the StatefulSet claim of volume template world, ordinal 0).")
 	an.Describe(&a.Deadline, "How long the run may take, a Go duration (activeDeadlineSeconds). Default: 30m.")

@@ -46,7 +46,7 @@ const (
 // Shared defaults of the mount paths (WorldBackup and WorldRestore).
 const (
 	DefaultBackupRoot = "/backups"
-	DefaultWorldRoot  = "/world"
+	DefaultWorldRoot  = jobapi.DefaultWorld
 )
 
 // maxID is the largest UID/GID accepted (Kubernetes allows 0..2^31-1).

@@ -151,10 +151,10 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.ConfigSecretName, "The Secret holding felis.toml (the catalog's database URL), mounted "+
 		"read-only (mode 0400) at configMountPath. Default: felis-config.")
 	an.Describe(&a.ConfigMountPath, "Where the config Secret is mounted; the archiver reads "+
-		"<configMountPath>/felis.toml. Default: /etc/felis.")
+		"<configMountPath>/"+jobapi.ConfigFileName+". Default: "+DefaultConfigMountPath+".")
 	an.Describe(&a.BackupRoot, "Where the backup claim is mounted: the archive root, passed as "+
 		descFlag(jobapi.FlagArchiveRoot)+". Default: /backups. Not allowed with store (the Job mounts no backup claim).")
-	an.Describe(&a.WorldRoot, "Where the world claim is mounted (read-only). Default: /world.")
+	an.Describe(&a.WorldRoot, "Where the world claim is mounted (read-only). Default: "+DefaultWorldRoot+".")
 	an.Describe(&a.WorldClaimName, "The world's PersistentVolumeClaim, mounted read-only. "+
 		"Default: world-<server>-0 (the StatefulSet claim of volume template world, ordinal 0).")
 	an.Describe(&a.Deadline, "How long the backup may run, a Go duration (activeDeadlineSeconds). Default: 30m.")

@@ -105,7 +105,7 @@ func (a *WorldPruneArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.WorldClaimName, "Not used: a prune mounts no world (refused when set).")
 	an.Describe(&a.ConfigSecretName, "The Secret holding felis.toml (the catalog's database URL), mounted "+
 		"read-only (mode 0400) at configMountPath. Default: felis-config.")
-	an.Describe(&a.ConfigMountPath, "Where the config Secret is mounted. Default: /etc/felis.")
+	an.Describe(&a.ConfigMountPath, "Where the config Secret is mounted. Default: "+DefaultConfigMountPath+".")
 	an.Describe(&a.SecurityMode, "baseline or restricted, as in WorldBackup. baseline (default): root with "+
 		"DAC_OVERRIDE only, so it removes archives whatever UID wrote them. restricted: runAsUser/runAsGroup "+
 		"(default 1000/1000), no capabilities; it can remove only archives a restricted-mode backup wrote.")

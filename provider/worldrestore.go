@@ -143,7 +143,7 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.BackupRoot, "Where the backup claim is mounted (read-only); archiveRef must be below it. "+
 		"Default: /backups. Not allowed with store (the Job mounts no backup claim).")
 	an.Describe(&a.WorldRoot, "Where the world claim is mounted (read-write): the folder the archive is "+
-		"restored into ("+descFlag(jobapi.FlagInto)+"). Default: /world.")
+		"restored into ("+descFlag(jobapi.FlagInto)+"). Default: "+DefaultWorldRoot+".")
 	an.Describe(&a.WorldClaimName, "The world's PersistentVolumeClaim, mounted read-write. "+
 		"Default: world-<server>-0 (the StatefulSet claim of volume template world, ordinal 0).")
 	an.Describe(&a.Deadline, "How long the restore may run, a Go duration (activeDeadlineSeconds). Default: 30m.")

@@ -101,7 +101,7 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 	var maxEntries int64
 	if n := optInt(a.MaxEntries); n != nil {
 		if *n < 1 || *n > maxMaxEntries {
-			p.addf("maxEntries", "%d is out of range: use 1 to %d, or leave it unset for the archiver's default (1000000)", *n, maxMaxEntries)
+			p.addf("maxEntries", "%d is out of range: use 1 to %d, or leave it unset for the archiver's default (%d)", *n, maxMaxEntries, jobapi.DefaultMaxEntries)
 		}
 		maxEntries = int64(*n)
 	}
