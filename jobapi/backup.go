@@ -112,7 +112,7 @@ func (b *Backup) Bind(fs *flag.FlagSet) {
 // Parsed finishes b after fs.Parse: Retention is nil unless a retention
 // flag was given.
 func (b *Backup) Parsed(fs *flag.FlagSet) {
-	if !Given(fs, RetentionFlags...) {
+	if !Given(fs, RetentionFlags()...) {
 		b.Retention = nil
 	}
 }

@@ -19,6 +19,7 @@
 package jobapi
 
 import (
+	"errors"
 	"flag"
 	"strconv"
 	"strings"
@@ -33,7 +34,7 @@ const (
 )
 
 // Kinds lists the Job kinds.
-var Kinds = []string{KindBackup, KindRestore, KindPrune}
+func Kinds() []string { return []string{KindBackup, KindRestore, KindPrune} }
 
 // The flag names of the requests (without the leading "--").
 const (
@@ -136,14 +137,8 @@ func (f *LogFormat) Set(s string) error {
 		*f = LogFormat(s)
 		return nil
 	}
-	return errLogFormat
+	return errors.New("want json, text or auto")
 }
-
-var errLogFormat = &valueError{"want json, text or auto"}
-
-type valueError struct{ msg string }
-
-func (e *valueError) Error() string { return e.msg }
 
 // stringList is a repeatable string flag. An empty value gives an empty,
 // non-nil list: "--exclude=" alone replaces the config file's list with

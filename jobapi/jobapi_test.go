@@ -8,7 +8,7 @@ import (
 )
 
 func TestMaxJobServerLenFitsEveryKind(t *testing.T) {
-	for _, k := range Kinds {
+	for _, k := range Kinds() {
 		if n := MaxJobServerLen + len("-"+k+"-") + JobHashLen; n > MaxLabelLen {
 			t.Errorf("<server>-%s-<hash> is %d characters for a server of %d: longer than a label (%d)", k, n, MaxJobServerLen, MaxLabelLen)
 		}

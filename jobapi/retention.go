@@ -17,9 +17,11 @@ type Retention struct {
 	Grace                                                                string // a Duration; "" = DefaultGrace
 }
 
-// RetentionFlags are the flag names of Retention.
-var RetentionFlags = []string{FlagKeepLast, FlagKeepHourly, FlagKeepDaily, FlagKeepWeekly, FlagKeepMonthly, FlagKeepYearly,
-	FlagKeepWithin, FlagMinKeep, FlagGrace}
+// RetentionFlags returns the flag names of Retention.
+func RetentionFlags() []string {
+	return []string{FlagKeepLast, FlagKeepHourly, FlagKeepDaily, FlagKeepWeekly, FlagKeepMonthly, FlagKeepYearly,
+		FlagKeepWithin, FlagMinKeep, FlagGrace}
+}
 
 // withDefaults returns r with Grace set.
 func (r Retention) withDefaults() Retention {

@@ -113,8 +113,10 @@ func PodS3(endpoint, region string, pathStyle bool) S3 {
 		SecretKeyFile: path.Join(S3MountPath, S3SecretKeyFile)}
 }
 
-// S3Flags are the flag names of S3.
-var S3Flags = []string{FlagS3Endpoint, FlagS3Region, FlagS3PathStyle, FlagS3AccessKeyFile, FlagS3SecretKeyFile}
+// S3Flags returns the flag names of S3.
+func S3Flags() []string {
+	return []string{FlagS3Endpoint, FlagS3Region, FlagS3PathStyle, FlagS3AccessKeyFile, FlagS3SecretKeyFile}
+}
 
 // IsZero reports whether no setting is given.
 func (s S3) IsZero() bool { return s == S3{} }

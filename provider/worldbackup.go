@@ -1,19 +1,3 @@
-// Package provider holds the worldbackup Pulumi components. WorldBackup
-// declares one backup run of a Minecraft world as a Kubernetes Job that runs
-// `archiver backup`; WorldRestore declares one restore of an archive into a
-// world as a Job that runs `archiver restore`; WorldPrune one prune of a
-// server's archives (`archiver prune`); WorldBackupSchedule a CronJob of
-// backups. Each Job is built by a pure
-// builder in package jobspec from validated inputs, so the same Job comes out
-// of a Go program and of the component-provider plugin (which serves the
-// four constructors as they are). The archiver's side of each Job (its
-// arguments and its termination message) is the contract of package jobapi.
-//
-// The inputs every Job shares are JobInputs, embedded in each component's
-// args; values of the Job are Pulumi inputs. A component settles them first
-// (package settle): known ones (waited for at preview) are validated at once and
-// give a plain Job; ones unknown at preview give a Job built in an apply that
-// runs the same validation.
 package provider
 
 import (

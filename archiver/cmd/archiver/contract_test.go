@@ -117,7 +117,7 @@ func TestSubcommandFlags(t *testing.T) {
 		return names(fs)
 	}
 	cmds := jobCommands()
-	for _, kind := range jobapi.Kinds {
+	for _, kind := range jobapi.Kinds() {
 		t.Run(kind, func(t *testing.T) {
 			cmd, ok := cmds[kind]
 			if !ok {

@@ -30,14 +30,14 @@ func jobCommands() map[string]jobCommand {
 		jobapi.KindBackup: {func(w io.Writer) (*flag.FlagSet, jobRequest) {
 			fs, f := newBackupFlags(w)
 			return fs, &f.Backup
-		}, backupLocalFlags},
+		}, backupLocalFlags()},
 		jobapi.KindRestore: {func(w io.Writer) (*flag.FlagSet, jobRequest) {
 			fs, f := newRestoreFlags(w)
 			return fs, &f.Restore
-		}, restoreLocalFlags},
+		}, restoreLocalFlags()},
 		jobapi.KindPrune: {func(w io.Writer) (*flag.FlagSet, jobRequest) {
 			fs, f := newPruneFlags(w)
 			return fs, &f.Prune
-		}, pruneLocalFlags},
+		}, pruneLocalFlags()},
 	}
 }

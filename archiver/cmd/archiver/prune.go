@@ -80,7 +80,7 @@ type pruneFlags struct {
 }
 
 // pruneLocalFlags are the flags of prune that are not the Job's.
-var pruneLocalFlags = []string{"json", "termination-log"}
+func pruneLocalFlags() []string { return []string{"json", "termination-log"} }
 
 // newPruneFlags returns the flag set of prune and the flags it fills.
 func newPruneFlags(stderr io.Writer) (*flag.FlagSet, *pruneFlags) {

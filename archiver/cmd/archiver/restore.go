@@ -55,7 +55,7 @@ type restoreFlags struct {
 }
 
 // restoreLocalFlags are the flags of restore that are not the Job's.
-var restoreLocalFlags = []string{"termination-log"}
+func restoreLocalFlags() []string { return []string{"termination-log"} }
 
 // newRestoreFlags returns the flag set of restore and the flags it fills.
 func newRestoreFlags(stderr io.Writer) (*flag.FlagSet, *restoreFlags) {

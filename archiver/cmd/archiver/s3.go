@@ -169,7 +169,7 @@ func (s storeSpec) limitMemory() {
 // settings are flags over [archive] for backup and prune, alone for verify
 // and restore, which may run without felis.toml (restore never reads it: it
 // has no database).
-func s3Given(fs *flag.FlagSet) bool { return jobapi.Given(fs, jobapi.S3Flags...) }
+func s3Given(fs *flag.FlagSet) bool { return jobapi.Given(fs, jobapi.S3Flags()...) }
 
 // s3Over returns base with the flags of f that were set in its place.
 func s3Over(fs *flag.FlagSet, f jobapi.S3, base config.S3) config.S3 {
