@@ -1,6 +1,9 @@
 package jobapi
 
-import "flag"
+import (
+	"flag"
+	"strings"
+)
 
 // Backup is the request of `archiver backup`: archive the world of Server
 // as run RunID into the folder store ArchiveRoot or the S3 store Store,
@@ -98,7 +101,7 @@ func (b *Backup) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&b.Config, FlagConfig, DefaultConfigPath, ConfigFileName)
 	fs.StringVar(&b.ArchiveRoot, FlagArchiveRoot, "", "archive root folder; overrides [archive] local_path")
 	fs.StringVar(&b.Compression, FlagCompression, "", "zstd, gzip or none; overrides [archive] compression (default "+DefaultCompression+")")
-	fs.Var(stringList{&b.Excludes}, FlagExclude, "glob of entries to leave out, repeatable; replaces [archive] excludes (default "+joinComma(DefaultExcludes())+"); an empty one alone: exclude nothing")
+	fs.Var(stringList{&b.Excludes}, FlagExclude, "glob of entries to leave out, repeatable; replaces [archive] excludes (default "+strings.Join(DefaultExcludes(), ", ")+"); an empty one alone: exclude nothing")
 	fs.StringVar(&b.Rcon.Address, FlagRcon, "", "host:port of the game server's RCON: autosave off while the world is read; overrides [rcon] address")
 	fs.StringVar(&b.Rcon.PasswordFile, FlagRconPasswordFile, "", "file holding the RCON password (a mounted Secret); overrides [rcon] password_file")
 	fs.Var(notBool{&b.Rcon.Optional}, FlagRconRequired, "fail when the game server cannot be reached (false: warn and back up without quiescing); overrides [rcon] required")
@@ -121,15 +124,4 @@ func setDefault(v *string, def string) {
 	if *v == "" {
 		*v = def
 	}
-}
-
-func joinComma(s []string) string {
-	out := ""
-	for i, v := range s {
-		if i > 0 {
-			out += ", "
-		}
-		out += v
-	}
-	return out
 }
