@@ -68,7 +68,9 @@ type backupFlags struct {
 }
 
 // backupLocalFlags are the flags of backup that are not the Job's.
-func backupLocalFlags() []string { return []string{"no-migrate", "allow-empty", "termination-log", "progress-interval"} }
+func backupLocalFlags() []string {
+	return []string{"no-migrate", "allow-empty", "termination-log", "progress-interval"}
+}
 
 // newBackupFlags returns the flag set of backup and the flags it fills.
 func newBackupFlags(stderr io.Writer) (*flag.FlagSet, *backupFlags) {
