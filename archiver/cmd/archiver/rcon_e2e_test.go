@@ -294,6 +294,7 @@ func TestBackupTerminatedWhileSaveOnRedials(t *testing.T) {
 	}
 	s := summary(t, e.tlog)
 	msg, _ := s["error"].(string)
+	t.Logf("termination message error: %s", msg)
 	if s["status"] != "failed" || !strings.Contains(msg, "autosave OFF") || !strings.Contains(msg, "save-on") {
 		t.Fatalf("termination message %v: want failed, saying autosave is OFF and how to send save-on", s)
 	}
