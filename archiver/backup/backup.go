@@ -254,7 +254,8 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 			return
 		}
 		if rerr := resume(ctx); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("turning autosave back on: %w", rerr))
+			// First: a shortened termination message keeps the autosave-OFF part.
+			err = errors.Join(fmt.Errorf("turning autosave back on: %w", rerr), err)
 		}
 	}()
 

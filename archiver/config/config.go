@@ -32,7 +32,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -44,6 +43,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
+	"github.com/worldbackup/worldbackup/internal/layout"
 )
 
 // DefaultPath is where the backup Job mounts felis.toml.
@@ -201,8 +201,8 @@ func (c Config) Validate() error {
 		bad("[archive] excludes", "%s", err)
 	}
 	if r := c.Rcon; r.Enabled() || r.PasswordFile != "" || r.Required != nil {
-		if host, port, err := net.SplitHostPort(r.Address); err != nil || host == "" || port == "" {
-			bad("[rcon] address", "%q: want host:port, e.g. \"survival:25575\"", r.Address)
+		if err := layout.CheckRconAddress(r.Address); err != nil {
+			bad("[rcon] address", "%s", err)
 		}
 		switch {
 		case r.PasswordFile == "":

@@ -198,6 +198,16 @@ local_pth = "/backups"
 			wantErr: []string{"unknown key", "rcon.password", "rcon.password_file"},
 		},
 		{
+			name:    "rcon port not a number",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[rcon]\naddress = \"127.0.0.1:abc\"\npassword_file = \"/p\"\nrequired = false\n"),
+			wantErr: []string{"[rcon] address", "port must be a number from 1 to 65535"},
+		},
+		{
+			name:    "rcon port too large",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[rcon]\naddress = \"127.0.0.1:99999\"\npassword_file = \"/p\"\n"),
+			wantErr: []string{"[rcon] address", "port must be a number from 1 to 65535"},
+		},
+		{
 			name:    "rcon bad address",
 			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[rcon]\naddress = \"mc\"\npassword_file = \"p\"\n"),
 			wantErr: []string{"[rcon] address", "host:port", "[rcon] password_file", "absolute"},

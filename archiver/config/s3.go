@@ -2,10 +2,10 @@ package config
 
 import (
 	"fmt"
-	"net/url"
 	"path/filepath"
 
 	"github.com/worldbackup/worldbackup/archiver/store"
+	"github.com/worldbackup/worldbackup/internal/layout"
 )
 
 // problem is one bad setting: its key and what is wrong.
@@ -38,8 +38,13 @@ func (s S3) problems(localPath string) []problem {
 		ps = append(ps, problem{"[archive] local_path", "set together with store: archives go to one store, remove one of them"})
 	}
 	if s.Endpoint != "" {
-		if u, err := url.Parse(s.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			ps = append(ps, problem{"[archive] endpoint", fmt.Sprintf("%q: want http(s)://host[:port], e.g. \"https://minio.example:9000\"", s.Endpoint)})
+		if err := layout.CheckS3Endpoint(s.Endpoint); err != nil {
+			ps = append(ps, problem{"[archive] endpoint", err.Error()})
+		}
+	}
+	if s.Region != "" {
+		if err := layout.CheckS3Region(s.Region); err != nil {
+			ps = append(ps, problem{"[archive] region", err.Error()})
 		}
 	}
 	if s.PartSizeMiB != 0 && (s.PartSizeMiB < store.MinPartSize>>20 || s.PartSizeMiB > store.MaxPartSize>>20) {

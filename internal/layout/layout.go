@@ -3,7 +3,9 @@
 // ".tar" for the compressions zstd, gzip and none. The archiver writes there
 // and the WorldBackup component predicts the same path as its archiveRef
 // output, so both import this package. It also holds the validation rules of
-// server names and run IDs, which become path segments.
+// server names and run IDs, which become path segments, and the rules of
+// the settings both sides check (settings.go: the RCON address, the S3
+// endpoint and region, a URL's userinfo redacted for printing).
 //
 // The package has no dependencies beyond the standard library, and builds
 // paths with package path (forward slashes): archive refs are paths inside a

@@ -297,14 +297,16 @@ func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, spec st
 
 // rconSetup merges the --rcon flags over [rcon] and reads the password
 // file. It returns nil when no game server is to be quiesced; its errors
-// are usage errors.
+// are usage errors, and name the flag or the felis.toml key at fault.
 func rconSetup(fs *flag.FlagSet, f *backupFlags, cfg config.Config) (backup.Quiescer, error) {
 	rc := cfg.Rcon
+	addrName := cfg.Path() + ": [rcon] address (or --rcon)"
+	pwName := cfg.Path() + ": [rcon] password_file (or --rcon-password-file)"
 	if flagSet(fs, "rcon") {
-		rc.Address = f.rconAddr
+		rc.Address, addrName = f.rconAddr, "--rcon"
 	}
 	if flagSet(fs, "rcon-password-file") {
-		rc.PasswordFile = f.rconPasswordFile
+		rc.PasswordFile, pwName = f.rconPasswordFile, "--rcon-password-file"
 	}
 	if flagSet(fs, "rcon-required") {
 		rc.Required = &f.rconRequired
@@ -315,18 +317,36 @@ func rconSetup(fs *flag.FlagSet, f *backupFlags, cfg config.Config) (backup.Quie
 		}
 		return nil, nil
 	}
+	if err := layout.CheckRconAddress(rc.Address); err != nil {
+		return nil, fmt.Errorf("%s: %w", addrName, err)
+	}
 	if rc.PasswordFile == "" {
 		return nil, errors.New("--rcon needs --rcon-password-file (or [rcon] password_file): the file of the mounted Secret that holds the RCON password")
 	}
-	pw, err := rcon.ReadPassword(rc.PasswordFile)
+	pw, err := readRconPassword(rc.PasswordFile)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", pwName, err)
 	}
 	rcfg := rcon.Config{Addr: rc.Address, Password: pw, Required: rc.IsRequired()}
 	if err := rcfg.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", pwName, err)
 	}
 	return rcon.Quiescer{Config: rcfg}, nil
+}
+
+// readRconPassword reads the RCON password from path (a file of a mounted
+// Secret, bounded as every Secret file is), without its trailing line
+// break. Its errors never hold the file's content.
+func readRconPassword(path string) (string, error) {
+	b, err := readSecretFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the rcon password file: %w", err)
+	}
+	pw := strings.TrimRight(string(b), "\r\n")
+	if pw == "" {
+		return "", fmt.Errorf("rcon password file %s is empty: it must hold the server's rcon.password", path)
+	}
+	return pw, nil
 }
 
 // within reports whether path is dir or below it, following the symbolic

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"unicode"
 
 	"github.com/worldbackup/worldbackup/archiver/backup"
@@ -17,6 +18,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/config"
 	"github.com/worldbackup/worldbackup/archiver/prune"
 	"github.com/worldbackup/worldbackup/archiver/store"
+	"github.com/worldbackup/worldbackup/internal/layout"
 )
 
 // archiveStore is the archive store of backup and prune: the folder store,
@@ -37,24 +39,50 @@ type lockerFunc func(ctx context.Context, name string) (func(), error)
 
 func (f lockerFunc) Lock(ctx context.Context, name string) (func(), error) { return f(ctx, name) }
 
-// maxKeyFile bounds a credentials file: a key is a few dozen bytes.
+// maxKeyFile bounds a file of a mounted Secret that readSecretFile reads:
+// an S3 key or the RCON password is a few dozen bytes.
 const maxKeyFile = 4096
+
+// errNotRegular and errTooLarge are readSecretFile's errors for a file
+// that cannot be a Secret's key; the callers name the setting.
+var (
+	errNotRegular = errors.New("is not a regular file (a device, FIFO or folder): mount the Secret's key there")
+	errTooLarge   = fmt.Errorf("is larger than %d bytes: is it the right file?", maxKeyFile)
+)
+
+// readSecretFile reads the file path of a mounted Secret: a regular file
+// (a symbolic link to one, as Kubernetes mounts them) of at most
+// maxKeyFile bytes, so that /dev/zero or a FIFO cannot make the archiver
+// read forever. Its errors never hold the file's content.
+func readSecretFile(path string) ([]byte, error) {
+	// O_NONBLOCK: opening a FIFO must not wait for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s %w", path, errNotRegular)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(b) > maxKeyFile {
+		return nil, fmt.Errorf("%s %w", path, errTooLarge)
+	}
+	return b, nil
+}
 
 // readKeyFile reads one credential from the file path (a mounted Secret's
 // key), without its trailing newline. Its errors name the file and what it
 // should hold, never its content.
 func readKeyFile(path, what string) (string, error) {
-	f, err := os.Open(path)
+	b, err := readSecretFile(path)
 	if err != nil {
 		return "", fmt.Errorf("reading the S3 %s: %w (mount the credentials Secret there)", what, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
-	if err != nil {
-		return "", fmt.Errorf("reading the S3 %s from %s: %w", what, path, err)
-	}
-	if len(b) > maxKeyFile {
-		return "", fmt.Errorf("the S3 %s file %s is larger than %d bytes: is it the right file?", what, path, maxKeyFile)
 	}
 	v := strings.TrimRightFunc(string(b), unicode.IsSpace)
 	switch {
@@ -79,6 +107,9 @@ func storeOverrides(fs *flag.FlagSet, storeURL string, s3 *s3Flags, cfg config.C
 		cfg.Archive.Store, cfg.Archive.LocalPath = storeURL, ""
 	case s3.given(fs) && (!cfg.Archive.S3.Enabled() || flagSet(fs, "archive-root")):
 		return cfg, errors.New("the --s3-* flags go with an S3 store: --store or [archive] store")
+	}
+	if err := s3.check(fs); err != nil {
+		return cfg, err
 	}
 	cfg.Archive.S3 = s3.over(fs, cfg.Archive.S3)
 	return cfg, nil
@@ -190,6 +221,24 @@ func (f *s3Flags) given(fs *flag.FlagSet) bool {
 	return false
 }
 
+// check applies the rules of the endpoint and the region to the flags that
+// were set; its errors name the flag and never quote the endpoint's
+// userinfo.
+func (f *s3Flags) check(fs *flag.FlagSet) error {
+	var errs []error
+	if flagSet(fs, "s3-endpoint") && f.endpoint != "" {
+		if err := layout.CheckS3Endpoint(f.endpoint); err != nil {
+			errs = append(errs, fmt.Errorf("--s3-endpoint: %w", err))
+		}
+	}
+	if flagSet(fs, "s3-region") && f.region != "" {
+		if err := layout.CheckS3Region(f.region); err != nil {
+			errs = append(errs, fmt.Errorf("--s3-region: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // over returns base with the flags that were set in its place.
 func (f *s3Flags) over(fs *flag.FlagSet, base config.S3) config.S3 {
 	if flagSet(fs, "s3-endpoint") {
@@ -270,6 +319,9 @@ func (f *s3Flags) settings(fs *flag.FlagSet, configPath string) (config.S3, erro
 			return config.S3{}, fmt.Errorf("%w (or give the S3 settings as --s3-* flags)", err)
 		}
 		base = cfg.Archive.S3
+	}
+	if err := f.check(fs); err != nil {
+		return config.S3{}, err
 	}
 	return f.over(fs, base), nil
 }
