@@ -215,7 +215,7 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 	}
 	// The lock is the run's, not the archive's: two attempts of one run
 	// with different compressions must not both write.
-	runKey := p.Server + "/" + p.RunID
+	runKey := layout.RunLockKey(p.Server, p.RunID)
 	log.Debug("locking the run", "key", runKey)
 	unlock, err := r.store.Lock(ctx, runKey)
 	if err != nil {

@@ -287,11 +287,8 @@ func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, spec st
 		return js, err
 	}
 	rep, err := prune.Prune(ctx, db, st, *pruneOpts, log)
-	js.Prune = &pruneSummary{Status: "done", Server: rep.Server, RowsDeleted: rep.RowsDeleted,
-		FilesRemoved: rep.FilesRemoved, BytesFreed: rep.BytesFreed}
-	if err != nil {
-		js.Prune.Status, js.Prune.Error = "failed", err.Error()
-	}
+	ps := summaryOf(rep, err)
+	js.Prune = &ps
 	return js, nil
 }
 

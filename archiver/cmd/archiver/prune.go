@@ -44,7 +44,18 @@ type pruneSummary struct {
 	RowsDeleted  int    `json:"rows_deleted"`
 	FilesRemoved int    `json:"files_removed"`
 	BytesFreed   int64  `json:"bytes_freed"`
+	FilesMissing int    `json:"files_missing"`
 	Error        string `json:"error,omitempty"`
+}
+
+// summaryOf returns the termination message of the prune that made rep.
+func summaryOf(rep prune.Report, err error) pruneSummary {
+	s := pruneSummary{Status: "done", Server: rep.Server, DryRun: rep.DryRun, RowsDeleted: rep.RowsDeleted,
+		FilesRemoved: rep.FilesRemoved, BytesFreed: rep.BytesFreed, FilesMissing: rep.FilesMissing}
+	if err != nil {
+		s.Status, s.Error = "failed", err.Error()
+	}
+	return s
 }
 
 // retentionFlags are the policy flags of prune, also taken by backup.
@@ -154,7 +165,9 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(exitFailed, err)
 	}
 	defer db.Close()
-	st, err := spec.open(nil) // prune takes no archive lock
+	// The catalog is the run lock of an S3 store: prune takes it before
+	// removing a run's archive, as backup does before writing one.
+	st, err := spec.open(db)
 	if err != nil {
 		return fail(exitUsage, err)
 	}
@@ -165,11 +178,14 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if perr := printPruneReport(stdout, rep, asJSON); perr != nil && err == nil {
 		err = fmt.Errorf("writing the report: %w", perr)
 	}
-	if err != nil {
-		return fail(exitFailed, err)
+	ps := summaryOf(rep, err)
+	if ps.Server == "" {
+		ps.Server, ps.DryRun = server, dryRun
 	}
-	tlog.writeBounded(log, &pruneSummary{Status: "done", Server: rep.Server, DryRun: rep.DryRun,
-		RowsDeleted: rep.RowsDeleted, FilesRemoved: rep.FilesRemoved, BytesFreed: rep.BytesFreed})
+	tlog.writeBounded(log, &ps, &ps.Error)
+	if err != nil {
+		return exitFailed
+	}
 	return exitOK
 }
 
@@ -234,9 +250,10 @@ func printPruneReport(w io.Writer, rep prune.Report, asJSON bool) error {
 				n++
 			}
 		}
-		_, err := fmt.Fprintf(w, "%s %d of %d runs\n", what, n, len(rep.Runs))
+		_, err := fmt.Fprintf(w, "%s %d of %d runs (%d of their archives already missing)\n", what, n, len(rep.Runs), rep.FilesMissing)
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%s %d runs and %d files, %d bytes freed\n", what, rep.RowsDeleted, rep.FilesRemoved, rep.BytesFreed)
+	_, err := fmt.Fprintf(w, "%s %d runs and %d files, %d bytes freed; %d archives were already missing\n",
+		what, rep.RowsDeleted, rep.FilesRemoved, rep.BytesFreed, rep.FilesMissing)
 	return err
 }
