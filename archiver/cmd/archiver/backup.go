@@ -142,6 +142,9 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if errors.Is(err, store.ErrNoRoot) || errors.Is(err, store.ErrDenied) || errors.Is(err, tarstream.ErrSelfContaining) {
 			return exitUsage // no retry can help: the volumes are wrong
 		}
+		if errors.Is(err, backup.ErrRunIDTaken) {
+			return exitUsage // no retry can help: choose another run ID
+		}
 		return exitFailed
 	}
 	if s.Prune != nil && s.Prune.Error != "" {
