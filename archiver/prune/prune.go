@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -128,7 +129,9 @@ type Report struct {
 	FilesMissing int `json:"files_missing"`
 	// RecordedAgain counts the deleted rows whose run a backup recorded
 	// again while the prune ran: their new archives stay.
-	RecordedAgain int      `json:"recorded_again,omitempty"`
+	RecordedAgain int `json:"recorded_again,omitempty"`
+	// Future counts the runs finished in the future (see plan): kept.
+	Future        int      `json:"future_runs,omitempty"`
 	OrphansFound  int      `json:"orphans_found"`
 	Orphans       []Orphan `json:"orphans,omitempty"`
 	FailedRemoves []string `json:"failed_removes,omitempty"`
@@ -149,8 +152,13 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 	// is an orphan.
 	remaining, planned := map[string]bool{}, map[string]bool{}
 	decide := func(recs []catalog.Record) ([]string, error) {
-		runs, remove := plan(recs, st, opts.Policy, now.Add(-opts.Grace))
+		runs, remove, future := plan(recs, st, opts.Policy, now, now.Add(-opts.Grace))
 		rep.Runs = runs
+		rep.Future = len(future)
+		for _, r := range future {
+			log.Warn("run finished in the future (a node with a wrong clock?): kept, and left out of the policy",
+				"run_id", r.RunID, "finished_at", r.FinishedAt, "tolerance", catalog.FutureTolerance.String())
+		}
 		clear(remaining)
 		clear(planned)
 		for _, r := range runs {
@@ -285,21 +293,33 @@ func removeUnrecorded(ctx context.Context, cat Catalog, st Store, server, runID,
 	return true, nil
 }
 
-// plan decides on recs (one server's rows): the verdicts newest first, the
-// run IDs to delete and the keys of the rows that stay. A run finished
-// after notBefore, or whose archive is not in st (its ref is another
-// store's), is kept whatever the policy says.
-func plan(recs []catalog.Record, st Store, p retention.Policy, notBefore time.Time) (runs []Run, remove []string) {
+// plan decides on recs (one server's rows): the verdicts newest first and
+// the run IDs to delete. A run finished after notBefore, or whose archive is
+// not in st (its ref is another store's), is kept whatever the policy says.
+// A run finished in the future (catalog.FutureTolerance past now: a node
+// with a wrong clock) is kept and left out of the policy, so it neither
+// pushes real runs out of keep-within nor takes a place of the floor.
+func plan(recs []catalog.Record, st Store, p retention.Policy, now, notBefore time.Time) (runs []Run, remove []string, future []catalog.Record) {
 	byID := make(map[string]catalog.Record, len(recs))
-	rr := make([]retention.Run, len(recs))
-	for i, r := range recs {
+	rr := make([]retention.Run, 0, len(recs))
+	var ds []retention.Decision
+	for _, r := range recs {
 		byID[r.RunID] = r
-		rr[i] = retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt}
+		if r.InFuture(now) {
+			future = append(future, r)
+			ds = append(ds, retention.Decision{Run: retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt}, Keep: true,
+				Reasons: []string{"finished in the future (a node with a wrong clock?): not judged"}})
+			continue
+		}
+		rr = append(rr, retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt})
 	}
-	for _, d := range retention.Apply(rr, p) {
+	// Newest first: the future runs, then the policy's verdicts.
+	slices.Reverse(ds)
+	ds = append(ds, retention.Apply(rr, p)...)
+	for _, d := range ds {
 		r := byID[d.ID]
 		key := keyOf(r)
-		if r.FinishedAt.After(notBefore) {
+		if r.FinishedAt.After(notBefore) && !r.InFuture(now) {
 			d.Keep, d.Reasons = true, append(d.Reasons, "finished within the grace period")
 		}
 		if key == "" || st.Ref(key) != r.ArchiveRef {
@@ -311,7 +331,7 @@ func plan(recs []catalog.Record, st Store, p retention.Policy, notBefore time.Ti
 			remove = append(remove, r.RunID)
 		}
 	}
-	return runs, remove
+	return runs, remove, future
 }
 
 // keyOf returns the store key of r's archive ("" when the row's fields do
