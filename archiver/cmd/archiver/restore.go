@@ -141,6 +141,10 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		case errors.Is(err, extract.ErrChecksum):
 			log.Error("archive checksum mismatch", "archive", *archive, "into", *into, "world_state", state, "error", err)
 			return exitRefused
+		case errors.Is(err, extract.ErrMarkerNotBound):
+			log.Error("restore refused: the world's marker names this run but is not bound to it", "into", *into,
+				"world_state", state, "error", err)
+			return exitUsage
 		case errors.Is(err, store.ErrDenied) || errors.Is(err, store.ErrNoRoot):
 			log.Error("the archive store refused the restore", "archive", *archive, "into", *into, "world_state", state, "error", err)
 			return exitUsage
