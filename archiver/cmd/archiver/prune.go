@@ -28,8 +28,11 @@ any rule is kept (the buckets go by the row's finished_at, in UTC). Whatever
 the rules say, the newest run, the --min-keep newest runs and every run
 finished within --grace (set it to at least the longest backup deadline)
 stay. The rows go first, in one transaction under a per-server lock, then
-their archives; archive files without a row that are older than --grace
-(left by a crash between the two, or a failed run) are removed too.
+their archives, each under its run's lock (the lock a backup of the run
+holds) and only when no row points at it again; archive files without a row
+that are older than --grace (left by a crash between the two, or a failed
+run) are removed too. A run finished more than 5m in the future (a node with
+a wrong clock) is kept and left out of the rules, with a warning.
 --dry-run prints what would go and why each run stays, and changes nothing.
 The archives are in the folder --archive-root, or in the S3 store --store
 (settings: the --s3-* flags over [archive], as for backup), else in the
