@@ -210,7 +210,7 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		o, ok := listed[key]
 		if !ok {
 			rep.FilesMissing++
-			log.Warn("the archive of a deleted row was already missing", "run_id", r.RunID, "archive", r.ArchiveRef)
+			log.Info("the archive of a deleted row was already missing", "run_id", r.RunID, "archive", r.ArchiveRef)
 			continue
 		}
 		removed, err := removeUnrecorded(ctx, cat, st, opts.Server, r.RunID, key)
@@ -263,6 +263,9 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 	log.Info("prune done", "dry_run", opts.DryRun, "runs", len(rep.Runs), "rows_deleted", rep.RowsDeleted,
 		"files_removed", rep.FilesRemoved, "bytes_freed", rep.BytesFreed, "files_missing", rep.FilesMissing,
 		"recorded_again", rep.RecordedAgain, "orphans_found", rep.OrphansFound)
+	if rep.FilesMissing > 0 {
+		log.Warn("archives of rows were already missing: nothing to remove for them", "files_missing", rep.FilesMissing)
+	}
 	if n := len(rep.FailedRemoves); n > 0 {
 		return rep, fmt.Errorf("%d archive(s) could not be removed (their rows are gone; the next prune retries): %v", n, rep.FailedRemoves)
 	}
