@@ -103,3 +103,30 @@ func TestStatusRunFinishedInTheFuture(t *testing.T) {
 		t.Errorf("only runs in the future: exit %d\n%s%s\nwant 1, stale", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestPruneRunFinishedInTheFuture: `prune --keep-within 30d` with one row
+// finished a year ahead keeps the real runs of the last days, and warns
+// naming the skewed run.
+func TestPruneRunFinishedInTheFuture(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateWorld(t, e.world)
+	ids := []string{"r1", "r2", "r3", "skewed"}
+	for _, id := range ids {
+		if r := archiver(t, e.backupArgs(id)...); r.code != 0 {
+			t.Fatalf("backup %s: exit %d: %s", id, r.code, r.stderr)
+		}
+	}
+	backdate(t, e, ids[:3], 2*time.Hour) // 1 to 3 days old
+	shiftRun(t, e.url, "skewed", 365*24*time.Hour)
+	r := archiver(t, "prune", "--server", "survival", "--config", e.config, "--archive-root", e.root,
+		"--log-format", "json", "--termination-log", e.tlog, "--keep-within", "30d", "--min-keep", "1")
+	if r.code != 0 {
+		t.Fatalf("prune: exit %d: %s", r.code, r.stderr)
+	}
+	if n := len(rows(t, e.url)); n != 4 {
+		t.Errorf("%d rows after the prune: want all 4 (3 real runs within 30 days, and the skewed one)\n%s", n, r.stdout)
+	}
+	if !strings.Contains(r.stderr, "skewed") || !strings.Contains(r.stderr, "future") {
+		t.Errorf("log %s: want a warning naming run skewed", r.stderr)
+	}
+}
