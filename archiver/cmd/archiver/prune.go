@@ -18,6 +18,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/retention"
 )
 
+// pruneHelp is a format: %s is catalog.FutureTolerance.
 const pruneHelp = `Usage: archiver prune --server S --min-keep K [--keep-last N] [--keep-hourly H]
          [--keep-daily D] [--keep-weekly W] [--keep-monthly M] [--keep-yearly Y]
          [--keep-within DURATION] [--grace DURATION] [--dry-run] [--json]
@@ -31,7 +32,7 @@ stay. The rows go first, in one transaction under a per-server lock, then
 their archives, each under its run's lock (the lock a backup of the run
 holds) and only when no row points at it again; archive files without a row
 that are older than --grace (left by a crash between the two, or a failed
-run) are removed too. A run finished more than 5m in the future (a node with
+run) are removed too. A run finished more than %s in the future (a node with
 a wrong clock) is kept and left out of the rules, with a warning.
 --dry-run prints what would go and why each run stays, and changes nothing.
 The archives are in the folder --archive-root, or in the S3 store --store
@@ -126,7 +127,7 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var server, archiveRoot, storeURL, tlogPath string
 	var s3 s3Flags
 	var asJSON, dryRun bool
-	fs := newFlagSet("prune", pruneHelp, stderr)
+	fs := newFlagSet("prune", fmt.Sprintf(pruneHelp, catalog.FutureTolerance), stderr)
 	configPath := fs.String("config", config.DefaultPath, "felis.toml")
 	fs.StringVar(&server, "server", "", "server whose archives to expire (required)")
 	rf.add(fs)

@@ -14,6 +14,7 @@ import (
 	"github.com/worldbackup/worldbackup/internal/layout"
 )
 
+// statusHelp is a format: %s is catalog.FutureTolerance.
 const statusHelp = `Usage: archiver status --max-age DURATION [--server S]... [--json] [flags]
 
 Shows each server's newest recorded archive and its age, and exits 1 when a
@@ -21,7 +22,7 @@ server's newest archive is older than --max-age, or a --server named has none:
 for alerting from any cron job or CI (e.g. a daily backup: --max-age 26h).
 Without --server, every server in the catalog is checked, and a catalog
 without any run is stale (exit 1; --json prints []). A run finished in the
-future (more than 5m ahead of this clock: a node with a wrong clock) is
+future (more than %s ahead of this clock: a node with a wrong clock) is
 never fresh: it is left out of the judgement, with a warning naming it.
 `
 
@@ -38,7 +39,7 @@ type serverStatus struct {
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	format := logFormat("auto")
 	var servers stringList
-	fs := newFlagSet("status", statusHelp, stderr)
+	fs := newFlagSet("status", fmt.Sprintf(statusHelp, catalog.FutureTolerance), stderr)
 	configPath := fs.String("config", config.DefaultPath, "felis.toml")
 	maxAge := fs.Duration("max-age", 0, "the oldest a server's newest archive may be, e.g. 26h (required)")
 	fs.Var(&servers, "server", "a server that must have a recent archive, repeatable (default: every server in the catalog)")
