@@ -215,7 +215,7 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 	}
 	// The lock is the run's, not the archive's: two attempts of one run
 	// with different compressions must not both write.
-	runKey := p.Server + "/" + p.RunID
+	runKey := layout.RunLockKey(p.Server, p.RunID)
 	log.Debug("locking the run", "key", runKey)
 	unlock, err := r.store.Lock(ctx, runKey)
 	if err != nil {
@@ -318,8 +318,11 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 		return r.discard(ctx, log, key, fmt.Errorf("recording the run in the catalog: %w", err))
 	}
 	if !inserted {
-		// Only an attempt that did not share our lock (another archive
-		// root on the same catalog?) can get here.
+		// Only an attempt that did not share our lock (another server, or
+		// another archive root on the same catalog) can get here.
+		if other, err := r.cat.Lookup(ctx, p.RunID); err == nil && other.Server != p.Server {
+			return r.discard(ctx, log, key, runIDTaken(p, other))
+		}
 		return fmt.Errorf("run %q was recorded by another attempt while this one ran; "+
 			"this attempt's archive %s was kept, but may not match the row: check it with `archiver verify --run-id %s`",
 			p.RunID, ref, p.RunID)
@@ -345,6 +348,18 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 		"excluded", res.Excluded, "skipped", res.Skipped, "warnings", res.Warnings,
 		"duration", d.Round(time.Millisecond).String(), "mb_per_s", s.MBPerSecond)
 	return nil
+}
+
+// ErrRunIDTaken is wrapped by the error of a run whose run ID is recorded
+// for another server: run IDs are unique across servers, so no retry can
+// record it.
+var ErrRunIDTaken = errors.New("run IDs are unique across servers")
+
+// runIDTaken is the error of run p, whose run ID rec records for another
+// server.
+func runIDTaken(p Params, rec catalog.Record) error {
+	return fmt.Errorf("run ID %q is already recorded for server %q, not %q (%w): choose another run ID",
+		p.RunID, rec.Server, p.Server, ErrRunIDTaken)
 }
 
 // ErrEmptyWorld is wrapped by the error of a run whose world has no files
@@ -380,7 +395,7 @@ func (r *Runner) recorded(ctx context.Context, log hclog.Logger, p Params, s *Su
 		return false, fmt.Errorf("looking up the run in the catalog: %w", err)
 	}
 	if rec.Server != p.Server {
-		return false, fmt.Errorf("run ID %q is already recorded for server %q, not %q: choose another run ID", p.RunID, rec.Server, p.Server)
+		return false, runIDTaken(p, rec)
 	}
 	log.Info("run already recorded; nothing to do", "archive", rec.ArchiveRef, "finished_at", rec.FinishedAt)
 	*s = Summary{

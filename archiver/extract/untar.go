@@ -525,13 +525,27 @@ func (x *extractor) hardlink(name string, hdr *tar.Header) error {
 }
 
 // writeMarker writes the restore marker at the top of the staging folder,
-// before the folders' times are applied.
-func (x *extractor) writeMarker() error {
-	b, err := json.Marshal(marker{RunID: x.o.RunID, SHA256: x.o.SHA256, RestoredAt: time.Now().UTC()})
+// before the folders' times are applied, recording its own inode (the
+// swap moves it into place by rename, which keeps it).
+func (x *extractor) writeMarker() (err error) {
+	f, err := x.root.OpenFile(MarkerName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("writing the restore marker: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("writing the restore marker: %w", cerr)
+		}
+	}()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("writing the restore marker: %w", err)
+	}
+	b, err := json.Marshal(marker{RunID: x.o.RunID, SHA256: x.o.SHA256, RestoredAt: time.Now().UTC(), Inode: inodeOf(fi)})
 	if err != nil {
 		return fmt.Errorf("encoding the restore marker: %w", err)
 	}
-	if err := x.root.WriteFile(MarkerName, append(b, '\n'), 0o644); err != nil {
+	if _, err := f.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("writing the restore marker: %w", err)
 	}
 	return nil

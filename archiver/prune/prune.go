@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -30,6 +31,7 @@ import (
 // Catalog is what prune needs of the catalog.
 type Catalog interface {
 	List(ctx context.Context, server string) ([]catalog.Record, error)
+	Lookup(ctx context.Context, runID string) (catalog.Record, error)
 	PruneServer(ctx context.Context, server string, decide func([]catalog.Record) ([]string, error)) ([]catalog.Record, error)
 }
 
@@ -38,6 +40,9 @@ type Store interface {
 	Ref(key string) string
 	List(ctx context.Context, dir string) ([]store.Object, error)
 	Remove(ctx context.Context, key string) error
+	// Lock takes the exclusive lock a backup takes on its run, waiting
+	// for the current holder (store.S3: the catalog's advisory lock).
+	Lock(ctx context.Context, key string) (unlock func(), err error)
 }
 
 var (
@@ -111,13 +116,23 @@ type Orphan struct {
 
 // Report says what a prune did (or, in a dry run, would do).
 type Report struct {
-	Server        string   `json:"server"`
-	DryRun        bool     `json:"dry_run"`
-	Runs          []Run    `json:"runs"` // newest first
-	RowsDeleted   int      `json:"rows_deleted"`
-	FilesRemoved  int      `json:"files_removed"`
+	Server      string `json:"server"`
+	DryRun      bool   `json:"dry_run"`
+	Runs        []Run  `json:"runs"` // newest first
+	RowsDeleted int    `json:"rows_deleted"`
+	// FilesRemoved counts the archive files removed (of deleted rows and
+	// orphans), BytesFreed their sizes as listed.
+	FilesRemoved int   `json:"files_removed"`
+	BytesFreed   int64 `json:"bytes_freed"`
+	// FilesMissing counts the deleted rows (in a dry run: the rows to
+	// delete) whose archive was already gone: nothing to remove.
+	FilesMissing int `json:"files_missing"`
+	// RecordedAgain counts the deleted rows whose run a backup recorded
+	// again while the prune ran: their new archives stay.
+	RecordedAgain int `json:"recorded_again,omitempty"`
+	// Future counts the runs finished in the future (see plan): kept.
+	Future        int      `json:"future_runs,omitempty"`
 	OrphansFound  int      `json:"orphans_found"`
-	BytesFreed    int64    `json:"bytes_freed"`
 	Orphans       []Orphan `json:"orphans,omitempty"`
 	FailedRemoves []string `json:"failed_removes,omitempty"`
 }
@@ -137,8 +152,13 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 	// is an orphan.
 	remaining, planned := map[string]bool{}, map[string]bool{}
 	decide := func(recs []catalog.Record) ([]string, error) {
-		runs, remove := plan(recs, st, opts.Policy, now.Add(-opts.Grace))
+		runs, remove, future := plan(recs, st, opts.Policy, now, now.Add(-opts.Grace))
 		rep.Runs = runs
+		rep.Future = len(future)
+		for _, r := range future {
+			log.Warn("run finished in the future (a node with a wrong clock?): kept, and left out of the policy",
+				"run_id", r.RunID, "finished_at", r.FinishedAt, "tolerance", catalog.FutureTolerance.String())
+		}
 		clear(remaining)
 		clear(planned)
 		for _, r := range runs {
@@ -166,25 +186,52 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		}
 	}
 	rep.RowsDeleted = len(deleted)
-	for _, r := range deleted {
-		key := keyOf(r)
-		if err := st.Remove(ctx, key); err != nil {
-			// The row is gone: the file is an orphan the next prune removes.
-			log.Warn("removing an archive whose row was deleted; the next prune retries", "archive", r.ArchiveRef, "error", err)
-			rep.FailedRemoves = append(rep.FailedRemoves, r.ArchiveRef)
-			continue
-		}
-		rep.FilesRemoved++
-		rep.BytesFreed += r.SizeBytes
-		log.Info("removed archive", "run_id", r.RunID, "archive", r.ArchiveRef, "size_bytes", r.SizeBytes)
-	}
 
+	// The listing, taken after the rows went, says which archives exist:
+	// what is not listed is not removed (a backup re-running the run may
+	// write it from now on) and is reported missing.
 	objs, err := st.List(ctx, opts.Server)
 	if err != nil {
 		return rep, err
 	}
+	listed := make(map[string]store.Object, len(objs))
 	for _, o := range objs {
-		if _, _, ok := layout.ParseArchiveName(path.Base(o.Key)); !ok || remaining[o.Key] || planned[o.Key] {
+		listed[o.Key] = o
+	}
+	if opts.DryRun {
+		for key := range planned {
+			if _, ok := listed[key]; !ok {
+				rep.FilesMissing++
+			}
+		}
+	}
+	for _, r := range deleted {
+		key := keyOf(r)
+		o, ok := listed[key]
+		if !ok {
+			rep.FilesMissing++
+			log.Info("the archive of a deleted row was already missing", "run_id", r.RunID, "archive", r.ArchiveRef)
+			continue
+		}
+		removed, err := removeUnrecorded(ctx, cat, st, opts.Server, r.RunID, key)
+		switch {
+		case err != nil:
+			// The row is gone: the file is an orphan the next prune removes.
+			log.Warn("removing an archive whose row was deleted; the next prune retries", "archive", r.ArchiveRef, "error", err)
+			rep.FailedRemoves = append(rep.FailedRemoves, r.ArchiveRef)
+		case !removed:
+			rep.RecordedAgain++
+			log.Warn("a backup recorded the run again while it was pruned; its new archive stays", "run_id", r.RunID, "archive", r.ArchiveRef)
+		default:
+			rep.FilesRemoved++
+			rep.BytesFreed += o.Size
+			log.Info("removed archive", "run_id", r.RunID, "archive", r.ArchiveRef, "size_bytes", o.Size)
+		}
+	}
+
+	for _, o := range objs {
+		runID, _, ok := layout.ParseArchiveName(path.Base(o.Key))
+		if !ok || remaining[o.Key] || planned[o.Key] {
 			continue
 		}
 		orphan := Orphan{Ref: st.Ref(o.Key), SizeBytes: o.Size, ModTime: o.ModTime}
@@ -195,10 +242,15 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		case opts.DryRun:
 			orphan.Reason = "dry run"
 		default:
-			if err := st.Remove(ctx, o.Key); err != nil {
+			removed, err := removeUnrecorded(ctx, cat, st, opts.Server, runID, o.Key)
+			if err != nil {
 				log.Warn("removing an orphan archive", "archive", orphan.Ref, "error", err)
 				rep.FailedRemoves = append(rep.FailedRemoves, orphan.Ref)
 				orphan.Reason = err.Error()
+				break
+			}
+			if !removed {
+				orphan.Reason = "recorded by a backup while pruned"
 				break
 			}
 			orphan.Removed = true
@@ -209,28 +261,68 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		rep.Orphans = append(rep.Orphans, orphan)
 	}
 	log.Info("prune done", "dry_run", opts.DryRun, "runs", len(rep.Runs), "rows_deleted", rep.RowsDeleted,
-		"files_removed", rep.FilesRemoved, "bytes_freed", rep.BytesFreed, "orphans_found", rep.OrphansFound)
+		"files_removed", rep.FilesRemoved, "bytes_freed", rep.BytesFreed, "files_missing", rep.FilesMissing,
+		"recorded_again", rep.RecordedAgain, "orphans_found", rep.OrphansFound)
+	if rep.FilesMissing > 0 {
+		log.Warn("archives of rows were already missing: nothing to remove for them", "files_missing", rep.FilesMissing)
+	}
 	if n := len(rep.FailedRemoves); n > 0 {
 		return rep, fmt.Errorf("%d archive(s) could not be removed (their rows are gone; the next prune retries): %v", n, rep.FailedRemoves)
 	}
 	return rep, nil
 }
 
-// plan decides on recs (one server's rows): the verdicts newest first, the
-// run IDs to delete and the keys of the rows that stay. A run finished
-// after notBefore, or whose archive is not in st (its ref is another
-// store's), is kept whatever the policy says.
-func plan(recs []catalog.Record, st Store, p retention.Policy, notBefore time.Time) (runs []Run, remove []string) {
-	byID := make(map[string]catalog.Record, len(recs))
-	rr := make([]retention.Run, len(recs))
-	for i, r := range recs {
-		byID[r.RunID] = r
-		rr[i] = retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt}
+// removeUnrecorded removes key, the archive of run runID of server, under
+// the run's lock (layout.RunLockKey), the lock a backup holds from before
+// it writes the archive until its row is in: a backup re-running the run
+// either finishes first, and then its row is found and its archive stays
+// (removed false), or starts after, and then writes its archive anew.
+func removeUnrecorded(ctx context.Context, cat Catalog, st Store, server, runID, key string) (removed bool, err error) {
+	unlock, err := st.Lock(ctx, layout.RunLockKey(server, runID))
+	if err != nil {
+		return false, fmt.Errorf("locking run %s: %w", runID, err)
 	}
-	for _, d := range retention.Apply(rr, p) {
+	defer unlock()
+	rec, err := cat.Lookup(ctx, runID)
+	switch {
+	case err == nil && rec.ArchiveRef == st.Ref(key):
+		return false, nil
+	case err != nil && !errors.Is(err, catalog.ErrNotFound):
+		return false, err
+	}
+	if err := st.Remove(ctx, key); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// plan decides on recs (one server's rows): the verdicts newest first and
+// the run IDs to delete. A run finished after notBefore, or whose archive is
+// not in st (its ref is another store's), is kept whatever the policy says.
+// A run finished in the future (catalog.FutureTolerance past now: a node
+// with a wrong clock) is kept and left out of the policy, so it neither
+// pushes real runs out of keep-within nor takes a place of the floor.
+func plan(recs []catalog.Record, st Store, p retention.Policy, now, notBefore time.Time) (runs []Run, remove []string, future []catalog.Record) {
+	byID := make(map[string]catalog.Record, len(recs))
+	rr := make([]retention.Run, 0, len(recs))
+	var ds []retention.Decision
+	for _, r := range recs {
+		byID[r.RunID] = r
+		if r.InFuture(now) {
+			future = append(future, r)
+			ds = append(ds, retention.Decision{Run: retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt}, Keep: true,
+				Reasons: []string{"finished in the future (a node with a wrong clock?): not judged"}})
+			continue
+		}
+		rr = append(rr, retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt})
+	}
+	// Newest first: the future runs, then the policy's verdicts.
+	slices.Reverse(ds)
+	ds = append(ds, retention.Apply(rr, p)...)
+	for _, d := range ds {
 		r := byID[d.ID]
 		key := keyOf(r)
-		if r.FinishedAt.After(notBefore) {
+		if r.FinishedAt.After(notBefore) && !r.InFuture(now) {
 			d.Keep, d.Reasons = true, append(d.Reasons, "finished within the grace period")
 		}
 		if key == "" || st.Ref(key) != r.ArchiveRef {
@@ -242,7 +334,7 @@ func plan(recs []catalog.Record, st Store, p retention.Policy, notBefore time.Ti
 			remove = append(remove, r.RunID)
 		}
 	}
-	return runs, remove
+	return runs, remove, future
 }
 
 // keyOf returns the store key of r's archive ("" when the row's fields do

@@ -206,6 +206,46 @@ func TestPrune(t *testing.T) {
 			wantFiles: "[r1.tar.zst r2.tar.zst]",
 		},
 		{
+			name: "rows whose archives are already gone: rows deleted, files reported missing, nothing freed",
+			setup: func(t *testing.T, f fixture) {
+				for i := 1; i <= 4; i++ {
+					f.put(t, "s", fmt.Sprintf("r%d", i), day(i), true)
+				}
+				for _, id := range []string{"r1", "r2"} {
+					if err := f.st.Remove(t.Context(), "s/"+id+".tar.zst"); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			opts:      Options{Policy: retention.Policy{Last: 1, MinKeep: 1}},
+			wantRows:  "[r4]",
+			wantFiles: "[r4.tar.zst]",
+			wantReport: func(t *testing.T, r Report) {
+				if r.RowsDeleted != 3 || r.FilesRemoved != 1 || r.FilesMissing != 2 || r.BytesFreed != int64(len("archive r3")) {
+					t.Errorf("report %+v: want 3 rows deleted, 1 file removed (r3), 2 missing, %d bytes freed", r, len("archive r3"))
+				}
+			},
+		},
+		{
+			name: "bytes freed are the removed files' sizes, not the rows'",
+			setup: func(t *testing.T, f fixture) {
+				f.put(t, "s", "r1", day(1), true)
+				f.put(t, "s", "r2", day(2), true)
+				// r1's file was replaced by a shorter one.
+				if _, err := f.st.Put(t.Context(), "s/r1.tar.zst", func(w io.Writer) error { _, err := io.WriteString(w, "x"); return err }); err != nil {
+					t.Fatal(err)
+				}
+			},
+			opts:      Options{Policy: retention.Policy{Last: 1, MinKeep: 1}},
+			wantRows:  "[r2]",
+			wantFiles: "[r2.tar.zst]",
+			wantReport: func(t *testing.T, r Report) {
+				if r.FilesRemoved != 1 || r.FilesMissing != 0 || r.BytesFreed != 1 {
+					t.Errorf("report %+v: want 1 file of 1 byte removed", r)
+				}
+			},
+		},
+		{
 			name:    "an invalid policy is refused",
 			opts:    Options{Policy: retention.Policy{MinKeep: 1}},
 			wantErr: "no keep rule",

@@ -102,6 +102,13 @@ func ArchiveRef(root, server, runID, compression string) (string, error) {
 	return path.Join(root, name), nil
 }
 
+// RunLockKey returns the store key of a run's lock, "<server>/<runID>": the
+// lock a backup holds from its second catalog lookup to its row, and a prune
+// holds while it removes the run's archive, so neither removes nor records
+// an archive the other is writing. It is a run's, not an archive's: two
+// attempts of one run with different compressions share it.
+func RunLockKey(server, runID string) string { return server + "/" + runID }
+
 // ParseArchiveName is the inverse of ArchiveName for one file name inside a
 // server's folder: "<runID><ext>" gives the run ID and the compression. ok
 // is false for any other name (temp and lock files start with '.', which no

@@ -142,6 +142,9 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if errors.Is(err, store.ErrNoRoot) || errors.Is(err, store.ErrDenied) || errors.Is(err, tarstream.ErrSelfContaining) {
 			return exitUsage // no retry can help: the volumes are wrong
 		}
+		if errors.Is(err, backup.ErrRunIDTaken) {
+			return exitUsage // no retry can help: choose another run ID
+		}
 		return exitFailed
 	}
 	if s.Prune != nil && s.Prune.Error != "" {
@@ -287,11 +290,8 @@ func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, spec st
 		return js, err
 	}
 	rep, err := prune.Prune(ctx, db, st, *pruneOpts, log)
-	js.Prune = &pruneSummary{Status: "done", Server: rep.Server, RowsDeleted: rep.RowsDeleted,
-		FilesRemoved: rep.FilesRemoved, BytesFreed: rep.BytesFreed}
-	if err != nil {
-		js.Prune.Status, js.Prune.Error = "failed", err.Error()
-	}
+	ps := summaryOf(rep, err)
+	js.Prune = &ps
 	return js, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/retention"
 )
 
+// pruneHelp is a format: %s is catalog.FutureTolerance.
 const pruneHelp = `Usage: archiver prune --server S --min-keep K [--keep-last N] [--keep-hourly H]
          [--keep-daily D] [--keep-weekly W] [--keep-monthly M] [--keep-yearly Y]
          [--keep-within DURATION] [--grace DURATION] [--dry-run] [--json]
@@ -28,8 +29,11 @@ any rule is kept (the buckets go by the row's finished_at, in UTC). Whatever
 the rules say, the newest run, the --min-keep newest runs and every run
 finished within --grace (set it to at least the longest backup deadline)
 stay. The rows go first, in one transaction under a per-server lock, then
-their archives; archive files without a row that are older than --grace
-(left by a crash between the two, or a failed run) are removed too.
+their archives, each under its run's lock (the lock a backup of the run
+holds) and only when no row points at it again; archive files without a row
+that are older than --grace (left by a crash between the two, or a failed
+run) are removed too. A run finished more than %s in the future (a node with
+a wrong clock) is kept and left out of the rules, with a warning.
 --dry-run prints what would go and why each run stays, and changes nothing.
 The archives are in the folder --archive-root, or in the S3 store --store
 (settings: the --s3-* flags over [archive], as for backup), else in the
@@ -44,7 +48,18 @@ type pruneSummary struct {
 	RowsDeleted  int    `json:"rows_deleted"`
 	FilesRemoved int    `json:"files_removed"`
 	BytesFreed   int64  `json:"bytes_freed"`
+	FilesMissing int    `json:"files_missing"`
 	Error        string `json:"error,omitempty"`
+}
+
+// summaryOf returns the termination message of the prune that made rep.
+func summaryOf(rep prune.Report, err error) pruneSummary {
+	s := pruneSummary{Status: "done", Server: rep.Server, DryRun: rep.DryRun, RowsDeleted: rep.RowsDeleted,
+		FilesRemoved: rep.FilesRemoved, BytesFreed: rep.BytesFreed, FilesMissing: rep.FilesMissing}
+	if err != nil {
+		s.Status, s.Error = "failed", err.Error()
+	}
+	return s
 }
 
 // retentionFlags are the policy flags of prune, also taken by backup.
@@ -112,7 +127,7 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var server, archiveRoot, storeURL, tlogPath string
 	var s3 s3Flags
 	var asJSON, dryRun bool
-	fs := newFlagSet("prune", pruneHelp, stderr)
+	fs := newFlagSet("prune", fmt.Sprintf(pruneHelp, catalog.FutureTolerance), stderr)
 	configPath := fs.String("config", config.DefaultPath, "felis.toml")
 	fs.StringVar(&server, "server", "", "server whose archives to expire (required)")
 	rf.add(fs)
@@ -154,7 +169,9 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(exitFailed, err)
 	}
 	defer db.Close()
-	st, err := spec.open(nil) // prune takes no archive lock
+	// The catalog is the run lock of an S3 store: prune takes it before
+	// removing a run's archive, as backup does before writing one.
+	st, err := spec.open(db)
 	if err != nil {
 		return fail(exitUsage, err)
 	}
@@ -165,11 +182,14 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if perr := printPruneReport(stdout, rep, asJSON); perr != nil && err == nil {
 		err = fmt.Errorf("writing the report: %w", perr)
 	}
-	if err != nil {
-		return fail(exitFailed, err)
+	ps := summaryOf(rep, err)
+	if ps.Server == "" {
+		ps.Server, ps.DryRun = server, dryRun
 	}
-	tlog.writeBounded(log, &pruneSummary{Status: "done", Server: rep.Server, DryRun: rep.DryRun,
-		RowsDeleted: rep.RowsDeleted, FilesRemoved: rep.FilesRemoved, BytesFreed: rep.BytesFreed})
+	tlog.writeBounded(log, &ps, &ps.Error)
+	if err != nil {
+		return exitFailed
+	}
 	return exitOK
 }
 
@@ -234,9 +254,10 @@ func printPruneReport(w io.Writer, rep prune.Report, asJSON bool) error {
 				n++
 			}
 		}
-		_, err := fmt.Fprintf(w, "%s %d of %d runs\n", what, n, len(rep.Runs))
+		_, err := fmt.Fprintf(w, "%s %d of %d runs (%d of their archives already missing)\n", what, n, len(rep.Runs), rep.FilesMissing)
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%s %d runs and %d files, %d bytes freed\n", what, rep.RowsDeleted, rep.FilesRemoved, rep.BytesFreed)
+	_, err := fmt.Fprintf(w, "%s %d runs and %d files, %d bytes freed; %d archives were already missing\n",
+		what, rep.RowsDeleted, rep.FilesRemoved, rep.BytesFreed, rep.FilesMissing)
 	return err
 }

@@ -33,8 +33,11 @@ twice, nothing is downloaded to disk: once to check its SHA-256, once to
 extract it, checked again before the swap.
 
 With --run-id, the restored world holds a marker (.worldbackup-restored: the
-run ID, the checksum and the time); a rerun with the same run ID and checksum
-finds it and exits 0 without touching the world. The log's world_state says
+run ID, the checksum, the time and the marker's own inode); a rerun with the
+same run ID and checksum finds it and exits 0 without touching the world. A
+marker naming them that this restore did not write there (planted, copied,
+or from an archiver before the inode binding) is refused: exit 2, the world
+untouched; delete it to restore again. The log's world_state says
 what DIR holds at the end: unchanged, restored, replaced (", old copy left at
 PATH" when the old world could not be removed), already restored, or
 incomplete (a half-done swap: rerun to finish).
@@ -141,6 +144,10 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		case errors.Is(err, extract.ErrChecksum):
 			log.Error("archive checksum mismatch", "archive", *archive, "into", *into, "world_state", state, "error", err)
 			return exitRefused
+		case errors.Is(err, extract.ErrMarkerNotBound):
+			log.Error("restore refused: the world's marker names this run but is not bound to it", "into", *into,
+				"world_state", state, "error", err)
+			return exitUsage
 		case errors.Is(err, store.ErrDenied) || errors.Is(err, store.ErrNoRoot):
 			log.Error("the archive store refused the restore", "archive", *archive, "into", *into, "world_state", state, "error", err)
 			return exitUsage
