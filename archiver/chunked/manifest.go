@@ -24,6 +24,9 @@ type Manifest struct {
 	RunID  string
 	// Created is when the run was written, nanoseconds since the epoch.
 	Created int64
+	// SinceFullRead counts the runs since the last one that read every
+	// file: 0 when this run did.
+	SinceFullRead uint64
 	// KeyID names the key of encrypted blobs; empty (no encryption) now.
 	KeyID []byte
 	// Packs is the pack table: every pack a blob of the run is in,
@@ -68,6 +71,7 @@ func (m *Manifest) Encode() ([]byte, error) {
 	body.str(m.Server)
 	body.str(m.RunID)
 	body.varint(m.Created)
+	body.uvarint(m.SinceFullRead)
 	body.uvarint(uint64(len(m.Packs)))
 	for _, p := range m.Packs {
 		body.id(p)
@@ -160,6 +164,7 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 	m.Server = d.str("server", 63)
 	m.RunID = d.str("run ID", 128)
 	m.Created = d.varint("creation time")
+	m.SinceFullRead = d.uvarint("runs since a full read", 1<<62)
 	np := d.uvarint("pack count", maxManifestBody/32)
 	for i := uint64(0); i < np && d.err == nil; i++ {
 		m.Packs = append(m.Packs, d.id("pack ID"))

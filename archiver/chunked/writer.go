@@ -36,6 +36,9 @@ type Options struct {
 	Previous *Manifest
 	// FullRead reads every file, even those Previous holds unchanged.
 	FullRead bool
+	// FullReadEvery > 0 makes every FullReadEvery-th run a full read,
+	// counted through the manifests' SinceFullRead.
+	FullReadEvery int
 	// Tar configures the walk (excludes, avoided folders, log, progress);
 	// its Compression is ignored.
 	Tar tarstream.Options
@@ -60,6 +63,8 @@ type Result struct {
 	// run stored.
 	ReusedFiles int64
 	NewBlobs    int64
+	// FullRead is true when the run read every file.
+	FullRead bool
 }
 
 // Write stores the world folder root as the chunked run o.RunID of
@@ -97,6 +102,9 @@ func Write(ctx context.Context, st WriteStore, root string, o Options) (Result, 
 		fullRead: o.FullRead,
 		log:      o.Log,
 		chunk:    chunker.NewWithBoundaries(nil, cdcPol, cdcMin, cdcMax),
+	}
+	if p := o.Previous; p != nil && o.FullReadEvery > 0 && p.SinceFullRead+1 >= uint64(o.FullReadEvery) {
+		s.fullRead = true
 	}
 	if p := o.Previous; p != nil {
 		s.prev = p
@@ -216,6 +224,9 @@ func (s *sink) run(ctx context.Context, st WriteStore, root, key string, o Optio
 	}
 	m := &Manifest{Server: o.Server, RunID: o.RunID, Created: o.Now().UnixNano(), Packs: s.packs,
 		Segments: s.segments, StreamSize: tr.Size}
+	if !s.fullRead && s.prev != nil {
+		m.SinceFullRead = s.prev.SinceFullRead + 1
+	}
 	b, err := m.Encode()
 	if err != nil {
 		return Result{}, err
@@ -231,6 +242,7 @@ func (s *sink) run(ctx context.Context, st WriteStore, root, key string, o Optio
 	return Result{
 		Result: tr, ManifestKey: key, ManifestSize: size, AddedBytes: s.added + size,
 		Packs: s.packs, NewPacks: s.newPacks, ReusedFiles: s.reused, NewBlobs: s.newBlobs,
+		FullRead: s.fullRead || s.prev == nil,
 	}, nil
 }
 

@@ -27,6 +27,12 @@ past --max-bytes or --max-entries, and bytes after the end of the archive.
 Restore needs no database and no config file: take the checksum from the
 catalog (archiver list) beforehand.
 
+A chunked run (backup --format chunked) is named by its manifest,
+<root>/_chunked/runs/<server>/<run id>.manifest or its s3:// URL, and --sha256
+is the manifest's: it is checked first, then every blob against its hash while
+the tar stream is rebuilt and extracted; a damaged blob or a missing pack
+refuses the run (exit 3, naming the pack) before anything is swapped in.
+
 An s3://bucket/key archive is read from the S3 store named by the --s3-*
 flags, with the credentials of the files of a mounted Secret. It is streamed
 twice, nothing is downloaded to disk: once to check its SHA-256, once to
@@ -110,7 +116,14 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		MaxBytes:   *maxBytes,
 		MaxEntries: *maxEntries,
 	}
-	if store.IsS3URL(*archive) {
+	if st, key, ok, err := chunkedStore(s3f.over(fs, config.S3{}), *archive); ok {
+		if err != nil {
+			return usageError(stderr, "restore", "--archive: %s", err)
+		}
+		ref := *archive
+		o.Open = func(ctx context.Context) (io.ReadCloser, error) { return chunkedStream(ctx, st, ref, key, o.SHA256) }
+		o.Verified = true
+	} else if store.IsS3URL(*archive) {
 		open, err := openS3Ref(s3f.over(fs, config.S3{}), *archive)
 		if err != nil {
 			return usageError(stderr, "restore", "--archive: %s", err)
@@ -137,6 +150,9 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		case errors.As(err, &refused):
 			log.Error("archive refused", "entry", refused.Name, "index", refused.Index, "reason", refused.Reason,
 				"archive", *archive, "into", *into, "world_state", state, "error", err)
+			return exitRefused
+		case chunkedDamage(err):
+			log.Error("chunked run refused", "archive", *archive, "into", *into, "world_state", state, "error", err)
 			return exitRefused
 		case errors.Is(err, extract.ErrChecksum):
 			log.Error("archive checksum mismatch", "archive", *archive, "into", *into, "world_state", state, "error", err)
