@@ -175,7 +175,10 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 			continue
 		}
 		rep.FilesRemoved++
-		rep.BytesFreed += r.SizeBytes
+		if r.Format != layout.FormatChunked {
+			// A chunked run's packs stay: other runs share their blobs.
+			rep.BytesFreed += r.SizeBytes
+		}
 		log.Info("removed archive", "run_id", r.RunID, "archive", r.ArchiveRef, "size_bytes", r.SizeBytes)
 	}
 
@@ -245,9 +248,17 @@ func plan(recs []catalog.Record, st Store, p retention.Policy, notBefore time.Ti
 	return runs, remove
 }
 
-// keyOf returns the store key of r's archive ("" when the row's fields do
-// not make one, which the catalog's constraints prevent).
+// keyOf returns the store key of r's archive, a chunked run's manifest
+// ("" when the row's fields do not make one, which the catalog's
+// constraints prevent).
 func keyOf(r catalog.Record) string {
+	if r.Format == layout.FormatChunked {
+		key, err := layout.ManifestKey(r.Server, r.RunID)
+		if err != nil {
+			return ""
+		}
+		return key
+	}
 	key, err := layout.ArchiveName(r.Server, r.RunID, r.Compression)
 	if err != nil {
 		return ""
