@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/worldbackup/worldbackup/archiver/store"
@@ -211,5 +212,29 @@ func put(t *testing.T, st *store.Mem, key string, b []byte) {
 	t.Helper()
 	if _, err := st.Put(t.Context(), key, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestChunkedFullReadEvery: with FullReadEvery 3, every third run reads
+// every file; the others reuse the unchanged ones.
+func TestChunkedFullReadEvery(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	world := testWorld(t, rng)
+	st := store.NewMem()
+	var prev *Manifest
+	var full []bool
+	for i := range 6 {
+		res, err := Write(t.Context(), st, world, Options{Server: "survival", RunID: "run-" + string(rune('a'+i)), Previous: prev, FullReadEvery: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		full = append(full, res.FullRead)
+		if res.FullRead != (res.ReusedFiles == 0) {
+			t.Errorf("run %d: full read %v, but %d files reused", i, res.FullRead, res.ReusedFiles)
+		}
+		prev, _ = rebuild(t, st, res)
+	}
+	if want := []bool{true, false, false, true, false, false}; !slices.Equal(full, want) {
+		t.Errorf("full reads %v, want %v", full, want)
 	}
 }
