@@ -207,3 +207,51 @@ func TestChunkedEndToEnd(t *testing.T) {
 		untouched(t, target, before, "world")
 	})
 }
+
+// TestChunkedS3RoundTrip: a chunked run into an S3 store restores from the
+// bucket without database or config, exports to GNU tar, and a second run
+// adds little.
+func TestChunkedS3RoundTrip(t *testing.T) {
+	e := newS3Env(t)
+	generateWorld(t, e.world)
+	if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
+		t.Fatal(err)
+	}
+	want := snapshot(t, e.world, defaultExcluded)
+	if res := archiver(t, e.args("c1", "--format", "chunked")...); res.code != 0 {
+		t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
+	}
+	r1 := chunkedRowOf(t, e.url, "c1")
+	if wantRef := "s3://" + e.bucket + "/" + s3Prefix + "/_chunked/runs/survival/c1.manifest"; r1.ArchiveRef != wantRef || r1.Format != "chunked" {
+		t.Fatalf("row %+v, want ref %s", r1, wantRef)
+	}
+	into := filepath.Join(t.TempDir(), "restored")
+	if res := archiver(t, append(restoreArgs(r1.ArchiveRef, r1.SHA256, into), e.s3Flags()...)...); res.code != 0 {
+		t.Fatalf("restore exited %d:\n%s", res.code, res.stderr)
+	}
+	compareTrees(t, snapshot(t, into, nil), want)
+
+	out := t.TempDir()
+	script := archiverBin + ` export --archive "$1" --sha256 "$2" "${@:4}" | tar -x -C "$3"`
+	args := append([]string{"-o", "pipefail", "-c", script, "sh", r1.ArchiveRef, r1.SHA256, out}, e.s3Flags()...)
+	if b, err := exec.CommandContext(t.Context(), "bash", args...).CombinedOutput(); err != nil {
+		t.Fatalf("export | tar: %v\n%s", err, b)
+	}
+	compareTrees(t, snapshot(t, out, nil), want)
+
+	p := filepath.Join(e.world, "world/playerdata/chunked-s3.dat")
+	b := bytes.Repeat([]byte("a changed player file "), 200)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res := archiver(t, e.args("c2", "--format", "chunked")...); res.code != 0 {
+		t.Fatalf("second backup exited %d:\n%s", res.code, res.stderr)
+	}
+	r2 := chunkedRowOf(t, e.url, "c2")
+	if bound := int64(len(b)) + 64<<10; *r2.AddedBytes > bound {
+		t.Errorf("second run added %d bytes for %d changed (bound %d)", *r2.AddedBytes, len(b), bound)
+	}
+	if res := archiver(t, "verify", "--config", e.config, "--run-id", "c2"); res.code != 0 {
+		t.Errorf("verify exited %d:\n%s%s", res.code, res.stdout, res.stderr)
+	}
+}
