@@ -59,6 +59,11 @@ type Catalog interface {
 	// LatestChunked returns the server's newest chunked run, or an error
 	// wrapping catalog.ErrNotFound.
 	LatestChunked(ctx context.Context, server string) (catalog.Record, error)
+	// RegisterPack records a pack before a chunked run writes it.
+	RegisterPack(ctx context.Context, id string) error
+	// InsertChunked records a chunked run and the packs it references,
+	// or fails wrapping catalog.ErrPackCondemned.
+	InsertChunked(ctx context.Context, r catalog.Record, packs []string) (inserted bool, err error)
 }
 
 // Quiescer makes the game server stop writing the world while it is read
@@ -333,7 +338,12 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 	if p.FormerOwner != "" {
 		rec.FormerOwner = &p.FormerOwner
 	}
-	inserted, err := r.cat.Insert(ctx, rec)
+	var inserted bool
+	if p.Format == layout.FormatChunked {
+		inserted, err = r.cat.InsertChunked(ctx, rec, w.packs)
+	} else {
+		inserted, err = r.cat.Insert(ctx, rec)
+	}
 	if err != nil {
 		return r.discard(ctx, log, w, fmt.Errorf("recording the run in the catalog: %w", err))
 	}

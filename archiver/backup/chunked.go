@@ -19,6 +19,7 @@ type written struct {
 	ref   string
 	res   tarstream.Result // Size and SHA256 are what the row records
 	added int64            // bytes the run added to the store
+	packs []string         // a chunked run's packs, by ID
 	// remove discards what the run wrote.
 	remove func(ctx context.Context) error
 }
@@ -77,8 +78,9 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, p
 			Progress: prog,
 			Avoid:    p.Avoid,
 		},
-		Log: log.Named("chunked"),
-		Now: r.now,
+		Register: func(ctx context.Context, id chunked.ID) error { return r.cat.RegisterPack(ctx, id.String()) },
+		Log:      log.Named("chunked"),
+		Now:      r.now,
 	})
 	if err != nil {
 		return written{}, fmt.Errorf("writing chunked run %s: %w", ref, err)
@@ -94,6 +96,9 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, p
 		}
 		return errors.Join(errs...)
 	}}
+	for _, id := range res.Packs {
+		w.packs = append(w.packs, id.String())
+	}
 	if err := checkEmpty(p, res.Result); err != nil {
 		return written{}, r.discard(ctx, log, w, err)
 	}

@@ -128,11 +128,14 @@ type packResult struct {
 // errPackAborted ends the Put of a pack the run gave up on.
 var errPackAborted = errors.New("pack aborted")
 
-func newPackWriter(ctx context.Context, st Store) (*packWriter, error) {
+// newPackID returns a fresh random pack ID.
+func newPackID() (ID, error) {
 	var id ID
-	if _, err := rand.Read(id[:]); err != nil {
-		return nil, err
-	}
+	_, err := rand.Read(id[:])
+	return id, err
+}
+
+func newPackWriter(ctx context.Context, st Store, id ID) (*packWriter, error) {
 	key, err := layout.PackKey(id.String())
 	if err != nil {
 		return nil, err

@@ -42,6 +42,9 @@ type Options struct {
 	// Tar configures the walk (excludes, avoided folders, log, progress);
 	// its Compression is ignored.
 	Tar tarstream.Options
+	// Register, when set, is called with each pack's ID before the pack is
+	// written (the catalog's record of it, see catalog.RegisterPack).
+	Register func(ctx context.Context, id ID) error
 	// Log receives the run's debug lines; nil discards them.
 	Log hclog.Logger
 	// Now stamps the manifest; nil is time.Now.
@@ -91,7 +94,18 @@ func Write(ctx context.Context, st WriteStore, root string, o Options) (Result, 
 	rd := newReader(st)
 	defer rd.close()
 	s := &sink{
-		newPack: func() (*packWriter, error) { return newPackWriter(ctx, st) },
+		newPack: func() (*packWriter, error) {
+			id, err := newPackID()
+			if err != nil {
+				return nil, err
+			}
+			if o.Register != nil {
+				if err := o.Register(ctx, id); err != nil {
+					return nil, err
+				}
+			}
+			return newPackWriter(ctx, st, id)
+		},
 		loadList: func(l Ref, packs []ID) (*list, error) {
 			return rd.list(ctx, packs[l.Pack], l)
 		},

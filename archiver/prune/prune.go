@@ -31,6 +31,10 @@ import (
 type Catalog interface {
 	List(ctx context.Context, server string) ([]catalog.Record, error)
 	PruneServer(ctx context.Context, server string, decide func([]catalog.Record) ([]string, error)) ([]catalog.Record, error)
+	// CondemnPacks and ForgetPacks collect the chunked store's packs no
+	// run references (see catalog.CondemnPacks).
+	CondemnPacks(ctx context.Context, grace time.Duration) ([]string, error)
+	ForgetPacks(ctx context.Context, ids []string) error
 }
 
 // Store is what prune needs of the archive store.
@@ -120,6 +124,9 @@ type Report struct {
 	BytesFreed    int64    `json:"bytes_freed"`
 	Orphans       []Orphan `json:"orphans,omitempty"`
 	FailedRemoves []string `json:"failed_removes,omitempty"`
+	// PacksRemoved counts the chunked store's packs removed: no run
+	// references them and none was used for the grace period.
+	PacksRemoved int `json:"packs_removed,omitempty"`
 }
 
 // Prune applies opts to one server's runs and archives. On error the
@@ -211,12 +218,52 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		}
 		rep.Orphans = append(rep.Orphans, orphan)
 	}
+	if !opts.DryRun {
+		if err := collectPacks(ctx, cat, st, opts.Grace, log, &rep); err != nil {
+			return rep, err
+		}
+	}
 	log.Info("prune done", "dry_run", opts.DryRun, "runs", len(rep.Runs), "rows_deleted", rep.RowsDeleted,
-		"files_removed", rep.FilesRemoved, "bytes_freed", rep.BytesFreed, "orphans_found", rep.OrphansFound)
+		"files_removed", rep.FilesRemoved, "bytes_freed", rep.BytesFreed, "orphans_found", rep.OrphansFound,
+		"packs_removed", rep.PacksRemoved)
 	if n := len(rep.FailedRemoves); n > 0 {
 		return rep, fmt.Errorf("%d archive(s) could not be removed (their rows are gone; the next prune retries): %v", n, rep.FailedRemoves)
 	}
 	return rep, nil
+}
+
+// collectPacks removes the chunked store's packs that no run references
+// and none used for grace: condemned in the catalog first (a backup that
+// would reuse one then fails instead of recording a run that needs it),
+// then removed from the store, then forgotten. A pack left condemned by an
+// interrupted prune is removed by the next.
+func collectPacks(ctx context.Context, cat Catalog, st Store, grace time.Duration, log hclog.Logger, rep *Report) error {
+	ids, err := cat.CondemnPacks(ctx, grace)
+	if err != nil {
+		return err
+	}
+	var gone []string
+	for _, id := range ids {
+		key, err := layout.PackKey(id)
+		if err == nil {
+			err = st.Remove(ctx, key)
+		}
+		if err != nil {
+			log.Warn("removing a condemned pack; the next prune retries", "pack", id, "error", err)
+			rep.FailedRemoves = append(rep.FailedRemoves, st.Ref(key))
+			continue
+		}
+		gone = append(gone, id)
+		log.Info("removed pack", "pack", st.Ref(key))
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	if err := cat.ForgetPacks(ctx, gone); err != nil {
+		return err
+	}
+	rep.PacksRemoved += len(gone)
+	return nil
 }
 
 // plan decides on recs (one server's rows): the verdicts newest first, the
