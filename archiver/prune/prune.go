@@ -232,6 +232,13 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 	return rep, nil
 }
 
+// tempCleaner is a store that can remove the temp data of a key's
+// unfinished writes (store.Local's temp files, store.S3's multipart
+// uploads).
+type tempCleaner interface {
+	CleanTemps(ctx context.Context, key string) ([]string, error)
+}
+
 // collectPacks removes the chunked store's packs that no run references
 // and none used for grace: condemned in the catalog first (a backup that
 // would reuse one then fails instead of recording a run that needs it),
@@ -252,6 +259,14 @@ func collectPacks(ctx context.Context, cat Catalog, st Store, grace time.Duratio
 			log.Warn("removing a condemned pack; the next prune retries", "pack", id, "error", err)
 			rep.FailedRemoves = append(rep.FailedRemoves, st.Ref(key))
 			continue
+		}
+		if c, ok := st.(tempCleaner); ok {
+			// A backup killed while writing the pack left its temp data.
+			if rm, err := c.CleanTemps(ctx, key); err != nil {
+				log.Warn("removing the temp data of a condemned pack", "pack", id, "error", err)
+			} else if len(rm) > 0 {
+				log.Info("removed the temp data of a condemned pack", "pack", id, "temps", rm)
+			}
 		}
 		gone = append(gone, id)
 		log.Info("removed pack", "pack", st.Ref(key))
