@@ -309,6 +309,12 @@ func (s *sink) packIndex(id ID) uint32 {
 // store returns the Ref of the blob raw, writing it to a pack unless the
 // run or the previous version of the file has it.
 func (s *sink) store(typ byte, raw []byte) (Ref, error) {
+	return s.storeHint(typ, raw, true)
+}
+
+// storeHint is store; try false skips trying zstd on data known to be
+// compressed already (a chunk the game compressed with zlib, gzip or LZ4).
+func (s *sink) storeHint(typ byte, raw []byte, try bool) (Ref, error) {
 	id := ID(sha256.Sum256(raw))
 	if l, ok := s.index[id]; ok {
 		return l.ref(id), nil
@@ -322,7 +328,7 @@ func (s *sink) store(typ byte, raw []byte) (Ref, error) {
 		return r, nil
 	}
 	flags, stored := byte(compNone), []byte(nil)
-	if len(raw) >= 64 {
+	if try && len(raw) >= 64 {
 		if c := s.enc.EncodeAll(raw, make([]byte, 0, len(raw))); len(c) < len(raw)-len(raw)/32 {
 			flags, stored = compZstd, c
 		}
@@ -500,7 +506,11 @@ func (s *sink) EndFile(intact bool) error {
 }
 
 func (s *sink) dataBlob(c *fileCut, raw []byte) error {
-	r, err := s.store(typeData, raw)
+	return s.dataBlobHint(c, raw, true)
+}
+
+func (s *sink) dataBlobHint(c *fileCut, raw []byte, try bool) error {
+	r, err := s.storeHint(typeData, raw, try)
 	if err != nil {
 		return err
 	}
@@ -575,20 +585,20 @@ func (s *sink) regionWrite(c *fileCut, p []byte) error {
 	}
 	for len(p) > 0 {
 		want := c.segEnd - c.segStart - int64(len(c.buf))
+		chunk := c.cuts != nil && !c.sized && c.starts[c.segStart]
+		if chunk {
+			// A chunk: take its length field first.
+			want = min(want, 4-int64(len(c.buf)))
+		}
 		n := min(int64(len(p)), want)
 		c.buf = append(c.buf, p[:n]...)
 		p = p[n:]
-		if c.cuts != nil && !c.sized && c.starts[c.segStart] && len(c.buf) >= 4 {
-			// A chunk: its data (length field included) one blob, the
-			// rest of its sectors another.
+		if chunk && len(c.buf) == 4 {
+			// Its data (length field included) one blob, the rest of
+			// its sectors another.
 			c.sized = true
 			if l := int64(binary.BigEndian.Uint32(c.buf)); l > 0 && c.segStart+4+l < c.segEnd {
 				c.segEnd = c.segStart + 4 + l
-				if int64(len(c.buf)) > c.segEnd-c.segStart {
-					extra := bytes.Clone(c.buf[c.segEnd-c.segStart:])
-					c.buf = c.buf[:c.segEnd-c.segStart]
-					p = append(extra, p...)
-				}
 			}
 		}
 		if int64(len(c.buf)) < c.segEnd-c.segStart {
@@ -614,7 +624,7 @@ func (s *sink) regionWrite(c *fileCut, p []byte) error {
 			}
 			c.cuts, c.starts = cuts, starts
 		}
-		if err := s.dataBlob(c, c.buf); err != nil {
+		if err := s.dataBlobHint(c, c.buf, !compressedChunk(c)); err != nil {
 			return err
 		}
 		c.buf = c.buf[:0]
@@ -623,6 +633,20 @@ func (s *sink) regionWrite(c *fileCut, p []byte) error {
 		c.segEnd = nextCut(c.cuts, c.segStart)
 	}
 	return nil
+}
+
+// compressedChunk reports whether c's current blob is a chunk's data that
+// the game compressed (compression type 1 gzip, 2 zlib, 4 LZ4): zstd cannot
+// shrink it, so it is not tried.
+func compressedChunk(c *fileCut) bool {
+	if !c.starts[c.segStart] || len(c.buf) < 5 {
+		return false
+	}
+	switch c.buf[4] {
+	case 1, 2, 4:
+		return true
+	}
+	return false
 }
 
 // nextCut returns the first cut after pos, at most MaxBlob past it.
