@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -254,4 +258,97 @@ func TestChunkedS3RoundTrip(t *testing.T) {
 	if res := archiver(t, "verify", "--config", e.config, "--run-id", "c2"); res.code != 0 {
 		t.Errorf("verify exited %d:\n%s%s", res.code, res.stdout, res.stderr)
 	}
+}
+
+// TestChunkedKill9: chunked backups and prunes (a 1 ms grace, so packs are
+// collected as soon as nothing references them) killed with SIGKILL at
+// random points until 40 were killed; then every recorded chunked run verifies, blob
+// by blob, and the newest restores to the world.
+func TestChunkedKill9(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateWorld(t, e.world)
+	if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(40, 9))
+	writeRand := func(rel string, n int) {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		if err := os.WriteFile(filepath.Join(e.world, rel), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeRand("world/data/big.dat", 24<<20)
+	pruneArgs := []string{"prune", "--server", "survival", "--config", e.config, "--archive-root", e.root,
+		"--keep-last", "2", "--min-keep", "2", "--grace", "1ms", "--log-format", "json"}
+	kills, done, recorded := 0, 0, 0
+	for i := 0; kills < 40; i++ {
+		if i == 200 {
+			t.Fatalf("only %d of 200 runs were killed: the kill points miss the runs", kills)
+		}
+		writeRand(fmt.Sprintf("world/playerdata/kill-%d.dat", rng.IntN(5)), 2000+rng.IntN(100000))
+		args := e.backupArgs(fmt.Sprintf("k%02d", i), "--format", "chunked")
+		if rng.IntN(3) == 0 {
+			args = pruneArgs
+		}
+		cmd := exec.CommandContext(t.Context(), archiverBin, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// A random point of the run: most land inside it, some after.
+		timer := time.AfterFunc(time.Duration(rng.IntN(300))*time.Millisecond, func() { cmd.Process.Signal(syscall.SIGKILL) })
+		err := cmd.Wait()
+		timer.Stop()
+		if ee, ok := err.(*exec.ExitError); ok && ee.ProcessState.Sys().(syscall.WaitStatus).Signaled() {
+			kills++
+			continue
+		}
+		// A backup may fail (exit 1) when a prune took a pack it reused.
+		if err != nil && (args[0] != "backup" || exitCode(t, err) != 1) {
+			t.Fatalf("%v: %v\n%s", args[0], err, stderr.String())
+		}
+		if err == nil && args[0] == "backup" {
+			recorded++
+		}
+		done++
+	}
+	t.Logf("%d killed, %d finished (%d backups recorded)", kills, done, recorded)
+	if recorded == 0 {
+		t.Fatal("no backup finished between the kills")
+	}
+	// A last backup and prune, then every chunked run verifies.
+	if res := archiver(t, e.backupArgs("final", "--format", "chunked")...); res.code != 0 {
+		t.Fatalf("final backup exited %d:\n%s", res.code, res.stderr)
+	}
+	if res := archiver(t, pruneArgs...); res.code != 0 {
+		t.Fatalf("final prune exited %d:\n%s", res.code, res.stderr)
+	}
+	conn, err := pgx.Connect(t.Context(), e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rs, err := conn.Query(t.Context(), `SELECT run_id FROM world_backups WHERE format = 'chunked' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rs, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if res := archiver(t, "verify", "--config", e.config, "--run-id", id); res.code != 0 {
+			t.Errorf("run %s does not verify (exit %d):\n%s%s", id, res.code, res.stdout, res.stderr)
+		}
+	}
+	r := chunkedRowOf(t, e.url, "final")
+	into := filepath.Join(t.TempDir(), "restored")
+	if res := archiver(t, restoreArgs(r.ArchiveRef, r.SHA256, into)...); res.code != 0 {
+		t.Fatalf("restore exited %d:\n%s", res.code, res.stderr)
+	}
+	compareTrees(t, snapshot(t, into, nil), snapshot(t, e.world, defaultExcluded))
 }
