@@ -352,3 +352,25 @@ func TestChunkedKill9(t *testing.T) {
 	}
 	compareTrees(t, snapshot(t, into, nil), snapshot(t, e.world, defaultExcluded))
 }
+
+func TestChunkedParseShare(t *testing.T) {
+	tests := []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"5%", 0.05, true}, {"0.05", 0.05, true}, {"100%", 1, true}, {"1", 1, true},
+		{"0%", 0, false}, {"0", 0, false}, {"101%", 0, false}, {"-5%", 0, false}, {"x", 0, false}, {"", 0, false}, {"NaN", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := parseShare(tt.in)
+			if (err == nil) != tt.ok || (tt.ok && (got < tt.want-1e-9 || got > tt.want+1e-9)) {
+				t.Errorf("parseShare(%q) = %v, %v", tt.in, got, err)
+			}
+		})
+	}
+	if res := archiver(t, "verify", "--archive", "/x/s/r.tar.zst", "--sha256", strings.Repeat("0", 64), "--read-data-subset", "5%"); res.code != 2 {
+		t.Errorf("a tar archive with --read-data-subset exited %d, want 2:\n%s", res.code, res.stderr)
+	}
+}

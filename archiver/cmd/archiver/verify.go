@@ -152,6 +152,9 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return usageError(stderr, "verify", "%s", err)
 		}
 	}
+	if *subset != "" {
+		return usageError(stderr, "verify", "--read-data-subset goes with chunked runs; a tar archive is read whole")
+	}
 	return verifyFile(ctx, log, path, open, want, stdout)
 }
 
