@@ -2,12 +2,14 @@ package chunked
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/worldbackup/worldbackup/archiver/store"
@@ -236,5 +238,22 @@ func TestChunkedFullReadEvery(t *testing.T) {
 	}
 	if want := []bool{true, false, false, true, false, false}; !slices.Equal(full, want) {
 		t.Errorf("full reads %v, want %v", full, want)
+	}
+}
+
+// failingStore refuses every Put before writing anything.
+type failingStore struct{ *store.Mem }
+
+func (failingStore) Put(ctx context.Context, key string, write func(io.Writer) error) (int64, error) {
+	return 0, errors.New("disk full")
+}
+
+// TestChunkedStoreFails: a store that refuses the packs fails the run with
+// its error (it used to block the run forever).
+func TestChunkedStoreFails(t *testing.T) {
+	world := testWorld(t, rand.New(rand.NewPCG(13, 14)))
+	_, err := Write(t.Context(), failingStore{store.NewMem()}, world, Options{Server: "survival", RunID: "r"})
+	if err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("Write: %v, want the store's error", err)
 	}
 }

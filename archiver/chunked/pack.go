@@ -165,6 +165,10 @@ func newPackWriter(ctx context.Context, st Store, id ID) (*packWriter, error) {
 			return werr
 		})
 		p.done <- packResult{size, err}
+		// A Put that failed before calling write (no temp file) must not
+		// leave the run blocked sending to it.
+		for range p.ch {
+		}
 	}()
 	return p, nil
 }
