@@ -47,6 +47,7 @@ const (
 const (
 	compNone    = 0
 	compZstd    = 1
+	compZero    = 2 // a zero run: Raw zero bytes, stored nowhere (ID, pack, offset, stored all 0)
 	compMask    = 0x0f
 	cipherMask  = 0xf0
 	cipherNone  = 0x00
@@ -189,21 +190,25 @@ func (d *decoder) str(what string, max uint64) string {
 func (d *decoder) ref(packs int) Ref {
 	r := Ref{ID: d.id("blob ID")}
 	r.Pack = uint32(d.uvarint("pack index", uint64(max(packs, 1)-1)))
+	// (a zero run's pack index is 0 whatever the table)
 	r.Offset = uint32(d.uvarint("blob offset", 1<<32-1))
 	r.Stored = uint32(d.uvarint("stored length", MaxBlob+maxOverhead))
 	r.Raw = uint32(d.uvarint("raw length", MaxBlob))
 	r.Flags = d.byte("blob flags")
 	if d.err == nil {
-		if packs == 0 {
-			d.fail("a blob names a pack, but the pack table is empty")
-		}
 		if r.Flags&cipherMask != cipherNone {
 			d.fail("blob %s is encrypted (cipher %d), which this version cannot read", r.ID, r.Flags>>4)
 		}
-		if c := r.Flags & compMask; c != compNone && c != compZstd {
+		switch c := r.Flags & compMask; {
+		case c == compZero:
+			if r.ID != (ID{}) || r.Pack != 0 || r.Offset != 0 || r.Stored != 0 {
+				d.fail("a zero run names a blob, a pack or a stored length")
+			}
+		case packs == 0:
+			d.fail("a blob names a pack, but the pack table is empty")
+		case c != compNone && c != compZstd:
 			d.fail("blob %s has unknown compression %d", r.ID, c)
-		}
-		if r.Flags&compMask == compNone && r.Stored != r.Raw {
+		case c == compNone && r.Stored != r.Raw:
 			d.fail("blob %s is stored uncompressed, but its stored length %d differs from its raw length %d", r.ID, r.Stored, r.Raw)
 		}
 	}

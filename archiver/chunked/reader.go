@@ -112,7 +112,7 @@ func walk(ctx context.Context, rd *reader, m *Manifest, data func(pack ID, r Ref
 			return err
 		}
 		if seg.Meta != nil {
-			if err := data(m.Packs[seg.Meta.Pack], *seg.Meta); err != nil {
+			if err := data(packOf(m.Packs, *seg.Meta), *seg.Meta); err != nil {
 				return err
 			}
 			continue
@@ -129,7 +129,7 @@ func walk(ctx context.Context, rd *reader, m *Manifest, data func(pack ID, r Ref
 				if n > f.Size {
 					return fmt.Errorf("%w: the blobs of %q hold more than its %d bytes", ErrCorrupt, f.Path, f.Size)
 				}
-				if err := data(l.Packs[r.Pack], r); err != nil {
+				if err := data(packOf(l.Packs, r), r); err != nil {
 					return fmt.Errorf("%q: %w", f.Path, err)
 				}
 			}
@@ -139,6 +139,14 @@ func walk(ctx context.Context, rd *reader, m *Manifest, data func(pack ID, r Ref
 		}
 	}
 	return nil
+}
+
+// packOf returns the pack of r in the table packs (none for a zero run).
+func packOf(packs []ID, r Ref) ID {
+	if r.Flags&compMask == compZero {
+		return ID{}
+	}
+	return packs[r.Pack]
 }
 
 // reader reads blobs from packs, keeping a few packs open at their read
@@ -152,6 +160,7 @@ type reader struct {
 	cached  int
 	dec     *zstd.Decoder
 	scratch []byte
+	zeros   []byte // never written: the bytes of zero runs
 }
 
 type cursor struct {
@@ -197,6 +206,12 @@ func (r *reader) list(ctx context.Context, pack ID, ref Ref) (*list, error) {
 // blob returns the raw bytes of ref in pack, checked against ref.ID. The
 // slice is valid until the next call.
 func (r *reader) blob(ctx context.Context, pack ID, ref Ref) ([]byte, error) {
+	if ref.Flags&compMask == compZero {
+		if cap(r.zeros) < int(ref.Raw) {
+			r.zeros = make([]byte, ref.Raw)
+		}
+		return r.zeros[:ref.Raw], nil
+	}
 	if b, ok := r.cache[ref.ID]; ok {
 		return b, nil
 	}

@@ -209,7 +209,6 @@ type fileCut struct {
 	starts   map[int64]bool
 	segStart int64 // file offset of buf[0]
 	segEnd   int64
-	sized    bool // segEnd was narrowed to the chunk's length
 
 	// content-defined mode
 	pw     *io.PipeWriter
@@ -315,6 +314,11 @@ func (s *sink) store(typ byte, raw []byte) (Ref, error) {
 // storeHint is store; try false skips trying zstd on data known to be
 // compressed already (a chunk the game compressed with zlib, gzip or LZ4).
 func (s *sink) storeHint(typ byte, raw []byte, try bool) (Ref, error) {
+	if typ == typeData && allZero(raw) {
+		// Zeros (a chunk's unused sector tail, free sectors) are not
+		// stored: a zero run says how many.
+		return Ref{Raw: uint32(len(raw)), Flags: compZero}, nil
+	}
 	id := ID(sha256.Sum256(raw))
 	if l, ok := s.index[id]; ok {
 		return l.ref(id), nil
@@ -467,6 +471,9 @@ func (s *sink) loadPrev(p *FileRecord) error {
 		}
 		s.prevIdx[lr.ID] = prevLoc{s.prev.Packs[lr.Pack], loc{offset: lr.Offset, stored: lr.Stored, raw: lr.Raw, flags: lr.Flags}}
 		for _, r := range l.Refs {
+			if r.Flags&compMask == compZero {
+				continue
+			}
 			s.prevIdx[r.ID] = prevLoc{l.Packs[r.Pack], loc{offset: r.Offset, stored: r.Stored, raw: r.Raw, flags: r.Flags}}
 		}
 	}
@@ -526,6 +533,10 @@ func (s *sink) finishFile(c *fileCut) error {
 		l := &list{}
 		local := make(map[uint32]uint32)
 		for _, r := range refs[:n] {
+			if r.Flags&compMask == compZero {
+				l.Refs = append(l.Refs, r)
+				continue
+			}
 			data[r.Pack] = true
 			i, ok := local[r.Pack]
 			if !ok {
@@ -585,22 +596,9 @@ func (s *sink) regionWrite(c *fileCut, p []byte) error {
 	}
 	for len(p) > 0 {
 		want := c.segEnd - c.segStart - int64(len(c.buf))
-		chunk := c.cuts != nil && !c.sized && c.starts[c.segStart]
-		if chunk {
-			// A chunk: take its length field first.
-			want = min(want, 4-int64(len(c.buf)))
-		}
 		n := min(int64(len(p)), want)
 		c.buf = append(c.buf, p[:n]...)
 		p = p[n:]
-		if chunk && len(c.buf) == 4 {
-			// Its data (length field included) one blob, the rest of
-			// its sectors another.
-			c.sized = true
-			if l := int64(binary.BigEndian.Uint32(c.buf)); l > 0 && c.segStart+4+l < c.segEnd {
-				c.segEnd = c.segStart + 4 + l
-			}
-		}
 		if int64(len(c.buf)) < c.segEnd-c.segStart {
 			continue
 		}
@@ -624,29 +622,52 @@ func (s *sink) regionWrite(c *fileCut, p []byte) error {
 			}
 			c.cuts, c.starts = cuts, starts
 		}
-		if err := s.dataBlobHint(c, c.buf, !compressedChunk(c)); err != nil {
+		if err := s.regionBlob(c); err != nil {
 			return err
 		}
 		c.buf = c.buf[:0]
 		c.segStart = c.segEnd
-		c.sized = false
 		c.segEnd = nextCut(c.cuts, c.segStart)
 	}
 	return nil
 }
 
-// compressedChunk reports whether c's current blob is a chunk's data that
-// the game compressed (compression type 1 gzip, 2 zlib, 4 LZ4): zstd cannot
-// shrink it, so it is not tried.
-func compressedChunk(c *fileCut) bool {
-	if !c.starts[c.segStart] || len(c.buf) < 5 {
-		return false
+// regionBlob stores c.buf, a part of a region file between two cuts. In a
+// chunk's sectors, its data (its length field says where it ends) is one
+// blob, found again wherever the game moves the chunk, and the rest of the
+// sectors (zeros, or stale bytes of an older chunk) another.
+func (s *sink) regionBlob(c *fileCut) error {
+	b := c.buf
+	if c.starts[c.segStart] && len(b) > 5 {
+		l := int64(binary.BigEndian.Uint32(b))
+		if body := 4 + l; l > 0 && body < int64(len(b)) {
+			// The game's zlib, gzip or LZ4 data cannot shrink: zstd is not tried.
+			if err := s.dataBlobHint(c, b[:body], !gameCompressed(b[4])); err != nil {
+				return err
+			}
+			return s.dataBlob(c, b[body:])
+		}
 	}
-	switch c.buf[4] {
-	case 1, 2, 4:
-		return true
+	return s.dataBlob(c, b)
+}
+
+// gameCompressed reports whether a chunk's compression byte says gzip (1),
+// zlib (2) or LZ4 (4).
+func gameCompressed(t byte) bool { return t == 1 || t == 2 || t == 4 }
+
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
 	}
-	return false
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // nextCut returns the first cut after pos, at most MaxBlob past it.
