@@ -223,7 +223,11 @@ func (c *fileCut) wait() error {
 }
 
 func (s *sink) run(ctx context.Context, st WriteStore, root, key string, o Options) (Result, error) {
-	tr, err := tarstream.WriteTar(ctx, s, root, o.Tar)
+	a := newAsyncSink(s)
+	tr, err := tarstream.WriteTar(ctx, a, root, o.Tar)
+	if serr := a.finish(); serr != nil {
+		err = serr // the sink's failure, not its echo in the walk
+	}
 	if err != nil {
 		return Result{}, err
 	}
