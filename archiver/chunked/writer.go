@@ -130,7 +130,7 @@ func Write(ctx context.Context, st WriteStore, root string, o Options) (Result, 
 		}
 		s.prevMeta = make(map[ID]Ref)
 		for _, seg := range p.Segments {
-			if r := seg.Meta; r != nil {
+			if r := seg.Meta; r != nil && r.Flags&compMask != compZero {
 				s.prevMeta[r.ID] = *r
 			}
 		}
