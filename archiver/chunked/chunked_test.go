@@ -289,3 +289,30 @@ func TestChunkedStaleSectors(t *testing.T) {
 		t.Errorf("moving a chunk added %d bytes (bound %d)", res2.AddedBytes, bound)
 	}
 }
+
+// TestChunkedIndexBound: with the run's blob index bounded to a few
+// entries, a world with repeated content still round trips; the repeats
+// past the bound are stored again.
+func TestChunkedIndexBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	world := testWorld(t, rng)
+	same := randomBytes(rng, 5000)
+	for i := range 20 {
+		writeFile(t, filepath.Join(world, "copies", string(rune('a'+i))+".json"), same)
+	}
+	st := store.NewMem()
+	res, err := Write(t.Context(), st, world, Options{Server: "survival", RunID: "r", indexMax: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, got := rebuild(t, st, res); !bytes.Equal(got, plainTar(t, world)) {
+		t.Fatal("the run does not rebuild to the tar stream")
+	}
+	full, err := Write(t.Context(), store.NewMem(), world, Options{Server: "survival", RunID: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NewBlobs <= full.NewBlobs {
+		t.Errorf("bounded index stored %d blobs, unbounded %d: want more (the copies again)", res.NewBlobs, full.NewBlobs)
+	}
+}

@@ -2,6 +2,7 @@ package chunked
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -49,7 +50,15 @@ type Options struct {
 	Log hclog.Logger
 	// Now stamps the manifest; nil is time.Now.
 	Now func() time.Time
+
+	indexMax int // test seam: the bound of the run's own blob index
 }
+
+// IndexMax bounds the run's index of the blobs it stored (about 80 bytes
+// each): when full it starts over, so memory stays flat however large the
+// world. A blob met again after that is stored again, which is rare (the
+// previous run's blobs are looked up per file, and zeros are never stored).
+const IndexMax = 1 << 17
 
 // Result describes a written run.
 type Result struct {
@@ -114,6 +123,7 @@ func Write(ctx context.Context, st WriteStore, root string, o Options) (Result, 
 		index:    make(map[ID]loc),
 		prevIdx:  make(map[ID]prevLoc),
 		fullRead: o.FullRead,
+		indexMax: cmp.Or(o.indexMax, IndexMax),
 		log:      o.Log,
 		chunk:    chunker.NewWithBoundaries(nil, cdcPol, cdcMin, cdcMax),
 	}
@@ -170,6 +180,7 @@ type sink struct {
 	chunk    *chunker.Chunker
 	log      hclog.Logger
 	fullRead bool
+	indexMax int
 
 	prev      *Manifest
 	prevFiles map[string]*FileRecord
@@ -362,6 +373,9 @@ func (s *sink) storeHint(typ byte, raw []byte, try bool) (Ref, error) {
 	}
 	off := (*p).add(id, typ, flags, stored, len(raw))
 	l := loc{pack: s.packIndex((*p).id), offset: off, stored: uint32(len(stored)), raw: uint32(len(raw)), flags: flags}
+	if len(s.index) >= s.indexMax {
+		clear(s.index)
+	}
 	s.index[id] = l
 	s.newBlobs++
 	return l.ref(id), nil
