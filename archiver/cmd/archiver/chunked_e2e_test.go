@@ -77,6 +77,15 @@ func TestChunkedEndToEnd(t *testing.T) {
 		t.Errorf("list exited %d:\n%s%s", res.code, res.stdout, res.stderr)
 	}
 
+	t.Run("restore into the folder holding the store", func(t *testing.T) {
+		res := archiver(t, restoreArgs(r1.ArchiveRef, r1.SHA256, filepath.Dir(e.root), "--replace")...)
+		if res.code != 2 || !strings.Contains(res.stderr, "lies inside the target folder") {
+			t.Errorf("restore exited %d, want 2:\n%s", res.code, res.stderr)
+		}
+		if _, err := os.Stat(r1.ArchiveRef); err != nil {
+			t.Errorf("the manifest is gone: %v", err)
+		}
+	})
 	t.Run("restore", func(t *testing.T) {
 		into := filepath.Join(t.TempDir(), "restored")
 		if res := archiver(t, restoreArgs(r1.ArchiveRef, r1.SHA256, into)...); res.code != 0 {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/worldbackup/worldbackup/archiver/config"
 	"github.com/worldbackup/worldbackup/archiver/extract"
 	"github.com/worldbackup/worldbackup/archiver/store"
+	"github.com/worldbackup/worldbackup/internal/layout"
 )
 
 const restoreHelp = `Usage: archiver restore --archive PATH --sha256 HEX --into DIR [--replace] [--run-id R] [flags]
@@ -119,6 +121,11 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if st, key, ok, err := chunkedStore(s3f.over(fs, config.S3{}), *archive); ok {
 		if err != nil {
 			return usageError(stderr, "restore", "--archive: %s", err)
+		}
+		if root, _, _ := layout.SplitManifestRef(*archive); !store.IsS3URL(*archive) && *into != "" {
+			if abs, err := filepath.Abs(*into); err == nil && within(root, abs) {
+				return usageError(stderr, "restore", "the chunked store %s lies inside the target folder %s, which the restore replaces: restore elsewhere", root, *into)
+			}
 		}
 		ref := *archive
 		o.Open = func(ctx context.Context) (io.ReadCloser, error) { return chunkedStream(ctx, st, ref, key, o.SHA256) }
