@@ -42,6 +42,11 @@ type Record struct {
 	StartedAt   time.Time `db:"started_at"`
 	FinishedAt  time.Time `db:"finished_at"`
 	CreatedAt   time.Time `db:"created_at"` // set by the database; ignored by Insert
+	// Format is "tar" or "chunked"; "" is recorded as "tar".
+	Format string `db:"format"`
+	// AddedBytes is what the run added to the store; nil when unknown
+	// (rows older than migration 0003).
+	AddedBytes *int64 `db:"added_bytes"`
 }
 
 // FutureTolerance is how far after a reader's clock a run may have finished
@@ -104,7 +109,7 @@ func (t Timeouts) withDefaults() Timeouts {
 
 // columns is the select list matching Record.
 const columns = `id, run_id, server, former_owner, archive_ref, size_bytes, sha256, compression,
-	file_count, started_at, finished_at, created_at`
+	file_count, started_at, finished_at, created_at, format, added_bytes`
 
 // Open connects to the database at url with the default timeouts and checks
 // the connection with Ping. Errors never contain the URL or the password.
@@ -208,12 +213,13 @@ func (db *DB) Insert(ctx context.Context, r Record) (inserted bool, err error) {
 	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		var id int64
 		err := tx.QueryRow(ctx, `INSERT INTO world_backups
-			(run_id, server, former_owner, archive_ref, size_bytes, sha256, compression, file_count, started_at, finished_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			(run_id, server, former_owner, archive_ref, size_bytes, sha256, compression, file_count, started_at, finished_at,
+			 format, added_bytes)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE(NULLIF($11, ''), 'tar'), $12)
 			ON CONFLICT (run_id) DO NOTHING
 			RETURNING id`,
 			r.RunID, r.Server, r.FormerOwner, r.ArchiveRef, r.SizeBytes, r.SHA256, r.Compression,
-			r.FileCount, r.StartedAt, r.FinishedAt).Scan(&id)
+			r.FileCount, r.StartedAt, r.FinishedAt, r.Format, r.AddedBytes).Scan(&id)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return nil
@@ -243,6 +249,24 @@ func (db *DB) List(ctx context.Context, server string) ([]Record, error) {
 		return nil, fmt.Errorf("listing runs: %w", err)
 	}
 	return rs, nil
+}
+
+// LatestChunked returns the newest chunked run of server, or an error
+// wrapping ErrNotFound: the run a chunked backup reuses unchanged files of.
+func (db *DB) LatestChunked(ctx context.Context, server string) (Record, error) {
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
+	rows, _ := db.pool.Query(ctx, `SELECT `+columns+` FROM world_backups
+		WHERE server = $1 AND format = 'chunked'
+		ORDER BY finished_at DESC, id DESC LIMIT 1`, server)
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Record])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Record{}, fmt.Errorf("server %q has no chunked run: %w", server, ErrNotFound)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("finding the newest chunked run of %q: %w", server, err)
+	}
+	return r, nil
 }
 
 // scrub removes password from err's message. pgx does not put passwords in

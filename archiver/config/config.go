@@ -88,6 +88,13 @@ type Archive struct {
 	// AllowEmpty records a world without files (empty, or everything
 	// excluded); by default such a backup fails.
 	AllowEmpty bool `toml:"allow_empty"`
+	// Format is "tar" (one compressed tar archive per run, the default)
+	// or "chunked" (deduplicated blobs in packs, one manifest per run).
+	Format string `toml:"format"`
+	// FullReadEvery, for the chunked format, has every Nth run of a
+	// server read every file, even those unchanged since its previous
+	// run; 0 never does.
+	FullReadEvery int `toml:"full_read_every"`
 	S3
 }
 
@@ -176,6 +183,9 @@ func (c Config) withDefaults() Config {
 	if c.Archive.Excludes == nil {
 		c.Archive.Excludes = slices.Clone(tarstream.DefaultExcludes)
 	}
+	if c.Archive.Format == "" {
+		c.Archive.Format = layout.FormatTar
+	}
 	return c
 }
 
@@ -199,6 +209,14 @@ func (c Config) Validate() error {
 	}
 	if err := tarstream.ValidateExcludes(c.Archive.Excludes); err != nil {
 		bad("[archive] excludes", "%s", err)
+	}
+	if f := c.Archive.Format; f != "" {
+		if err := layout.CheckFormat(f); err != nil {
+			bad("[archive] format", "%s", err)
+		}
+	}
+	if n := c.Archive.FullReadEvery; n < 0 {
+		bad("[archive] full_read_every", "%d is negative: give the number of runs between full reads, or 0 for never", n)
 	}
 	if r := c.Rcon; r.Enabled() || r.PasswordFile != "" || r.Required != nil {
 		if err := layout.CheckRconAddress(r.Address); err != nil {

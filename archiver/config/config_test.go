@@ -40,6 +40,9 @@ url = "postgres://felis:` + secret + `@db:5432/felis"
 				if c.Archive.LocalPath != "" {
 					t.Errorf("local_path %q, want empty", c.Archive.LocalPath)
 				}
+				if c.Archive.Format != "tar" {
+					t.Errorf("format %q, want the default tar", c.Archive.Format)
+				}
 			},
 		},
 		{
@@ -163,6 +166,25 @@ local_pth = "/backups"
 			name:    "bad compression",
 			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[archive]\ncompression = \"xz\"\n"),
 			wantErr: []string{"felis.toml", "[archive] compression", `"xz"`, "zstd, gzip or none"},
+		},
+		{
+			name:    "bad format",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[archive]\nformat = \"zip\"\n"),
+			wantErr: []string{"felis.toml", "[archive] format", `"zip"`, "tar or chunked"},
+		},
+		{
+			name:    "negative full_read_every",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[archive]\nformat = \"chunked\"\nfull_read_every = -1\n"),
+			wantErr: []string{"felis.toml", "[archive] full_read_every", "-1"},
+		},
+		{
+			name: "chunked format",
+			toml: ptr("[database]\nurl = \"postgres://db/x\"\n[archive]\nformat = \"chunked\"\nfull_read_every = 7\n"),
+			check: func(t *testing.T, c Config) {
+				if c.Archive.Format != "chunked" || c.Archive.FullReadEvery != 7 {
+					t.Errorf("archive %+v", c.Archive)
+				}
+			},
 		},
 		{
 			name:    "bad exclude",

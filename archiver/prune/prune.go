@@ -33,6 +33,10 @@ type Catalog interface {
 	List(ctx context.Context, server string) ([]catalog.Record, error)
 	Lookup(ctx context.Context, runID string) (catalog.Record, error)
 	PruneServer(ctx context.Context, server string, decide func([]catalog.Record) ([]string, error)) ([]catalog.Record, error)
+	// CondemnPacks and ForgetPacks collect the chunked store's packs no
+	// run references (see catalog.CondemnPacks).
+	CondemnPacks(ctx context.Context, grace time.Duration) ([]string, error)
+	ForgetPacks(ctx context.Context, ids []string) error
 }
 
 // Store is what prune needs of the archive store.
@@ -135,6 +139,9 @@ type Report struct {
 	OrphansFound  int      `json:"orphans_found"`
 	Orphans       []Orphan `json:"orphans,omitempty"`
 	FailedRemoves []string `json:"failed_removes,omitempty"`
+	// PacksRemoved counts the chunked store's packs removed: no run
+	// references them and none was used for the grace period.
+	PacksRemoved int `json:"packs_removed,omitempty"`
 }
 
 // Prune applies opts to one server's runs and archives. On error the
@@ -198,6 +205,17 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 	for _, o := range objs {
 		listed[o.Key] = o
 	}
+	// A chunked run's archive is its manifest, kept apart from the tar
+	// archives (layout.ManifestKey).
+	if dir, err := layout.ManifestDir(opts.Server); err == nil {
+		manifests, err := st.List(ctx, dir)
+		if err != nil {
+			return rep, err
+		}
+		for _, o := range manifests {
+			listed[o.Key] = o
+		}
+	}
 	if opts.DryRun {
 		for key := range planned {
 			if _, ok := listed[key]; !ok {
@@ -260,9 +278,14 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		}
 		rep.Orphans = append(rep.Orphans, orphan)
 	}
+	if !opts.DryRun {
+		if err := collectPacks(ctx, cat, st, opts.Grace, log, &rep); err != nil {
+			return rep, err
+		}
+	}
 	log.Info("prune done", "dry_run", opts.DryRun, "runs", len(rep.Runs), "rows_deleted", rep.RowsDeleted,
 		"files_removed", rep.FilesRemoved, "bytes_freed", rep.BytesFreed, "files_missing", rep.FilesMissing,
-		"recorded_again", rep.RecordedAgain, "orphans_found", rep.OrphansFound)
+		"recorded_again", rep.RecordedAgain, "orphans_found", rep.OrphansFound, "packs_removed", rep.PacksRemoved)
 	if rep.FilesMissing > 0 {
 		log.Warn("archives of rows were already missing: nothing to remove for them", "files_missing", rep.FilesMissing)
 	}
@@ -270,6 +293,55 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		return rep, fmt.Errorf("%d archive(s) could not be removed (their rows are gone; the next prune retries): %v", n, rep.FailedRemoves)
 	}
 	return rep, nil
+}
+
+// tempCleaner is a store that can remove the temp data of a key's
+// unfinished writes (store.Local's temp files, store.S3's multipart
+// uploads).
+type tempCleaner interface {
+	CleanTemps(ctx context.Context, key string) ([]string, error)
+}
+
+// collectPacks removes the chunked store's packs that no run references
+// and none used for grace: condemned in the catalog first (a backup that
+// would reuse one then fails instead of recording a run that needs it),
+// then removed from the store, then forgotten. A pack left condemned by an
+// interrupted prune is removed by the next.
+func collectPacks(ctx context.Context, cat Catalog, st Store, grace time.Duration, log hclog.Logger, rep *Report) error {
+	ids, err := cat.CondemnPacks(ctx, grace)
+	if err != nil {
+		return err
+	}
+	var gone []string
+	for _, id := range ids {
+		key, err := layout.PackKey(id)
+		if err == nil {
+			err = st.Remove(ctx, key)
+		}
+		if err != nil {
+			log.Warn("removing a condemned pack; the next prune retries", "pack", id, "error", err)
+			rep.FailedRemoves = append(rep.FailedRemoves, st.Ref(key))
+			continue
+		}
+		if c, ok := st.(tempCleaner); ok {
+			// A backup killed while writing the pack left its temp data.
+			if rm, err := c.CleanTemps(ctx, key); err != nil {
+				log.Warn("removing the temp data of a condemned pack", "pack", id, "error", err)
+			} else if len(rm) > 0 {
+				log.Info("removed the temp data of a condemned pack", "pack", id, "temps", rm)
+			}
+		}
+		gone = append(gone, id)
+		log.Info("removed pack", "pack", st.Ref(key))
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	if err := cat.ForgetPacks(ctx, gone); err != nil {
+		return err
+	}
+	rep.PacksRemoved += len(gone)
+	return nil
 }
 
 // removeUnrecorded removes key, the archive of run runID of server, under
@@ -337,9 +409,17 @@ func plan(recs []catalog.Record, st Store, p retention.Policy, now, notBefore ti
 	return runs, remove, future
 }
 
-// keyOf returns the store key of r's archive ("" when the row's fields do
-// not make one, which the catalog's constraints prevent).
+// keyOf returns the store key of r's archive, a chunked run's manifest
+// ("" when the row's fields do not make one, which the catalog's
+// constraints prevent).
 func keyOf(r catalog.Record) string {
+	if r.Format == layout.FormatChunked {
+		key, err := layout.ManifestKey(r.Server, r.RunID)
+		if err != nil {
+			return ""
+		}
+		return key
+	}
 	key, err := layout.ArchiveName(r.Server, r.RunID, r.Compression)
 	if err != nil {
 		return ""

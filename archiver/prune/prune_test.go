@@ -320,3 +320,45 @@ func TestPruneCrashBetweenRowsAndFiles(t *testing.T) {
 		t.Fatalf("after the second prune rows %v files %v", rows, files)
 	}
 }
+
+// TestPruneChunkedRuns: an expired chunked run loses its row and its
+// manifest; the packs its blobs are in stay (later runs share them).
+func TestPruneChunkedRuns(t *testing.T) {
+	f := newFixture(t)
+	st := memRef{f.st}
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	pack := "_chunked/packs/ab/" + strings.Repeat("ab", 32)
+	if _, err := f.st.Put(t.Context(), pack, func(w io.Writer) error { _, err := io.WriteString(w, "pack"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"c1", "c2", "c3"} {
+		key := "_chunked/runs/s/" + id + ".manifest"
+		if _, err := f.st.Put(t.Context(), key, func(w io.Writer) error { _, err := io.WriteString(w, id); return err }); err != nil {
+			t.Fatal(err)
+		}
+		added := int64(4)
+		fin := now.Add(time.Duration(i-3) * 24 * time.Hour)
+		if _, err := f.db.Insert(t.Context(), catalog.Record{RunID: id, Server: "s", ArchiveRef: "/" + key, SizeBytes: 1000,
+			SHA256: strings.Repeat("0", 64), Compression: "zstd", StartedAt: fin.Add(-time.Minute), FinishedAt: fin,
+			Format: "chunked", AddedBytes: &added}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Prune(t.Context(), f.db, st, Options{Server: "s", Policy: retention.Policy{MinKeep: 1, Last: 1},
+		Now: func() time.Time { return now }}, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.RowsDeleted != 2 || rep.FilesRemoved != 2 {
+		t.Errorf("report %+v: want 2 rows and 2 manifests removed", rep)
+	}
+	if rows, _ := f.state(t, "s"); len(rows) != 1 || rows[0] != "c3" {
+		t.Errorf("rows %v, want [c3]", rows)
+	}
+	for key, want := range map[string]bool{"_chunked/runs/s/c1.manifest": false, "_chunked/runs/s/c2.manifest": false,
+		"_chunked/runs/s/c3.manifest": true, pack: true} {
+		if _, ok := f.st.Bytes(key); ok != want {
+			t.Errorf("%s present %v, want %v", key, ok, want)
+		}
+	}
+}

@@ -90,6 +90,19 @@ func (p rerunPause) Insert(ctx context.Context, r catalog.Record) (bool, error) 
 	return p.cat.Insert(ctx, r)
 }
 
+func (p rerunPause) LatestChunked(ctx context.Context, server string) (catalog.Record, error) {
+	return p.cat.LatestChunked(ctx, server)
+}
+
+func (p rerunPause) RegisterPack(ctx context.Context, id string) error {
+	return p.cat.RegisterPack(ctx, id)
+}
+
+func (p rerunPause) InsertChunked(ctx context.Context, r catalog.Record, packs []string) (bool, error) {
+	p.stop("insert")
+	return p.cat.InsertChunked(ctx, r, packs)
+}
+
 func (p rerunPause) Put(ctx context.Context, key string, write func(io.Writer) error) (int64, error) {
 	return p.raceStore.Put(ctx, key, func(w io.Writer) error {
 		p.stop("put")

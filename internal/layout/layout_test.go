@@ -184,3 +184,44 @@ func TestRedactURL(t *testing.T) {
 		}
 	}
 }
+
+func TestChunkedKeys(t *testing.T) {
+	id := strings.Repeat("ab", 32)
+	k, err := PackKey(id)
+	if err != nil || k != "_chunked/packs/ab/"+id {
+		t.Fatalf("PackKey = %q, %v", k, err)
+	}
+	for _, bad := range []string{"", "AB" + id[2:], id[:63], id + "0", "../" + id[3:]} {
+		if _, err := PackKey(bad); err == nil {
+			t.Errorf("PackKey(%q) accepted", bad)
+		}
+	}
+	mk, err := ManifestKey("survival", "run-1")
+	if err != nil || mk != "_chunked/runs/survival/run-1.manifest" {
+		t.Fatalf("ManifestKey = %q, %v", mk, err)
+	}
+	if _, err := ManifestKey("Bad_Server", "run-1"); err == nil {
+		t.Error("ManifestKey accepted a bad server name")
+	}
+	tests := []struct {
+		name, ref, root, key string
+		ok                   bool
+	}{
+		{"folder", "/archives/" + mk, "/archives", mk, true},
+		{"s3", "s3://bucket/prefix/" + mk, "s3://bucket/prefix", mk, true},
+		{"tar archive", "/archives/survival/run-1.tar.zst", "", "", false},
+		{"bad run id", "/archives/_chunked/runs/survival/.x.manifest", "", "", false},
+		{"no suffix", "/archives/_chunked/runs/survival/run-1", "", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root, key, ok := SplitManifestRef(tt.ref)
+			if ok != tt.ok || root != tt.root || key != tt.key {
+				t.Errorf("SplitManifestRef(%q) = %q, %q, %v", tt.ref, root, key, ok)
+			}
+		})
+	}
+	if ChunkedDir[0] == '.' || CheckServer(ChunkedDir) == nil {
+		t.Error("the chunked folder could clash with a server's folder or a temp file")
+	}
+}

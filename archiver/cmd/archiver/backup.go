@@ -72,6 +72,8 @@ type backupFlags struct {
 	retention                  retentionFlags
 	store                      string
 	s3                         s3Flags
+	format                     string
+	fullRead                   bool
 }
 
 // jobSummary is the termination message of a backup: the run's summary and,
@@ -91,6 +93,8 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.StringVar(&f.configPath, "config", config.DefaultPath, "felis.toml")
 	fs.StringVar(&f.archiveRoot, "archive-root", "", "archive root folder; overrides [archive] local_path")
 	fs.StringVar(&f.compression, "compression", "", "zstd, gzip or none; overrides [archive] compression (default zstd)")
+	fs.StringVar(&f.format, "format", "", "archive format, tar or chunked (deduplicated blobs in packs); overrides [archive] format (default tar)")
+	fs.BoolVar(&f.fullRead, "full-read", false, "chunked format: read every file, even those unchanged since the server's previous chunked run")
 	fs.Var(&f.excludes, "exclude", "glob of entries to leave out, repeatable; replaces [archive] excludes (default *.jar, cache/, logs/, *.tmp)")
 	fs.BoolVar(&f.noMigrate, "no-migrate", false, "do not apply the catalog's migrations first")
 	fs.BoolVar(&f.allowEmpty, "allow-empty", false, "record a world without files (empty, or everything excluded); overrides [archive] allow_empty")
@@ -189,6 +193,12 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 		}
 		cfg.Archive.Compression = c
 	}
+	if flagSet(fs, "format") {
+		if err := layout.CheckFormat(f.format); err != nil {
+			return backup.Params{}, "", config.Config{}, fmt.Errorf("--format: %w", err)
+		}
+		cfg.Archive.Format = f.format
+	}
 	if f.excludes.set {
 		cfg.Archive.Excludes = f.excludes.values
 		if err := tarstream.ValidateExcludes(cfg.Archive.Excludes); err != nil {
@@ -232,6 +242,9 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 		Avoid:            []string{root, filepath.Join(root, f.server)},
 		AllowEmpty:       f.allowEmpty || cfg.Archive.AllowEmpty,
 		ProgressInterval: f.progressInterval,
+		Format:           cfg.Archive.Format,
+		FullRead:         f.fullRead,
+		FullReadEvery:    cfg.Archive.FullReadEvery,
 	}
 	if err := p.Validate(); err != nil {
 		return backup.Params{}, "", config.Config{}, err

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/worldbackup/worldbackup/archiver/config"
 	"github.com/worldbackup/worldbackup/archiver/extract"
 	"github.com/worldbackup/worldbackup/archiver/store"
+	"github.com/worldbackup/worldbackup/internal/layout"
 )
 
 const restoreHelp = `Usage: archiver restore --archive PATH --sha256 HEX --into DIR [--replace] [--run-id R] [flags]
@@ -26,6 +28,12 @@ written through a symlink, duplicate entries, devices and fifos, and archives
 past --max-bytes or --max-entries, and bytes after the end of the archive.
 Restore needs no database and no config file: take the checksum from the
 catalog (archiver list) beforehand.
+
+A chunked run (backup --format chunked) is named by its manifest,
+<root>/_chunked/runs/<server>/<run id>.manifest or its s3:// URL, and --sha256
+is the manifest's: it is checked first, then every blob against its hash while
+the tar stream is rebuilt and extracted; a damaged blob or a missing pack
+refuses the run (exit 3, naming the pack) before anything is swapped in.
 
 An s3://bucket/key archive is read from the S3 store named by the --s3-*
 flags, with the credentials of the files of a mounted Secret. It is streamed
@@ -113,7 +121,19 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		MaxBytes:   *maxBytes,
 		MaxEntries: *maxEntries,
 	}
-	if store.IsS3URL(*archive) {
+	if st, key, ok, err := chunkedStore(s3f.over(fs, config.S3{}), *archive); ok {
+		if err != nil {
+			return usageError(stderr, "restore", "--archive: %s", err)
+		}
+		if root, _, _ := layout.SplitManifestRef(*archive); !store.IsS3URL(*archive) && *into != "" {
+			if abs, err := filepath.Abs(*into); err == nil && within(root, abs) {
+				return usageError(stderr, "restore", "the chunked store %s lies inside the target folder %s, which the restore replaces: restore elsewhere", root, *into)
+			}
+		}
+		ref := *archive
+		o.Open = func(ctx context.Context) (io.ReadCloser, error) { return chunkedStream(ctx, st, ref, key, o.SHA256) }
+		o.Verified = true
+	} else if store.IsS3URL(*archive) {
 		open, err := openS3Ref(s3f.over(fs, config.S3{}), *archive)
 		if err != nil {
 			return usageError(stderr, "restore", "--archive: %s", err)
@@ -140,6 +160,9 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		case errors.As(err, &refused):
 			log.Error("archive refused", "entry", refused.Name, "index", refused.Index, "reason", refused.Reason,
 				"archive", *archive, "into", *into, "world_state", state, "error", err)
+			return exitRefused
+		case chunkedDamage(err):
+			log.Error("chunked run refused", "archive", *archive, "into", *into, "world_state", state, "error", err)
 			return exitRefused
 		case errors.Is(err, extract.ErrChecksum):
 			log.Error("archive checksum mismatch", "archive", *archive, "into", *into, "world_state", state, "error", err)

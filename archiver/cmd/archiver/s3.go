@@ -301,6 +301,9 @@ func s3BackupParams(f *backupFlags, cfg config.Config) (backup.Params, string, c
 		Excludes:         cfg.Archive.Excludes,
 		AllowEmpty:       f.allowEmpty || cfg.Archive.AllowEmpty,
 		ProgressInterval: f.progressInterval,
+		Format:           cfg.Archive.Format,
+		FullRead:         f.fullRead,
+		FullReadEvery:    cfg.Archive.FullReadEvery,
 	}
 	if err := p.Validate(); err != nil {
 		return backup.Params{}, "", config.Config{}, err

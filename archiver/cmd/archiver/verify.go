@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -24,7 +25,10 @@ const verifyHelp = `Usage: archiver verify (--run-id R | --archive PATH [--sha25
 Re-reads an archive and checks its size and SHA-256 against the run's row in
 the catalog, and that it decompresses and parses as tar to the end. With
 --archive, the run is the one named by the file (<run id>.tar.zst); with
---sha256 too, the catalog is not consulted. The archive is read as a
+--sha256 too, the catalog is not consulted. A chunked run (its manifest as
+--archive, or its --run-id) is checked blob by blob: the manifest against its
+SHA-256, then every blob against its hash (or about --read-data-subset of the
+data blobs); a missing pack is named. The archive is read as a
 restore reads it: the compression its bytes tell, and nothing after the end
 of the tar and compressed streams. Exits 3 with the reason on any mismatch or
 corruption, 1 when the archive or the catalog cannot be read.
@@ -37,6 +41,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	runID := fs.String("run-id", "", "verify this run's archive")
 	archive := fs.String("archive", "", "verify this archive file")
 	sha := fs.String("sha256", "", "with --archive: expected SHA-256 (lowercase hex); skips the catalog")
+	subset := fs.String("read-data-subset", "", "chunked runs: check about this share of the data blobs (5% or 0.05; default all)")
 	fs.Var(&format, "log-format", "json, text or auto (json when stderr is not a terminal)")
 	var s3f s3Flags
 	s3f.add(fs)
@@ -55,11 +60,38 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return usageError(stderr, "verify", "--run-id: %s", err)
 		}
 	}
+	share := 1.0
+	if *subset != "" {
+		var err error
+		if share, err = parseShare(*subset); err != nil {
+			return usageError(stderr, "verify", "--read-data-subset %s", err)
+		}
+	}
 	log := newLogger(format, stderr)
+	seed := uint64(time.Now().UnixNano())
+	// chunkedS3 is the S3 store settings of a chunked run at ref.
+	chunkedS3 := func(ref string) (config.S3, error) {
+		if !store.IsS3URL(ref) {
+			return config.S3{}, nil
+		}
+		return s3f.settings(fs, *configPath)
+	}
+	if _, _, ok := layout.SplitManifestRef(*archive); ok && *sha != "" {
+		s3s, err := chunkedS3(*archive)
+		if err != nil {
+			return usageError(stderr, "verify", "%s", err)
+		}
+		return verifyChunked(ctx, log, s3s, *archive, *sha, share, seed, stdout)
+	}
 
 	var path string
 	var want verify.Want
-	if *archive != "" {
+	if _, _, ok := layout.SplitManifestRef(*archive); ok {
+		path = *archive
+		if m := strings.TrimSuffix(path[strings.LastIndex(path, "/")+1:], ".manifest"); m != "" {
+			*runID = m
+		}
+	} else if *archive != "" {
 		path = *archive
 		if !store.IsS3URL(path) {
 			abs, err := filepath.Abs(*archive)
@@ -96,6 +128,13 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if path == "" {
 			path = rec.ArchiveRef
 		}
+		if rec.Format == layout.FormatChunked {
+			s3s, err := chunkedS3(path)
+			if err != nil {
+				return usageError(stderr, "verify", "%s", err)
+			}
+			return verifyChunked(ctx, log, s3s, path, rec.SHA256, share, seed, stdout)
+		}
 		c, err := tarstream.ParseCompression(rec.Compression)
 		if err != nil {
 			log.Error("the row names an unknown compression", "run_id", *runID, "error", err)
@@ -112,6 +151,9 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if err != nil {
 			return usageError(stderr, "verify", "%s", err)
 		}
+	}
+	if *subset != "" {
+		return usageError(stderr, "verify", "--read-data-subset goes with chunked runs; a tar archive is read whole")
 	}
 	return verifyFile(ctx, log, path, open, want, stdout)
 }
