@@ -18,6 +18,7 @@ require (
 	github.com/pulumi/pulumi-go-provider v1.5.0
 	github.com/pulumi/pulumi-kubernetes/sdk/v4 v4.32.0
 	github.com/pulumi/pulumi/sdk/v3 v3.256.0
+	github.com/restic/chunker v0.4.0
 	golang.org/x/sys v0.47.0
 	google.golang.org/grpc v1.83.0
 	k8s.io/api v0.34.4

@@ -22,6 +22,8 @@ type Backup struct {
 	ArchiveRoot string
 
 	Compression string   // "" = [archive] compression
+	Format      string   // tar or chunked; "" = [archive] format
+	FullRead    bool     // chunked: read every file, even unchanged ones
 	Excludes    []string // nil = [archive] excludes; empty = none
 
 	Rcon      Rcon       // Address "": [rcon] of felis.toml, or none
@@ -71,6 +73,10 @@ func (b Backup) Args() []string {
 		a.str(FlagArchiveRoot, b.ArchiveRoot)
 	}
 	a.str(FlagCompression, b.Compression)
+	a.str(FlagFormat, b.Format)
+	if b.FullRead {
+		a = append(a, Flag(FlagFullRead))
+	}
 	for _, e := range b.Excludes {
 		a.always(FlagExclude, e)
 	}
@@ -101,6 +107,8 @@ func (b *Backup) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&b.Config, FlagConfig, DefaultConfigPath, ConfigFileName)
 	fs.StringVar(&b.ArchiveRoot, FlagArchiveRoot, "", "archive root folder; overrides [archive] local_path")
 	fs.StringVar(&b.Compression, FlagCompression, "", "zstd, gzip or none; overrides [archive] compression (default "+DefaultCompression+")")
+	fs.StringVar(&b.Format, FlagFormat, "", "archive format, "+FormatTar+" or "+FormatChunked+" (deduplicated blobs in packs); overrides [archive] format (default "+FormatTar+")")
+	fs.BoolVar(&b.FullRead, FlagFullRead, false, "chunked format: read every file, even those unchanged since the server's previous chunked run")
 	fs.Var(stringList{&b.Excludes}, FlagExclude, "glob of entries to leave out, repeatable; replaces [archive] excludes (default "+strings.Join(DefaultExcludes(), ", ")+"); an empty one alone: exclude nothing")
 	fs.StringVar(&b.Rcon.Address, FlagRcon, "", "host:port of the game server's RCON: autosave off while the world is read; overrides [rcon] address")
 	fs.StringVar(&b.Rcon.PasswordFile, FlagRconPasswordFile, "", "file holding the RCON password (a mounted Secret); overrides [rcon] password_file")

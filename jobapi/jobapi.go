@@ -46,6 +46,8 @@ const (
 	FlagArchiveRoot      = "archive-root"
 	FlagStore            = "store"
 	FlagCompression      = "compression"
+	FlagFormat           = "format"
+	FlagFullRead         = "full-read"
 	FlagExclude          = "exclude"
 	FlagRcon             = "rcon"
 	FlagRconPasswordFile = "rcon-password-file"

@@ -18,7 +18,7 @@ func TestMaxJobServerLenFitsEveryKind(t *testing.T) {
 	}
 }
 
-func TestCheckEndpoint(t *testing.T) {
+func TestCheckS3EndpointErrors(t *testing.T) {
 	tests := []struct {
 		endpoint string
 		want     error // nil: accepted; errAny: refused
@@ -34,7 +34,7 @@ func TestCheckEndpoint(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.endpoint, func(t *testing.T) {
-			err := CheckEndpoint(tc.endpoint)
+			err := CheckS3Endpoint(tc.endpoint)
 			switch {
 			case tc.want == nil && err != nil, tc.want != nil && err == nil:
 				t.Fatalf("CheckEndpoint = %v, want %v", err, tc.want)

@@ -142,6 +142,13 @@ func ArchiveRef(root, server, runID, compression string) (string, error) {
 	return path.Join(root, name), nil
 }
 
+// RunLockKey returns the store key of a run's lock, "<server>/<runID>": the
+// lock a backup holds from its second catalog lookup to its row, and a prune
+// holds while it removes the run's archive, so neither removes nor records
+// an archive the other is writing. It is a run's, not an archive's: two
+// attempts of one run with different compressions share it.
+func RunLockKey(server, runID string) string { return server + "/" + runID }
+
 // ParseArchiveName is the inverse of ArchiveName for one file name inside a
 // server's folder: "<runID><ext>" gives the run ID and the compression. ok
 // is false for any other name (temp and lock files start with '.', which no
@@ -188,4 +195,94 @@ func IsSHA256(s string) bool {
 		}
 	}
 	return true
+}
+
+// The chunked format's objects live below ChunkedDir, beside the servers'
+// folders of tar archives: "_chunked/packs/<ab>/<pack id>" and
+// "_chunked/runs/<server>/<run id>.manifest". A server name is a DNS label,
+// which never holds '_', and store keys never start with '.', so the two
+// cannot clash.
+const (
+	ChunkedDir     = "_chunked"
+	chunkedPacks   = ChunkedDir + "/packs"
+	chunkedRuns    = ChunkedDir + "/runs"
+	manifestSuffix = ".manifest"
+)
+
+// FormatTar and FormatChunked are the archive formats.
+const (
+	FormatTar     = "tar"
+	FormatChunked = "chunked"
+)
+
+// CheckFormat reports whether format is a supported archive format.
+func CheckFormat(format string) error {
+	switch format {
+	case FormatTar, FormatChunked:
+		return nil
+	default:
+		return fmt.Errorf("archive format %q is not supported: use %s or %s", format, FormatTar, FormatChunked)
+	}
+}
+
+var packIDRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// PackKey returns the store key of the pack named id (64 lowercase hex
+// digits): "_chunked/packs/<first two digits>/<id>".
+func PackKey(id string) (string, error) {
+	if !packIDRE.MatchString(id) {
+		return "", fmt.Errorf("pack ID %q is invalid: want 64 lowercase hex digits", id)
+	}
+	return chunkedPacks + "/" + id[:2] + "/" + id, nil
+}
+
+// PackDirs returns the 256 folders packs are kept in.
+func PackDirs() []string {
+	out := make([]string, 0, 256)
+	for i := range 256 {
+		out = append(out, fmt.Sprintf("%s/%02x", chunkedPacks, i))
+	}
+	return out
+}
+
+// ManifestKey returns the store key of a chunked run's manifest:
+// "_chunked/runs/<server>/<runID>.manifest".
+func ManifestKey(server, runID string) (string, error) {
+	if err := CheckServer(server); err != nil {
+		return "", err
+	}
+	if err := CheckRunID(runID); err != nil {
+		return "", err
+	}
+	return chunkedRuns + "/" + server + "/" + runID + manifestSuffix, nil
+}
+
+// SplitManifestRef splits the reference of a chunked run's manifest (a path
+// or URL ending in ManifestKey's form) into the store's root reference and
+// the manifest's key. ok is false for any other reference.
+func SplitManifestRef(ref string) (root, key string, ok bool) {
+	i := strings.LastIndex(ref, "/"+chunkedRuns+"/")
+	if i < 0 {
+		return "", "", false
+	}
+	root, key = ref[:i], ref[i+1:]
+	rest := strings.TrimPrefix(key, chunkedRuns+"/")
+	server, name, found := strings.Cut(rest, "/")
+	if !found || CheckServer(server) != nil {
+		return "", "", false
+	}
+	id, found := strings.CutSuffix(name, manifestSuffix)
+	if !found || CheckRunID(id) != nil {
+		return "", "", false
+	}
+	return root, key, true
+}
+
+// ManifestDir returns the store folder of server's chunked-run manifests,
+// the folder of every ManifestKey of server.
+func ManifestDir(server string) (string, error) {
+	if err := CheckServer(server); err != nil {
+		return "", err
+	}
+	return chunkedRuns + "/" + server, nil
 }

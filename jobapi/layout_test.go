@@ -106,3 +106,122 @@ func TestValidBucket(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckRconAddress(t *testing.T) {
+	tests := []struct{ name, addr, wantErr string }{
+		{name: "service", addr: "survival:25575"},
+		{name: "ip", addr: "127.0.0.1:1"},
+		{name: "ipv6", addr: "[::1]:65535"},
+		{name: "no port", addr: "survival", wantErr: "want host:port"},
+		{name: "empty host", addr: ":25575", wantErr: "want host:port"},
+		{name: "port not a number", addr: "127.0.0.1:abc", wantErr: "port must be a number from 1 to 65535"},
+		{name: "port too large", addr: "127.0.0.1:99999", wantErr: "port must be a number from 1 to 65535"},
+		{name: "port zero", addr: "survival:0", wantErr: "port must be"},
+		{name: "host with a slash", addr: "a/b:25575", wantErr: "not a host name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckRconAddress(tt.addr)
+			if (err != nil) != (tt.wantErr != "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("CheckRconAddress(%q) = %v, want %q", tt.addr, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestCheckS3Endpoint(t *testing.T) {
+	tests := []struct{ name, endpoint, wantErr string }{
+		{name: "https with port", endpoint: "https://minio.example:9000"},
+		{name: "http slash", endpoint: "http://minio.storage:9000/"},
+		{name: "query", endpoint: "http://minio:9000?x=1", wantErr: "no path, query or fragment"},
+		{name: "empty query", endpoint: "http://minio:9000?", wantErr: "no path, query or fragment"},
+		{name: "fragment", endpoint: "http://minio:9000#f", wantErr: "no path, query or fragment"},
+		{name: "empty fragment", endpoint: "http://minio:9000#", wantErr: "no path, query or fragment"},
+		{name: "path", endpoint: "http://minio:9000/x", wantErr: "no path"},
+		{name: "ftp", endpoint: "ftp://minio", wantErr: "want http(s)"},
+		{name: "no host", endpoint: "http://", wantErr: "want http(s)"},
+		{name: "bad port", endpoint: "http://minio:99999", wantErr: "port must be"},
+		{name: "userinfo", endpoint: "http://key:topsecret@minio/x", wantErr: "has credentials in it"},
+		{name: "userinfo, secret with a slash", endpoint: "http://key:top/secret@minio", wantErr: "has credentials in it"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckS3Endpoint(tt.endpoint)
+			if (err != nil) != (tt.wantErr != "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("CheckS3Endpoint(%q) = %v, want %q", tt.endpoint, err, tt.wantErr)
+			}
+			if err != nil && strings.Contains(err.Error(), "secret") {
+				t.Fatalf("the error shows the secret: %v", err)
+			}
+		})
+	}
+}
+
+func TestCheckS3Region(t *testing.T) {
+	for _, ok := range []string{"us-east-1", "eu_west", "garage"} {
+		if err := CheckS3Region(ok); err != nil {
+			t.Errorf("CheckS3Region(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "us east", "us-east-1/x", "ré", strings.Repeat("a", MaxRegionLen+1)} {
+		if err := CheckS3Region(bad); err == nil {
+			t.Errorf("CheckS3Region(%q) = nil, want an error", bad)
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"http://key:secret@host/x", "http://<redacted>@host/x"},
+		{"http://key:se/cr@et@host:9000", "http://<redacted>@host:9000"},
+		{"https://host:9000", "https://host:9000"},
+		{"key:secret@host", "<redacted>@host"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := RedactURL(tt.in); got != tt.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestChunkedKeys(t *testing.T) {
+	id := strings.Repeat("ab", 32)
+	k, err := PackKey(id)
+	if err != nil || k != "_chunked/packs/ab/"+id {
+		t.Fatalf("PackKey = %q, %v", k, err)
+	}
+	for _, bad := range []string{"", "AB" + id[2:], id[:63], id + "0", "../" + id[3:]} {
+		if _, err := PackKey(bad); err == nil {
+			t.Errorf("PackKey(%q) accepted", bad)
+		}
+	}
+	mk, err := ManifestKey("survival", "run-1")
+	if err != nil || mk != "_chunked/runs/survival/run-1.manifest" {
+		t.Fatalf("ManifestKey = %q, %v", mk, err)
+	}
+	if _, err := ManifestKey("Bad_Server", "run-1"); err == nil {
+		t.Error("ManifestKey accepted a bad server name")
+	}
+	tests := []struct {
+		name, ref, root, key string
+		ok                   bool
+	}{
+		{"folder", "/archives/" + mk, "/archives", mk, true},
+		{"s3", "s3://bucket/prefix/" + mk, "s3://bucket/prefix", mk, true},
+		{"tar archive", "/archives/survival/run-1.tar.zst", "", "", false},
+		{"bad run id", "/archives/_chunked/runs/survival/.x.manifest", "", "", false},
+		{"no suffix", "/archives/_chunked/runs/survival/run-1", "", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root, key, ok := SplitManifestRef(tt.ref)
+			if ok != tt.ok || root != tt.root || key != tt.key {
+				t.Errorf("SplitManifestRef(%q) = %q, %q, %v", tt.ref, root, key, ok)
+			}
+		})
+	}
+	if ChunkedDir[0] == '.' || CheckServer(ChunkedDir) == nil {
+		t.Error("the chunked folder could clash with a server's folder or a temp file")
+	}
+}

@@ -30,6 +30,8 @@ type BackupRun struct {
 	SizeBytes       int64   `json:"size_bytes,omitempty"`
 	SHA256          string  `json:"sha256,omitempty"`
 	Compression     string  `json:"compression,omitempty"`
+	Format          string  `json:"format,omitempty"`      // tar or chunked
+	AddedBytes      int64   `json:"added_bytes,omitempty"` // what the run added to the store
 	FileCount       int64   `json:"file_count,omitempty"`
 	InputBytes      int64   `json:"input_bytes,omitempty"`
 	Warnings        int64   `json:"warnings,omitempty"`
@@ -53,6 +55,7 @@ type PruneResult struct {
 	RowsDeleted  int    `json:"rows_deleted"`
 	FilesRemoved int    `json:"files_removed"`
 	BytesFreed   int64  `json:"bytes_freed"`
+	FilesMissing int    `json:"files_missing"` // deleted rows whose archive was already gone
 	Error        string `json:"error,omitempty"`
 }
 

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"path"
 	"strings"
 	"unicode"
@@ -71,26 +70,6 @@ func CheckKey(key string) error {
 		if strings.HasPrefix(el, ".") {
 			return fmt.Errorf("%w %q: no element may start with '.'", ErrInvalidKey, key)
 		}
-	}
-	return nil
-}
-
-// ErrEndpointCredentials is returned for an S3 endpoint URL with
-// credentials in it; the error does not quote the URL.
-var ErrEndpointCredentials = errors.New("S3 endpoint has credentials in it: remove them, the keys go in the credentials files")
-
-// CheckEndpoint reports whether e is an S3 server's URL: http(s)://host[:port],
-// with no path but "/", no query, fragment or credentials.
-func CheckEndpoint(e string) error {
-	u, err := url.Parse(e)
-	switch {
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "":
-		if err == nil && u.User != nil {
-			return ErrEndpointCredentials
-		}
-		return fmt.Errorf("S3 endpoint %q: want http(s)://host[:port]", e)
-	case u.User != nil:
-		return ErrEndpointCredentials
 	}
 	return nil
 }

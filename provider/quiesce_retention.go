@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"net"
 	"regexp"
 	"strconv"
 
@@ -61,10 +60,8 @@ func (r *RconArgs) resolve(p *problems, server string) *jobspec.Rcon {
 	setDefault(&out.Address, server+":"+strconv.Itoa(DefaultRconPort))
 	setDefault(&out.SecretName, server+"-rcon")
 	setDefault(&out.SecretKey, DefaultRconSecretKey)
-	if host, port, err := net.SplitHostPort(out.Address); err != nil || host == "" || port == "" {
-		p.addf("rcon.address", "%q: want host:port, e.g. survival:25575", out.Address)
-	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		p.addf("rcon.address", "%q: the port must be 1 to 65535", out.Address)
+	if err := jobapi.CheckRconAddress(out.Address); err != nil {
+		p.addf("rcon.address", "%s", err)
 	}
 	p.dnsSubdomain("rcon.secretName", out.SecretName)
 	if !secretKeyRE.MatchString(out.SecretKey) {

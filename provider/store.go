@@ -82,17 +82,17 @@ func (s *StoreArgs) resolve(p *problems, role storeRole) *jobspec.S3Store {
 		}
 	}
 	if out.Endpoint != "" {
-		switch err := jobapi.CheckEndpoint(out.Endpoint); {
+		switch err := jobapi.CheckS3Endpoint(out.Endpoint); {
 		case errors.Is(err, jobapi.ErrEndpointCredentials):
-			p.addf("store.endpoint", "has credentials in it: remove them; the keys go in the Secret credentialsSecretName")
+			p.addf("store.endpoint", "%s: the Secret credentialsSecretName", err)
 		case err != nil:
-			p.addf("store.endpoint", "%q is invalid: use http(s)://host[:port], e.g. http://minio.storage:9000, or leave it unset for AWS", out.Endpoint)
+			p.addf("store.endpoint", "%s, or leave it unset for AWS", err)
 		}
 	}
-	if out.Region != "" && (strings.IndexFunc(out.Region, func(r rune) bool {
-		return !(r == '-' || r == '_' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z')
-	}) >= 0 || len(out.Region) > 64) {
-		p.addf("store.region", "%q is not a region name: use letters, digits and '-', e.g. us-east-1", out.Region)
+	if out.Region != "" {
+		if err := jobapi.CheckS3Region(out.Region); err != nil {
+			p.addf("store.region", "%s", err)
+		}
 	}
 	if p.required("store.credentialsSecretName", out.SecretName,
 		"set it to the Secret holding the S3 access key ID and secret access key, e.g. felis-s3") {

@@ -317,6 +317,7 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		}, []string{"annotations"}, "set by the component"},
 		{"rcon bad address", func(a *WorldBackupArgs) { a.Rcon = &RconArgs{Address: pulumi.String("survival")} }, []string{"rcon.address"}, "want host:port"},
 		{"rcon bad port", func(a *WorldBackupArgs) { a.Rcon = &RconArgs{Address: pulumi.String("survival:99999")} }, []string{"rcon.address"}, "1 to 65535"},
+		{"rcon port not a number", func(a *WorldBackupArgs) { a.Rcon = &RconArgs{Address: pulumi.String("127.0.0.1:abc")} }, []string{"rcon.address"}, "1 to 65535"},
 		{"rcon bad secret key", func(a *WorldBackupArgs) { a.Rcon = &RconArgs{SecretKey: pulumi.String("a/b")} }, []string{"rcon.secretKey"}, "not a valid Secret key"},
 		{"retention without rule", func(a *WorldBackupArgs) { a.Retention = &RetentionArgs{MinKeep: pulumi.Int(2)} }, []string{"retention"}, "no keep rule"},
 		{"retention without floor", func(a *WorldBackupArgs) { a.Retention = &RetentionArgs{KeepLast: pulumi.Int(2)} }, []string{"retention.minKeep"}, "at least 1"},

@@ -44,6 +44,8 @@ type Store interface {
 	Put(ctx context.Context, key string, write func(io.Writer) error) (size int64, err error)
 	// Remove deletes key's archive; a missing one is not an error.
 	Remove(ctx context.Context, key string) error
+	// Open reads key's object (a chunked run reads its previous run).
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
 }
 
 // Catalog records runs (catalog.DB).
@@ -52,6 +54,14 @@ type Catalog interface {
 	Lookup(ctx context.Context, runID string) (catalog.Record, error)
 	// Insert records a run; false when the run ID already had a row.
 	Insert(ctx context.Context, r catalog.Record) (inserted bool, err error)
+	// LatestChunked returns the server's newest chunked run, or an error
+	// wrapping catalog.ErrNotFound.
+	LatestChunked(ctx context.Context, server string) (catalog.Record, error)
+	// RegisterPack records a pack before a chunked run writes it.
+	RegisterPack(ctx context.Context, id string) error
+	// InsertChunked records a chunked run and the packs it references,
+	// or fails wrapping catalog.ErrPackCondemned.
+	InsertChunked(ctx context.Context, r catalog.Record, packs []string) (inserted bool, err error)
 }
 
 // Quiescer makes the game server stop writing the world while it is read
@@ -77,6 +87,14 @@ type Params struct {
 	AllowEmpty bool
 	// ProgressInterval is the time between progress log lines; default 5s.
 	ProgressInterval time.Duration
+	// Format is jobapi.FormatTar (the default) or jobapi.FormatChunked.
+	Format string
+	// FullRead has a chunked run read every file, even those its
+	// server's previous chunked run holds unchanged.
+	FullRead bool
+	// FullReadEvery > 0 makes every Nth chunked run of the server a full
+	// read.
+	FullReadEvery int
 }
 
 // DefaultProgressInterval is the default time between progress log lines.
@@ -88,6 +106,9 @@ func (p Params) withDefaults() Params {
 	}
 	if p.ProgressInterval <= 0 {
 		p.ProgressInterval = DefaultProgressInterval
+	}
+	if p.Format == "" {
+		p.Format = jobapi.FormatTar
 	}
 	return p
 }
@@ -112,6 +133,11 @@ func (p Params) Validate() error {
 	}
 	if err := tarstream.ValidateExcludes(p.Excludes); err != nil {
 		errs = append(errs, err)
+	}
+	if p.Format != "" {
+		if err := jobapi.CheckFormat(p.Format); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -190,7 +216,7 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 	}
 	// The lock is the run's, not the archive's: two attempts of one run
 	// with different compressions must not both write.
-	runKey := p.Server + "/" + p.RunID
+	runKey := jobapi.RunLockKey(p.Server, p.RunID)
 	log.Debug("locking the run", "key", runKey)
 	unlock, err := r.store.Lock(ctx, runKey)
 	if err != nil {
@@ -205,6 +231,17 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 	var removed []string
 	for _, c := range tarstream.Compressions {
 		k, err := jobapi.ArchiveName(p.Server, p.RunID, string(c))
+		if err != nil {
+			return err
+		}
+		rm, err := r.store.CleanTemps(ctx, k)
+		removed = append(removed, rm...)
+		if err != nil {
+			return fmt.Errorf("removing temp files of earlier attempts: %w", err)
+		}
+	}
+	if p.Format == jobapi.FormatChunked {
+		k, err := jobapi.ManifestKey(p.Server, p.RunID)
 		if err != nil {
 			return err
 		}
@@ -229,47 +266,33 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 			return
 		}
 		if rerr := resume(ctx); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("turning autosave back on: %w", rerr))
+			// First: a shortened termination message keeps the autosave-OFF part.
+			err = errors.Join(fmt.Errorf("turning autosave back on: %w", rerr), err)
 		}
 	}()
 
-	ref := r.store.Ref(key)
-	log.Info("backup started", "world", p.World, "archive", ref, "compression", p.Compression)
 	started := r.now()
-	var res tarstream.Result
 	prog := new(tarstream.Progress)
 	stop := r.progress(log, prog, started, p.ProgressInterval)
-	size, err := r.store.Put(ctx, key, func(w io.Writer) error {
-		var err error
-		res, err = tarstream.Write(ctx, w, p.World, tarstream.Options{
-			Compression: p.Compression,
-			Excludes:    p.Excludes,
-			Log:         log.Named("tar"),
-			Progress:    prog,
-			Avoid:       p.Avoid,
-		})
-		if err == nil && res.Files == 0 && !p.AllowEmpty {
-			err = fmt.Errorf("%w: %s holds no file%s; restored with --replace, this archive would empty the world: "+
-				"check the world folder and the excludes, or pass --allow-empty to record it anyway",
-				ErrEmptyWorld, p.World, excludedNote(res.Excluded))
-		}
-		return err
-	})
+	var w written
+	if p.Format == jobapi.FormatChunked {
+		w, err = r.writeChunked(ctx, log, p, prog)
+	} else {
+		w, err = r.writeTar(ctx, log, p, key, prog)
+	}
 	stop()
 	if err != nil {
-		return fmt.Errorf("writing archive %s: %w", ref, err)
+		return err
 	}
+	ref, res := w.ref, w.res
 	finished := r.now()
-	if size != res.Size {
-		return r.discard(ctx, log, key, fmt.Errorf("archive %s holds %d bytes, but %d were streamed", ref, size, res.Size))
-	}
 	// The archive is complete: let the server save again before the row
 	// is inserted. A server left with autosave off fails the run.
 	if resume != nil {
 		rerr := resume(ctx)
 		resume = nil
 		if rerr != nil {
-			return r.discard(ctx, log, key, fmt.Errorf("turning autosave back on: %w", rerr))
+			return r.discard(ctx, log, w, fmt.Errorf("turning autosave back on: %w", rerr))
 		}
 	}
 
@@ -283,17 +306,27 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 		FileCount:   res.Files,
 		StartedAt:   started,
 		FinishedAt:  finished,
+		Format:      p.Format,
+		AddedBytes:  &w.added,
 	}
 	if p.FormerOwner != "" {
 		rec.FormerOwner = &p.FormerOwner
 	}
-	inserted, err := r.cat.Insert(ctx, rec)
+	var inserted bool
+	if p.Format == jobapi.FormatChunked {
+		inserted, err = r.cat.InsertChunked(ctx, rec, w.packs)
+	} else {
+		inserted, err = r.cat.Insert(ctx, rec)
+	}
 	if err != nil {
-		return r.discard(ctx, log, key, fmt.Errorf("recording the run in the catalog: %w", err))
+		return r.discard(ctx, log, w, fmt.Errorf("recording the run in the catalog: %w", err))
 	}
 	if !inserted {
-		// Only an attempt that did not share our lock (another archive
-		// root on the same catalog?) can get here.
+		// Only an attempt that did not share our lock (another server, or
+		// another archive root on the same catalog) can get here.
+		if other, err := r.cat.Lookup(ctx, p.RunID); err == nil && other.Server != p.Server {
+			return r.discard(ctx, log, w, runIDTaken(p, other))
+		}
 		return fmt.Errorf("run %q was recorded by another attempt while this one ran; "+
 			"this attempt's archive %s was kept, but may not match the row: check it with `archiver verify --run-id %s`",
 			p.RunID, ref, p.RunID)
@@ -308,6 +341,8 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 		SizeBytes:       res.Size,
 		SHA256:          res.SHA256,
 		Compression:     string(p.Compression),
+		Format:          p.Format,
+		AddedBytes:      w.added,
 		FileCount:       res.Files,
 		InputBytes:      res.InputBytes,
 		Warnings:        res.Warnings,
@@ -319,6 +354,18 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 		"excluded", res.Excluded, "skipped", res.Skipped, "warnings", res.Warnings,
 		"duration", d.Round(time.Millisecond).String(), "mb_per_s", s.MBPerSecond)
 	return nil
+}
+
+// ErrRunIDTaken is wrapped by the error of a run whose run ID is recorded
+// for another server: run IDs are unique across servers, so no retry can
+// record it.
+var ErrRunIDTaken = errors.New("run IDs are unique across servers")
+
+// runIDTaken is the error of run p, whose run ID rec records for another
+// server.
+func runIDTaken(p Params, rec catalog.Record) error {
+	return fmt.Errorf("run ID %q is already recorded for server %q, not %q (%w): choose another run ID",
+		p.RunID, rec.Server, p.Server, ErrRunIDTaken)
 }
 
 // ErrEmptyWorld is wrapped by the error of a run whose world has no files
@@ -354,7 +401,7 @@ func (r *Runner) recorded(ctx context.Context, log hclog.Logger, p Params, s *Su
 		return false, fmt.Errorf("looking up the run in the catalog: %w", err)
 	}
 	if rec.Server != p.Server {
-		return false, fmt.Errorf("run ID %q is already recorded for server %q, not %q: choose another run ID", p.RunID, rec.Server, p.Server)
+		return false, runIDTaken(p, rec)
 	}
 	log.Info("run already recorded; nothing to do", "archive", rec.ArchiveRef, "finished_at", rec.FinishedAt)
 	*s = Summary{
@@ -370,16 +417,16 @@ func (r *Runner) recorded(ctx context.Context, log hclog.Logger, p Params, s *Su
 	return true, nil
 }
 
-// discard removes key's archive after cause made it unrecordable, and
+// discard removes what the run wrote after cause made it unrecordable, and
 // returns cause (joined with the removal's error, if any).
-func (r *Runner) discard(ctx context.Context, log hclog.Logger, key string, cause error) error {
+func (r *Runner) discard(ctx context.Context, log hclog.Logger, w written, cause error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := r.store.Remove(ctx, key); err != nil {
-		log.Error("could not remove the unrecorded archive", "archive", r.store.Ref(key), "error", err)
+	if err := w.remove(ctx); err != nil {
+		log.Error("could not remove the unrecorded archive", "archive", w.ref, "error", err)
 		return errors.Join(cause, fmt.Errorf("removing the unrecorded archive: %w", err))
 	}
-	log.Info("removed the unrecorded archive", "archive", r.store.Ref(key))
+	log.Info("removed the unrecorded archive", "archive", w.ref)
 	return fmt.Errorf("%w (archive removed)", cause)
 }
 

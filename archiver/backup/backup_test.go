@@ -55,6 +55,16 @@ func (f *fakeCatalog) Lookup(ctx context.Context, runID string) (catalog.Record,
 	return r, nil
 }
 
+func (f *fakeCatalog) RegisterPack(ctx context.Context, id string) error { return nil }
+
+func (f *fakeCatalog) InsertChunked(ctx context.Context, r catalog.Record, packs []string) (bool, error) {
+	return f.Insert(ctx, r)
+}
+
+func (f *fakeCatalog) LatestChunked(ctx context.Context, server string) (catalog.Record, error) {
+	return catalog.Record{}, catalog.ErrNotFound
+}
+
 func (f *fakeCatalog) Insert(ctx context.Context, r catalog.Record) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -170,6 +180,10 @@ func TestRunRecordsArchive(t *testing.T) {
 		ID: rec.ID, RunID: "run-1", Server: "survival", FormerOwner: rec.FormerOwner,
 		ArchiveRef: "mem://survival/run-1.tar.zst", SizeBytes: int64(len(b)), SHA256: hex.EncodeToString(sum[:]),
 		Compression: "zstd", FileCount: 5, StartedAt: rec.StartedAt, FinishedAt: rec.FinishedAt, CreatedAt: rec.CreatedAt,
+		Format: "tar", AddedBytes: rec.AddedBytes,
+	}
+	if rec.AddedBytes == nil || *rec.AddedBytes != int64(len(b)) {
+		t.Errorf("added bytes %v, want the archive's %d", rec.AddedBytes, len(b))
 	}
 	if rec != want {
 		t.Errorf("row %+v\nwant %+v", rec, want)

@@ -42,7 +42,22 @@ type Record struct {
 	StartedAt   time.Time `db:"started_at"`
 	FinishedAt  time.Time `db:"finished_at"`
 	CreatedAt   time.Time `db:"created_at"` // set by the database; ignored by Insert
+	// Format is "tar" or "chunked"; "" is recorded as "tar".
+	Format string `db:"format"`
+	// AddedBytes is what the run added to the store; nil when unknown
+	// (rows older than migration 0003).
+	AddedBytes *int64 `db:"added_bytes"`
 }
+
+// FutureTolerance is how far after a reader's clock a run may have finished
+// and still count as a run: the clock skew allowed between the nodes that
+// record runs and those that judge them. A run finished further ahead
+// (recorded by a node with a wrong clock) is anomalous: it is never fresh
+// (status), and never the newest nor a place of the floor (prune).
+const FutureTolerance = 5 * time.Minute
+
+// InFuture reports whether r finished more than FutureTolerance after now.
+func (r Record) InFuture(now time.Time) bool { return r.FinishedAt.After(now.Add(FutureTolerance)) }
 
 // ErrNotFound is returned by Lookup when the run has no row.
 var ErrNotFound = errors.New("catalog: no such run")
@@ -94,7 +109,7 @@ func (t Timeouts) withDefaults() Timeouts {
 
 // columns is the select list matching Record.
 const columns = `id, run_id, server, former_owner, archive_ref, size_bytes, sha256, compression,
-	file_count, started_at, finished_at, created_at`
+	file_count, started_at, finished_at, created_at, format, added_bytes`
 
 // Open connects to the database at url with the default timeouts and checks
 // the connection with Ping. Errors never contain the URL or the password.
@@ -198,12 +213,13 @@ func (db *DB) Insert(ctx context.Context, r Record) (inserted bool, err error) {
 	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		var id int64
 		err := tx.QueryRow(ctx, `INSERT INTO world_backups
-			(run_id, server, former_owner, archive_ref, size_bytes, sha256, compression, file_count, started_at, finished_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			(run_id, server, former_owner, archive_ref, size_bytes, sha256, compression, file_count, started_at, finished_at,
+			 format, added_bytes)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE(NULLIF($11, ''), 'tar'), $12)
 			ON CONFLICT (run_id) DO NOTHING
 			RETURNING id`,
 			r.RunID, r.Server, r.FormerOwner, r.ArchiveRef, r.SizeBytes, r.SHA256, r.Compression,
-			r.FileCount, r.StartedAt, r.FinishedAt).Scan(&id)
+			r.FileCount, r.StartedAt, r.FinishedAt, r.Format, r.AddedBytes).Scan(&id)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return nil
@@ -235,6 +251,24 @@ func (db *DB) List(ctx context.Context, server string) ([]Record, error) {
 	return rs, nil
 }
 
+// LatestChunked returns the newest chunked run of server, or an error
+// wrapping ErrNotFound: the run a chunked backup reuses unchanged files of.
+func (db *DB) LatestChunked(ctx context.Context, server string) (Record, error) {
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
+	rows, _ := db.pool.Query(ctx, `SELECT `+columns+` FROM world_backups
+		WHERE server = $1 AND format = 'chunked'
+		ORDER BY finished_at DESC, id DESC LIMIT 1`, server)
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Record])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Record{}, fmt.Errorf("server %q has no chunked run: %w", server, ErrNotFound)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("finding the newest chunked run of %q: %w", server, err)
+	}
+	return r, nil
+}
+
 // scrub removes password from err's message. pgx does not put passwords in
 // connection errors; this is a second line of defence. The result does not
 // wrap err, so nothing can unwrap back to the original text.
@@ -245,22 +279,38 @@ func scrub(err error, password string) error {
 	return errors.New(strings.ReplaceAll(err.Error(), password, "xxxxx"))
 }
 
-// Newest is the newest run of one server.
+// Newest is the newest run of one server that did not finish in the
+// future, and the runs that did.
 type Newest struct {
-	Server     string    `db:"server"`
-	RunID      string    `db:"run_id"`
-	FinishedAt time.Time `db:"finished_at"`
-	Runs       int64     `db:"runs"`
+	Server string `db:"server"`
+	// RunID and FinishedAt are the newest run's; empty and nil when every
+	// run of the server finished in the future.
+	RunID      string     `db:"run_id"`
+	FinishedAt *time.Time `db:"finished_at"`
+	Runs       int64      `db:"runs"` // every run of the server
+	// Future counts the runs finished more than FutureTolerance after the
+	// asked time; FutureRunID is the one that finished last.
+	Future      int64  `db:"future"`
+	FutureRunID string `db:"future_run_id"`
 }
 
-// NewestByServer returns the newest run of every server that has one,
-// ordered by server.
-func (db *DB) NewestByServer(ctx context.Context) ([]Newest, error) {
+// NewestByServer returns, for every server that has a run, its newest run
+// finished at most FutureTolerance after now and the count of the others
+// (anomalous: see FutureTolerance), ordered by server.
+func (db *DB) NewestByServer(ctx context.Context, now time.Time) ([]Newest, error) {
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
-	rows, _ := db.pool.Query(ctx, `SELECT DISTINCT ON (server) server, run_id, finished_at,
-			count(*) OVER (PARTITION BY server) AS runs
-		FROM world_backups ORDER BY server, finished_at DESC, id DESC`)
+	rows, _ := db.pool.Query(ctx, `WITH s AS (
+			SELECT server, count(*) AS runs, count(*) FILTER (WHERE finished_at > $1) AS future
+			FROM world_backups GROUP BY server)
+		SELECT s.server, coalesce(n.run_id, '') AS run_id, n.finished_at, s.runs, s.future,
+			coalesce(f.run_id, '') AS future_run_id
+		FROM s
+		LEFT JOIN LATERAL (SELECT run_id, finished_at FROM world_backups w
+			WHERE w.server = s.server AND w.finished_at <= $1 ORDER BY finished_at DESC, id DESC LIMIT 1) n ON true
+		LEFT JOIN LATERAL (SELECT run_id FROM world_backups w
+			WHERE w.server = s.server AND w.finished_at > $1 ORDER BY finished_at DESC, id DESC LIMIT 1) f ON true
+		ORDER BY s.server`, now.Add(FutureTolerance))
 	ns, err := pgx.CollectRows(rows, pgx.RowToStructByName[Newest])
 	if err != nil {
 		return nil, fmt.Errorf("finding the newest runs: %w", err)

@@ -32,7 +32,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -90,6 +89,13 @@ type Archive struct {
 	// AllowEmpty records a world without files (empty, or everything
 	// excluded); by default such a backup fails.
 	AllowEmpty bool `toml:"allow_empty"`
+	// Format is "tar" (one compressed tar archive per run, the default)
+	// or "chunked" (deduplicated blobs in packs, one manifest per run).
+	Format string `toml:"format"`
+	// FullReadEvery, for the chunked format, has every Nth run of a
+	// server read every file, even those unchanged since its previous
+	// run; 0 never does.
+	FullReadEvery int `toml:"full_read_every"`
 	S3
 }
 
@@ -186,6 +192,9 @@ func (c Config) withDefaults() Config {
 	if c.Archive.Excludes == nil {
 		c.Archive.Excludes = slices.Clone(tarstream.DefaultExcludes)
 	}
+	if c.Archive.Format == "" {
+		c.Archive.Format = jobapi.FormatTar
+	}
 	return c
 }
 
@@ -210,9 +219,17 @@ func (c Config) Validate() error {
 	if err := tarstream.ValidateExcludes(c.Archive.Excludes); err != nil {
 		bad("[archive] excludes", "%s", err)
 	}
+	if f := c.Archive.Format; f != "" {
+		if err := jobapi.CheckFormat(f); err != nil {
+			bad("[archive] format", "%s", err)
+		}
+	}
+	if n := c.Archive.FullReadEvery; n < 0 {
+		bad("[archive] full_read_every", "%d is negative: give the number of runs between full reads, or 0 for never", n)
+	}
 	if r := c.Rcon; r.Enabled() || r.PasswordFile != "" || r.Required != nil {
-		if host, port, err := net.SplitHostPort(r.Address); err != nil || host == "" || port == "" {
-			bad("[rcon] address", "%q: want host:port, e.g. \"survival:25575\"", r.Address)
+		if err := jobapi.CheckRconAddress(r.Address); err != nil {
+			bad("[rcon] address", "%s", err)
 		}
 		switch {
 		case r.PasswordFile == "":

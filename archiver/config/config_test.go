@@ -40,6 +40,9 @@ url = "postgres://felis:` + secret + `@db:5432/felis"
 				if c.Archive.LocalPath != "" {
 					t.Errorf("local_path %q, want empty", c.Archive.LocalPath)
 				}
+				if c.Archive.Format != "tar" {
+					t.Errorf("format %q, want the default tar", c.Archive.Format)
+				}
 			},
 		},
 		{
@@ -165,6 +168,25 @@ local_pth = "/backups"
 			wantErr: []string{"felis.toml", "[archive] compression", `"xz"`, "zstd, gzip or none"},
 		},
 		{
+			name:    "bad format",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[archive]\nformat = \"zip\"\n"),
+			wantErr: []string{"felis.toml", "[archive] format", `"zip"`, "tar or chunked"},
+		},
+		{
+			name:    "negative full_read_every",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[archive]\nformat = \"chunked\"\nfull_read_every = -1\n"),
+			wantErr: []string{"felis.toml", "[archive] full_read_every", "-1"},
+		},
+		{
+			name: "chunked format",
+			toml: ptr("[database]\nurl = \"postgres://db/x\"\n[archive]\nformat = \"chunked\"\nfull_read_every = 7\n"),
+			check: func(t *testing.T, c Config) {
+				if c.Archive.Format != "chunked" || c.Archive.FullReadEvery != 7 {
+					t.Errorf("archive %+v", c.Archive)
+				}
+			},
+		},
+		{
 			name:    "bad exclude",
 			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[archive]\nexcludes = [\"[\"]\n"),
 			wantErr: []string{"felis.toml", "[archive] excludes", `"["`},
@@ -196,6 +218,16 @@ local_pth = "/backups"
 			name:    "rcon password in the file",
 			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[rcon]\naddress = \"mc:25575\"\npassword = \"hunter2\"\n"),
 			wantErr: []string{"unknown key", "rcon.password", "rcon.password_file"},
+		},
+		{
+			name:    "rcon port not a number",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[rcon]\naddress = \"127.0.0.1:abc\"\npassword_file = \"/p\"\nrequired = false\n"),
+			wantErr: []string{"[rcon] address", "port must be a number from 1 to 65535"},
+		},
+		{
+			name:    "rcon port too large",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[rcon]\naddress = \"127.0.0.1:99999\"\npassword_file = \"/p\"\n"),
+			wantErr: []string{"[rcon] address", "port must be a number from 1 to 65535"},
 		},
 		{
 			name:    "rcon bad address",

@@ -38,8 +38,13 @@ func (s S3) problems(localPath string) []problem {
 		ps = append(ps, problem{"[archive] local_path", "set together with store: archives go to one store, remove one of them"})
 	}
 	if s.Endpoint != "" {
-		if err := jobapi.CheckEndpoint(s.Endpoint); err != nil {
-			ps = append(ps, problem{"[archive] endpoint", fmt.Sprintf("%s, e.g. \"https://minio.example:9000\"", err)})
+		if err := jobapi.CheckS3Endpoint(s.Endpoint); err != nil {
+			ps = append(ps, problem{"[archive] endpoint", err.Error()})
+		}
+	}
+	if s.Region != "" {
+		if err := jobapi.CheckS3Region(s.Region); err != nil {
+			ps = append(ps, problem{"[archive] region", err.Error()})
 		}
 	}
 	if s.PartSizeMiB != 0 && (s.PartSizeMiB < store.MinPartSize>>20 || s.PartSizeMiB > store.MaxPartSize>>20) {

@@ -36,15 +36,22 @@ secret_key_file = "/s/b"`, []string{"not a valid bucket name"}},
 endpoint = "minio:9000"
 access_key_file = "/s/a"
 secret_key_file = "/s/b"`, []string{"[archive] endpoint", "want http(s)://host[:port]"}},
-		// The components' rule (jobapi.CheckEndpoint): no query, no credentials.
 		{"endpoint with a query", `store = "s3://felis"
-endpoint = "http://minio:9000?x=1"
+endpoint = "https://minio:9000?versionId=1"
 access_key_file = "/s/a"
-secret_key_file = "/s/b"`, []string{"[archive] endpoint", "want http(s)://host[:port]"}},
+secret_key_file = "/s/b"`, []string{"[archive] endpoint", "no path, query or fragment"}},
+		{"endpoint with a fragment", `store = "s3://felis"
+endpoint = "https://minio:9000#x"
+access_key_file = "/s/a"
+secret_key_file = "/s/b"`, []string{"[archive] endpoint", "no path, query or fragment"}},
 		{"endpoint with credentials", `store = "s3://felis"
-endpoint = "http://AKIA:hunter2@minio:9000"
+endpoint = "http://AKIAKEY:wJalr/Secret@minio:9000/x"
 access_key_file = "/s/a"
 secret_key_file = "/s/b"`, []string{"[archive] endpoint", "has credentials in it"}},
+		{"garbage region", `store = "s3://felis"
+region = "us east 1/../x"
+access_key_file = "/s/a"
+secret_key_file = "/s/b"`, []string{"[archive] region", "is not a region name"}},
 		{"both stores", `store = "s3://felis"
 local_path = "/backups"
 access_key_file = "/s/a"
@@ -78,6 +85,9 @@ endpoint = "https://minio:9000"`, []string{"[archive] endpoint: is set but [arch
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
+			}
+			if strings.Contains(err.Error(), "Secret@") || strings.Contains(err.Error(), "AKIAKEY") {
+				t.Errorf("error %q shows the endpoint's credentials", err)
 			}
 		})
 	}

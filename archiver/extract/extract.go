@@ -114,6 +114,11 @@ type Options struct {
 	// once to check its SHA-256 before anything is extracted, once to
 	// extract it, checked again before the swap.
 	Open func(ctx context.Context) (io.ReadCloser, error)
+	// Verified, with Open, says the stream checks itself while it is read
+	// and fails on damage (a chunked run rebuilt from its checked
+	// manifest, each blob checked against its hash): the checksum pass is
+	// skipped, and SHA256 (the manifest's) is only recorded in the marker.
+	Verified bool
 }
 
 var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -146,6 +151,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--sha256 %q is not a SHA-256: want 64 hex digits", o.SHA256)
 	case o.Into == "":
 		return errors.New("no target folder given (--into DIR)")
+	case o.Verified && o.Open == nil:
+		return errors.New("a self-checking archive stream needs Open")
 	case o.RunID != "" && jobapi.CheckRunID(o.RunID) != nil:
 		return fmt.Errorf("--run-id: %w", jobapi.CheckRunID(o.RunID))
 	case filepath.Clean(o.Into) == "/":
@@ -217,16 +224,38 @@ func WorldState(err error) string {
 }
 
 // MarkerName is the file a restore with a run ID writes at the top of the
-// restored world: JSON naming the run, the archive's checksum and the time.
-// Backups leave it out (tarstream leaves out top-level .worldbackup-*).
+// restored world: JSON naming the run, the archive's checksum, the time and
+// the marker file's own inode. Backups leave it out (tarstream leaves out
+// top-level .worldbackup-*).
+//
+// What a marker proves: that this file is the one a restore created in this
+// world (it was created in the staging folder and moved in with the world,
+// so its inode is the one it records), for that run and checksum. A marker
+// written by hand, by an older archiver (no inode), or copied from another
+// restored world (a new inode) proves nothing; a restore it names is
+// refused (ErrMarkerNotBound) rather than skipped, and rather than replacing
+// a world that may be the restored one played since. It does not prove
+// anything against someone who can write the world and knows this rule:
+// they can write a matching marker, as they can write the world itself.
 const MarkerName = reservedPrefix + "restored"
+
+// maxMarker bounds the read of a marker: a few hundred bytes of JSON.
+const maxMarker = 4096
 
 // marker is the content of MarkerName.
 type marker struct {
 	RunID      string    `json:"run_id"`
 	SHA256     string    `json:"sha256"`
 	RestoredAt time.Time `json:"restored_at"`
+	// Inode is the marker file's own inode number, which binds it to the
+	// file the restore created (0: a marker of an older archiver).
+	Inode uint64 `json:"inode,omitempty"`
 }
+
+// ErrMarkerNotBound is wrapped by the error of a restore whose world holds
+// a marker naming its run and checksum that is not the one a restore wrote
+// there (see MarkerName): nothing is done, and no retry can help.
+var ErrMarkerNotBound = errors.New("the restore marker is not bound to this world")
 
 // ErrRefused is wrapped by every refusal of the archive's contents (as
 // opposed to I/O failures or bad options); see RefusedError.
@@ -289,7 +318,13 @@ func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 		return Result{}, err
 	}
 	if o.RunID != "" {
-		if m, ok := t.readMarker(); ok && m.RunID == o.RunID && m.SHA256 == o.SHA256 {
+		if m, bound, ok := t.readMarker(); ok && m.RunID == o.RunID && m.SHA256 == o.SHA256 {
+			if !bound {
+				return Result{}, fmt.Errorf("%w: %s names this run (%s) and checksum, but is not the marker this restore wrote "+
+					"there (written by hand, by an older archiver, or copied from another world): if %s is the restored world, "+
+					"there is nothing to do; to restore it again, delete the marker and rerun",
+					ErrMarkerNotBound, t.markerPath(), o.RunID, t.dir)
+			}
 			log.Info("already restored; nothing to do", "run_id", o.RunID, "sha256", o.SHA256,
 				"restored_at", m.RestoredAt, "world_state", StateAlreadyRestored)
 			return Result{Layout: t.layout, WorldState: StateAlreadyRestored, Duration: time.Since(start)}, nil
@@ -314,19 +349,21 @@ func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 		}
 	}()
 
-	sum, n, err := hashFile(ctx, f)
-	if err != nil {
-		return Result{}, fmt.Errorf("checksumming archive %s: %w", archive, err)
-	}
-	if sum != o.SHA256 {
-		return Result{}, fmt.Errorf("%w: %s has SHA-256 %s (%d bytes), expected %s: the archive is damaged or not the one recorded; nothing was extracted",
-			ErrChecksum, archive, sum, n, o.SHA256)
-	}
-	log.Info("checksum verified", "sha256", sum, "bytes", n)
-
-	res := Result{ArchiveBytes: n, Layout: t.layout, Replaced: !empty}
-	if f, err = rewind(ctx, o, f); err != nil {
-		return Result{}, err
+	res := Result{Layout: t.layout, Replaced: !empty}
+	if !o.Verified {
+		sum, n, err := hashFile(ctx, f)
+		if err != nil {
+			return Result{}, fmt.Errorf("checksumming archive %s: %w", archive, err)
+		}
+		if sum != o.SHA256 {
+			return Result{}, fmt.Errorf("%w: %s has SHA-256 %s (%d bytes), expected %s: the archive is damaged or not the one recorded; nothing was extracted",
+				ErrChecksum, archive, sum, n, o.SHA256)
+		}
+		log.Info("checksum verified", "sha256", sum, "bytes", n)
+		res.ArchiveBytes = n
+		if f, err = rewind(ctx, o, f); err != nil {
+			return Result{}, err
+		}
 	}
 	st, err := t.newStaging()
 	if err != nil {

@@ -262,23 +262,46 @@ func (t *target) removeJournal() error {
 	return t.baseDir.Sync()
 }
 
-// readMarker reads DIR's restore marker; false when it has none or it is
-// not valid.
-func (t *target) readMarker() (marker, bool) {
-	name := MarkerName
+// markerName is the marker's name relative to base.
+func (t *target) markerName() string {
 	if t.layout == LayoutBeside {
-		name = t.world + "/" + MarkerName
+		return t.world + "/" + MarkerName
 	}
-	b, err := t.base.ReadFile(name)
+	return MarkerName
+}
+
+func (t *target) markerPath() string { return t.path(t.markerName()) }
+
+// readMarker reads DIR's restore marker; ok is false when it has none or
+// it is not valid, bound whether it is the file whose inode it records (see
+// MarkerName).
+func (t *target) readMarker() (m marker, bound, ok bool) {
+	name := t.markerName()
+	lfi, err := t.base.Lstat(name)
 	if err != nil {
-		return marker{}, false
+		return marker{}, false, false
 	}
-	var m marker
-	if json.Unmarshal(b, &m) != nil {
-		t.log.Warn("ignoring a restore marker that is not valid JSON", "path", t.path(name))
-		return marker{}, false
+	if !lfi.Mode().IsRegular() {
+		t.log.Warn("ignoring a restore marker that is not a regular file", "path", t.path(name))
+		return marker{}, false, false
 	}
-	return m, true
+	f, err := t.base.Open(name)
+	if err != nil {
+		return marker{}, false, false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return marker{}, false, false
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxMarker+1))
+	if err != nil || len(b) > maxMarker || json.Unmarshal(b, &m) != nil {
+		t.log.Warn("ignoring a restore marker that is not valid JSON of at most 4096 bytes", "path", t.path(name))
+		return marker{}, false, false
+	}
+	ino := inodeOf(fi)
+	bound = m.Inode != 0 && ino == m.Inode && inodeOf(lfi) == ino
+	return m, bound, true
 }
 
 func (t *target) path(name string) string { return filepath.Join(t.base.Name(), name) }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -76,4 +77,12 @@ func timespecs(mtime, atime time.Time) []unix.Timespec {
 		ts[0] = unix.NsecToTimespec(atime.UnixNano())
 	}
 	return ts
+}
+
+// inodeOf returns fi's inode number.
+func inodeOf(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
 }

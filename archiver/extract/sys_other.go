@@ -29,3 +29,7 @@ func timespecs(mtime, atime time.Time) []unix.Timespec {
 	}
 	return []unix.Timespec{unix.NsecToTimespec(atime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
 }
+
+// inodeOf returns 0: markers are bound by inode on Linux only, so a marker
+// is never bound elsewhere.
+func inodeOf(os.FileInfo) uint64 { return 0 }

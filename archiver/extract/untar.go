@@ -138,7 +138,15 @@ func (x *extractor) refuse(format string, args ...any) error {
 func extract(ctx context.Context, f io.Reader, st *staging, o Options, res *Result) error {
 	hr := &hashReader{r: &ctxReader{ctx: ctx, r: f}, h: sha256.New()}
 	br := bufio.NewReaderSize(hr, copyBufSize)
-	head, _ := br.Peek(tarstream.HeadSize)
+	head, perr := br.Peek(tarstream.HeadSize)
+	if perr != nil && perr != io.EOF && perr != bufio.ErrBufferFull {
+		// The stream failed before its first bytes: say why, not "empty".
+		var pe *fs.PathError
+		if errors.As(perr, &pe) || errors.Is(perr, context.Canceled) || errors.Is(perr, context.DeadlineExceeded) {
+			return fmt.Errorf("reading archive: %w", perr)
+		}
+		return &RefusedError{Reason: "at the start of the archive: " + perr.Error()}
+	}
 	comp, err := tarstream.Detect(head)
 	if err != nil {
 		return &RefusedError{Reason: err.Error()}
@@ -210,7 +218,7 @@ func extract(ctx context.Context, f io.Reader, st *staging, o Options, res *Resu
 	if _, err := io.CopyBuffer(io.Discard, hr, x.buf); err != nil {
 		return fmt.Errorf("reading archive: %w", err)
 	}
-	if got := hex.EncodeToString(hr.h.Sum(nil)); got != o.SHA256 {
+	if got := hex.EncodeToString(hr.h.Sum(nil)); !o.Verified && got != o.SHA256 {
 		return fmt.Errorf("%w: the archive changed while it was being extracted (SHA-256 now %s); nothing was restored", ErrChecksum, got)
 	}
 	res.ArchiveBytes = hr.n
@@ -525,13 +533,27 @@ func (x *extractor) hardlink(name string, hdr *tar.Header) error {
 }
 
 // writeMarker writes the restore marker at the top of the staging folder,
-// before the folders' times are applied.
-func (x *extractor) writeMarker() error {
-	b, err := json.Marshal(marker{RunID: x.o.RunID, SHA256: x.o.SHA256, RestoredAt: time.Now().UTC()})
+// before the folders' times are applied, recording its own inode (the
+// swap moves it into place by rename, which keeps it).
+func (x *extractor) writeMarker() (err error) {
+	f, err := x.root.OpenFile(MarkerName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("writing the restore marker: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("writing the restore marker: %w", cerr)
+		}
+	}()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("writing the restore marker: %w", err)
+	}
+	b, err := json.Marshal(marker{RunID: x.o.RunID, SHA256: x.o.SHA256, RestoredAt: time.Now().UTC(), Inode: inodeOf(fi)})
 	if err != nil {
 		return fmt.Errorf("encoding the restore marker: %w", err)
 	}
-	if err := x.root.WriteFile(MarkerName, append(b, '\n'), 0o644); err != nil {
+	if _, err := f.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("writing the restore marker: %w", err)
 	}
 	return nil

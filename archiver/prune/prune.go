@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -30,7 +31,12 @@ import (
 // Catalog is what prune needs of the catalog.
 type Catalog interface {
 	List(ctx context.Context, server string) ([]catalog.Record, error)
+	Lookup(ctx context.Context, runID string) (catalog.Record, error)
 	PruneServer(ctx context.Context, server string, decide func([]catalog.Record) ([]string, error)) ([]catalog.Record, error)
+	// CondemnPacks and ForgetPacks collect the chunked store's packs no
+	// run references (see catalog.CondemnPacks).
+	CondemnPacks(ctx context.Context, grace time.Duration) ([]string, error)
+	ForgetPacks(ctx context.Context, ids []string) error
 }
 
 // Store is what prune needs of the archive store.
@@ -38,6 +44,9 @@ type Store interface {
 	Ref(key string) string
 	List(ctx context.Context, dir string) ([]store.Object, error)
 	Remove(ctx context.Context, key string) error
+	// Lock takes the exclusive lock a backup takes on its run, waiting
+	// for the current holder (store.S3: the catalog's advisory lock).
+	Lock(ctx context.Context, key string) (unlock func(), err error)
 }
 
 var (
@@ -111,15 +120,28 @@ type Orphan struct {
 
 // Report says what a prune did (or, in a dry run, would do).
 type Report struct {
-	Server        string   `json:"server"`
-	DryRun        bool     `json:"dry_run"`
-	Runs          []Run    `json:"runs"` // newest first
-	RowsDeleted   int      `json:"rows_deleted"`
-	FilesRemoved  int      `json:"files_removed"`
+	Server      string `json:"server"`
+	DryRun      bool   `json:"dry_run"`
+	Runs        []Run  `json:"runs"` // newest first
+	RowsDeleted int    `json:"rows_deleted"`
+	// FilesRemoved counts the archive files removed (of deleted rows and
+	// orphans), BytesFreed their sizes as listed.
+	FilesRemoved int   `json:"files_removed"`
+	BytesFreed   int64 `json:"bytes_freed"`
+	// FilesMissing counts the deleted rows (in a dry run: the rows to
+	// delete) whose archive was already gone: nothing to remove.
+	FilesMissing int `json:"files_missing"`
+	// RecordedAgain counts the deleted rows whose run a backup recorded
+	// again while the prune ran: their new archives stay.
+	RecordedAgain int `json:"recorded_again,omitempty"`
+	// Future counts the runs finished in the future (see plan): kept.
+	Future        int      `json:"future_runs,omitempty"`
 	OrphansFound  int      `json:"orphans_found"`
-	BytesFreed    int64    `json:"bytes_freed"`
 	Orphans       []Orphan `json:"orphans,omitempty"`
 	FailedRemoves []string `json:"failed_removes,omitempty"`
+	// PacksRemoved counts the chunked store's packs removed: no run
+	// references them and none was used for the grace period.
+	PacksRemoved int `json:"packs_removed,omitempty"`
 }
 
 // Prune applies opts to one server's runs and archives. On error the
@@ -137,8 +159,13 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 	// is an orphan.
 	remaining, planned := map[string]bool{}, map[string]bool{}
 	decide := func(recs []catalog.Record) ([]string, error) {
-		runs, remove := plan(recs, st, opts.Policy, now.Add(-opts.Grace))
+		runs, remove, future := plan(recs, st, opts.Policy, now, now.Add(-opts.Grace))
 		rep.Runs = runs
+		rep.Future = len(future)
+		for _, r := range future {
+			log.Warn("run finished in the future (a node with a wrong clock?): kept, and left out of the policy",
+				"run_id", r.RunID, "finished_at", r.FinishedAt, "tolerance", catalog.FutureTolerance.String())
+		}
 		clear(remaining)
 		clear(planned)
 		for _, r := range runs {
@@ -166,25 +193,63 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		}
 	}
 	rep.RowsDeleted = len(deleted)
-	for _, r := range deleted {
-		key := keyOf(r)
-		if err := st.Remove(ctx, key); err != nil {
-			// The row is gone: the file is an orphan the next prune removes.
-			log.Warn("removing an archive whose row was deleted; the next prune retries", "archive", r.ArchiveRef, "error", err)
-			rep.FailedRemoves = append(rep.FailedRemoves, r.ArchiveRef)
-			continue
-		}
-		rep.FilesRemoved++
-		rep.BytesFreed += r.SizeBytes
-		log.Info("removed archive", "run_id", r.RunID, "archive", r.ArchiveRef, "size_bytes", r.SizeBytes)
-	}
 
+	// The listing, taken after the rows went, says which archives exist:
+	// what is not listed is not removed (a backup re-running the run may
+	// write it from now on) and is reported missing.
 	objs, err := st.List(ctx, opts.Server)
 	if err != nil {
 		return rep, err
 	}
+	listed := make(map[string]store.Object, len(objs))
 	for _, o := range objs {
-		if _, _, ok := jobapi.ParseArchiveName(path.Base(o.Key)); !ok || remaining[o.Key] || planned[o.Key] {
+		listed[o.Key] = o
+	}
+	// A chunked run's archive is its manifest, kept apart from the tar
+	// archives (jobapi.ManifestKey).
+	if dir, err := jobapi.ManifestDir(opts.Server); err == nil {
+		manifests, err := st.List(ctx, dir)
+		if err != nil {
+			return rep, err
+		}
+		for _, o := range manifests {
+			listed[o.Key] = o
+		}
+	}
+	if opts.DryRun {
+		for key := range planned {
+			if _, ok := listed[key]; !ok {
+				rep.FilesMissing++
+			}
+		}
+	}
+	for _, r := range deleted {
+		key := keyOf(r)
+		o, ok := listed[key]
+		if !ok {
+			rep.FilesMissing++
+			log.Info("the archive of a deleted row was already missing", "run_id", r.RunID, "archive", r.ArchiveRef)
+			continue
+		}
+		removed, err := removeUnrecorded(ctx, cat, st, opts.Server, r.RunID, key)
+		switch {
+		case err != nil:
+			// The row is gone: the file is an orphan the next prune removes.
+			log.Warn("removing an archive whose row was deleted; the next prune retries", "archive", r.ArchiveRef, "error", err)
+			rep.FailedRemoves = append(rep.FailedRemoves, r.ArchiveRef)
+		case !removed:
+			rep.RecordedAgain++
+			log.Warn("a backup recorded the run again while it was pruned; its new archive stays", "run_id", r.RunID, "archive", r.ArchiveRef)
+		default:
+			rep.FilesRemoved++
+			rep.BytesFreed += o.Size
+			log.Info("removed archive", "run_id", r.RunID, "archive", r.ArchiveRef, "size_bytes", o.Size)
+		}
+	}
+
+	for _, o := range objs {
+		runID, _, ok := jobapi.ParseArchiveName(path.Base(o.Key))
+		if !ok || remaining[o.Key] || planned[o.Key] {
 			continue
 		}
 		orphan := Orphan{Ref: st.Ref(o.Key), SizeBytes: o.Size, ModTime: o.ModTime}
@@ -195,10 +260,15 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		case opts.DryRun:
 			orphan.Reason = "dry run"
 		default:
-			if err := st.Remove(ctx, o.Key); err != nil {
+			removed, err := removeUnrecorded(ctx, cat, st, opts.Server, runID, o.Key)
+			if err != nil {
 				log.Warn("removing an orphan archive", "archive", orphan.Ref, "error", err)
 				rep.FailedRemoves = append(rep.FailedRemoves, orphan.Ref)
 				orphan.Reason = err.Error()
+				break
+			}
+			if !removed {
+				orphan.Reason = "recorded by a backup while pruned"
 				break
 			}
 			orphan.Removed = true
@@ -208,29 +278,123 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		}
 		rep.Orphans = append(rep.Orphans, orphan)
 	}
+	if !opts.DryRun {
+		if err := collectPacks(ctx, cat, st, opts.Grace, log, &rep); err != nil {
+			return rep, err
+		}
+	}
 	log.Info("prune done", "dry_run", opts.DryRun, "runs", len(rep.Runs), "rows_deleted", rep.RowsDeleted,
-		"files_removed", rep.FilesRemoved, "bytes_freed", rep.BytesFreed, "orphans_found", rep.OrphansFound)
+		"files_removed", rep.FilesRemoved, "bytes_freed", rep.BytesFreed, "files_missing", rep.FilesMissing,
+		"recorded_again", rep.RecordedAgain, "orphans_found", rep.OrphansFound, "packs_removed", rep.PacksRemoved)
+	if rep.FilesMissing > 0 {
+		log.Warn("archives of rows were already missing: nothing to remove for them", "files_missing", rep.FilesMissing)
+	}
 	if n := len(rep.FailedRemoves); n > 0 {
 		return rep, fmt.Errorf("%d archive(s) could not be removed (their rows are gone; the next prune retries): %v", n, rep.FailedRemoves)
 	}
 	return rep, nil
 }
 
-// plan decides on recs (one server's rows): the verdicts newest first, the
-// run IDs to delete and the keys of the rows that stay. A run finished
-// after notBefore, or whose archive is not in st (its ref is another
-// store's), is kept whatever the policy says.
-func plan(recs []catalog.Record, st Store, p retention.Policy, notBefore time.Time) (runs []Run, remove []string) {
-	byID := make(map[string]catalog.Record, len(recs))
-	rr := make([]retention.Run, len(recs))
-	for i, r := range recs {
-		byID[r.RunID] = r
-		rr[i] = retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt}
+// tempCleaner is a store that can remove the temp data of a key's
+// unfinished writes (store.Local's temp files, store.S3's multipart
+// uploads).
+type tempCleaner interface {
+	CleanTemps(ctx context.Context, key string) ([]string, error)
+}
+
+// collectPacks removes the chunked store's packs that no run references
+// and none used for grace: condemned in the catalog first (a backup that
+// would reuse one then fails instead of recording a run that needs it),
+// then removed from the store, then forgotten. A pack left condemned by an
+// interrupted prune is removed by the next.
+func collectPacks(ctx context.Context, cat Catalog, st Store, grace time.Duration, log hclog.Logger, rep *Report) error {
+	ids, err := cat.CondemnPacks(ctx, grace)
+	if err != nil {
+		return err
 	}
-	for _, d := range retention.Apply(rr, p) {
+	var gone []string
+	for _, id := range ids {
+		key, err := jobapi.PackKey(id)
+		if err == nil {
+			err = st.Remove(ctx, key)
+		}
+		if err != nil {
+			log.Warn("removing a condemned pack; the next prune retries", "pack", id, "error", err)
+			rep.FailedRemoves = append(rep.FailedRemoves, st.Ref(key))
+			continue
+		}
+		if c, ok := st.(tempCleaner); ok {
+			// A backup killed while writing the pack left its temp data.
+			if rm, err := c.CleanTemps(ctx, key); err != nil {
+				log.Warn("removing the temp data of a condemned pack", "pack", id, "error", err)
+			} else if len(rm) > 0 {
+				log.Info("removed the temp data of a condemned pack", "pack", id, "temps", rm)
+			}
+		}
+		gone = append(gone, id)
+		log.Info("removed pack", "pack", st.Ref(key))
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	if err := cat.ForgetPacks(ctx, gone); err != nil {
+		return err
+	}
+	rep.PacksRemoved += len(gone)
+	return nil
+}
+
+// removeUnrecorded removes key, the archive of run runID of server, under
+// the run's lock (jobapi.RunLockKey), the lock a backup holds from before
+// it writes the archive until its row is in: a backup re-running the run
+// either finishes first, and then its row is found and its archive stays
+// (removed false), or starts after, and then writes its archive anew.
+func removeUnrecorded(ctx context.Context, cat Catalog, st Store, server, runID, key string) (removed bool, err error) {
+	unlock, err := st.Lock(ctx, jobapi.RunLockKey(server, runID))
+	if err != nil {
+		return false, fmt.Errorf("locking run %s: %w", runID, err)
+	}
+	defer unlock()
+	rec, err := cat.Lookup(ctx, runID)
+	switch {
+	case err == nil && rec.ArchiveRef == st.Ref(key):
+		return false, nil
+	case err != nil && !errors.Is(err, catalog.ErrNotFound):
+		return false, err
+	}
+	if err := st.Remove(ctx, key); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// plan decides on recs (one server's rows): the verdicts newest first and
+// the run IDs to delete. A run finished after notBefore, or whose archive is
+// not in st (its ref is another store's), is kept whatever the policy says.
+// A run finished in the future (catalog.FutureTolerance past now: a node
+// with a wrong clock) is kept and left out of the policy, so it neither
+// pushes real runs out of keep-within nor takes a place of the floor.
+func plan(recs []catalog.Record, st Store, p retention.Policy, now, notBefore time.Time) (runs []Run, remove []string, future []catalog.Record) {
+	byID := make(map[string]catalog.Record, len(recs))
+	rr := make([]retention.Run, 0, len(recs))
+	var ds []retention.Decision
+	for _, r := range recs {
+		byID[r.RunID] = r
+		if r.InFuture(now) {
+			future = append(future, r)
+			ds = append(ds, retention.Decision{Run: retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt}, Keep: true,
+				Reasons: []string{"finished in the future (a node with a wrong clock?): not judged"}})
+			continue
+		}
+		rr = append(rr, retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt})
+	}
+	// Newest first: the future runs, then the policy's verdicts.
+	slices.Reverse(ds)
+	ds = append(ds, retention.Apply(rr, p)...)
+	for _, d := range ds {
 		r := byID[d.ID]
 		key := keyOf(r)
-		if r.FinishedAt.After(notBefore) {
+		if r.FinishedAt.After(notBefore) && !r.InFuture(now) {
 			d.Keep, d.Reasons = true, append(d.Reasons, "finished within the grace period")
 		}
 		if key == "" || st.Ref(key) != r.ArchiveRef {
@@ -242,12 +406,20 @@ func plan(recs []catalog.Record, st Store, p retention.Policy, notBefore time.Ti
 			remove = append(remove, r.RunID)
 		}
 	}
-	return runs, remove
+	return runs, remove, future
 }
 
-// keyOf returns the store key of r's archive ("" when the row's fields do
-// not make one, which the catalog's constraints prevent).
+// keyOf returns the store key of r's archive, a chunked run's manifest
+// ("" when the row's fields do not make one, which the catalog's
+// constraints prevent).
 func keyOf(r catalog.Record) string {
+	if r.Format == jobapi.FormatChunked {
+		key, err := jobapi.ManifestKey(r.Server, r.RunID)
+		if err != nil {
+			return ""
+		}
+		return key
+	}
 	key, err := jobapi.ArchiveName(r.Server, r.RunID, r.Compression)
 	if err != nil {
 		return ""

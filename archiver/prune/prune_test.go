@@ -206,6 +206,46 @@ func TestPrune(t *testing.T) {
 			wantFiles: "[r1.tar.zst r2.tar.zst]",
 		},
 		{
+			name: "rows whose archives are already gone: rows deleted, files reported missing, nothing freed",
+			setup: func(t *testing.T, f fixture) {
+				for i := 1; i <= 4; i++ {
+					f.put(t, "s", fmt.Sprintf("r%d", i), day(i), true)
+				}
+				for _, id := range []string{"r1", "r2"} {
+					if err := f.st.Remove(t.Context(), "s/"+id+".tar.zst"); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			opts:      Options{Policy: retention.Policy{Last: 1, MinKeep: 1}},
+			wantRows:  "[r4]",
+			wantFiles: "[r4.tar.zst]",
+			wantReport: func(t *testing.T, r Report) {
+				if r.RowsDeleted != 3 || r.FilesRemoved != 1 || r.FilesMissing != 2 || r.BytesFreed != int64(len("archive r3")) {
+					t.Errorf("report %+v: want 3 rows deleted, 1 file removed (r3), 2 missing, %d bytes freed", r, len("archive r3"))
+				}
+			},
+		},
+		{
+			name: "bytes freed are the removed files' sizes, not the rows'",
+			setup: func(t *testing.T, f fixture) {
+				f.put(t, "s", "r1", day(1), true)
+				f.put(t, "s", "r2", day(2), true)
+				// r1's file was replaced by a shorter one.
+				if _, err := f.st.Put(t.Context(), "s/r1.tar.zst", func(w io.Writer) error { _, err := io.WriteString(w, "x"); return err }); err != nil {
+					t.Fatal(err)
+				}
+			},
+			opts:      Options{Policy: retention.Policy{Last: 1, MinKeep: 1}},
+			wantRows:  "[r2]",
+			wantFiles: "[r2.tar.zst]",
+			wantReport: func(t *testing.T, r Report) {
+				if r.FilesRemoved != 1 || r.FilesMissing != 0 || r.BytesFreed != 1 {
+					t.Errorf("report %+v: want 1 file of 1 byte removed", r)
+				}
+			},
+		},
+		{
 			name:    "an invalid policy is refused",
 			opts:    Options{Policy: retention.Policy{MinKeep: 1}},
 			wantErr: "no keep rule",
@@ -278,5 +318,47 @@ func TestPruneCrashBetweenRowsAndFiles(t *testing.T) {
 	}
 	if rows, files := f.state(t, "s"); fmt.Sprint(rows) != "[r3]" || fmt.Sprint(files) != "[r3.tar.zst]" {
 		t.Fatalf("after the second prune rows %v files %v", rows, files)
+	}
+}
+
+// TestPruneChunkedRuns: an expired chunked run loses its row and its
+// manifest; the packs its blobs are in stay (later runs share them).
+func TestPruneChunkedRuns(t *testing.T) {
+	f := newFixture(t)
+	st := memRef{f.st}
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	pack := "_chunked/packs/ab/" + strings.Repeat("ab", 32)
+	if _, err := f.st.Put(t.Context(), pack, func(w io.Writer) error { _, err := io.WriteString(w, "pack"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"c1", "c2", "c3"} {
+		key := "_chunked/runs/s/" + id + ".manifest"
+		if _, err := f.st.Put(t.Context(), key, func(w io.Writer) error { _, err := io.WriteString(w, id); return err }); err != nil {
+			t.Fatal(err)
+		}
+		added := int64(4)
+		fin := now.Add(time.Duration(i-3) * 24 * time.Hour)
+		if _, err := f.db.Insert(t.Context(), catalog.Record{RunID: id, Server: "s", ArchiveRef: "/" + key, SizeBytes: 1000,
+			SHA256: strings.Repeat("0", 64), Compression: "zstd", StartedAt: fin.Add(-time.Minute), FinishedAt: fin,
+			Format: "chunked", AddedBytes: &added}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Prune(t.Context(), f.db, st, Options{Server: "s", Policy: retention.Policy{MinKeep: 1, Last: 1},
+		Now: func() time.Time { return now }}, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.RowsDeleted != 2 || rep.FilesRemoved != 2 {
+		t.Errorf("report %+v: want 2 rows and 2 manifests removed", rep)
+	}
+	if rows, _ := f.state(t, "s"); len(rows) != 1 || rows[0] != "c3" {
+		t.Errorf("rows %v, want [c3]", rows)
+	}
+	for key, want := range map[string]bool{"_chunked/runs/s/c1.manifest": false, "_chunked/runs/s/c2.manifest": false,
+		"_chunked/runs/s/c3.manifest": true, pack: true} {
+		if _, ok := f.st.Bytes(key); ok != want {
+			t.Errorf("%s present %v, want %v", key, ok, want)
+		}
 	}
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // The server's own words. Minecraft answers `save-all flush` with "Saved
@@ -39,6 +40,13 @@ type Config struct {
 	// a lost connection.
 	ResumeAttempts int
 	ResumeBackoff  time.Duration
+	// ResumeTimeout bounds the whole of Resume, all attempts together.
+	ResumeTimeout time.Duration
+	// ResumeGrace bounds what is left of Resume once its ctx ends (SIGTERM:
+	// the Job's deadline or a deleted pod), so that the archiver exits, with
+	// its termination message, well within the pod's termination grace
+	// period (30 s by default).
+	ResumeGrace time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -54,19 +62,28 @@ func (c Config) withDefaults() Config {
 	if c.ResumeBackoff <= 0 {
 		c.ResumeBackoff = time.Second
 	}
+	if c.ResumeTimeout <= 0 {
+		c.ResumeTimeout = time.Minute
+	}
+	if c.ResumeGrace <= 0 {
+		c.ResumeGrace = 10 * time.Second
+	}
 	return c
 }
 
 // Validate checks the settings that a user typed.
 func (c Config) Validate() error {
-	host, port, err := net.SplitHostPort(c.Addr)
-	if err != nil || host == "" || port == "" {
-		return fmt.Errorf("rcon address %q: want host:port, e.g. survival:25575", c.Addr)
+	var errs []error
+	if err := jobapi.CheckRconAddress(c.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("rcon address %w", err))
 	}
-	if c.Password == "" {
-		return errors.New("rcon password is empty: the password file must hold the server's rcon.password")
+	switch {
+	case c.Password == "":
+		errs = append(errs, errors.New("rcon password is empty: the password file must hold the server's rcon.password"))
+	case len(c.Password) > MaxPassword:
+		errs = append(errs, fmt.Errorf("rcon password is %d bytes, over the protocol's %d: the login packet could not carry it", len(c.Password), MaxPassword))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Session is a server with autosave off. Resume turns it back on; it must be
@@ -112,13 +129,17 @@ func Quiesce(ctx context.Context, cfg Config, log hclog.Logger) (*Session, error
 	return s, nil
 }
 
-// flush sends save-all flush and waits for the confirmation.
+// flush sends save-all flush and waits for the confirmation: the first
+// reply within Timeout, the confirmation within SaveTimeout of the start,
+// however many other packets the server sends meanwhile.
 func (s *Session) flush(ctx context.Context) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, max(s.cfg.SaveTimeout, s.cfg.Timeout),
+		fmt.Errorf("no confirmation within %s", s.cfg.SaveTimeout))
+	defer cancel()
 	reply, err := s.client.Command(ctx, "save-all flush", s.cfg.Timeout)
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(s.cfg.SaveTimeout)
 	for {
 		low := strings.ToLower(reply)
 		switch {
@@ -129,7 +150,7 @@ func (s *Session) flush(ctx context.Context) error {
 			return nil
 		}
 		// "Saving..." first: the confirmation follows in another packet.
-		_, _, more, err := s.client.readUntil(ctx, deadline)
+		_, _, more, err := s.client.read(ctx)
 		if err != nil {
 			return fmt.Errorf("the server did not confirm save-all flush within %s (last reply %q): %w", s.cfg.SaveTimeout, reply, err)
 		}
@@ -138,37 +159,44 @@ func (s *Session) flush(ctx context.Context) error {
 }
 
 // failStart resumes autosave after a failed start and returns err, joined
-// with the resume failure if there is one.
+// after the resume failure if there is one: the autosave-OFF message comes
+// first, so that a shortened termination message still holds it.
 func (s *Session) failStart(ctx context.Context, err error) error {
 	if rerr := s.Resume(ctx); rerr != nil {
-		return errors.Join(err, rerr)
+		return errors.Join(rerr, err)
 	}
 	return err
 }
 
 // Resume sends save-on, re-dialling a lost connection up to ResumeAttempts
 // times. It runs even when ctx is already canceled (SIGTERM, the Job's
-// deadline): it keeps ctx's values but not its cancellation, bounded by its
-// own attempts and timeouts. A second call does nothing. The error says that
-// the server still has autosave off and how to turn it on.
+// deadline): it keeps ctx's values but not its cancellation. It is bounded
+// as a whole by ResumeTimeout and, once ctx has ended, by ResumeGrace: a
+// server that accepts and never answers cannot keep the archiver from
+// exiting. A second call does nothing. The error says that the server
+// still has autosave off and how to turn it on.
 func (s *Session) Resume(ctx context.Context) error {
 	if s == nil || s.resumed {
 		return nil
 	}
-	ctx = context.WithoutCancel(ctx)
+	rctx, cancel := s.resumeContext(ctx)
+	defer cancel()
 	var last error
-	for attempt := 1; attempt <= s.cfg.ResumeAttempts; attempt++ {
+	for attempt := 1; attempt <= s.cfg.ResumeAttempts && rctx.Err() == nil; attempt++ {
 		if s.client == nil {
-			c, err := Dial(ctx, s.cfg.Addr, s.cfg.Password, s.cfg.Timeout)
+			c, err := Dial(rctx, s.cfg.Addr, s.cfg.Password, s.cfg.Timeout)
 			if err != nil {
 				last = err
 				s.log.Warn("re-dialling for save-on failed", "attempt", attempt, "error", err)
-				time.Sleep(s.cfg.ResumeBackoff)
+				select {
+				case <-rctx.Done():
+				case <-time.After(s.cfg.ResumeBackoff):
+				}
 				continue
 			}
 			s.client = c
 		}
-		reply, err := s.client.Command(ctx, "save-on", s.cfg.Timeout)
+		reply, err := s.client.Command(rctx, "save-on", s.cfg.Timeout)
 		if err == nil {
 			s.resumed = true
 			s.client.Close()
@@ -180,8 +208,41 @@ func (s *Session) Resume(ctx context.Context) error {
 		s.client.Close()
 		s.client = nil
 	}
+	if rctx.Err() != nil {
+		last = errors.Join(context.Cause(rctx), last)
+	}
 	return fmt.Errorf("%w: the game server at %s still has autosave OFF; turn it back on in its console or with `rcon-cli save-on`: %w",
 		ErrResume, s.cfg.Addr, last)
+}
+
+// resumeContext returns the context of Resume: ctx's values without its
+// cancellation, ended ResumeTimeout from now or ResumeGrace after ctx
+// ends, whichever comes first.
+func (s *Session) resumeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	base, cancelBase := context.WithCancelCause(context.WithoutCancel(ctx))
+	rctx, cancelTimeout := context.WithTimeoutCause(base, s.cfg.ResumeTimeout,
+		fmt.Errorf("save-on given up after %s", s.cfg.ResumeTimeout))
+	var (
+		mu    sync.Mutex
+		grace *time.Timer
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		grace = time.AfterFunc(s.cfg.ResumeGrace, func() {
+			cancelBase(fmt.Errorf("save-on given up %s after the archiver was told to stop (%v)", s.cfg.ResumeGrace, context.Cause(ctx)))
+		})
+	})
+	return rctx, func() {
+		stop()
+		mu.Lock()
+		if grace != nil {
+			grace.Stop()
+		}
+		mu.Unlock()
+		cancelTimeout()
+		cancelBase(nil)
+	}
 }
 
 // ErrResume: save-on could not be delivered; the server has autosave off.
@@ -199,19 +260,4 @@ func (q Quiescer) Quiesce(ctx context.Context, log hclog.Logger) (func(context.C
 		return nil, err
 	}
 	return s.Resume, nil
-}
-
-// ReadPassword reads the RCON password from path (a file of a mounted
-// Secret), without its trailing line break. Its errors never hold the
-// file's content.
-func ReadPassword(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("reading the rcon password file: %w", err)
-	}
-	pw := strings.TrimRight(string(b), "\r\n")
-	if pw == "" {
-		return "", fmt.Errorf("rcon password file %s is empty: it must hold the server's rcon.password", path)
-	}
-	return pw, nil
 }

@@ -7,8 +7,10 @@
 // NUL-terminated payload and one more NUL): a login packet (type 3) answered
 // by an auth response carrying the same request ID, or -1 for a wrong
 // password; a command packet (type 2) answered by a response (type 0) with
-// the command's output. Every network step has a deadline, because a server
-// that accepts and never answers must not hold a backup forever.
+// the command's output. Every network step (connect and login, a command
+// and its reply) has one deadline for the whole step, not one per packet,
+// because a server that accepts and never answers, or answers with an
+// endless stream of other packets, must not hold a backup forever.
 package rcon
 
 import (
@@ -34,6 +36,9 @@ const (
 // most 4096 bytes of payload per packet; anything longer is not an RCON peer.
 const maxPayload = 4096
 
+// MaxPassword is the longest password a login packet carries.
+const MaxPassword = maxPayload
+
 // Errors callers branch on.
 var (
 	// ErrUnreachable: the connection to the server could not be made (the
@@ -53,15 +58,18 @@ type Client struct {
 	nextID  int32
 }
 
-// Dial connects to addr and logs in with password. Each step (connect,
-// send, receive) must finish within timeout, and all of them before ctx
-// ends. A connection failure wraps ErrUnreachable, a refused password
-// ErrAuth. The password is never part of an error.
+// Dial connects to addr and logs in with password. The whole step, connect
+// and login, must finish within timeout and before ctx ends: a server that
+// answers the login with an endless stream of other packets is given up on
+// as one that does not answer. A connection failure wraps ErrUnreachable, a
+// refused password ErrAuth. The password is never part of an error.
 func Dial(ctx context.Context, addr, password string, timeout time.Duration) (*Client, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("connecting and logging in took longer than %s", timeout))
+	defer cancel()
 	d := net.Dialer{Timeout: timeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w: %w", addr, ErrUnreachable, err)
+		return nil, fmt.Errorf("connecting to %s: %w: %w", addr, ErrUnreachable, ctxErr(ctx, err))
 	}
 	c := &Client{conn: conn, addr: addr, timeout: timeout, nextID: 1}
 	id := c.id()
@@ -90,19 +98,22 @@ func Dial(ctx context.Context, addr, password string, timeout time.Duration) (*C
 	}
 }
 
-// Command sends cmd and returns the server's reply. The reply must arrive
-// within the client's timeout (or wait, when larger) and before ctx ends.
+// Command sends cmd and returns the server's reply. The whole step, send
+// and reply, must finish within the client's timeout (or wait, when
+// larger) and before ctx ends, however many other packets the server sends
+// meanwhile.
 func (c *Client) Command(ctx context.Context, cmd string, wait time.Duration) (string, error) {
 	if wait < c.timeout {
 		wait = c.timeout
 	}
+	ctx, cancel := context.WithTimeoutCause(ctx, wait, fmt.Errorf("no reply to %q within %s", cmd, wait))
+	defer cancel()
 	id := c.id()
 	if err := c.write(ctx, id, typeCommand, cmd); err != nil {
 		return "", fmt.Errorf("sending %q to %s: %w", cmd, c.addr, err)
 	}
-	deadline := time.Now().Add(wait)
 	for {
-		rid, typ, payload, err := c.readUntil(ctx, deadline)
+		rid, typ, payload, err := c.read(ctx)
 		if err != nil {
 			return "", fmt.Errorf("waiting for the reply to %q from %s: %w", cmd, c.addr, err)
 		}
@@ -122,7 +133,8 @@ func (c *Client) id() int32 {
 	return id
 }
 
-// write sends one packet.
+// write sends one packet, giving up when ctx ends (every caller's ctx
+// carries the deadline of its step).
 func (c *Client) write(ctx context.Context, id, typ int32, payload string) error {
 	if len(payload) > maxPayload {
 		return fmt.Errorf("payload of %d bytes is over the protocol's %d", len(payload), maxPayload)
@@ -132,19 +144,16 @@ func (c *Client) write(ctx context.Context, id, typ int32, payload string) error
 	binary.LittleEndian.PutUint32(buf[4:], uint32(id))
 	binary.LittleEndian.PutUint32(buf[8:], uint32(typ))
 	copy(buf[12:], payload)
-	stop := c.deadline(ctx, time.Now().Add(c.timeout))
+	stop := c.deadline(ctx)
 	defer stop()
 	_, err := c.conn.Write(buf)
 	return ctxErr(ctx, err)
 }
 
+// read reads one packet, giving up when ctx ends: the deadline is the
+// step's, not one per packet, so a stream of packets cannot extend it.
 func (c *Client) read(ctx context.Context) (id, typ int32, payload string, err error) {
-	return c.readUntil(ctx, time.Now().Add(c.timeout))
-}
-
-// readUntil reads one packet, giving up at deadline or when ctx ends.
-func (c *Client) readUntil(ctx context.Context, deadline time.Time) (id, typ int32, payload string, err error) {
-	stop := c.deadline(ctx, deadline)
+	stop := c.deadline(ctx)
 	defer stop()
 	var hdr [12]byte
 	if _, err := io.ReadFull(c.conn, hdr[:]); err != nil {
@@ -163,22 +172,28 @@ func (c *Client) readUntil(ctx context.Context, deadline time.Time) (id, typ int
 	return id, typ, strings.TrimRight(string(body), "\x00"), nil
 }
 
-// deadline sets the connection's deadline to the earlier of d and ctx's,
-// and makes ctx's cancellation interrupt a blocked read or write. The
-// returned func undoes the watch.
-func (c *Client) deadline(ctx context.Context, d time.Time) func() {
-	if cd, ok := ctx.Deadline(); ok && cd.Before(d) {
-		d = cd
+// deadline sets the connection's deadline to ctx's (the client's timeout
+// from now when ctx has none), and makes ctx's cancellation interrupt a
+// blocked read or write. The returned func undoes the watch.
+func (c *Client) deadline(ctx context.Context) func() {
+	d, ok := ctx.Deadline()
+	if !ok {
+		d = time.Now().Add(c.timeout)
 	}
 	c.conn.SetDeadline(d)
 	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
 	return func() { stop() }
 }
 
-// ctxErr prefers ctx's error to the I/O error it caused.
+// ctxErr prefers ctx's error, and the cause of it (the step that took too
+// long), to the I/O error it caused.
 func ctxErr(ctx context.Context, err error) error {
 	if err != nil && ctx.Err() != nil {
-		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+		cause := context.Cause(ctx)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("no answer in time: %w (%v)", cause, err)
+		}
+		return fmt.Errorf("%w (%v)", cause, err)
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {

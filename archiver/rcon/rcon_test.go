@@ -298,6 +298,9 @@ func TestConfigValidate(t *testing.T) {
 		{"no port", Config{Addr: "survival", Password: "x"}, "host:port"},
 		{"empty", Config{Password: "x"}, "host:port"},
 		{"no password", Config{Addr: "survival:25575"}, "password file"},
+		{"port not a number", Config{Addr: "127.0.0.1:abc", Password: "x"}, "port must be a number from 1 to 65535"},
+		{"port too large", Config{Addr: "127.0.0.1:99999", Password: "x"}, "port must be a number from 1 to 65535"},
+		{"password too long", Config{Addr: "survival:25575", Password: strings.Repeat("p", MaxPassword+1)}, "over the protocol's"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -97,7 +97,7 @@ const DefaultReadTimeout = 5 * time.Minute
 // String hides the credentials from %v and %+v.
 func (o S3Options) String() string {
 	return fmt.Sprintf("{URL:%s Endpoint:%s Region:%s PathStyle:%t PartSize:%d credentials:<redacted>}",
-		o.URL, o.Endpoint, o.Region, o.PathStyle, o.PartSize)
+		o.URL, jobapi.RedactURL(o.Endpoint), o.Region, o.PathStyle, o.PartSize)
 }
 
 // GoString hides the credentials from %#v.
@@ -123,9 +123,12 @@ func (o S3Options) Validate() error {
 		errs = append(errs, err)
 	}
 	if o.Endpoint != "" {
-		if err := jobapi.CheckEndpoint(o.Endpoint); err != nil {
-			errs = append(errs, err)
+		if err := jobapi.CheckS3Endpoint(o.Endpoint); err != nil {
+			errs = append(errs, fmt.Errorf("S3 endpoint: %w", err))
 		}
+	}
+	if err := jobapi.CheckS3Region(o.Region); o.Region != "" && err != nil {
+		errs = append(errs, fmt.Errorf("S3 region: %w", err))
 	}
 	if o.AccessKey == "" || o.SecretKey == "" {
 		errs = append(errs, errors.New("S3 credentials missing: both an access key and a secret key are needed"))

@@ -94,15 +94,7 @@ type Result struct {
 // and returns what it wrote. It does not close dst. On error, what was
 // written to dst is not a valid archive and must be discarded.
 func Write(ctx context.Context, dst io.Writer, root string, o Options) (Result, error) {
-	if o.Compression == "" {
-		o.Compression = Zstd
-	}
-	if o.Log == nil {
-		o.Log = hclog.NewNullLogger()
-	}
-	if o.Progress == nil {
-		o.Progress = new(Progress)
-	}
+	o = o.withDefaults()
 	m, err := compileExcludes(o.Excludes)
 	if err != nil {
 		return Result{}, err

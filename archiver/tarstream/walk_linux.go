@@ -25,7 +25,9 @@ import (
 type walker struct {
 	root  string
 	tw    *tar.Writer
-	in    *stage // tw's destination: file data is read into its buffers
+	in    *stage // tw's destination: file data is read into its buffers (nil with a sink)
+	sink  Sink   // WriteTar's destination, told where each file's data is
+	buf   []byte // the read buffer when there is no stage
 	ex    matcher
 	log   hclog.Logger
 	prog  *Progress
@@ -130,7 +132,7 @@ func (w *walker) entry(ctx context.Context, dirfd int, parent, name string) erro
 	case unix.S_IFDIR:
 		return w.dir(ctx, dirfd, name, rel)
 	case unix.S_IFREG:
-		return w.file(ctx, dirfd, name, rel)
+		return w.file(ctx, dirfd, name, rel, &st)
 	case unix.S_IFLNK:
 		return w.symlink(dirfd, name, rel, &st)
 	default:
@@ -166,7 +168,31 @@ func (w *walker) dir(ctx context.Context, dirfd int, name, rel string) error {
 	return w.walkDir(ctx, fd, rel)
 }
 
-func (w *walker) file(ctx context.Context, dirfd int, name, rel string) error {
+func (w *walker) file(ctx context.Context, dirfd int, name, rel string, lst *unix.Stat_t) error {
+	// A file the sink holds from an earlier run is not opened: its header
+	// comes from the lstat, its data from the sink. Files with several
+	// names are always opened (the first name decides the links).
+	if w.sink != nil && lst.Nlink <= 1 {
+		if f := sinkFile(rel, lst); w.sink.Reusable(f) {
+			hdr := header(rel, lst, tar.TypeReg)
+			hdr.Size = lst.Size
+			if err := w.tw.WriteHeader(hdr); err != nil {
+				return fmt.Errorf("writing header for %q: %w", rel, err)
+			}
+			if err := w.sink.BeginFile(f, true); err != nil {
+				return err
+			}
+			if err := writeZeros(w.tw, lst.Size); err != nil {
+				return fmt.Errorf("writing %q to the archive: %w", rel, err)
+			}
+			if err := w.sink.EndFile(true); err != nil {
+				return err
+			}
+			w.res.Files++
+			w.prog.Files.Add(1)
+			return nil
+		}
+	}
 	// O_NONBLOCK: should the file have been replaced by a fifo since the
 	// stat, the open must not wait for a writer (the fstat below skips it).
 	fd, err := openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY)
@@ -206,8 +232,19 @@ func (w *walker) file(ctx context.Context, dirfd int, name, rel string) error {
 	if w.hook != nil {
 		w.hook(rel)
 	}
+	if w.sink != nil {
+		if err := w.sink.BeginFile(sinkFile(rel, &st), false); err != nil {
+			return err
+		}
+	}
+	warned := w.res.Warnings
 	if err := w.copyData(ctx, fd, rel, st.Size); err != nil {
 		return err
+	}
+	if w.sink != nil {
+		if err := w.sink.EndFile(w.res.Warnings == warned); err != nil {
+			return err
+		}
 	}
 	w.res.Files++
 	w.prog.Files.Add(1)
@@ -229,7 +266,12 @@ func (w *walker) copyData(ctx context.Context, fd int, rel string, size int64) e
 		rest := size - done
 		// Read straight into the compressor's input buffer; tw passes
 		// the data on to it unchanged, which then keeps it without a copy.
-		b := w.in.space()
+		var b []byte
+		if w.in != nil {
+			b = w.in.space()
+		} else {
+			b = w.buf
+		}
 		b = b[:min(int64(len(b)), int64(readBuffer), rest+1)]
 		probed = int64(len(b)) > rest
 		n, err := readFD(fd, b)
@@ -276,6 +318,17 @@ func (w *walker) copyData(ctx context.Context, fd int, rel string, size int64) e
 		w.res.Warnings++
 	}
 	return nil
+}
+
+// sinkFile describes the regular file rel with metadata st to a Sink.
+func sinkFile(rel string, st *unix.Stat_t) File {
+	return File{
+		Path:    rel,
+		Size:    st.Size,
+		MtimeNs: st.Mtim.Nano(),
+		CtimeNs: st.Ctim.Nano(),
+		Inode:   st.Ino,
+	}
 }
 
 // readFD reads from fd into b, retrying when interrupted. It returns 0 and

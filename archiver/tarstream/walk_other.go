@@ -15,6 +15,8 @@ type walker struct {
 	root  string
 	tw    *tar.Writer
 	in    *stage
+	sink  Sink
+	buf   []byte
 	ex    matcher
 	log   hclog.Logger
 	prog  *Progress

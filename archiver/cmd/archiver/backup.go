@@ -127,6 +127,9 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if errors.Is(err, store.ErrNoRoot) || errors.Is(err, store.ErrDenied) || errors.Is(err, tarstream.ErrSelfContaining) {
 			return exitUsage // no retry can help: the volumes are wrong
 		}
+		if errors.Is(err, backup.ErrRunIDTaken) {
+			return exitUsage // no retry can help: choose another run ID
+		}
 		return exitFailed
 	}
 	if s.Prune != nil && s.Prune.Error != "" {
@@ -171,6 +174,12 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 		}
 		cfg.Archive.Compression = c
 	}
+	if flagSet(fs, jobapi.FlagFormat) {
+		if err := jobapi.CheckFormat(f.Format); err != nil {
+			return backup.Params{}, "", config.Config{}, flagErrorf(jobapi.FlagFormat, ": %w", err)
+		}
+		cfg.Archive.Format = f.Format
+	}
 	if flagSet(fs, jobapi.FlagExclude) {
 		cfg.Archive.Excludes = f.Excludes
 		if err := tarstream.ValidateExcludes(cfg.Archive.Excludes); err != nil {
@@ -214,6 +223,9 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 		Avoid:            []string{root, filepath.Join(root, f.Server)},
 		AllowEmpty:       f.allowEmpty || cfg.Archive.AllowEmpty,
 		ProgressInterval: f.progressInterval,
+		Format:           cfg.Archive.Format,
+		FullRead:         f.FullRead,
+		FullReadEvery:    cfg.Archive.FullReadEvery,
 	}
 	if err := p.Validate(); err != nil {
 		return backup.Params{}, "", config.Config{}, err
@@ -272,24 +284,23 @@ func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, spec st
 		return js, err
 	}
 	rep, err := prune.Prune(ctx, db, st, *pruneOpts, log)
-	js.Prune = &jobapi.PruneResult{Status: jobapi.StatusDone, Server: rep.Server, RowsDeleted: rep.RowsDeleted,
-		FilesRemoved: rep.FilesRemoved, BytesFreed: rep.BytesFreed}
-	if err != nil {
-		js.Prune.Status, js.Prune.Error = jobapi.StatusFailed, err.Error()
-	}
+	ps := summaryOf(rep, err)
+	js.Prune = &ps
 	return js, nil
 }
 
 // rconSetup merges the --rcon flags over [rcon] and reads the password
 // file. It returns nil when no game server is to be quiesced; its errors
-// are usage errors.
+// are usage errors, and name the flag or the felis.toml key at fault.
 func rconSetup(fs *flag.FlagSet, f *backupFlags, cfg config.Config) (backup.Quiescer, error) {
 	rc := cfg.Rcon
+	addrName := cfg.Path() + ": [rcon] address (or " + jobapi.Flag(jobapi.FlagRcon) + ")"
+	pwName := cfg.Path() + ": [rcon] password_file (or " + jobapi.Flag(jobapi.FlagRconPasswordFile) + ")"
 	if flagSet(fs, jobapi.FlagRcon) {
-		rc.Address = f.Rcon.Address
+		rc.Address, addrName = f.Rcon.Address, jobapi.Flag(jobapi.FlagRcon)
 	}
 	if flagSet(fs, jobapi.FlagRconPasswordFile) {
-		rc.PasswordFile = f.Rcon.PasswordFile
+		rc.PasswordFile, pwName = f.Rcon.PasswordFile, jobapi.Flag(jobapi.FlagRconPasswordFile)
 	}
 	if flagSet(fs, jobapi.FlagRconRequired) {
 		rc.Required = new(!f.Rcon.Optional)
@@ -300,18 +311,36 @@ func rconSetup(fs *flag.FlagSet, f *backupFlags, cfg config.Config) (backup.Quie
 		}
 		return nil, nil
 	}
+	if err := jobapi.CheckRconAddress(rc.Address); err != nil {
+		return nil, fmt.Errorf("%s: %w", addrName, err)
+	}
 	if rc.PasswordFile == "" {
 		return nil, flagErrorf(jobapi.FlagRcon, "needs %s (or [rcon] password_file): the file of the mounted Secret that holds the RCON password", jobapi.Flag(jobapi.FlagRconPasswordFile))
 	}
-	pw, err := rcon.ReadPassword(rc.PasswordFile)
+	pw, err := readRconPassword(rc.PasswordFile)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", pwName, err)
 	}
 	rcfg := rcon.Config{Addr: rc.Address, Password: pw, Required: rc.IsRequired()}
 	if err := rcfg.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", pwName, err)
 	}
 	return rcon.Quiescer{Config: rcfg}, nil
+}
+
+// readRconPassword reads the RCON password from path (a file of a mounted
+// Secret, bounded as every Secret file is), without its trailing line
+// break. Its errors never hold the file's content.
+func readRconPassword(path string) (string, error) {
+	b, err := readSecretFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the rcon password file: %w", err)
+	}
+	pw := strings.TrimRight(string(b), "\r\n")
+	if pw == "" {
+		return "", fmt.Errorf("rcon password file %s is empty: it must hold the server's rcon.password", path)
+	}
+	return pw, nil
 }
 
 // within reports whether path is dir or below it, following the symbolic

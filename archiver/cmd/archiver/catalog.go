@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -68,6 +69,8 @@ type listedRun struct {
 	StartedAt   time.Time `json:"started_at"`
 	FinishedAt  time.Time `json:"finished_at"`
 	CreatedAt   time.Time `json:"created_at"`
+	Format      string    `json:"format"`
+	AddedBytes  *int64    `json:"added_bytes"`
 }
 
 func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -108,10 +111,14 @@ func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN ID\tSERVER\tFINISHED\tSIZE\tFILES\tSHA256\tARCHIVE")
+	fmt.Fprintln(tw, "RUN ID\tSERVER\tFINISHED\tFORMAT\tSIZE\tADDED\tFILES\tSHA256\tARCHIVE")
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.12s\t%s\n", r.RunID, r.Server,
-			r.FinishedAt.UTC().Format(time.RFC3339), r.SizeBytes, r.FileCount, r.SHA256, r.ArchiveRef)
+		added := "-"
+		if r.AddedBytes != nil {
+			added = strconv.FormatInt(*r.AddedBytes, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%.12s\t%s\n", r.RunID, r.Server,
+			r.FinishedAt.UTC().Format(time.RFC3339), r.Format, r.SizeBytes, added, r.FileCount, r.SHA256, r.ArchiveRef)
 	}
 	if err := tw.Flush(); err != nil {
 		log.Error("writing the list", "error", err)

@@ -45,12 +45,14 @@ Usage:
   archiver verify (--run-id R | --archive REF)   check an archive against its row
   archiver restore --archive REF --sha256 HEX --into DIR [--replace]
                                                  restore a world from an archive (no database)
+  archiver export --archive REF --sha256 HEX     write a chunked run's tar stream to stdout (no database)
   archiver prune --server S --min-keep K [--keep-last N] [--keep-daily D] ...
                                                  expire old archives (restic's forget rules)
   archiver status --max-age 26h [--server S]...  exit 1 when a server's newest archive is older
   archiver --version                             print the version
 
-REF is an archive file's path or an S3 store's s3://bucket/key URL.
+REF is an archive file's path or an S3 store's s3://bucket/key URL; for a
+chunked run (backup --format chunked), its manifest's.
 Run "archiver COMMAND --help" for the flags of a command.
 
 Exit codes:
@@ -61,9 +63,10 @@ Exit codes:
   2  usage or configuration error: a bad flag, run ID, server name, felis.toml,
      a missing archive root, or a world that is the archive root; an S3
      bucket that does not exist or refused S3 credentials
-  3  archive refused (verify, restore): checksum or size mismatch, a malicious
-     or corrupt entry, bytes after the end of the archive; the log names the
-     entry and why, a restore leaves the world untouched; a retry cannot help
+  3  archive refused (verify, restore, export): checksum or size mismatch, a
+     malicious or corrupt entry, bytes after the end of the archive, a chunked
+     run's damaged blob or missing pack; the log names the entry (or pack) and
+     why, a restore leaves the world untouched; a retry cannot help
 `
 
 func main() {
@@ -88,6 +91,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdList(ctx, args[1:], stdout, stderr)
 	case "verify":
 		return cmdVerify(ctx, args[1:], stdout, stderr)
+	case "export":
+		return cmdExport(ctx, args[1:], stdout, stderr)
 	case "restore":
 		return cmdRestore(ctx, args[1:], stdout, stderr)
 	case "prune":

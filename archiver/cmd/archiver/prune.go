@@ -19,6 +19,7 @@ import (
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
+// pruneHelp is a format: %s is catalog.FutureTolerance.
 const pruneHelp = `Usage: archiver prune --server S --min-keep K [--keep-last N] [--keep-hourly H]
          [--keep-daily D] [--keep-weekly W] [--keep-monthly M] [--keep-yearly Y]
          [--keep-within DURATION] [--grace DURATION] [--dry-run] [--json]
@@ -29,13 +30,26 @@ any rule is kept (the buckets go by the row's finished_at, in UTC). Whatever
 the rules say, the newest run, the --min-keep newest runs and every run
 finished within --grace (set it to at least the longest backup deadline)
 stay. The rows go first, in one transaction under a per-server lock, then
-their archives; archive files without a row that are older than --grace
-(left by a crash between the two, or a failed run) are removed too.
+their archives, each under its run's lock (the lock a backup of the run
+holds) and only when no row points at it again; archive files without a row
+that are older than --grace (left by a crash between the two, or a failed
+run) are removed too. A run finished more than %s in the future (a node with
+a wrong clock) is kept and left out of the rules, with a warning.
 --dry-run prints what would go and why each run stays, and changes nothing.
 The archives are in the folder --archive-root, or in the S3 store --store
 (settings: the --s3-* flags over [archive], as for backup), else in the
 store of [archive].
 `
+
+// summaryOf returns the termination message of the prune that made rep.
+func summaryOf(rep prune.Report, err error) jobapi.PruneResult {
+	s := jobapi.PruneResult{Status: jobapi.StatusDone, Server: rep.Server, DryRun: rep.DryRun, RowsDeleted: rep.RowsDeleted,
+		FilesRemoved: rep.FilesRemoved, BytesFreed: rep.BytesFreed, FilesMissing: rep.FilesMissing}
+	if err != nil {
+		s.Status, s.Error = jobapi.StatusFailed, err.Error()
+	}
+	return s
+}
 
 // retentionOptions checks the retention flags r (jobapi.Retention, of
 // prune and backup) and returns the prune options for server.
@@ -85,7 +99,7 @@ func pruneLocalFlags() []string { return []string{"json", "termination-log"} }
 // newPruneFlags returns the flag set of prune and the flags it fills.
 func newPruneFlags(stderr io.Writer) (*flag.FlagSet, *pruneFlags) {
 	f := &pruneFlags{}
-	fs := newFlagSet(jobapi.KindPrune, pruneHelp, stderr)
+	fs := newFlagSet(jobapi.KindPrune, fmt.Sprintf(pruneHelp, catalog.FutureTolerance), stderr)
 	f.Bind(fs)
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&f.terminationLog, "termination-log", defaultTerminationLog, "file for the one-line JSON summary")
@@ -130,7 +144,9 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(exitFailed, err)
 	}
 	defer db.Close()
-	st, err := spec.open(nil) // prune takes no archive lock
+	// The catalog is the run lock of an S3 store: prune takes it before
+	// removing a run's archive, as backup does before writing one.
+	st, err := spec.open(db)
 	if err != nil {
 		return fail(exitUsage, err)
 	}
@@ -141,11 +157,14 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if perr := printPruneReport(stdout, rep, f.asJSON); perr != nil && err == nil {
 		err = fmt.Errorf("writing the report: %w", perr)
 	}
-	if err != nil {
-		return fail(exitFailed, err)
+	ps := summaryOf(rep, err)
+	if ps.Server == "" {
+		ps.Server, ps.DryRun = server, dryRun
 	}
-	tlog.writeBounded(log, &jobapi.PruneResult{Status: jobapi.StatusDone, Server: rep.Server, DryRun: rep.DryRun,
-		RowsDeleted: rep.RowsDeleted, FilesRemoved: rep.FilesRemoved, BytesFreed: rep.BytesFreed})
+	tlog.writeBounded(log, &ps, &ps.Error)
+	if err != nil {
+		return exitFailed
+	}
 	return exitOK
 }
 
@@ -210,9 +229,10 @@ func printPruneReport(w io.Writer, rep prune.Report, asJSON bool) error {
 				n++
 			}
 		}
-		_, err := fmt.Fprintf(w, "%s %d of %d runs\n", what, n, len(rep.Runs))
+		_, err := fmt.Fprintf(w, "%s %d of %d runs (%d of their archives already missing)\n", what, n, len(rep.Runs), rep.FilesMissing)
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%s %d runs and %d files, %d bytes freed\n", what, rep.RowsDeleted, rep.FilesRemoved, rep.BytesFreed)
+	_, err := fmt.Fprintf(w, "%s %d runs and %d files, %d bytes freed; %d archives were already missing\n",
+		what, rep.RowsDeleted, rep.FilesRemoved, rep.BytesFreed, rep.FilesMissing)
 	return err
 }

@@ -107,6 +107,38 @@ func TestPrune(t *testing.T) {
 	}
 }
 
+// TestPruneReportsMissingArchives: rows whose archives were already gone
+// are deleted and reported as missing, not as files removed and bytes
+// freed, in the report, the text and the termination message.
+func TestPruneReportsMissingArchives(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateWorld(t, e.world)
+	ids := []string{"r1", "r2", "r3"}
+	for _, id := range ids {
+		if r := archiver(t, e.backupArgs(id)...); r.code != 0 {
+			t.Fatalf("backup %s: exit %d: %s", id, r.code, r.stderr)
+		}
+	}
+	backdate(t, e, ids, 2*time.Hour)
+	for _, id := range []string{"r1", "r2"} {
+		if err := os.Remove(e.archivePath(id, ".tar.zst")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := archiver(t, "prune", "--server", "survival", "--config", e.config, "--archive-root", e.root,
+		"--log-format", "json", "--termination-log", e.tlog, "--keep-last", "1", "--min-keep", "1")
+	if r.code != 0 || !strings.Contains(r.stdout, "removed 2 runs and 0 files, 0 bytes freed; 2 archives were already missing") {
+		t.Fatalf("prune: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "already missing") {
+		t.Errorf("log %s: want a warning naming the missing archives", r.stderr)
+	}
+	s := summary(t, e.tlog)
+	if s["rows_deleted"] != 2.0 || s["files_removed"] != 0.0 || s["bytes_freed"] != 0.0 || s["files_missing"] != 2.0 {
+		t.Fatalf("termination message %v: want 2 rows deleted, 0 files, 0 bytes, 2 missing", s)
+	}
+}
+
 func TestPruneUsageErrors(t *testing.T) {
 	e := newEnv(t, "postgres://nobody@127.0.0.1:1/none")
 	tests := []struct {

@@ -1,13 +1,21 @@
 package main
 
 import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/worldbackup/worldbackup/internal/gameserver"
 	"github.com/worldbackup/worldbackup/internal/pgtest"
@@ -154,5 +162,217 @@ func TestBackupTerminatedTurnsAutosaveOn(t *testing.T) {
 	}
 	if len(rows(t, e.url)) != 0 || slices.Contains(files(t, filepath.Join(e.root, "survival")), "term.tar.zst") {
 		t.Fatal("a terminated run left an archive or a row")
+	}
+}
+
+// hostileRcon is the server of issue 22 item 3b, a real TCP server on
+// loopback speaking raw RCON packets: the first connection logs in with
+// any password, answers save-off and closes; every later connection (the
+// archiver re-dialling for save-on) gets its login answered by an endless
+// stream of empty packets. redialed is closed at the second connection.
+func hostileRcon(t *testing.T) (addr string, redialed <-chan struct{}) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	packet := func(c net.Conn) (int32, error) {
+		var hdr [12]byte
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			return 0, err
+		}
+		n := binary.LittleEndian.Uint32(hdr[0:])
+		if n < 10 || n > 1<<16 {
+			return 0, errors.New("bad packet")
+		}
+		if _, err := io.CopyN(io.Discard, c, int64(n-8)); err != nil {
+			return 0, err
+		}
+		return int32(binary.LittleEndian.Uint32(hdr[4:])), nil
+	}
+	send := func(c net.Conn, id, typ int32, payload string) error {
+		b := make([]byte, 14+len(payload))
+		binary.LittleEndian.PutUint32(b[0:], uint32(10+len(payload)))
+		binary.LittleEndian.PutUint32(b[4:], uint32(id))
+		binary.LittleEndian.PutUint32(b[8:], uint32(typ))
+		copy(b[12:], payload)
+		_, err := c.Write(b)
+		return err
+	}
+	go func() {
+		for n := 1; ; n++ {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Go(func() {
+				defer c.Close()
+				id, err := packet(c) // the login
+				if err != nil {
+					return
+				}
+				if n > 1 {
+					once.Do(func() { close(ch) })
+					for send(c, id, 0, "") == nil {
+						time.Sleep(time.Millisecond)
+					}
+					return
+				}
+				if send(c, id, 2, "") != nil {
+					return
+				}
+				if id, err := packet(c); err == nil { // save-off
+					send(c, id, 0, "Automatic saving is now disabled")
+				}
+			})
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return l.Addr().String(), ch
+}
+
+// TestBackupTerminatedWhileSaveOnRedials: the server closes after save-off
+// and floods every redial's login. SIGTERM (the Job's deadline, a deleted
+// pod) ends the save-on retry within its grace: the archiver exits 1, well
+// before the pod's 30 s termination grace would end in SIGKILL, and its
+// termination message says that autosave is OFF and how to turn it on.
+func TestBackupTerminatedWhileSaveOnRedials(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateWorld(t, e.world)
+	addr, redialed := hostileRcon(t)
+	pwFile := filepath.Join(t.TempDir(), "rcon-password")
+	if err := os.WriteFile(pwFile, []byte(rconPassword+"\n"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(archiverBin, e.backupArgs("redial", "--rcon", addr, "--rcon-password-file", pwFile)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-redialed:
+	case err := <-done:
+		t.Fatalf("the backup exited (%v) before re-dialling for save-on:\n%s", err, &stderr)
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("the backup never re-dialled for save-on:\n%s", &stderr)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The bound: the pod's termination grace period (30 s by default),
+	// after which the kubelet kills with SIGKILL and no message is written.
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("still running 30 s after SIGTERM (it would be SIGKILLed without a termination message):\n%s", &stderr)
+	}
+	if code := exitCode(t, err); code != 1 {
+		t.Fatalf("exit %d after SIGTERM, want 1:\n%s", code, &stderr)
+	}
+	s := summary(t, e.tlog)
+	msg, _ := s["error"].(string)
+	t.Logf("termination message error: %s", msg)
+	if s["status"] != "failed" || !strings.Contains(msg, "autosave OFF") || !strings.Contains(msg, "save-on") {
+		t.Fatalf("termination message %v: want failed, saying autosave is OFF and how to send save-on", s)
+	}
+	if strings.Contains(stderr.String()+msg, rconPassword) {
+		t.Fatal("the output holds the rcon password")
+	}
+	if len(rows(t, e.url)) != 0 || slices.Contains(files(t, filepath.Join(e.root, "survival")), "redial.tar.zst") {
+		t.Fatal("the run left an archive or a row")
+	}
+}
+
+// TestBackupRconConfigErrors: RCON settings that can never work are
+// configuration errors (exit 2) before anything runs, naming the flag or
+// the felis.toml key, also with required = false (which before went on
+// unquiesced and exited 0).
+func TestBackupRconConfigErrors(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateWorld(t, e.world)
+	dir := t.TempDir()
+	pwFile := filepath.Join(dir, "rcon-password")
+	long := filepath.Join(dir, "long-password")
+	fifo := filepath.Join(dir, "fifo")
+	for p, b := range map[string][]byte{pwFile: []byte(rconPassword + "\n"), long: bytes.Repeat([]byte("p"), 5000)} {
+		if err := os.WriteFile(p, b, 0o400); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withRcon := func(name, rcon string) string {
+		p := filepath.Join(dir, name+".toml")
+		writeConfig(t, p, fmt.Sprintf("[database]\nurl = %q\n[rcon]\n%s\n", e.url, rcon))
+		return p
+	}
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"flag port not a number", []string{"--rcon", "127.0.0.1:abc", "--rcon-password-file", pwFile, "--rcon-required=false"},
+			[]string{"--rcon", `"127.0.0.1:abc"`, "port must be a number from 1 to 65535"}},
+		{"flag port too large", []string{"--rcon", "127.0.0.1:99999", "--rcon-password-file", pwFile, "--rcon-required=false"},
+			[]string{"--rcon", "port must be"}},
+		{"key port not a number", []string{"--config", withRcon("abc", fmt.Sprintf("address = \"127.0.0.1:abc\"\npassword_file = %q\nrequired = false", pwFile))},
+			[]string{"abc.toml", "[rcon] address", "port must be"}},
+		{"key port too large", []string{"--config", withRcon("big", fmt.Sprintf("address = \"127.0.0.1:99999\"\npassword_file = %q\nrequired = false", pwFile))},
+			[]string{"big.toml", "[rcon] address", "port must be"}},
+		{"password of 5000 bytes", []string{"--rcon", "127.0.0.1:25575", "--rcon-password-file", long},
+			[]string{"--rcon-password-file", "larger than 4096 bytes"}},
+		{"password file a device", []string{"--rcon", "127.0.0.1:25575", "--rcon-password-file", "/dev/zero"},
+			[]string{"--rcon-password-file", "/dev/zero", "not a regular file"}},
+		{"password file a fifo", []string{"--rcon", "127.0.0.1:25575", "--rcon-password-file", fifo},
+			[]string{"--rcon-password-file", "not a regular file"}},
+		{"key password file a device", []string{"--config", withRcon("dev", "address = \"127.0.0.1:25575\"\npassword_file = \"/dev/zero\"")},
+			[]string{"dev.toml", "[rcon] password_file", "not a regular file"}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := archiver(t, e.backupArgs(fmt.Sprintf("cfg%d", i), tt.args...)...)
+			out := r.stderr
+			if b, err := os.ReadFile(e.tlog); err == nil {
+				out += string(b)
+			}
+			if r.code != 2 {
+				t.Fatalf("exit %d, want 2:\n%s", r.code, out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if strings.Contains(out, rconPassword) {
+				t.Error("the output holds the rcon password")
+			}
+		})
+	}
+	if n := len(rows(t, e.url)); n != 0 {
+		t.Fatalf("%d runs recorded, want none", n)
 	}
 }

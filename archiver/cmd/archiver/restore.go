@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/worldbackup/worldbackup/archiver/config"
 	"github.com/worldbackup/worldbackup/archiver/extract"
@@ -29,14 +30,23 @@ past --max-bytes or --max-entries, and bytes after the end of the archive.
 Restore needs no database and no config file: take the checksum from the
 catalog (archiver list) beforehand.
 
+A chunked run (backup --format chunked) is named by its manifest,
+<root>/_chunked/runs/<server>/<run id>.manifest or its s3:// URL, and --sha256
+is the manifest's: it is checked first, then every blob against its hash while
+the tar stream is rebuilt and extracted; a damaged blob or a missing pack
+refuses the run (exit 3, naming the pack) before anything is swapped in.
+
 An s3://bucket/key archive is read from the S3 store named by the --s3-*
 flags, with the credentials of the files of a mounted Secret. It is streamed
 twice, nothing is downloaded to disk: once to check its SHA-256, once to
 extract it, checked again before the swap.
 
 With --run-id, the restored world holds a marker (.worldbackup-restored: the
-run ID, the checksum and the time); a rerun with the same run ID and checksum
-finds it and exits 0 without touching the world. The log's world_state says
+run ID, the checksum, the time and the marker's own inode); a rerun with the
+same run ID and checksum finds it and exits 0 without touching the world. A
+marker naming them that this restore did not write there (planted, copied,
+or from an archiver before the inode binding) is refused: exit 2, the world
+untouched; delete it to restore again. The log's world_state says
 what DIR holds at the end: unchanged, restored, replaced (", old copy left at
 PATH" when the old world could not be removed), already restored, or
 incomplete (a half-done swap: rerun to finish).
@@ -112,7 +122,19 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		MaxBytes:   *maxBytes,
 		MaxEntries: *maxEntries,
 	}
-	if jobapi.IsS3URL(*archive) {
+	if st, key, ok, err := chunkedStore(s3Over(fs, f.S3, config.S3{}), *archive); ok {
+		if err != nil {
+			return usageError(stderr, jobapi.KindRestore, "%s", flagErrorf(jobapi.FlagArchive, ": %s", err))
+		}
+		if root, _, _ := jobapi.SplitManifestRef(*archive); !jobapi.IsS3URL(*archive) && *into != "" {
+			if abs, err := filepath.Abs(*into); err == nil && within(root, abs) {
+				return usageError(stderr, jobapi.KindRestore, "the chunked store %s lies inside the target folder %s, which the restore replaces: restore elsewhere", root, *into)
+			}
+		}
+		ref := *archive
+		o.Open = func(ctx context.Context) (io.ReadCloser, error) { return chunkedStream(ctx, st, ref, key, o.SHA256) }
+		o.Verified = true
+	} else if jobapi.IsS3URL(*archive) {
 		open, err := openS3Ref(s3Over(fs, f.S3, config.S3{}), *archive)
 		if err != nil {
 			return usageError(stderr, jobapi.KindRestore, "%s", flagErrorf(jobapi.FlagArchive, ": %s", err))
@@ -140,9 +162,16 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			log.Error("archive refused", "entry", refused.Name, "index", refused.Index, "reason", refused.Reason,
 				"archive", *archive, "into", *into, "world_state", state, "error", err)
 			return exitRefused
+		case chunkedDamage(err):
+			log.Error("chunked run refused", "archive", *archive, "into", *into, "world_state", state, "error", err)
+			return exitRefused
 		case errors.Is(err, extract.ErrChecksum):
 			log.Error("archive checksum mismatch", "archive", *archive, "into", *into, "world_state", state, "error", err)
 			return exitRefused
+		case errors.Is(err, extract.ErrMarkerNotBound):
+			log.Error("restore refused: the world's marker names this run but is not bound to it", "into", *into,
+				"world_state", state, "error", err)
+			return exitUsage
 		case errors.Is(err, store.ErrDenied) || errors.Is(err, store.ErrNoRoot):
 			log.Error("the archive store refused the restore", "archive", *archive, "into", *into, "world_state", state, "error", err)
 			return exitUsage

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"unicode"
 
 	"github.com/worldbackup/worldbackup/archiver/backup"
@@ -38,24 +39,50 @@ type lockerFunc func(ctx context.Context, name string) (func(), error)
 
 func (f lockerFunc) Lock(ctx context.Context, name string) (func(), error) { return f(ctx, name) }
 
-// maxKeyFile bounds a credentials file: a key is a few dozen bytes.
+// maxKeyFile bounds a file of a mounted Secret that readSecretFile reads:
+// an S3 key or the RCON password is a few dozen bytes.
 const maxKeyFile = 4096
+
+// errNotRegular and errTooLarge are readSecretFile's errors for a file
+// that cannot be a Secret's key; the callers name the setting.
+var (
+	errNotRegular = errors.New("is not a regular file (a device, FIFO or folder): mount the Secret's key there")
+	errTooLarge   = fmt.Errorf("is larger than %d bytes: is it the right file?", maxKeyFile)
+)
+
+// readSecretFile reads the file path of a mounted Secret: a regular file
+// (a symbolic link to one, as Kubernetes mounts them) of at most
+// maxKeyFile bytes, so that /dev/zero or a FIFO cannot make the archiver
+// read forever. Its errors never hold the file's content.
+func readSecretFile(path string) ([]byte, error) {
+	// O_NONBLOCK: opening a FIFO must not wait for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s %w", path, errNotRegular)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(b) > maxKeyFile {
+		return nil, fmt.Errorf("%s %w", path, errTooLarge)
+	}
+	return b, nil
+}
 
 // readKeyFile reads one credential from the file path (a mounted Secret's
 // key), without its trailing newline. Its errors name the file and what it
 // should hold, never its content.
 func readKeyFile(path, what string) (string, error) {
-	f, err := os.Open(path)
+	b, err := readSecretFile(path)
 	if err != nil {
 		return "", fmt.Errorf("reading the S3 %s: %w (mount the credentials Secret there)", what, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
-	if err != nil {
-		return "", fmt.Errorf("reading the S3 %s from %s: %w", what, path, err)
-	}
-	if len(b) > maxKeyFile {
-		return "", fmt.Errorf("the S3 %s file %s is larger than %d bytes: is it the right file?", what, path, maxKeyFile)
 	}
 	v := strings.TrimRightFunc(string(b), unicode.IsSpace)
 	switch {
@@ -80,6 +107,9 @@ func storeOverrides(fs *flag.FlagSet, storeURL string, s3 jobapi.S3, cfg config.
 		cfg.Archive.Store, cfg.Archive.LocalPath = storeURL, ""
 	case s3Given(fs) && (!cfg.Archive.S3.Enabled() || flagSet(fs, jobapi.FlagArchiveRoot)):
 		return cfg, fmt.Errorf("the %s* flags go with an S3 store: %s or [archive] store", jobapi.Flag("s3-"), jobapi.Flag(jobapi.FlagStore))
+	}
+	if err := s3Check(fs, s3); err != nil {
+		return cfg, err
 	}
 	cfg.Archive.S3 = s3Over(fs, s3, cfg.Archive.S3)
 	return cfg, nil
@@ -171,6 +201,24 @@ func (s storeSpec) limitMemory() {
 // has no database).
 func s3Given(fs *flag.FlagSet) bool { return jobapi.Given(fs, jobapi.S3Flags()...) }
 
+// s3Check applies the rules of the endpoint and the region to the flags
+// of f that were set; its errors name the flag and never quote the
+// endpoint's userinfo.
+func s3Check(fs *flag.FlagSet, f jobapi.S3) error {
+	var errs []error
+	if flagSet(fs, jobapi.FlagS3Endpoint) && f.Endpoint != "" {
+		if err := jobapi.CheckS3Endpoint(f.Endpoint); err != nil {
+			errs = append(errs, flagErrorf(jobapi.FlagS3Endpoint, ": %w", err))
+		}
+	}
+	if flagSet(fs, jobapi.FlagS3Region) && f.Region != "" {
+		if err := jobapi.CheckS3Region(f.Region); err != nil {
+			errs = append(errs, flagErrorf(jobapi.FlagS3Region, ": %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // s3Over returns base with the flags of f that were set in its place.
 func s3Over(fs *flag.FlagSet, f jobapi.S3, base config.S3) config.S3 {
 	if flagSet(fs, jobapi.FlagS3Endpoint) {
@@ -232,6 +280,9 @@ func s3BackupParams(f *backupFlags, cfg config.Config) (backup.Params, string, c
 		Excludes:         cfg.Archive.Excludes,
 		AllowEmpty:       f.allowEmpty || cfg.Archive.AllowEmpty,
 		ProgressInterval: f.progressInterval,
+		Format:           cfg.Archive.Format,
+		FullRead:         f.FullRead,
+		FullReadEvery:    cfg.Archive.FullReadEvery,
 	}
 	if err := p.Validate(); err != nil {
 		return backup.Params{}, "", config.Config{}, err
@@ -250,6 +301,9 @@ func s3Settings(fs *flag.FlagSet, f jobapi.S3, configPath string) (config.S3, er
 			return config.S3{}, fmt.Errorf("%w (or give the S3 settings as %s* flags)", err, jobapi.Flag("s3-"))
 		}
 		base = cfg.Archive.S3
+	}
+	if err := s3Check(fs, f); err != nil {
+		return config.S3{}, err
 	}
 	return s3Over(fs, f, base), nil
 }

@@ -14,12 +14,16 @@ import (
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
+// statusHelp is a format: %s is catalog.FutureTolerance.
 const statusHelp = `Usage: archiver status --max-age DURATION [--server S]... [--json] [flags]
 
 Shows each server's newest recorded archive and its age, and exits 1 when a
 server's newest archive is older than --max-age, or a --server named has none:
 for alerting from any cron job or CI (e.g. a daily backup: --max-age 26h).
-Without --server, every server in the catalog is checked.
+Without --server, every server in the catalog is checked, and a catalog
+without any run is stale (exit 1; --json prints []). A run finished in the
+future (more than %s ahead of this clock: a node with a wrong clock) is
+never fresh: it is left out of the judgement, with a warning naming it.
 `
 
 // serverStatus is one line of archiver status.
@@ -35,7 +39,7 @@ type serverStatus struct {
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	format := logFormat("auto")
 	var servers stringList
-	fs := newFlagSet("status", statusHelp, stderr)
+	fs := newFlagSet("status", fmt.Sprintf(statusHelp, catalog.FutureTolerance), stderr)
 	configPath := fs.String("config", config.DefaultPath, "felis.toml")
 	maxAge := fs.Duration("max-age", 0, "the oldest a server's newest archive may be, e.g. 26h (required)")
 	fs.Var(&servers, "server", "a server that must have a recent archive, repeatable (default: every server in the catalog)")
@@ -58,14 +62,25 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return code
 	}
 	defer db.Close()
-	newest, err := db.NewestByServer(ctx)
+	now := time.Now()
+	newest, err := db.NewestByServer(ctx, now)
 	if err != nil {
 		log.Error("status failed", "error", err)
 		return exitFailed
 	}
-	st := statusOf(newest, servers.values, *maxAge, time.Now())
+	for _, n := range newest {
+		if n.Future > 0 {
+			log.Warn("runs finished in the future (a node with a wrong clock?) are not counted as fresh",
+				"server", n.Server, "runs", n.Future, "run_id", n.FutureRunID, "tolerance", catalog.FutureTolerance.String())
+		}
+	}
+	st := statusOf(newest, servers.values, *maxAge, now)
 	if err := printStatus(stdout, st, *maxAge, *asJSON); err != nil {
 		log.Error("writing the status", "error", err)
+		return exitFailed
+	}
+	if len(st) == 0 {
+		log.Error("the catalog holds no run: no server has a backup")
 		return exitFailed
 	}
 	for _, s := range st {
@@ -84,15 +99,18 @@ func statusOf(newest []catalog.Newest, want []string, maxAge time.Duration, now 
 			want = append(want, n.Server)
 		}
 	}
-	var out []serverStatus
+	out := []serverStatus{}
 	for _, server := range slices.Compact(slices.Sorted(slices.Values(want))) {
 		s := serverStatus{Server: server}
 		i := slices.IndexFunc(newest, func(n catalog.Newest) bool { return n.Server == server })
 		if i >= 0 {
 			n := newest[i]
-			age := now.Sub(n.FinishedAt)
-			s.NewestRun, s.FinishedAt, s.AgeSeconds, s.Runs = n.RunID, &n.FinishedAt, age.Seconds(), n.Runs
-			s.OK = age <= maxAge
+			s.Runs = n.Runs
+			if n.FinishedAt != nil {
+				age := now.Sub(*n.FinishedAt)
+				s.NewestRun, s.FinishedAt, s.AgeSeconds = n.RunID, n.FinishedAt, age.Seconds()
+				s.OK = age <= maxAge
+			}
 		}
 		out = append(out, s)
 	}
@@ -105,9 +123,15 @@ func printStatus(w io.Writer, st []serverStatus, maxAge time.Duration, asJSON bo
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVER\tNEWEST RUN\tFINISHED\tAGE\tRUNS\tSTATUS")
+	if len(st) == 0 {
+		fmt.Fprintln(tw, "-\t-\t-\t-\t0\tSTALE: the catalog holds no run")
+	}
 	for _, s := range st {
 		verdict := "ok"
 		switch {
+		case s.FinishedAt == nil && s.Runs > 0:
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t%d\tSTALE: every run finished in the future\n", s.Server, s.Runs)
+			continue
 		case s.FinishedAt == nil:
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t0\tSTALE: no archive\n", s.Server)
 			continue

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -22,11 +24,18 @@ const verifyHelp = `Usage: archiver verify (--run-id R | --archive PATH [--sha25
 Re-reads an archive and checks its size and SHA-256 against the run's row in
 the catalog, and that it decompresses and parses as tar to the end. With
 --archive, the run is the one named by the file (<run id>.tar.zst); with
---sha256 too, the catalog is not consulted. The archive is read as a
+--sha256 too, the catalog is not consulted. A chunked run (its manifest as
+--archive, or its --run-id) is checked blob by blob: the manifest against its
+SHA-256, then every blob against its hash (or about --read-data-subset of the
+data blobs); a missing pack is named. The archive is read as a
 restore reads it: the compression its bytes tell, and nothing after the end
 of the tar and compressed streams. Exits 3 with the reason on any mismatch or
 corruption, 1 when the archive or the catalog cannot be read.
 `
+
+// flagReadDataSubset is verify's local flag: the share of a chunked run's
+// blobs to check.
+const flagReadDataSubset = "read-data-subset"
 
 func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	format := jobapi.LogAuto
@@ -35,6 +44,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	runID := fs.String(jobapi.FlagRunID, "", "verify this run's archive")
 	archive := fs.String(jobapi.FlagArchive, "", "verify this archive file")
 	sha := fs.String(jobapi.FlagSHA256, "", "with "+jobapi.Flag(jobapi.FlagArchive)+": expected SHA-256 (lowercase hex); skips the catalog")
+	subset := fs.String(flagReadDataSubset, "", "chunked runs: check about this share of the data blobs (5% or 0.05; default all)")
 	fs.Var(&format, jobapi.FlagLogFormat, "json, text or auto (json when stderr is not a terminal)")
 	var s3f jobapi.S3
 	s3f.Bind(fs)
@@ -53,11 +63,38 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return usageError(stderr, "verify", "%s", flagErrorf(jobapi.FlagRunID, ": %s", err))
 		}
 	}
+	share := 1.0
+	if *subset != "" {
+		var err error
+		if share, err = parseShare(*subset); err != nil {
+			return usageError(stderr, "verify", "%s", flagErrorf(flagReadDataSubset, "%s", err))
+		}
+	}
 	log := newLogger(format, stderr)
+	seed := uint64(time.Now().UnixNano())
+	// chunkedS3 is the S3 store settings of a chunked run at ref.
+	chunkedS3 := func(ref string) (config.S3, error) {
+		if !jobapi.IsS3URL(ref) {
+			return config.S3{}, nil
+		}
+		return s3Settings(fs, s3f, *configPath)
+	}
+	if _, _, ok := jobapi.SplitManifestRef(*archive); ok && *sha != "" {
+		s3s, err := chunkedS3(*archive)
+		if err != nil {
+			return usageError(stderr, "verify", "%s", err)
+		}
+		return verifyChunked(ctx, log, s3s, *archive, *sha, share, seed, stdout)
+	}
 
 	var path string
 	var want verify.Want
-	if *archive != "" {
+	if _, _, ok := jobapi.SplitManifestRef(*archive); ok {
+		path = *archive
+		if m := strings.TrimSuffix(path[strings.LastIndex(path, "/")+1:], ".manifest"); m != "" {
+			*runID = m
+		}
+	} else if *archive != "" {
 		path = *archive
 		if !jobapi.IsS3URL(path) {
 			abs, err := filepath.Abs(*archive)
@@ -94,6 +131,13 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if path == "" {
 			path = rec.ArchiveRef
 		}
+		if rec.Format == jobapi.FormatChunked {
+			s3s, err := chunkedS3(path)
+			if err != nil {
+				return usageError(stderr, "verify", "%s", err)
+			}
+			return verifyChunked(ctx, log, s3s, path, rec.SHA256, share, seed, stdout)
+		}
 		c, err := tarstream.ParseCompression(rec.Compression)
 		if err != nil {
 			log.Error("the row names an unknown compression", "run_id", *runID, "error", err)
@@ -110,6 +154,9 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if err != nil {
 			return usageError(stderr, "verify", "%s", err)
 		}
+	}
+	if *subset != "" {
+		return usageError(stderr, "verify", "%s", flagErrorf(flagReadDataSubset, "goes with chunked runs; a tar archive is read whole"))
 	}
 	return verifyFile(ctx, log, path, open, want, stdout)
 }

@@ -1,0 +1,142 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/worldbackup/worldbackup/archiver/catalog"
+	"github.com/worldbackup/worldbackup/archiver/chunked"
+	"github.com/worldbackup/worldbackup/archiver/tarstream"
+	"github.com/worldbackup/worldbackup/jobapi"
+)
+
+// written is what a run wrote to the store, before its row is inserted.
+type written struct {
+	ref   string
+	res   tarstream.Result // Size and SHA256 are what the row records
+	added int64            // bytes the run added to the store
+	packs []string         // a chunked run's packs, by ID
+	// remove discards what the run wrote.
+	remove func(ctx context.Context) error
+}
+
+// writeTar writes the run as one tar archive under key.
+func (r *Runner) writeTar(ctx context.Context, log hclog.Logger, p Params, key string, prog *tarstream.Progress) (written, error) {
+	ref := r.store.Ref(key)
+	log.Info("backup started", "world", p.World, "archive", ref, "compression", p.Compression)
+	var res tarstream.Result
+	size, err := r.store.Put(ctx, key, func(w io.Writer) error {
+		var err error
+		res, err = tarstream.Write(ctx, w, p.World, tarstream.Options{
+			Compression: p.Compression,
+			Excludes:    p.Excludes,
+			Log:         log.Named("tar"),
+			Progress:    prog,
+			Avoid:       p.Avoid,
+		})
+		if err == nil {
+			err = checkEmpty(p, res)
+		}
+		return err
+	})
+	if err != nil {
+		return written{}, fmt.Errorf("writing archive %s: %w", ref, err)
+	}
+	w := written{ref: ref, res: res, added: size, remove: func(ctx context.Context) error { return r.store.Remove(ctx, key) }}
+	if size != res.Size {
+		return written{}, r.discard(ctx, log, w, fmt.Errorf("archive %s holds %d bytes, but %d were streamed", ref, size, res.Size))
+	}
+	return w, nil
+}
+
+// writeChunked writes the run in the chunked format: the blobs its
+// server's previous chunked run lacks, then its manifest.
+func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, prog *tarstream.Progress) (written, error) {
+	key, err := jobapi.ManifestKey(p.Server, p.RunID)
+	if err != nil {
+		return written{}, err
+	}
+	ref := r.store.Ref(key)
+	prev, err := r.previous(ctx, log, p.Server)
+	if err != nil {
+		return written{}, err
+	}
+	log.Info("backup started", "world", p.World, "archive", ref, "format", jobapi.FormatChunked)
+	res, err := chunked.Write(ctx, r.store, p.World, chunked.Options{
+		Server:        p.Server,
+		RunID:         p.RunID,
+		Previous:      prev,
+		FullRead:      p.FullRead,
+		FullReadEvery: p.FullReadEvery,
+		Tar: tarstream.Options{
+			Excludes: p.Excludes,
+			Log:      log.Named("tar"),
+			Progress: prog,
+			Avoid:    p.Avoid,
+		},
+		Register: func(ctx context.Context, id chunked.ID) error { return r.cat.RegisterPack(ctx, id.String()) },
+		Log:      log.Named("chunked"),
+		Now:      r.now,
+	})
+	if err != nil {
+		return written{}, fmt.Errorf("writing chunked run %s: %w", ref, err)
+	}
+	w := written{ref: ref, res: res.Result, added: res.AddedBytes, remove: func(ctx context.Context) error {
+		errs := []error{r.store.Remove(ctx, key)}
+		for _, id := range res.NewPacks {
+			k, err := jobapi.PackKey(id.String())
+			if err == nil {
+				err = r.store.Remove(ctx, k)
+			}
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}}
+	for _, id := range res.Packs {
+		w.packs = append(w.packs, id.String())
+	}
+	if err := checkEmpty(p, res.Result); err != nil {
+		return written{}, r.discard(ctx, log, w, err)
+	}
+	log.Info("chunked run written", "manifest", ref, "added_bytes", res.AddedBytes, "new_blobs", res.NewBlobs,
+		"reused_files", res.ReusedFiles, "full_read", res.FullRead, "packs", len(res.Packs), "new_packs", len(res.NewPacks))
+	return w, nil
+}
+
+// previous returns the server's newest chunked run, checked against its
+// row, or nil when it has none. A previous run that cannot be read is a
+// warning: this run then reads and stores everything.
+func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string) (*chunked.Manifest, error) {
+	rec, err := r.cat.LatestChunked(ctx, server)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("looking up the previous chunked run: %w", err)
+	}
+	key, err := jobapi.ManifestKey(rec.Server, rec.RunID)
+	if err != nil {
+		return nil, err
+	}
+	m, err := chunked.Open(ctx, r.store, key, rec.SHA256)
+	if err != nil {
+		log.Warn("the previous chunked run cannot be read; every file is read and stored again",
+			"previous_run", rec.RunID, "error", err)
+		return nil, nil
+	}
+	return m, nil
+}
+
+// checkEmpty refuses a world without files unless p allows it.
+func checkEmpty(p Params, res tarstream.Result) error {
+	if res.Files == 0 && !p.AllowEmpty {
+		return fmt.Errorf("%w: %s holds no file%s; restored with --replace, this archive would empty the world: "+
+			"check the world folder and the excludes, or pass --allow-empty to record it anyway",
+			ErrEmptyWorld, p.World, excludedNote(res.Excluded))
+	}
+	return nil
+}

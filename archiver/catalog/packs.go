@@ -1,0 +1,133 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrPackCondemned is wrapped by the error of InsertChunked when a pack the
+// run references was condemned (or removed) by a prune meanwhile: the run
+// is not recorded; a retry writes it again.
+var ErrPackCondemned = errors.New("a pack the run references was removed by a prune")
+
+// RegisterPack records the pack id before the backup writes it, so a pack
+// in the store always has a row: one no run comes to reference (a killed
+// backup) is condemned by a prune after the grace period like any other.
+func (db *DB) RegisterPack(ctx context.Context, id string) error {
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
+	if _, err := db.pool.Exec(ctx, `INSERT INTO chunked_packs (pack_id) VALUES ($1) ON CONFLICT (pack_id) DO NOTHING`, id); err != nil {
+		return fmt.Errorf("registering pack %s: %w", id, err)
+	}
+	return nil
+}
+
+// InsertChunked records the chunked run r and the packs it references in
+// one transaction. It first marks every pack used now, where no prune has
+// condemned it: when one is condemned or gone, nothing is recorded and the
+// error wraps ErrPackCondemned. It returns false, and records nothing, when
+// r.RunID already has a row.
+func (db *DB) InsertChunked(ctx context.Context, r Record, packs []string) (inserted bool, err error) {
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
+	packs = slices.Clone(packs)
+	slices.Sort(packs) // one lock order for every transaction
+	packs = slices.Compact(packs)
+	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		rows, _ := tx.Query(ctx, `UPDATE chunked_packs SET last_used = now()
+			WHERE pack_id = ANY($1) AND condemned_at IS NULL RETURNING pack_id`, packs)
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("marking the run's packs used: %w", err)
+		}
+		if len(got) != len(packs) {
+			slices.Sort(got)
+			var gone []string
+			for _, p := range packs {
+				if _, ok := slices.BinarySearch(got, p); !ok {
+					gone = append(gone, p)
+				}
+			}
+			return fmt.Errorf("%w: %v", ErrPackCondemned, gone)
+		}
+		var id int64
+		err = tx.QueryRow(ctx, `INSERT INTO world_backups
+			(run_id, server, former_owner, archive_ref, size_bytes, sha256, compression, file_count, started_at, finished_at,
+			 format, added_bytes)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'chunked', $11)
+			ON CONFLICT (run_id) DO NOTHING
+			RETURNING id`,
+			r.RunID, r.Server, r.FormerOwner, r.ArchiveRef, r.SizeBytes, r.SHA256, r.Compression,
+			r.FileCount, r.StartedAt, r.FinishedAt, r.AddedBytes).Scan(&id)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil
+		case err != nil:
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO chunked_run_packs (run_id, pack_id) SELECT $1, unnest($2::text[])`, r.RunID, packs); err != nil {
+			return fmt.Errorf("recording the run's packs: %w", err)
+		}
+		inserted = true
+		db.log.Debug("recorded chunked run", "run_id", r.RunID, "id", id, "packs", len(packs))
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("inserting run %q: %w", r.RunID, err)
+	}
+	return inserted, nil
+}
+
+// CondemnPacks condemns the packs no run references and unused for grace,
+// in one transaction, and returns every condemned pack (those of
+// earlier prunes that did not finish too): the packs to remove from the
+// store, then to forget with ForgetPacks.
+func (db *DB) CondemnPacks(ctx context.Context, grace time.Duration) ([]string, error) {
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
+	var out []string
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		// First lock the candidates: a backup whose row transaction marked
+		// one of them used holds its row lock until it commits, so this
+		// waits for it.
+		rows, _ := tx.Query(ctx, `SELECT pack_id FROM chunked_packs p
+			WHERE condemned_at IS NULL AND last_used < now() - $1::interval
+			  AND NOT EXISTS (SELECT 1 FROM chunked_run_packs r WHERE r.pack_id = p.pack_id)
+			ORDER BY pack_id FOR UPDATE`, fmt.Sprintf("%d microseconds", grace.Microseconds()))
+		cands, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("finding unreferenced packs: %w", err)
+		}
+		// Then check the references again in a new statement, whose
+		// snapshot holds every backup that committed before the locks were
+		// ours; a backup after them waits, then finds the pack condemned.
+		if _, err := tx.Exec(ctx, `UPDATE chunked_packs p SET condemned_at = now()
+			WHERE pack_id = ANY($1) AND last_used < now() - $2::interval
+			  AND NOT EXISTS (SELECT 1 FROM chunked_run_packs r WHERE r.pack_id = p.pack_id)`,
+			cands, fmt.Sprintf("%d microseconds", grace.Microseconds())); err != nil {
+			return fmt.Errorf("condemning unreferenced packs: %w", err)
+		}
+		rows, _ = tx.Query(ctx, `SELECT pack_id FROM chunked_packs WHERE condemned_at IS NOT NULL ORDER BY pack_id`)
+		out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("condemning packs: %w", err)
+	}
+	return out, nil
+}
+
+// ForgetPacks deletes the rows of condemned packs whose objects are gone.
+func (db *DB) ForgetPacks(ctx context.Context, ids []string) error {
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
+	if _, err := db.pool.Exec(ctx, `DELETE FROM chunked_packs WHERE pack_id = ANY($1) AND condemned_at IS NOT NULL`, ids); err != nil {
+		return fmt.Errorf("forgetting removed packs: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,226 @@
+package chunked
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Segment kinds in a manifest body.
+const (
+	segEnd  = 0
+	segMeta = 1 // tar metadata: one blob
+	segFile = 2 // a regular file's data: a file record
+)
+
+// Manifest is one run: the ordered segments of its tar stream.
+type Manifest struct {
+	Server string
+	RunID  string
+	// Created is when the run was written, nanoseconds since the epoch.
+	Created int64
+	// SinceFullRead counts the runs since the last one that read every
+	// file: 0 when this run did.
+	SinceFullRead uint64
+	// KeyID names the key of encrypted blobs; empty (no encryption) now.
+	KeyID []byte
+	// Packs is the pack table: every pack a blob of the run is in,
+	// directly or through a list blob.
+	Packs []ID
+	// Segments are the parts of the tar stream, in order.
+	Segments []Segment
+	// StreamSize is the length of the tar stream.
+	StreamSize int64
+}
+
+// Segment is a part of the tar stream: tar metadata (Meta), or the data of
+// a regular file (File).
+type Segment struct {
+	Meta *Ref
+	File *FileRecord
+}
+
+// FileRecord is a regular file's data: the blobs, listed by its list blobs
+// in order, and the metadata the next run compares to skip reading it.
+type FileRecord struct {
+	Path    string
+	Size    int64
+	MtimeNs int64
+	CtimeNs int64
+	Inode   uint64
+	// Reusable is false for a file that changed while it was read.
+	Reusable bool
+	// Lists are the list blobs naming the file's data blobs.
+	Lists []Ref
+	// DataPacks are the packs (indexes into Manifest.Packs) the data
+	// blobs are in.
+	DataPacks []uint32
+}
+
+// Encode returns the manifest's bytes.
+func (m *Manifest) Encode() ([]byte, error) {
+	if len(m.KeyID) > maxKeyID {
+		return nil, fmt.Errorf("key ID of %d bytes: at most %d", len(m.KeyID), maxKeyID)
+	}
+	var body encoder
+	body.str(m.Server)
+	body.str(m.RunID)
+	body.varint(m.Created)
+	body.uvarint(m.SinceFullRead)
+	body.uvarint(uint64(len(m.Packs)))
+	for _, p := range m.Packs {
+		body.id(p)
+	}
+	for _, s := range m.Segments {
+		switch {
+		case s.Meta != nil:
+			body.byte(segMeta)
+			body.ref(*s.Meta)
+		case s.File != nil:
+			f := s.File
+			body.byte(segFile)
+			body.str(f.Path)
+			body.uvarint(uint64(f.Size))
+			body.varint(f.MtimeNs)
+			body.varint(f.CtimeNs)
+			body.uvarint(f.Inode)
+			if f.Reusable {
+				body.byte(1)
+			} else {
+				body.byte(0)
+			}
+			body.uvarint(uint64(len(f.Lists)))
+			for _, r := range f.Lists {
+				body.ref(r)
+			}
+			body.uvarint(uint64(len(f.DataPacks)))
+			for _, p := range f.DataPacks {
+				body.uvarint(uint64(p))
+			}
+		}
+	}
+	body.byte(segEnd)
+	body.uvarint(uint64(m.StreamSize))
+	body.uvarint(uint64(len(m.Segments)))
+
+	out := []byte(manifestMagic)
+	out = append(out, Version, cipherNone, manifestZst, byte(len(m.KeyID)))
+	out = append(out, m.KeyID...)
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return nil, err
+	}
+	defer enc.Close()
+	return enc.EncodeAll(body.b, out), nil
+}
+
+// Sum returns the lowercase hex SHA-256 of b: a manifest's name in the
+// catalog.
+func Sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// DecodeManifest parses a manifest's bytes. It checks the structure, not
+// the hash: see Open.
+func DecodeManifest(b []byte) (*Manifest, error) {
+	if len(b) > MaxManifest {
+		return nil, fmt.Errorf("%w: manifest of %d bytes is larger than %d", ErrCorrupt, len(b), MaxManifest)
+	}
+	if len(b) < 8 || string(b[:4]) != manifestMagic {
+		return nil, fmt.Errorf("%w: not a chunked manifest (no %q magic)", ErrCorrupt, manifestMagic)
+	}
+	if b[4] != Version {
+		return nil, fmt.Errorf("%w: manifest version %d; this archiver reads version %d", ErrCorrupt, b[4], Version)
+	}
+	if b[5] != cipherNone {
+		return nil, fmt.Errorf("%w: manifest is encrypted (cipher %d), which this version cannot read", ErrCorrupt, b[5])
+	}
+	if b[6] != manifestZst {
+		return nil, fmt.Errorf("%w: manifest body compression %d is unknown", ErrCorrupt, b[6])
+	}
+	k := int(b[7])
+	if len(b) < 8+k {
+		return nil, fmt.Errorf("%w: manifest cut inside its key ID", ErrCorrupt)
+	}
+	m := &Manifest{}
+	if k > 0 {
+		m.KeyID = bytes.Clone(b[8 : 8+k])
+	}
+	dec, err := zstd.NewReader(bytes.NewReader(b[8+k:]), zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderMaxMemory(64<<20), zstd.WithDecoderMaxWindow(8<<20))
+	if err != nil {
+		return nil, err
+	}
+	defer dec.Close()
+	lr := &io.LimitedReader{R: dec, N: maxManifestBody}
+	br := bufio.NewReaderSize(lr, 64<<10)
+	d := newDecoder(br)
+	m.Server = d.str("server", 63)
+	m.RunID = d.str("run ID", 128)
+	m.Created = d.varint("creation time")
+	m.SinceFullRead = d.uvarint("runs since a full read", 1<<62)
+	np := d.uvarint("pack count", maxManifestBody/32)
+	for i := uint64(0); i < np && d.err == nil; i++ {
+		m.Packs = append(m.Packs, d.id("pack ID"))
+	}
+	var stream int64
+	for d.err == nil {
+		switch kind := d.byte("segment kind"); kind {
+		case segEnd:
+			size := d.uvarint("stream size", 1<<62)
+			n := d.uvarint("segment count", 1<<40)
+			if d.err != nil {
+				break
+			}
+			if n != uint64(len(m.Segments)) {
+				d.fail("manifest counts %d segments, but holds %d", n, len(m.Segments))
+			} else if int64(size) < stream {
+				d.fail("stream size %d is below the %d bytes the segments hold", size, stream)
+			}
+			m.StreamSize = int64(size)
+			if _, err := br.ReadByte(); err != io.EOF && d.err == nil {
+				d.fail("data after the end of the manifest")
+			}
+			if d.err != nil {
+				return nil, d.err
+			}
+			return m, nil
+		case segMeta:
+			r := d.ref(len(m.Packs))
+			stream += int64(r.Raw)
+			m.Segments = append(m.Segments, Segment{Meta: &r})
+		case segFile:
+			f := &FileRecord{Path: d.str("path", maxPath)}
+			f.Size = int64(d.uvarint("file size", 1<<62))
+			f.MtimeNs = d.varint("mtime")
+			f.CtimeNs = d.varint("ctime")
+			f.Inode = d.uvarint("inode", 1<<64-1)
+			switch d.byte("reusable flag") {
+			case 0:
+			case 1:
+				f.Reusable = true
+			default:
+				d.fail("reusable flag of %q is not 0 or 1", f.Path)
+			}
+			nl := d.uvarint("list count", uint64(f.Size)+1)
+			for i := uint64(0); i < nl && d.err == nil; i++ {
+				f.Lists = append(f.Lists, d.ref(len(m.Packs)))
+			}
+			nd := d.uvarint("data pack count", uint64(len(m.Packs)))
+			for i := uint64(0); i < nd && d.err == nil; i++ {
+				f.DataPacks = append(f.DataPacks, uint32(d.uvarint("data pack index", uint64(max(len(m.Packs), 1)-1))))
+			}
+			stream += f.Size
+			m.Segments = append(m.Segments, Segment{File: f})
+		default:
+			d.fail("unknown segment kind %d", kind)
+		}
+	}
+	return nil, d.err
+}

@@ -1,0 +1,204 @@
+package chunked
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/worldbackup/worldbackup/jobapi"
+)
+
+// Store is the archive store a chunked run is kept in (store.Local,
+// store.S3, store.Mem): objects written atomically, read as a stream.
+type Store interface {
+	Put(ctx context.Context, key string, write func(io.Writer) error) (size int64, err error)
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+}
+
+// Blob types, in a pack's index.
+const (
+	typeData = 0 // file data or tar metadata
+	typeList = 1 // a list blob
+)
+
+// packHeader is the fixed start of a pack.
+var packHeader = []byte{'W', 'B', 'P', 'K', Version, 0, 0, 0}
+
+// packFooter is the size of a pack's footer: the index length (u32 LE) and
+// packEndMagic.
+const packFooter = 8
+
+// PackTarget is the size at which a pack is closed and the next begun.
+const PackTarget = 32 << 20
+
+// packEntry is a blob in a pack's index.
+type packEntry struct {
+	ID     ID
+	Type   byte
+	Flags  byte
+	Offset uint32
+	Stored uint32
+	Raw    uint32
+}
+
+func encodePackIndex(entries []packEntry) []byte {
+	var e encoder
+	e.uvarint(uint64(len(entries)))
+	for _, p := range entries {
+		e.id(p.ID)
+		e.byte(p.Type)
+		e.byte(p.Flags)
+		e.uvarint(uint64(p.Offset))
+		e.uvarint(uint64(p.Stored))
+		e.uvarint(uint64(p.Raw))
+	}
+	e.b = binary.LittleEndian.AppendUint32(e.b, uint32(len(e.b)))
+	return append(e.b, packEndMagic...)
+}
+
+// ParsePackIndex parses the index of a whole pack's bytes and checks that
+// every blob it lists lies between the header and the index. It does not
+// check the blobs' hashes.
+func ParsePackIndex(pack []byte) ([]packEntry, error) {
+	if len(pack) < len(packHeader)+packFooter || !bytes.Equal(pack[:4], packHeader[:4]) {
+		return nil, fmt.Errorf("%w: not a pack (no %q magic)", ErrCorrupt, packMagic)
+	}
+	if pack[4] != Version {
+		return nil, fmt.Errorf("%w: pack version %d; this archiver reads version %d", ErrCorrupt, pack[4], Version)
+	}
+	end := pack[len(pack)-packFooter:]
+	if string(end[4:]) != packEndMagic {
+		return nil, fmt.Errorf("%w: pack has no index footer", ErrCorrupt)
+	}
+	n := int64(binary.LittleEndian.Uint32(end[:4]))
+	idxStart := int64(len(pack)) - packFooter - n
+	if n > maxPackIndex || idxStart < int64(len(packHeader)) {
+		return nil, fmt.Errorf("%w: pack index length %d does not fit the pack", ErrCorrupt, n)
+	}
+	r := bytes.NewReader(pack[idxStart : len(pack)-packFooter])
+	d := newDecoder(r)
+	count := d.uvarint("pack index count", uint64(n)/37)
+	var out []packEntry
+	for i := uint64(0); i < count && d.err == nil; i++ {
+		p := packEntry{ID: d.id("blob ID"), Type: d.byte("blob type"), Flags: d.byte("blob flags")}
+		p.Offset = uint32(d.uvarint("blob offset", uint64(idxStart)))
+		p.Stored = uint32(d.uvarint("stored length", MaxBlob))
+		p.Raw = uint32(d.uvarint("raw length", MaxBlob))
+		if d.err != nil {
+			break
+		}
+		if p.Type > typeList {
+			d.fail("blob %s has unknown type %d", p.ID, p.Type)
+		}
+		if int64(p.Offset) < int64(len(packHeader)) || int64(p.Offset)+int64(p.Stored) > idxStart {
+			d.fail("blob %s at %d+%d lies outside the pack's blobs", p.ID, p.Offset, p.Stored)
+		}
+		out = append(out, p)
+	}
+	if d.err == nil && r.Len() != 0 {
+		d.fail("%d bytes after the pack index", r.Len())
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return out, nil
+}
+
+// packWriter streams one pack into the store: Put runs on its own
+// goroutine, fed the blobs through a channel, so a pack is never held in
+// memory whole.
+type packWriter struct {
+	id      ID
+	key     string
+	ch      chan []byte
+	done    chan packResult
+	size    int64
+	entries []packEntry
+}
+
+type packResult struct {
+	size int64
+	err  error
+}
+
+// errPackAborted ends the Put of a pack the run gave up on.
+var errPackAborted = errors.New("pack aborted")
+
+// newPackID returns a fresh random pack ID.
+func newPackID() (ID, error) {
+	var id ID
+	_, err := rand.Read(id[:])
+	return id, err
+}
+
+func newPackWriter(ctx context.Context, st Store, id ID) (*packWriter, error) {
+	key, err := jobapi.PackKey(id.String())
+	if err != nil {
+		return nil, err
+	}
+	p := &packWriter{id: id, key: key, ch: make(chan []byte, 4), done: make(chan packResult, 1), size: int64(len(packHeader))}
+	go func() {
+		size, err := st.Put(ctx, key, func(w io.Writer) error {
+			var werr error
+			if _, werr = w.Write(packHeader); werr != nil {
+				werr = fmt.Errorf("writing pack %s: %w", key, werr)
+			}
+			aborted := true
+			for b := range p.ch {
+				if b == nil {
+					aborted = false
+					continue
+				}
+				if werr == nil {
+					if _, err := w.Write(b); err != nil {
+						werr = fmt.Errorf("writing pack %s: %w", key, err)
+					}
+				}
+			}
+			if werr == nil && aborted {
+				werr = errPackAborted
+			}
+			return werr
+		})
+		p.done <- packResult{size, err}
+		// A Put that failed before calling write (no temp file) must not
+		// leave the run blocked sending to it.
+		for range p.ch {
+		}
+	}()
+	return p, nil
+}
+
+// add appends a blob's stored bytes (owned by the pack from now on) and
+// returns its offset.
+func (p *packWriter) add(id ID, typ, flags byte, stored []byte, raw int) uint32 {
+	off := uint32(p.size)
+	p.entries = append(p.entries, packEntry{ID: id, Type: typ, Flags: flags, Offset: off, Stored: uint32(len(stored)), Raw: uint32(raw)})
+	p.size += int64(len(stored))
+	p.ch <- stored
+	return off
+}
+
+// finish writes the index and commits the pack; it returns the pack's size.
+func (p *packWriter) finish() (int64, error) {
+	p.ch <- encodePackIndex(p.entries)
+	p.ch <- nil // the commit mark
+	close(p.ch)
+	r := <-p.done
+	if r.err != nil {
+		return 0, r.err
+	}
+	return r.size, nil
+}
+
+// abort gives the pack up: nothing is committed.
+func (p *packWriter) abort() {
+	close(p.ch)
+	<-p.done
+}
+
+func layoutPackKey(id ID) (string, error) { return jobapi.PackKey(id.String()) }

@@ -1,0 +1,307 @@
+package chunked
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/worldbackup/worldbackup/jobapi"
+)
+
+// Open reads the manifest at key, checks it against sum (its lowercase hex
+// SHA-256, the catalog row's) and parses it. A mismatch or a malformed
+// manifest wraps ErrCorrupt; a missing one ErrMissing.
+func Open(ctx context.Context, st Store, key, sum string) (*Manifest, error) {
+	rc, err := st.Open(ctx, key)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: manifest %s is not in the store", ErrMissing, key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening manifest %s: %w", key, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, MaxManifest+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading manifest %s: %w", key, err)
+	}
+	if len(b) > MaxManifest {
+		return nil, fmt.Errorf("%w: manifest %s is larger than %d bytes", ErrCorrupt, key, MaxManifest)
+	}
+	if got := Sum(b); got != sum {
+		return nil, fmt.Errorf("%w: manifest %s has SHA-256 %s, not %s", ErrCorrupt, key, got, sum)
+	}
+	m, err := DecodeManifest(b)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", key, err)
+	}
+	return m, nil
+}
+
+// Rebuild writes the run's tar stream to w, checking every blob against
+// its name first: a damaged or missing blob stops it with an error
+// wrapping ErrCorrupt or ErrMissing, before the bytes of that blob reach w.
+func Rebuild(ctx context.Context, st Store, m *Manifest, w io.Writer) error {
+	rd := newReader(st)
+	defer rd.close()
+	return walk(ctx, rd, m, func(pack ID, r Ref) error {
+		b, err := rd.blob(ctx, pack, r)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	})
+}
+
+// VerifyResult counts what Verify read.
+type VerifyResult struct {
+	Blobs int64 // blobs checked
+	Bytes int64 // their raw bytes
+	Packs int   // packs the run references
+}
+
+// Verify checks the run's blobs against their names: all of them, or when
+// share is below 1 about that share of the data blobs (chosen by seed; the
+// list and metadata blobs are always read).
+func Verify(ctx context.Context, st Store, m *Manifest, share float64, seed uint64) (VerifyResult, error) {
+	rd := newReader(st)
+	defer rd.close()
+	res := VerifyResult{Packs: len(m.Packs)}
+	threshold := uint64(share * float64(1<<63) * 2)
+	err := walk(ctx, rd, m, func(pack ID, r Ref) error {
+		if share < 1 && pick(r.ID, seed) >= threshold {
+			return nil
+		}
+		b, err := rd.blob(ctx, pack, r)
+		if err != nil {
+			return err
+		}
+		res.Blobs++
+		res.Bytes += int64(len(b))
+		return nil
+	})
+	return res, err
+}
+
+// pick maps a blob and a seed to a uniform 64-bit value.
+func pick(id ID, seed uint64) uint64 {
+	var b [40]byte
+	copy(b[:], id[:])
+	for i := range 8 {
+		b[32+i] = byte(seed >> (8 * i))
+	}
+	s := sha256.Sum256(b[:])
+	var v uint64
+	for i := range 8 {
+		v = v<<8 | uint64(s[i])
+	}
+	return v
+}
+
+// walk calls data for every blob of the stream, in order, reading the list
+// blobs on the way; it checks that each file's blobs add up to its size.
+func walk(ctx context.Context, rd *reader, m *Manifest, data func(pack ID, r Ref) error) error {
+	for _, seg := range m.Segments {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if seg.Meta != nil {
+			if err := data(packOf(m.Packs, *seg.Meta), *seg.Meta); err != nil {
+				return err
+			}
+			continue
+		}
+		f := seg.File
+		var n int64
+		for _, lr := range f.Lists {
+			l, err := rd.list(ctx, m.Packs[lr.Pack], lr)
+			if err != nil {
+				return fmt.Errorf("%q: %w", f.Path, err)
+			}
+			for _, r := range l.Refs {
+				n += int64(r.Raw)
+				if n > f.Size {
+					return fmt.Errorf("%w: the blobs of %q hold more than its %d bytes", ErrCorrupt, f.Path, f.Size)
+				}
+				if err := data(packOf(l.Packs, r), r); err != nil {
+					return fmt.Errorf("%q: %w", f.Path, err)
+				}
+			}
+		}
+		if n != f.Size {
+			return fmt.Errorf("%w: the blobs of %q hold %d bytes, not its %d", ErrCorrupt, f.Path, n, f.Size)
+		}
+	}
+	return nil
+}
+
+// packOf returns the pack of r in the table packs (none for a zero run).
+func packOf(packs []ID, r Ref) ID {
+	if r.Flags&compMask == compZero {
+		return ID{}
+	}
+	return packs[r.Pack]
+}
+
+// reader reads blobs from packs, keeping a few packs open at their read
+// position: a run's blobs mostly follow each other in its packs, so reads
+// go forward, and a backward read reopens the pack. Small blobs read once
+// are kept for repeats (a zero padding shared by many chunks).
+type reader struct {
+	st      Store
+	open    []*cursor // most recently used last
+	cache   map[ID][]byte
+	cached  int
+	dec     *zstd.Decoder
+	scratch []byte
+	zeros   []byte // never written: the bytes of zero runs
+}
+
+type cursor struct {
+	pack ID
+	rc   io.ReadCloser
+	pos  int64
+}
+
+// Reader bounds.
+const (
+	maxOpenPacks  = 8
+	cacheBlobMax  = 16 << 10
+	cacheBytesMax = 8 << 20
+)
+
+func newReader(st Store) *reader {
+	dec, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(MaxBlob),
+		zstd.WithDecoderMaxWindow(MaxBlob))
+	return &reader{st: st, cache: make(map[ID][]byte), dec: dec}
+}
+
+func (r *reader) close() {
+	for _, c := range r.open {
+		c.rc.Close()
+	}
+	r.open = nil
+	r.dec.Close()
+}
+
+// list reads and parses the list blob ref in pack.
+func (r *reader) list(ctx context.Context, pack ID, ref Ref) (*list, error) {
+	b, err := r.blob(ctx, pack, ref)
+	if err != nil {
+		return nil, err
+	}
+	l, err := decodeList(b)
+	if err != nil {
+		return nil, fmt.Errorf("list blob %s: %w", ref.ID, err)
+	}
+	return l, nil
+}
+
+// blob returns the raw bytes of ref in pack, checked against ref.ID. The
+// slice is valid until the next call.
+func (r *reader) blob(ctx context.Context, pack ID, ref Ref) ([]byte, error) {
+	if ref.Flags&compMask == compZero {
+		if cap(r.zeros) < int(ref.Raw) {
+			r.zeros = make([]byte, ref.Raw)
+		}
+		return r.zeros[:ref.Raw], nil
+	}
+	if b, ok := r.cache[ref.ID]; ok {
+		return b, nil
+	}
+	key, err := jobapi.PackKey(pack.String())
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.cursor(ctx, pack, key, int64(ref.Offset))
+	if err != nil {
+		return nil, err
+	}
+	if cap(r.scratch) < int(ref.Stored) {
+		r.scratch = make([]byte, ref.Stored)
+	}
+	stored := r.scratch[:ref.Stored]
+	n, err := io.ReadFull(c.rc, stored)
+	c.pos += int64(n)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, fmt.Errorf("%w: pack %s ends before blob %s at %d+%d", ErrCorrupt, key, ref.ID, ref.Offset, ref.Stored)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading pack %s: %w", key, err)
+	}
+	raw := stored
+	if ref.Flags&compMask == compZstd {
+		raw, err = r.dec.DecodeAll(stored, make([]byte, 0, ref.Raw))
+		if err != nil {
+			return nil, fmt.Errorf("%w: blob %s in pack %s at %d does not decompress: %v", ErrCorrupt, ref.ID, key, ref.Offset, err)
+		}
+	}
+	if len(raw) != int(ref.Raw) || ID(sha256.Sum256(raw)) != ref.ID {
+		return nil, fmt.Errorf("%w: blob %s in pack %s at %d does not match its hash", ErrCorrupt, ref.ID, key, ref.Offset)
+	}
+	if len(raw) <= cacheBlobMax && r.cached+len(raw) <= cacheBytesMax {
+		r.cache[ref.ID] = bytes.Clone(raw)
+		r.cached += len(raw)
+	}
+	return raw, nil
+}
+
+// cursor returns pack's reader positioned at off.
+func (r *reader) cursor(ctx context.Context, pack ID, key string, off int64) (*cursor, error) {
+	var c *cursor
+	for i, o := range r.open {
+		if o.pack == pack {
+			c = o
+			r.open = append(append(r.open[:i:i], r.open[i+1:]...), c)
+			break
+		}
+	}
+	if c != nil && c.pos > off {
+		if s, ok := c.rc.(io.Seeker); ok {
+			if _, err := s.Seek(off, io.SeekStart); err != nil {
+				return nil, fmt.Errorf("reading pack %s: %w", key, err)
+			}
+			c.pos = off
+			return c, nil
+		}
+		c.rc.Close()
+		r.open = r.open[:len(r.open)-1]
+		c = nil
+	}
+	if c == nil {
+		rc, err := r.st.Open(ctx, key)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: pack %s is not in the store", ErrMissing, key)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("opening pack %s: %w", key, err)
+		}
+		c = &cursor{pack: pack, rc: rc}
+		if len(r.open) == maxOpenPacks {
+			r.open[0].rc.Close()
+			r.open = r.open[1:]
+		}
+		r.open = append(r.open, c)
+	}
+	if skip := off - c.pos; skip > 0 {
+		if s, ok := c.rc.(io.Seeker); ok {
+			if _, err := s.Seek(off, io.SeekStart); err != nil {
+				return nil, fmt.Errorf("reading pack %s: %w", key, err)
+			}
+		} else if n, err := io.CopyN(io.Discard, c.rc, skip); err != nil {
+			c.pos += n
+			if errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("%w: pack %s ends before offset %d", ErrCorrupt, key, off)
+			}
+			return nil, fmt.Errorf("reading pack %s: %w", key, err)
+		}
+		c.pos = off
+	}
+	return c, nil
+}

@@ -1,0 +1,390 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/worldbackup/worldbackup/internal/pgtest"
+)
+
+// chunkedRow is what the catalog says of a chunked run.
+type chunkedRow struct {
+	ArchiveRef, SHA256, Format string
+	SizeBytes                  int64
+	AddedBytes                 *int64
+}
+
+func chunkedRowOf(t *testing.T, url, runID string) chunkedRow {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var r chunkedRow
+	if err := conn.QueryRow(t.Context(), `SELECT archive_ref, sha256, format, size_bytes, added_bytes
+		FROM world_backups WHERE run_id = $1`, runID).Scan(&r.ArchiveRef, &r.SHA256, &r.Format, &r.SizeBytes, &r.AddedBytes); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// packsOf lists the pack files below e's archive root, oldest first is not
+// promised: sorted by path.
+func packsOf(t *testing.T, root string) []string {
+	t.Helper()
+	ps, err := filepath.Glob(filepath.Join(root, "_chunked/packs/*/*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// TestChunkedEndToEnd: a chunked backup restores (archiver restore, and
+// archiver export | GNU tar) to the world byte for byte; a second run after
+// a small change adds little; verify checks every blob; damage is refused
+// with exit 3 and the world left as it was.
+func TestChunkedEndToEnd(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateWorld(t, e.world)
+	if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
+		t.Fatal(err)
+	}
+	want := snapshot(t, e.world, defaultExcluded)
+	if res := archiver(t, e.backupArgs("c1", "--format", "chunked")...); res.code != 0 {
+		t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
+	}
+	r1 := chunkedRowOf(t, e.url, "c1")
+	if r1.Format != "chunked" || r1.ArchiveRef != filepath.Join(e.root, "_chunked/runs/survival/c1.manifest") ||
+		r1.AddedBytes == nil || *r1.AddedBytes <= 0 {
+		t.Fatalf("row %+v", r1)
+	}
+	if s := summary(t, e.tlog); s["format"] != "chunked" || s["sha256"] != r1.SHA256 {
+		t.Errorf("summary %v", s)
+	}
+	if res := archiver(t, "list", "--config", e.config); res.code != 0 || !strings.Contains(res.stdout, "chunked") {
+		t.Errorf("list exited %d:\n%s%s", res.code, res.stdout, res.stderr)
+	}
+
+	t.Run("restore into the folder holding the store", func(t *testing.T) {
+		res := archiver(t, restoreArgs(r1.ArchiveRef, r1.SHA256, filepath.Dir(e.root), "--replace")...)
+		if res.code != 2 || !strings.Contains(res.stderr, "lies inside the target folder") {
+			t.Errorf("restore exited %d, want 2:\n%s", res.code, res.stderr)
+		}
+		if _, err := os.Stat(r1.ArchiveRef); err != nil {
+			t.Errorf("the manifest is gone: %v", err)
+		}
+	})
+	t.Run("restore", func(t *testing.T) {
+		into := filepath.Join(t.TempDir(), "restored")
+		if res := archiver(t, restoreArgs(r1.ArchiveRef, r1.SHA256, into)...); res.code != 0 {
+			t.Fatalf("restore exited %d:\n%s", res.code, res.stderr)
+		}
+		compareTrees(t, snapshot(t, into, nil), want)
+	})
+	t.Run("export to GNU tar", func(t *testing.T) {
+		into := t.TempDir()
+		cmd := exec.CommandContext(t.Context(), archiverBin, "export", "--archive", r1.ArchiveRef, "--sha256", r1.SHA256)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		tarCmd := exec.CommandContext(t.Context(), "tar", "-x", "-C", into)
+		pipe, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tarCmd.Stdin = pipe
+		var tarErr bytes.Buffer
+		tarCmd.Stderr = &tarErr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tarCmd.Run(); err != nil {
+			t.Fatalf("tar: %v\n%s", err, tarErr.String())
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("export: %v\n%s", err, stderr.String())
+		}
+		compareTrees(t, snapshot(t, into, nil), want)
+	})
+
+	// A small change: one player file rewritten, one added.
+	changed := 0
+	for _, rel := range []string{"world/playerdata/chunked-a.dat", "world/playerdata/chunked-b.dat"} {
+		b := bytes.Repeat([]byte(rel), 300)
+		changed += len(b)
+		if err := os.WriteFile(filepath.Join(e.world, rel), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := archiver(t, e.backupArgs("c2", "--format", "chunked")...); res.code != 0 {
+		t.Fatalf("second backup exited %d:\n%s", res.code, res.stderr)
+	}
+	r2 := chunkedRowOf(t, e.url, "c2")
+	// What changed, its tar headers and the folder's, the list blobs, the
+	// manifest (a few bytes per file of the world) and the packs' frames.
+	if bound := int64(changed) + 64<<10; *r2.AddedBytes > bound {
+		t.Errorf("second run added %d bytes for %d changed (bound %d; the first added %d)", *r2.AddedBytes, changed, bound, *r1.AddedBytes)
+	}
+	for _, args := range [][]string{
+		{"verify", "--config", e.config, "--run-id", "c2"},
+		{"verify", "--archive", r2.ArchiveRef, "--sha256", r2.SHA256, "--read-data-subset", "5%"},
+	} {
+		if res := archiver(t, args...); res.code != 0 || !strings.Contains(res.stdout, "ok ") {
+			t.Errorf("%v exited %d:\n%s%s", args, res.code, res.stdout, res.stderr)
+		}
+	}
+
+	damage := []struct {
+		name   string
+		do     func(t *testing.T)
+		expect string
+	}{
+		{"flipped byte in a pack", func(t *testing.T) {
+			for _, p := range packsOf(t, e.root) {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b[len(b)/3] ^= 0x40
+				if err := os.WriteFile(p, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, "does not match its hash"},
+		{"missing pack", func(t *testing.T) {
+			for _, p := range packsOf(t, e.root) {
+				if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, "is not in the store"},
+	}
+	for _, d := range damage {
+		t.Run(d.name, func(t *testing.T) {
+			saved := map[string][]byte{}
+			for _, p := range packsOf(t, e.root) {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				saved[p] = b
+			}
+			t.Cleanup(func() {
+				for p, b := range saved {
+					if err := os.WriteFile(p, b, 0o644); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+			d.do(t)
+			target := filepath.Join(t.TempDir(), "world")
+			before := oldWorld(t, target)
+			res := archiver(t, restoreArgs(r2.ArchiveRef, r2.SHA256, target, "--replace")...)
+			if res.code != 3 || !strings.Contains(res.stderr, d.expect) || !strings.Contains(res.stderr, "_chunked/packs/") {
+				t.Errorf("restore exited %d, want 3 naming the pack (%q):\n%s", res.code, d.expect, res.stderr)
+			}
+			untouched(t, target, before, "world")
+			res = archiver(t, "verify", "--archive", r2.ArchiveRef, "--sha256", r2.SHA256)
+			if res.code != 3 || !strings.Contains(res.stderr, d.expect) {
+				t.Errorf("verify exited %d, want 3 (%q):\n%s", res.code, d.expect, res.stderr)
+			}
+		})
+	}
+	t.Run("flipped byte in the manifest", func(t *testing.T) {
+		b, err := os.ReadFile(r2.ArchiveRef)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.WriteFile(r2.ArchiveRef, b, 0o644) })
+		bad := bytes.Clone(b)
+		bad[len(bad)-5] ^= 1
+		if err := os.WriteFile(r2.ArchiveRef, bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		target := filepath.Join(t.TempDir(), "world")
+		before := oldWorld(t, target)
+		if res := archiver(t, restoreArgs(r2.ArchiveRef, r2.SHA256, target, "--replace")...); res.code != 3 {
+			t.Errorf("restore exited %d, want 3:\n%s", res.code, res.stderr)
+		}
+		untouched(t, target, before, "world")
+	})
+}
+
+// TestChunkedS3RoundTrip: a chunked run into an S3 store restores from the
+// bucket without database or config, exports to GNU tar, and a second run
+// adds little.
+func TestChunkedS3RoundTrip(t *testing.T) {
+	e := newS3Env(t)
+	generateWorld(t, e.world)
+	if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
+		t.Fatal(err)
+	}
+	want := snapshot(t, e.world, defaultExcluded)
+	if res := archiver(t, e.args("c1", "--format", "chunked")...); res.code != 0 {
+		t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
+	}
+	r1 := chunkedRowOf(t, e.url, "c1")
+	if wantRef := "s3://" + e.bucket + "/" + s3Prefix + "/_chunked/runs/survival/c1.manifest"; r1.ArchiveRef != wantRef || r1.Format != "chunked" {
+		t.Fatalf("row %+v, want ref %s", r1, wantRef)
+	}
+	into := filepath.Join(t.TempDir(), "restored")
+	if res := archiver(t, append(restoreArgs(r1.ArchiveRef, r1.SHA256, into), e.s3Flags()...)...); res.code != 0 {
+		t.Fatalf("restore exited %d:\n%s", res.code, res.stderr)
+	}
+	compareTrees(t, snapshot(t, into, nil), want)
+
+	out := t.TempDir()
+	script := archiverBin + ` export --archive "$1" --sha256 "$2" "${@:4}" | tar -x -C "$3"`
+	args := append([]string{"-o", "pipefail", "-c", script, "sh", r1.ArchiveRef, r1.SHA256, out}, e.s3Flags()...)
+	if b, err := exec.CommandContext(t.Context(), "bash", args...).CombinedOutput(); err != nil {
+		t.Fatalf("export | tar: %v\n%s", err, b)
+	}
+	compareTrees(t, snapshot(t, out, nil), want)
+
+	p := filepath.Join(e.world, "world/playerdata/chunked-s3.dat")
+	b := bytes.Repeat([]byte("a changed player file "), 200)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res := archiver(t, e.args("c2", "--format", "chunked")...); res.code != 0 {
+		t.Fatalf("second backup exited %d:\n%s", res.code, res.stderr)
+	}
+	r2 := chunkedRowOf(t, e.url, "c2")
+	if bound := int64(len(b)) + 64<<10; *r2.AddedBytes > bound {
+		t.Errorf("second run added %d bytes for %d changed (bound %d)", *r2.AddedBytes, len(b), bound)
+	}
+	if res := archiver(t, "verify", "--config", e.config, "--run-id", "c2"); res.code != 0 {
+		t.Errorf("verify exited %d:\n%s%s", res.code, res.stdout, res.stderr)
+	}
+}
+
+// TestChunkedKill9: chunked backups and prunes (a 1 ms grace, so packs are
+// collected as soon as nothing references them) killed with SIGKILL at
+// random points until 40 were killed; then every recorded chunked run verifies, blob
+// by blob, and the newest restores to the world.
+func TestChunkedKill9(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateWorld(t, e.world)
+	if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(40, 9))
+	writeRand := func(rel string, n int) {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		if err := os.WriteFile(filepath.Join(e.world, rel), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeRand("world/data/big.dat", 24<<20)
+	// The catalog exists before the first kill: a prune drawn before any
+	// backup got through its migration would find no table.
+	if res := archiver(t, "migrate", "--config", e.config); res.code != 0 {
+		t.Fatalf("migrate exited %d:\n%s", res.code, res.stderr)
+	}
+	pruneArgs := []string{"prune", "--server", "survival", "--config", e.config, "--archive-root", e.root,
+		"--keep-last", "2", "--min-keep", "2", "--grace", "1ms", "--log-format", "json"}
+	kills, done, recorded := 0, 0, 0
+	for i := 0; kills < 40; i++ {
+		if i == 200 {
+			t.Fatalf("only %d of 200 runs were killed: the kill points miss the runs", kills)
+		}
+		writeRand(fmt.Sprintf("world/playerdata/kill-%d.dat", rng.IntN(5)), 2000+rng.IntN(100000))
+		args := e.backupArgs(fmt.Sprintf("k%02d", i), "--format", "chunked")
+		if rng.IntN(3) == 0 {
+			args = pruneArgs
+		}
+		cmd := exec.CommandContext(t.Context(), archiverBin, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// A random point of the run: most land inside it, some after.
+		timer := time.AfterFunc(time.Duration(rng.IntN(300))*time.Millisecond, func() { cmd.Process.Signal(syscall.SIGKILL) })
+		err := cmd.Wait()
+		timer.Stop()
+		if ee, ok := err.(*exec.ExitError); ok && ee.ProcessState.Sys().(syscall.WaitStatus).Signaled() {
+			kills++
+			continue
+		}
+		// A backup may fail (exit 1) when a prune took a pack it reused.
+		if err != nil && (args[0] != "backup" || exitCode(t, err) != 1) {
+			t.Fatalf("%v: %v\n%s", args[0], err, stderr.String())
+		}
+		if err == nil && args[0] == "backup" {
+			recorded++
+		}
+		done++
+	}
+	t.Logf("%d killed, %d finished (%d backups recorded)", kills, done, recorded)
+	if recorded == 0 {
+		t.Fatal("no backup finished between the kills")
+	}
+	// A last backup and prune, then every chunked run verifies.
+	if res := archiver(t, e.backupArgs("final", "--format", "chunked")...); res.code != 0 {
+		t.Fatalf("final backup exited %d:\n%s", res.code, res.stderr)
+	}
+	if res := archiver(t, pruneArgs...); res.code != 0 {
+		t.Fatalf("final prune exited %d:\n%s", res.code, res.stderr)
+	}
+	conn, err := pgx.Connect(t.Context(), e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rs, err := conn.Query(t.Context(), `SELECT run_id FROM world_backups WHERE format = 'chunked' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rs, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if res := archiver(t, "verify", "--config", e.config, "--run-id", id); res.code != 0 {
+			t.Errorf("run %s does not verify (exit %d):\n%s%s", id, res.code, res.stdout, res.stderr)
+		}
+	}
+	r := chunkedRowOf(t, e.url, "final")
+	into := filepath.Join(t.TempDir(), "restored")
+	if res := archiver(t, restoreArgs(r.ArchiveRef, r.SHA256, into)...); res.code != 0 {
+		t.Fatalf("restore exited %d:\n%s", res.code, res.stderr)
+	}
+	compareTrees(t, snapshot(t, into, nil), snapshot(t, e.world, defaultExcluded))
+}
+
+func TestChunkedParseShare(t *testing.T) {
+	tests := []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"5%", 0.05, true}, {"0.05", 0.05, true}, {"100%", 1, true}, {"1", 1, true},
+		{"0%", 0, false}, {"0", 0, false}, {"101%", 0, false}, {"-5%", 0, false}, {"x", 0, false}, {"", 0, false}, {"NaN", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := parseShare(tt.in)
+			if (err == nil) != tt.ok || (tt.ok && (got < tt.want-1e-9 || got > tt.want+1e-9)) {
+				t.Errorf("parseShare(%q) = %v, %v", tt.in, got, err)
+			}
+		})
+	}
+	if res := archiver(t, "verify", "--archive", "/x/s/r.tar.zst", "--sha256", strings.Repeat("0", 64), "--read-data-subset", "5%"); res.code != 2 {
+		t.Errorf("a tar archive with --read-data-subset exited %d, want 2:\n%s", res.code, res.stderr)
+	}
+}
