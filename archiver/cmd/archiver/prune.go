@@ -16,6 +16,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/config"
 	"github.com/worldbackup/worldbackup/archiver/prune"
 	"github.com/worldbackup/worldbackup/archiver/retention"
+	"github.com/worldbackup/worldbackup/archiver/store"
 )
 
 const pruneHelp = `Usage: archiver prune --server S --min-keep K [--keep-last N] [--keep-hourly H]
@@ -164,6 +165,9 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if perr := printPruneReport(stdout, rep, asJSON); perr != nil && err == nil {
 		err = fmt.Errorf("writing the report: %w", perr)
+	}
+	if errors.Is(err, store.ErrNoRoot) || errors.Is(err, store.ErrDenied) {
+		return fail(exitUsage, err) // as for backup: no retry can help
 	}
 	if err != nil {
 		return fail(exitFailed, err)

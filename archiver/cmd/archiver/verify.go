@@ -27,7 +27,8 @@ the catalog, and that it decompresses and parses as tar to the end. With
 --sha256 too, the catalog is not consulted. The archive is read as a
 restore reads it: the compression its bytes tell, and nothing after the end
 of the tar and compressed streams. Exits 3 with the reason on any mismatch or
-corruption, 1 when the archive or the catalog cannot be read.
+corruption, 1 when the archive or the catalog cannot be read, 2 when the S3
+store has no such bucket or refuses the credentials.
 `
 
 func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -121,6 +122,9 @@ func verifyFile(ctx context.Context, log hclog.Logger, path string, open func(co
 	f, err := open(ctx)
 	if err != nil {
 		log.Error("cannot open the archive", "error", err)
+		if errors.Is(err, store.ErrNoRoot) || errors.Is(err, store.ErrDenied) {
+			return exitUsage // a missing bucket, refused credentials: no retry can help
+		}
 		return exitFailed
 	}
 	defer f.Close()
