@@ -309,6 +309,9 @@ func (s *S3) Put(ctx context.Context, key string, write func(io.Writer) error) (
 			return 0, err
 		}
 		err := s.putSmall(ctx, obj, ref, w.buf, sum)
+		if errors.Is(err, ErrNoRoot) || errors.Is(err, ErrDenied) {
+			return 0, err // refused: nothing was stored, and a removal would be refused too
+		}
 		if err == nil {
 			err = s.check(ctx, obj, ref, w.n, sum, true)
 		}
@@ -383,9 +386,6 @@ func (s *S3) check(ctx context.Context, obj, ref string, size int64, sum string,
 // with the removal's error). It runs when the Put's context has ended too,
 // bounded in time.
 func (s *S3) takeBack(ctx context.Context, key string, cause error) error {
-	if errors.Is(cause, ErrNoRoot) || errors.Is(cause, ErrDenied) {
-		return cause // refused: nothing was stored, and a removal would be refused too
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	if err := s.Remove(ctx, key); err != nil {
@@ -829,8 +829,9 @@ func (s *S3) wrap(what string, err error) error {
 			return fmt.Errorf("%s: %w: bucket %q does not exist (create it, or fix [archive] store)", what, ErrNoRoot, s.bucket)
 		case "NoSuchKey", "NotFound":
 			return fmt.Errorf("%s: %w", what, fs.ErrNotExist)
-		// XAdminUserNotFound: versitygw's answer to an unknown access key.
-		case "InvalidAccessKeyId", "XAdminUserNotFound", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "ExpiredToken":
+		// XAdminUserNotFound: versitygw's answer to an unknown access key;
+		// Forbidden: a 403 without a body (HEAD's).
+		case "InvalidAccessKeyId", "XAdminUserNotFound", "SignatureDoesNotMatch", "AccessDenied", "Forbidden", "InvalidToken", "ExpiredToken":
 			return fmt.Errorf("%s: %w (%s: check the access and secret key files and the key's rights on bucket %q)",
 				what, ErrDenied, ae.ErrorCode(), s.bucket)
 		}

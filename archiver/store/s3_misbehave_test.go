@@ -77,6 +77,12 @@ func TestS3PutMisbehavingServer(t *testing.T) {
 			w.Header().Set("Content-Length", "7")
 			w.WriteHeader(resp.StatusCode)
 		}), data: small, want: "the object has 7 bytes"},
+		{name: "HeadObject refused (a key without s3:GetObject)", rule: on("HeadObject", 0, s3test.Fail(403, "AccessDenied")), data: small,
+			want: "Forbidden", check: func(t *testing.T, _ *s3test.Proxy, err error) {
+				if !errors.Is(err, store.ErrDenied) {
+					t.Errorf("error %v does not wrap ErrDenied", err)
+				}
+			}},
 		{name: "UploadPart stalls", rule: on("UploadPart", 0, s3test.Stall), data: large, want: "read timeout", timeout: 2 * time.Second,
 			check: func(t *testing.T, p *s3test.Proxy, err error) {
 				var se *store.StallError
