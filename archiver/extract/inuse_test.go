@@ -63,6 +63,25 @@ func TestWorldInUse(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, p string)
+	}{
+		{"regular file", func(t *testing.T, p string) { must(t, os.WriteFile(p, nil, 0o644)) }},
+		{"symlink loop", func(t *testing.T, p string) {
+			must(t, os.Symlink(p+".b", p))
+			must(t, os.Symlink(p, p+".b"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "world")
+			tc.setup(t, p)
+			err := WorldInUse(p)
+			if !errors.Is(err, ErrNotFolder) || errors.Is(err, ErrInUse) {
+				t.Fatalf("WorldInUse(%s) = %v, want an error wrapping ErrNotFolder and not ErrInUse", tc.name, err)
+			}
+		})
+	}
 }
 
 // ofdLock takes a write lock the way another process's FileChannel.lock

@@ -133,9 +133,36 @@ func (x *extractor) refuse(format string, args ...any) error {
 	return &RefusedError{Index: x.index, Name: x.raw, Reason: fmt.Sprintf(format, args...)}
 }
 
+// sourceReader remembers the first error of the archive's own reads (other
+// than EOF): a disk or a network that failed, not the archive's contents.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF && s.err == nil {
+		s.err = err
+	}
+	return n, err
+}
+
 // extract streams f (positioned at its start) through the decompressor and
 // the tar reader into st, then checks that f's bytes still hash to sha.
+// When reading f itself failed, the error is that I/O failure, whatever the
+// decompressor or the tar reader made of the stream that broke off (a retry
+// may succeed), never a refusal of the archive.
 func extract(ctx context.Context, f io.Reader, st *staging, o Options, res *Result) error {
+	src := &sourceReader{r: f}
+	err := extractFrom(ctx, src, st, o, res)
+	if err != nil && src.err != nil {
+		return fmt.Errorf("reading archive: %w", src.err)
+	}
+	return err
+}
+
+func extractFrom(ctx context.Context, f io.Reader, st *staging, o Options, res *Result) error {
 	hr := &hashReader{r: &ctxReader{ctx: ctx, r: f}, h: sha256.New()}
 	br := bufio.NewReaderSize(hr, copyBufSize)
 	head, perr := br.Peek(tarstream.HeadSize)

@@ -11,7 +11,6 @@ import (
 	"hash"
 	"io"
 	"io/fs"
-	"net/url"
 	"path"
 	"strings"
 	"sync"
@@ -19,10 +18,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/encoding/httpbinding"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/worldbackup/worldbackup/jobapi"
@@ -186,7 +185,9 @@ func NewS3(o S3Options) (*S3, error) {
 	}
 	// The SDK's client has no timeout but the dial's: a server that
 	// accepts and never answers would hang the run until the Job's deadline.
-	opts.HTTPClient = awshttp.NewBuildableClient().WithReadTimeout(o.ReadTimeout)
+	// A stall is not retried (3 attempts would make 15 minutes of 5); error
+	// bodies are bounded (see newHTTPClient).
+	opts.HTTPClient = newHTTPClient(o.ReadTimeout)
 	return &S3{client: s3.New(opts), bucket: bucket, prefix: prefix, partSize: o.PartSize, locker: o.Locker}, nil
 }
 
@@ -234,6 +235,12 @@ func (s *S3) Lock(ctx context.Context, key string) (unlock func(), err error) {
 // stored as user metadata (x-amz-meta-sha256); for a multipart archive by
 // copying the object onto itself, which S3 allows up to 5 GiB (larger
 // archives have none: the catalog's row holds it).
+//
+// A server's word that it stored the archive is not taken: Put then asks
+// (HEAD) for the object's size and x-amz-meta-sha256 and fails unless they
+// are the archive's. A Put that fails after the archive was sent (the
+// answer lost, an answer of success with nothing or something else stored)
+// removes the key's object, and aborts the upload: nothing is left of it.
 func (s *S3) Put(ctx context.Context, key string, write func(io.Writer) error) (size int64, err error) {
 	if err := checkKey(key); err != nil {
 		return 0, err
@@ -286,7 +293,17 @@ func (s *S3) Put(ctx context.Context, key string, write func(io.Writer) error) (
 		if err := s.abortErr(ctx, obj, ref, id); err != nil {
 			return 0, err
 		}
-		return w.n, s.putSmall(ctx, obj, ref, w.buf, sum)
+		err := s.putSmall(ctx, obj, ref, w.buf, sum)
+		if errors.Is(err, ErrNoRoot) || errors.Is(err, ErrDenied) {
+			return 0, err // refused: nothing was stored, and a removal would be refused too
+		}
+		if err == nil {
+			err = s.check(ctx, obj, ref, w.n, sum, true)
+		}
+		if err != nil {
+			return 0, s.takeBack(ctx, key, err)
+		}
+		return w.n, nil
 	}
 	if err := w.flush(); err != nil {
 		return 0, err
@@ -302,24 +319,64 @@ func (s *S3) Put(ctx context.Context, key string, write func(io.Writer) error) (
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
 	})
 	if err != nil {
+		// The server may have completed the upload and lost the answer
+		// (a retry then finds no upload): the deferred abort and takeBack
+		// remove whichever of the two is left.
 		var nsu *types.NoSuchUpload
 		if errors.As(err, &nsu) {
-			return 0, fmt.Errorf("committing %s: %w", ref, ErrDiscarded)
+			err = fmt.Errorf("committing %s: %w", ref, ErrDiscarded)
+		} else {
+			err = s.wrap(fmt.Sprintf("completing the upload of %s", ref), err)
 		}
-		return 0, s.wrap(fmt.Sprintf("completing the upload of %s", ref), err)
+		return 0, s.takeBack(ctx, key, err)
 	}
-	aborted = true // nothing to abort any more
-	if w.n <= maxCopySize {
-		if err := s.setSHA256(ctx, obj, ref, sum); err != nil {
-			// The archive is whole but not as promised: take it back, so
-			// that nothing is left of a failed Put.
-			if rerr := s.Remove(context.WithoutCancel(ctx), key); rerr != nil {
-				err = errors.Join(err, rerr)
-			}
-			return 0, err
-		}
+	// From here on a failure takes the object back; the deferred abort
+	// also ends an upload the server said it completed but did not.
+	withSum := w.n <= maxCopySize
+	if withSum {
+		err = s.setSHA256(ctx, obj, ref, sum)
+	}
+	if err == nil {
+		err = s.check(ctx, obj, ref, w.n, sum, withSum)
+	}
+	if err != nil {
+		return 0, s.takeBack(ctx, key, err)
 	}
 	return w.n, nil
+}
+
+// check asks the server (HEAD) what it holds under obj, which a Put just
+// wrote: an object of size bytes, with sum as its x-amz-meta-sha256 when
+// withSum. A server that answered a write with success is not believed.
+func (s *S3) check(ctx context.Context, obj, ref string, size int64, sum string, withSum bool) error {
+	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(obj)})
+	var nf *types.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return fmt.Errorf("checking what the server stored as %s: no object: the server answered the write as done but stored nothing", ref)
+	case err != nil:
+		return s.wrap(fmt.Sprintf("checking what the server stored as %s", ref), err)
+	}
+	if got := aws.ToInt64(head.ContentLength); head.ContentLength == nil || got != size {
+		return fmt.Errorf("checking what the server stored as %s: the object has %d bytes, %d were written", ref, got, size)
+	}
+	if got := head.Metadata[MetaSHA256]; withSum && got != sum {
+		return fmt.Errorf("checking what the server stored as %s: its x-amz-meta-sha256 is %q, the archive's SHA-256 is %s", ref, cut(got, 64), sum)
+	}
+	return nil
+}
+
+// takeBack removes key's object after a Put failed with cause, when the
+// server may have stored something under it, and returns cause (joined
+// with the removal's error). It runs when the Put's context has ended too,
+// bounded in time.
+func (s *S3) takeBack(ctx context.Context, key string, cause error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := s.Remove(ctx, key); err != nil {
+		return errors.Join(cause, fmt.Errorf("removing what the failed write may have left: %w", err))
+	}
+	return cause
 }
 
 // putSmall stores an archive of one part with PutObject.
@@ -346,25 +403,23 @@ func (s *S3) setSHA256(ctx context.Context, obj, ref, sum string) error {
 	_, err := s.client.CopyObject(ctx, &s3.CopyObjectInput{
 		Bucket:            aws.String(s.bucket),
 		Key:               aws.String(obj),
-		CopySource:        aws.String(url.PathEscape(s.bucket) + "/" + escapeKey(obj)),
+		CopySource:        aws.String(httpbinding.EscapePath(s.bucket+"/"+obj, false)),
 		MetadataDirective: types.MetadataDirectiveReplace,
 		Metadata:          map[string]string{MetaSHA256: sum},
 		ContentType:       aws.String("application/octet-stream"),
 	})
-	if err != nil {
+	var nsk *types.NoSuchKey
+	var ae smithy.APIError
+	switch {
+	case errors.As(err, &nsk) || errors.As(err, &ae) && ae.ErrorCode() == "NoSuchKey":
+		// Not "the archive does not exist": the copy's source, the object
+		// just completed, was not found where the header names it.
+		return fmt.Errorf("recording the SHA-256 of %s in its metadata: the server's server-side copy found no object at its source %q "+
+			"(the completed upload is missing, or the server reads x-amz-copy-source differently)", ref, s.bucket+"/"+obj)
+	case err != nil:
 		return s.wrap(fmt.Sprintf("recording the SHA-256 of %s in its metadata", ref), err)
 	}
 	return nil
-}
-
-// escapeKey percent-encodes each element of an object key for a copy
-// source.
-func escapeKey(k string) string {
-	els := strings.Split(k, "/")
-	for i, e := range els {
-		els[i] = url.PathEscape(e)
-	}
-	return strings.Join(els, "/")
 }
 
 // abort aborts an upload after a failure, bounded in time; its error is
@@ -610,9 +665,12 @@ func (s *S3) Remove(ctx context.Context, key string) error {
 const maxResumes = 5
 
 // Open returns a reader of key's object; a missing object gives an error
-// wrapping fs.ErrNotExist. When the connection breaks mid-object, the reader
-// requests the rest (a range GET pinned to the object's ETag, so a replaced
-// object fails rather than splices), up to maxResumes times.
+// wrapping fs.ErrNotExist. The reader reads the object's size and no more:
+// the Content-Length of the answer, else (an answer without one) the size a
+// HEAD gives; what a server sends past it is not read. When the connection
+// breaks mid-object, the reader requests the rest (a range GET pinned to
+// the object's ETag, so a replaced object fails rather than splices), up
+// to maxResumes times; a stall (see StallError) is not resumed.
 func (s *S3) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
@@ -624,6 +682,14 @@ func (s *S3) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 		return nil, s.wrap(fmt.Sprintf("opening %s", ref), err)
 	}
 	etag := aws.ToString(out.ETag)
+	size := aws.ToInt64(out.ContentLength)
+	if out.ContentLength == nil || size < 0 {
+		size, err = s.size(ctx, in, etag)
+		if err != nil {
+			out.Body.Close()
+			return nil, s.wrap(fmt.Sprintf("opening %s: its answer has no length; asking for its size", ref), err)
+		}
+	}
 	reopen := func(offset int64) (io.ReadCloser, error) {
 		rest := *in
 		rest.Range = aws.String(fmt.Sprintf("bytes=%d-", offset))
@@ -636,14 +702,30 @@ func (s *S3) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 		}
 		return out.Body, nil
 	}
-	return &objectReader{body: out.Body, size: aws.ToInt64(out.ContentLength), reopen: reopen}, nil
+	return &objectReader{body: out.Body, size: size, reopen: reopen}, nil
 }
 
-// objectReader reads an object of known size, resuming after a broken
-// connection.
+// size returns the size of the object in (HEAD), pinned to etag when set.
+func (s *S3) size(ctx context.Context, in *s3.GetObjectInput, etag string) (int64, error) {
+	h := &s3.HeadObjectInput{Bucket: in.Bucket, Key: in.Key}
+	if etag != "" {
+		h.IfMatch = aws.String(etag)
+	}
+	out, err := s.client.HeadObject(ctx, h)
+	if err != nil {
+		return 0, err
+	}
+	if out.ContentLength == nil || *out.ContentLength < 0 {
+		return 0, errors.New("the server gave no size for the object")
+	}
+	return *out.ContentLength, nil
+}
+
+// objectReader reads an object of known size, and no more, resuming after
+// a broken connection.
 type objectReader struct {
 	body    io.ReadCloser
-	size    int64 // the object's size, from the first response
+	size    int64 // the object's size, from the first response or a HEAD
 	n       int64 // bytes read so far
 	resumes int
 	reopen  func(offset int64) (io.ReadCloser, error)
@@ -651,6 +733,12 @@ type objectReader struct {
 
 func (r *objectReader) Read(p []byte) (int, error) {
 	for {
+		if r.n >= r.size {
+			return 0, io.EOF // whatever the server sends past the size is not read
+		}
+		if rest := r.size - r.n; int64(len(p)) > rest {
+			p = p[:rest]
+		}
 		n, err := r.body.Read(p)
 		r.n += int64(n)
 		switch {
@@ -658,8 +746,8 @@ func (r *objectReader) Read(p []byte) (int, error) {
 			return n, nil // an error other than EOF comes again on the next Read
 		case errors.Is(err, io.EOF) && r.n == r.size:
 			return n, io.EOF
-		case errors.Is(err, io.EOF) && r.n > r.size:
-			return n, fmt.Errorf("the object grew to more than its %d bytes while read", r.size)
+		case isStall(err):
+			return n, fmt.Errorf("reading the object at byte %d: %w", r.n, err)
 		case r.resumes >= maxResumes:
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
@@ -726,7 +814,9 @@ func (s *S3) wrap(what string, err error) error {
 			return fmt.Errorf("%s: %w: bucket %q does not exist (create it, or fix [archive] store)", what, ErrNoRoot, s.bucket)
 		case "NoSuchKey", "NotFound":
 			return fmt.Errorf("%s: %w", what, fs.ErrNotExist)
-		case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "ExpiredToken":
+		// XAdminUserNotFound: versitygw's answer to an unknown access key;
+		// Forbidden: a 403 without a body (HEAD's).
+		case "InvalidAccessKeyId", "XAdminUserNotFound", "SignatureDoesNotMatch", "AccessDenied", "Forbidden", "InvalidToken", "ExpiredToken":
 			return fmt.Errorf("%s: %w (%s: check the access and secret key files and the key's rights on bucket %q)",
 				what, ErrDenied, ae.ErrorCode(), s.bucket)
 		}

@@ -72,6 +72,7 @@ func TestS3Conformance(t *testing.T) {
 		// multipart test below writes many.
 		{"no prefix", "", store.MinPartSize},
 		{"prefix", "backups/felis", store.MinPartSize},
+		{"prefix with + and a space", "backups/a+b c", store.MinPartSize},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) storetest.Store {
@@ -85,9 +86,18 @@ func TestS3Conformance(t *testing.T) {
 // TestS3Multipart: an archive of several parts, written in writes of odd
 // sizes, reads back whole, carries its SHA-256 as metadata, and leaves no
 // upload behind; a failure in the middle leaves no object and no upload.
+// A prefix with characters that a copy source must escape ('+' is a space
+// to a decoder of queries) works as well as a plain one.
 func TestS3Multipart(t *testing.T) {
 	srv := s3test.New(t)
-	s, bucket := newS3(t, srv, testLocker(t), "pre", store.MinPartSize)
+	locker := testLocker(t)
+	for _, prefix := range []string{"pre", "a+b/c d"} {
+		t.Run("prefix "+prefix, func(t *testing.T) { testMultipart(t, srv, locker, prefix) })
+	}
+}
+
+func testMultipart(t *testing.T, srv *s3test.Server, locker store.Locker, prefix string) {
+	s, bucket := newS3(t, srv, locker, prefix, store.MinPartSize)
 	data := make([]byte, 3*store.MinPartSize+12345)
 	for i := range data {
 		data[i] = byte(i*31 + i>>13)
@@ -127,7 +137,7 @@ func TestS3Multipart(t *testing.T) {
 			if err != nil || !bytes.Equal(got, want) {
 				t.Fatalf("read back %d bytes (%v), want the %d written", len(got), err, len(want))
 			}
-			head, err := srv.Client().HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("pre/srv/run.tar.zst")})
+			head, err := srv.Client().HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(prefix + "/srv/run.tar.zst")})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,15 +178,17 @@ func TestS3Errors(t *testing.T) {
 	bucket := srv.NewBucket(t)
 	write := func(w io.Writer) error { _, err := w.Write([]byte("x")); return err }
 	for _, tc := range []struct {
-		name, url, secret string
-		want              error
+		name, url, access, secret string
+		want                      error
 	}{
-		{"missing bucket", "s3://no-such-bucket/p", s3test.SecretKey, store.ErrNoRoot},
-		{"wrong secret", "s3://" + bucket, "not-the-secret-but-a-long-one", store.ErrDenied},
+		{"missing bucket", "s3://no-such-bucket/p", s3test.AccessKey, s3test.SecretKey, store.ErrNoRoot},
+		{"wrong secret", "s3://" + bucket, s3test.AccessKey, "not-the-secret-but-a-long-one", store.ErrDenied},
+		// versitygw: 404 XAdminUserNotFound; AWS: 403 InvalidAccessKeyId.
+		{"unknown access key", "s3://" + bucket, "no-such-access-key", s3test.SecretKey, store.ErrDenied},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := store.NewS3(store.S3Options{URL: tc.url, Endpoint: srv.Endpoint, PathStyle: true,
-				AccessKey: s3test.AccessKey, SecretKey: tc.secret})
+				AccessKey: tc.access, SecretKey: tc.secret})
 			if err != nil {
 				t.Fatal(err)
 			}

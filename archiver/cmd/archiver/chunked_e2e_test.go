@@ -297,10 +297,13 @@ func TestChunkedKill9(t *testing.T) {
 	}
 	pruneArgs := []string{"prune", "--server", "survival", "--config", e.config, "--archive-root", e.root,
 		"--keep-last", "2", "--min-keep", "2", "--grace", "1ms", "--log-format", "json"}
+	// The kill points are drawn within 1.5 times the length of the last run of
+	// the same command that finished, so most land inside a run however fast the machine is.
 	kills, done, recorded := 0, 0, 0
+	window := map[string]time.Duration{"backup": 300 * time.Millisecond, "prune": 300 * time.Millisecond}
 	for i := 0; kills < 40; i++ {
-		if i == 200 {
-			t.Fatalf("only %d of 200 runs were killed: the kill points miss the runs", kills)
+		if i == 400 {
+			t.Fatalf("only %d of 400 runs were killed: the kill points miss the runs", kills)
 		}
 		writeRand(fmt.Sprintf("world/playerdata/kill-%d.dat", rng.IntN(5)), 2000+rng.IntN(100000))
 		args := e.backupArgs(fmt.Sprintf("k%02d", i), "--format", "chunked")
@@ -314,7 +317,8 @@ func TestChunkedKill9(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A random point of the run: most land inside it, some after.
-		timer := time.AfterFunc(time.Duration(rng.IntN(300))*time.Millisecond, func() { cmd.Process.Signal(syscall.SIGKILL) })
+		started := time.Now()
+		timer := time.AfterFunc(time.Duration(rng.Int64N(int64(window[args[0]]))), func() { cmd.Process.Signal(syscall.SIGKILL) })
 		err := cmd.Wait()
 		timer.Stop()
 		if ee, ok := err.(*exec.ExitError); ok && ee.ProcessState.Sys().(syscall.WaitStatus).Signaled() {
@@ -328,6 +332,7 @@ func TestChunkedKill9(t *testing.T) {
 		if err == nil && args[0] == "backup" {
 			recorded++
 		}
+		window[args[0]] = max(time.Since(started)*3/2, 10*time.Millisecond)
 		done++
 	}
 	t.Logf("%d killed, %d finished (%d backups recorded)", kills, done, recorded)

@@ -61,8 +61,9 @@ Exit codes:
   1  failed: the reason is logged (and, for backup, written to the termination
      log); a retry may succeed
   2  usage or configuration error: a bad flag, run ID, server name, felis.toml,
-     a missing archive root, or a world that is the archive root; an S3
-     bucket that does not exist or refused S3 credentials
+     a missing archive root, a world that is the archive root, or a restore
+     --into that is not a folder; an S3 bucket that does not exist, refused
+     S3 credentials or an unknown access key
   3  archive refused (verify, restore, export): checksum or size mismatch, a
      malicious or corrupt entry, bytes after the end of the archive, a chunked
      run's damaged blob or missing pack; the log names the entry (or pack) and

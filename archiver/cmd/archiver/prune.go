@@ -16,6 +16,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/config"
 	"github.com/worldbackup/worldbackup/archiver/prune"
 	"github.com/worldbackup/worldbackup/archiver/retention"
+	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
@@ -162,6 +163,9 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		ps.Server, ps.DryRun = server, dryRun
 	}
 	tlog.writeBounded(log, &ps, &ps.Error)
+	if errors.Is(err, store.ErrNoRoot) || errors.Is(err, store.ErrDenied) {
+		return exitUsage // as for backup: no retry can help
+	}
 	if err != nil {
 		return exitFailed
 	}

@@ -149,8 +149,15 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	log := newLogger(format, stderr)
 
 	// A running server keeps writing its world: never restore under it.
-	if err := extract.WorldInUse(*into); err != nil {
+	switch err := extract.WorldInUse(*into); {
+	case errors.Is(err, extract.ErrInUse):
 		log.Error("restore refused: the world is in use", "into", *into, "world_state", extract.StateUnchanged, "error", err)
+		return exitFailed
+	case errors.Is(err, extract.ErrNotFolder):
+		log.Error("restore refused: --into is not a folder: give the world's folder", "into", *into, "world_state", extract.StateUnchanged, "error", err)
+		return exitUsage
+	case err != nil:
+		log.Error("restore refused: cannot check whether a server uses the world", "into", *into, "world_state", extract.StateUnchanged, "error", err)
 		return exitFailed
 	}
 	res, err := extract.Restore(ctx, log, o)

@@ -531,3 +531,52 @@ func TestRestoreRefusesWorldInUse(t *testing.T) {
 		t.Fatalf("restore after the server stopped: exit %d:\n%s", res.code, res.stderr)
 	}
 }
+
+// TestRestoreIntoNotAFolder: an --into that is a regular file or a loop of
+// symlinks is a usage error (exit 2) saying so, not "the world is in use",
+// and nothing is touched.
+func TestRestoreIntoNotAFolder(t *testing.T) {
+	archive, sum := craftedArchive(t, []tarEntry{{name: "world/level.dat", body: "x"}})
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, into string)
+		want  string
+	}{
+		{"regular file", func(t *testing.T, into string) {
+			if err := os.WriteFile(into, []byte("not a world"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "it is a regular file"},
+		{"symlink to a regular file", func(t *testing.T, into string) {
+			if err := os.WriteFile(into+".file", []byte("not a world"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Base(into)+".file", into); err != nil {
+				t.Fatal(err)
+			}
+		}, "it is a regular file"},
+		{"symlink loop", func(t *testing.T, into string) {
+			if err := os.Symlink(filepath.Base(into)+".b", into); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Base(into), into+".b"); err != nil {
+				t.Fatal(err)
+			}
+		}, "symbolic links form a loop"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			into := filepath.Join(dir, "world")
+			tc.setup(t, into)
+			before := snapshot(t, dir, nil)
+			res := archiver(t, restoreArgs(archive, sum, into, "--replace")...)
+			if res.code != 2 || !strings.Contains(res.stderr, "not a folder") || !strings.Contains(res.stderr, tc.want) {
+				t.Fatalf("exit %d, want 2 saying --into is not a folder (%s):\n%s", res.code, tc.want, res.stderr)
+			}
+			if strings.Contains(res.stderr, "in use") {
+				t.Errorf("the message says the world is in use:\n%s", res.stderr)
+			}
+			untouched(t, dir, before, filepath.Base(dir))
+		})
+	}
+}

@@ -53,6 +53,13 @@ func newS3Env(t *testing.T) *s3Env {
 // writeS3Config points felis.toml at bucket.
 func (e *s3Env) writeS3Config(t *testing.T, bucket string) {
 	t.Helper()
+	e.writeS3ConfigAt(t, bucket, e.srv.Endpoint, "")
+}
+
+// writeS3ConfigAt points felis.toml at bucket of the server at endpoint,
+// with more [archive] settings extra.
+func (e *s3Env) writeS3ConfigAt(t *testing.T, bucket, endpoint, extra string) {
+	t.Helper()
 	writeConfig(t, e.config, fmt.Sprintf(`[database]
 url = %q
 [archive]
@@ -61,7 +68,7 @@ endpoint = %q
 path_style = true
 access_key_file = %q
 secret_key_file = %q
-`, e.url, bucket, s3Prefix, e.srv.Endpoint, e.accessFile, e.secretFile))
+%s`, e.url, bucket, s3Prefix, endpoint, e.accessFile, e.secretFile, extra))
 }
 
 // args is the backup's command line without --archive-root: the store is
@@ -94,8 +101,11 @@ func (e *s3Env) object(t *testing.T, runID string) []byte {
 	return b
 }
 
-func (e *s3Env) s3Flags() []string {
-	return []string{"--s3-endpoint", e.srv.Endpoint, "--s3-path-style",
+func (e *s3Env) s3Flags() []string { return e.s3FlagsAt(e.srv.Endpoint) }
+
+// s3FlagsAt are the --s3-* flags of the server at endpoint.
+func (e *s3Env) s3FlagsAt(endpoint string) []string {
+	return []string{"--s3-endpoint", endpoint, "--s3-path-style",
 		"--s3-access-key-file", e.accessFile, "--s3-secret-key-file", e.secretFile}
 }
 
@@ -343,6 +353,7 @@ func TestS3ConfigErrors(t *testing.T) {
 	}{
 		{"missing bucket", func(t *testing.T) { e.writeS3Config(t, "no-such-bucket") }, `bucket \"no-such-bucket\" does not exist`},
 		{"wrong secret", func(t *testing.T) { writeConfig(t, e.secretFile, wrongSecret+"\n") }, "check the access and secret key files"},
+		{"unknown access key", func(t *testing.T) { writeConfig(t, e.accessFile, "no-such-access-key\n") }, "check the access and secret key files"},
 		{"missing key file", func(t *testing.T) {
 			if err := os.Remove(e.secretFile); err != nil {
 				t.Fatal(err)
@@ -353,6 +364,7 @@ func TestS3ConfigErrors(t *testing.T) {
 			tc.setup(t)
 			defer func() {
 				e.writeS3Config(t, e.bucket)
+				writeConfig(t, e.accessFile, s3test.AccessKey+"\n")
 				writeConfig(t, e.secretFile, s3test.SecretKey+"\n")
 			}()
 			res := archiver(t, e.args("cfg-"+strings.ReplaceAll(tc.name, " ", "-"))...)
@@ -536,6 +548,8 @@ func TestS3PruneFlags(t *testing.T) {
 		{"s3 flags without a store", e.s3Flags(), "go with an S3 store"},
 		{"bad store", []string{"--store", "s3://Bad_Bucket"}, "not a valid bucket name"},
 		{"no key files", []string{"--store", "s3://" + e.bucket}, "needs its credentials files"},
+		// As for backup: a retry cannot help.
+		{"missing bucket", append([]string{"--store", "s3://no-such-bucket/" + s3Prefix}, e.s3Flags()...), "does not exist (create it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := prune(tc.args...)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/config"
+	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 	"github.com/worldbackup/worldbackup/archiver/verify"
 	"github.com/worldbackup/worldbackup/jobapi"
@@ -30,7 +31,8 @@ SHA-256, then every blob against its hash (or about --read-data-subset of the
 data blobs); a missing pack is named. The archive is read as a
 restore reads it: the compression its bytes tell, and nothing after the end
 of the tar and compressed streams. Exits 3 with the reason on any mismatch or
-corruption, 1 when the archive or the catalog cannot be read.
+corruption, 1 when the archive or the catalog cannot be read, 2 when the S3
+store has no such bucket or refuses the credentials.
 `
 
 // flagReadDataSubset is verify's local flag: the share of a chunked run's
@@ -166,6 +168,9 @@ func verifyFile(ctx context.Context, log hclog.Logger, path string, open func(co
 	f, err := open(ctx)
 	if err != nil {
 		log.Error("cannot open the archive", "error", err)
+		if errors.Is(err, store.ErrNoRoot) || errors.Is(err, store.ErrDenied) {
+			return exitUsage // a missing bucket, refused credentials: no retry can help
+		}
 		return exitFailed
 	}
 	defer f.Close()

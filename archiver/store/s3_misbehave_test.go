@@ -1,0 +1,215 @@
+package store_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/worldbackup/worldbackup/archiver/store"
+	"github.com/worldbackup/worldbackup/internal/s3test"
+)
+
+// on returns a rule that hands the requests of op to act (all of them
+// when n is 0, else the n-th only).
+func on(op string, n int, act s3test.Action) s3test.Rule {
+	return func(r s3test.Request) s3test.Action {
+		if r.Op == op && (n == 0 || r.N == n) {
+			return act
+		}
+		return nil
+	}
+}
+
+// TestS3PutMisbehavingServer: a Put through a server that lies about its
+// writes (answers success and stores nothing, or stores and answers
+// failure), stalls or answers with a huge error, fails, and leaves neither
+// an object nor an open upload; a stall is not retried; a huge error body
+// costs little memory and a short error.
+func TestS3PutMisbehavingServer(t *testing.T) {
+	srv := s3test.New(t)
+	small := payload(1 << 20)                    // one part: a single PutObject
+	large := payload(2*store.MinPartSize + 4321) // three parts: multipart, completed, copied
+	for _, tc := range []struct {
+		name string
+		rule s3test.Rule
+		data []byte
+		want string // in the error
+		// timeout is the store's read timeout; 0: the default.
+		timeout time.Duration
+		// check, when set, checks more of the outcome.
+		check func(t *testing.T, p *s3test.Proxy, err error)
+	}{
+		{name: "PutObject answered 200, nothing stored", rule: on("PutObject", 0, s3test.Swallow), data: small,
+			want: "stored nothing"},
+		{name: "PutObject stored, answered 500", rule: on("PutObject", 0, s3test.ForwardThenFail(500)), data: small,
+			want: "writing"},
+		{name: "CompleteMultipartUpload answered 200, not done", rule: on("CompleteMultipartUpload", 0, s3test.Swallow), data: large,
+			want: "recording the SHA-256"},
+		{name: "CompleteMultipartUpload done, answered 500", rule: on("CompleteMultipartUpload", 0, s3test.ForwardThenFail(500)), data: large,
+			want: "completing the upload"},
+		{name: "CopyObject answered 200, not done", rule: on("CopyObject", 0, s3test.Swallow), data: large,
+			want: "x-amz-meta-sha256"},
+		{name: "CopyObject finds no source", rule: on("CopyObject", 0, s3test.Fail(404, "NoSuchKey")), data: large,
+			want: "found no object at its source", check: func(t *testing.T, _ *s3test.Proxy, err error) {
+				if errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "file does not exist") {
+					t.Errorf("a failed metadata copy says the archive does not exist: %v", err)
+				}
+			}},
+		{name: "HeadObject says another size", rule: on("HeadObject", 0, func(p *s3test.Proxy, w http.ResponseWriter, r *http.Request) {
+			resp, err := p.RoundTrip(r)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			for k, v := range resp.Header {
+				w.Header()[k] = v
+			}
+			w.Header().Set("Content-Length", "7")
+			w.WriteHeader(resp.StatusCode)
+		}), data: small, want: "the object has 7 bytes"},
+		{name: "HeadObject refused (a key without s3:GetObject)", rule: on("HeadObject", 0, s3test.Fail(403, "AccessDenied")), data: small,
+			want: "Forbidden", check: func(t *testing.T, _ *s3test.Proxy, err error) {
+				if !errors.Is(err, store.ErrDenied) {
+					t.Errorf("error %v does not wrap ErrDenied", err)
+				}
+			}},
+		{name: "UploadPart stalls", rule: on("UploadPart", 0, s3test.Stall), data: large, want: "read timeout", timeout: 2 * time.Second,
+			check: func(t *testing.T, p *s3test.Proxy, err error) {
+				var se *store.StallError
+				if !errors.As(err, &se) {
+					t.Errorf("error %v is not a StallError", err)
+				}
+				// Each attempt waits the read timeout: one, not three.
+				if n := p.Count("UploadPart"); n != 1 {
+					t.Errorf("the stalled part was sent %d times, want once", n)
+				}
+			}},
+		{name: "200 MB error body", rule: on("PutObject", 0, s3test.HugeError(400, 200<<20, true)), data: small, want: "InternalError"},
+		{name: "200 MB error body, chunked", rule: on("PutObject", 0, s3test.HugeError(400, 200<<20, false)), data: small, want: "InternalError"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := srv.Proxy(t, tc.rule)
+			bucket := srv.NewBucket(t)
+			s, err := store.NewS3(store.S3Options{URL: "s3://" + bucket + "/pre", Endpoint: p.Endpoint, Region: s3test.Region, PathStyle: true,
+				AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, PartSize: store.MinPartSize, ReadTimeout: tc.timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err = s.Put(t.Context(), "srv/run.tar.zst", func(w io.Writer) error { _, err := w.Write(tc.data); return err })
+			runtime.ReadMemStats(&after)
+			if err == nil {
+				t.Fatal("Put succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+			if len(err.Error()) > 2048 {
+				t.Errorf("the error is %d bytes long", len(err.Error()))
+			}
+			// Allocated in all, whatever the server sent: the archive,
+			// its part buffers, the SDK's requests.
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+				t.Errorf("the Put allocated %d MiB", alloc>>20)
+			} else {
+				t.Logf("the Put allocated %.1f MiB; error: %v", float64(alloc)/(1<<20), err)
+			}
+			if tc.check != nil {
+				tc.check(t, p, err)
+			}
+			if _, err := srv.Client().HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("pre/srv/run.tar.zst")}); err == nil {
+				t.Error("an object is left under the key")
+			}
+			if up := srv.Uploads(t, bucket); len(up) != 0 {
+				t.Errorf("uploads left open: %v", up)
+			}
+		})
+	}
+}
+
+// TestS3OpenMisbehavingServer: a reader of Open reads the object's size
+// and no more from a server that sends an endless body, and fails (it never
+// returns a short object as whole) on a body cut whose resumes are refused.
+func TestS3OpenMisbehavingServer(t *testing.T) {
+	srv := s3test.New(t)
+	bucket := srv.NewBucket(t)
+	direct, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: srv.Endpoint, Region: s3test.Region, PathStyle: true,
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := payload(3 << 20)
+	if _, err := direct.Put(t.Context(), "srv/run.tar.zst", func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		rule    s3test.Rule
+		wantErr string // "": reads the object whole
+	}{
+		{name: "endless body without a length", rule: on("GetObject", 0, s3test.EndlessBody)},
+		{name: "cut, then resumed", rule: on("GetObject", 1, s3test.CutAfter(1<<20))},
+		{name: "cut, resumes answered 503", rule: func(r s3test.Request) s3test.Action {
+			switch {
+			case r.Op != "GetObject":
+				return nil
+			case r.N == 1:
+				return s3test.CutAfter(1 << 20)
+			default:
+				return s3test.Fail(503, "SlowDown")
+			}
+		}, wantErr: "SlowDown"},
+		{name: "huge error body", rule: on("GetObject", 0, s3test.HugeError(400, 200<<20, false)), wantErr: "InternalError"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := srv.Proxy(t, tc.rule)
+			s, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: p.Endpoint, Region: s3test.Region, PathStyle: true,
+				AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []byte
+			r, err := s.Open(t.Context(), "srv/run.tar.zst")
+			if err == nil {
+				// Bounded here too: before the fix the endless body never ends.
+				got, err = io.ReadAll(io.LimitReader(r, int64(len(data))+1<<20))
+				r.Close()
+			}
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("reading: %v", err)
+			case tc.wantErr == "" && !bytes.Equal(got, data):
+				t.Fatalf("read %d bytes, want the object's %d", len(got), len(data))
+			case tc.wantErr != "" && err == nil:
+				t.Fatalf("read %d bytes without an error, want one saying %q", len(got), tc.wantErr)
+			case tc.wantErr != "" && !strings.Contains(err.Error(), tc.wantErr):
+				t.Fatalf("error %q does not say %q", err, tc.wantErr)
+			case err != nil && errors.Is(err, fs.ErrNotExist):
+				t.Fatalf("error %q says the object does not exist", err)
+			case err != nil && len(err.Error()) > 2048:
+				t.Fatalf("the error is %d bytes long", len(err.Error()))
+			}
+		})
+	}
+}
+
+// payload returns n bytes that do not repeat within a part.
+func payload(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*131 + i>>17)
+	}
+	return b
+}

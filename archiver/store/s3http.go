@@ -1,0 +1,176 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+)
+
+// maxErrorBody bounds what is read of an S3 error answer's body: S3's error
+// documents are a few hundred bytes. A longer one is cut, and its Code,
+// Message and RequestId are kept in a short document of maxErrorField bytes
+// each at most, so that neither memory nor the error's text (and the log
+// line quoting it) grows with what the server sends.
+const (
+	maxErrorBody  = 4096
+	maxErrorField = 512
+)
+
+// newHTTPClient returns the S3 client's HTTP client: every connection fails
+// a read that waits longer than readTimeout for data (a stall, which the
+// SDK's retryer does not retry: see StallError), and the body of every error
+// answer is bounded (see maxErrorBody).
+func newHTTPClient(readTimeout time.Duration) *boundedClient {
+	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		dial := tr.DialContext
+		if dial == nil {
+			dial = (&net.Dialer{}).DialContext
+		}
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &idleConn{Conn: c, timeout: readTimeout}, nil
+		}
+	})
+	return &boundedClient{next: hc}
+}
+
+// StallError is the error of a request whose connection delivered no data
+// for the read timeout (S3Options.ReadTimeout): a server or a network that
+// stopped answering. It is not retried, neither by the SDK nor by a reader
+// of Open: the run fails after one read timeout, not after one per attempt.
+type StallError struct{ Timeout time.Duration }
+
+func (e *StallError) Error() string {
+	return fmt.Sprintf("the S3 server sent nothing for %v (read timeout): it stopped answering", e.Timeout)
+}
+
+// RetryableError tells the SDK's retryer not to retry a stall.
+func (e *StallError) RetryableError() bool { return false }
+
+// isStall reports whether err is a StallError.
+func isStall(err error) bool {
+	var se *StallError
+	return errors.As(err, &se)
+}
+
+// idleConn fails a Read that waits longer than timeout for data with a
+// StallError; once it has, its writes fail with it too (the transport may
+// report the write that the closed connection broke rather than the read).
+type idleConn struct {
+	net.Conn
+	timeout time.Duration
+	stalled atomic.Bool
+}
+
+func (c *idleConn) Read(p []byte) (int, error) {
+	if err := c.Conn.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.stalled.Store(true)
+		return n, &StallError{Timeout: c.timeout}
+	}
+	return n, err
+}
+
+func (c *idleConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err != nil && c.stalled.Load() {
+		return n, &StallError{Timeout: c.timeout}
+	}
+	return n, err
+}
+
+// boundedClient bounds the body of every error answer (status 300 and up)
+// to maxErrorBody bytes before the SDK reads it (it reads an error body
+// whole into memory, and quotes its message).
+type boundedClient struct {
+	next interface {
+		Do(*http.Request) (*http.Response, error)
+	}
+}
+
+func (c *boundedClient) Do(r *http.Request) (*http.Response, error) {
+	resp, err := c.next.Do(r)
+	if err != nil || resp.StatusCode < 300 || resp.Body == nil {
+		return resp, err
+	}
+	b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
+	resp.Body.Close() // what is left is not read: the connection is dropped
+	if rerr == nil && len(b) <= maxErrorBody {
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		return resp, nil
+	}
+	resp.Body = io.NopCloser(strings.NewReader(shortError(b)))
+	resp.ContentLength = -1
+	resp.Header.Del("Content-Length")
+	return resp, nil
+}
+
+// shortError rebuilds the S3 error document whose first bytes are b (the
+// rest was cut) from its Code, Message and RequestId, each cut to
+// maxErrorField bytes.
+func shortError(b []byte) string {
+	fields := map[string]string{}
+	d := xml.NewDecoder(bytes.NewReader(b))
+	var open string
+	for {
+		tok, err := d.RawToken()
+		if err != nil {
+			break // the end of what was read: a cut document ends mid-element
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			open = tok.Name.Local
+		case xml.EndElement:
+			open = ""
+		case xml.CharData:
+			switch open {
+			case "Code", "Message", "RequestId":
+				if _, ok := fields[open]; !ok {
+					fields[open] = cut(string(tok), maxErrorField)
+				}
+			}
+		}
+	}
+	msg := fields["Message"]
+	if msg != "" {
+		msg += " "
+	}
+	msg += fmt.Sprintf("(the server's error answer was longer than %d bytes; the rest was not read)", maxErrorBody)
+	var out strings.Builder
+	out.WriteString(`<?xml version="1.0" encoding="UTF-8"?><Error>`)
+	for _, f := range []struct{ name, value string }{{"Code", fields["Code"]}, {"Message", msg}, {"RequestId", fields["RequestId"]}} {
+		if f.value == "" {
+			continue
+		}
+		out.WriteString("<" + f.name + ">")
+		_ = xml.EscapeText(&out, []byte(f.value))
+		out.WriteString("</" + f.name + ">")
+	}
+	out.WriteString("</Error>")
+	return out.String()
+}
+
+// cut shortens s to at most n bytes, marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
+}

@@ -1,0 +1,300 @@
+package s3test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Proxy is a misbehaving S3 server: a real HTTP server on 127.0.0.1 in front
+// of a Server, which forwards every request to it unless the test's Rule
+// hands the request to an Action that misbehaves on purpose (answers 200
+// and stores nothing, answers 500 after forwarding, cuts a body, sends an
+// endless one, stalls...). Point a client at Endpoint instead of the
+// Server's: the signature still holds, as the Host the client signed is
+// forwarded.
+type Proxy struct {
+	Endpoint string
+
+	upstream *url.URL
+	rule     Rule
+	done     chan struct{} // closed when the test ends: stalled actions return
+
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// Request is what a Rule decides on: the request, its S3 operation (see
+// Operation) and its number among the requests of that operation, from 1.
+type Request struct {
+	Op   string
+	N    int
+	HTTP *http.Request
+}
+
+// Rule returns the Action for a request, or nil to forward it untouched.
+type Rule func(r Request) Action
+
+// Action answers a request in place of the server, or around it: p.Forward
+// sends it on.
+type Action func(p *Proxy, w http.ResponseWriter, r *http.Request)
+
+// Proxy starts a misbehaving proxy in front of s for the test; rule decides
+// which requests misbehave.
+func (s *Server) Proxy(t testing.TB, rule Rule) *Proxy {
+	t.Helper()
+	u, err := url.Parse(s.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{upstream: u, rule: rule, done: make(chan struct{}), counts: map[string]int{}}
+	srv := httptest.NewServer(http.HandlerFunc(p.serve))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(p.done) }) // runs first: stalled handlers return, Close does not wait on them
+	p.Endpoint = srv.URL
+	return p
+}
+
+// Count returns how many requests of operation op the proxy received.
+func (p *Proxy) Count(op string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.counts[op]
+}
+
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
+	op := Operation(r)
+	p.mu.Lock()
+	p.counts[op]++
+	n := p.counts[op]
+	p.mu.Unlock()
+	if act := p.rule(Request{Op: op, N: n, HTTP: r}); act != nil {
+		act(p, w, r)
+		return
+	}
+	p.Forward(w, r)
+}
+
+// RoundTrip sends r to the server and returns its answer, which the caller
+// must close.
+func (p *Proxy) RoundTrip(r *http.Request) (*http.Response, error) {
+	out := r.Clone(r.Context())
+	out.RequestURI = ""
+	out.URL.Scheme, out.URL.Host = p.upstream.Scheme, p.upstream.Host
+	out.Host = r.Host // what the client signed
+	out.Header.Del("Connection")
+	if r.ContentLength == 0 {
+		out.Body = nil
+	}
+	return http.DefaultTransport.RoundTrip(out)
+}
+
+// Forward sends r to the server and copies its answer back.
+func (p *Proxy) Forward(w http.ResponseWriter, r *http.Request) {
+	resp, err := p.RoundTrip(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	copyHeader(w, resp)
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+func copyHeader(w http.ResponseWriter, resp *http.Response) {
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+}
+
+// Operation names the S3 operation of a path-style request: PutObject,
+// CopyObject, CreateMultipartUpload, UploadPart, CompleteMultipartUpload,
+// AbortMultipartUpload, ListParts, ListMultipartUploads, GetObject,
+// HeadObject, DeleteObject, ListObjectsV2, or the bucket's CreateBucket,
+// HeadBucket, DeleteBucket, ListObjects; "Other" for the rest.
+func Operation(r *http.Request) string {
+	q := r.URL.Query()
+	rest := strings.TrimPrefix(r.URL.Path, "/")
+	_, key, _ := strings.Cut(rest, "/")
+	has := func(k string) bool { _, ok := q[k]; return ok }
+	switch {
+	case key == "" && r.Method == http.MethodPut:
+		return "CreateBucket"
+	case key == "" && r.Method == http.MethodHead:
+		return "HeadBucket"
+	case key == "" && r.Method == http.MethodDelete:
+		return "DeleteBucket"
+	case key == "" && r.Method == http.MethodGet && has("uploads"):
+		return "ListMultipartUploads"
+	case key == "" && r.Method == http.MethodGet && q.Get("list-type") == "2":
+		return "ListObjectsV2"
+	case key == "" && r.Method == http.MethodGet:
+		return "ListObjects"
+	case r.Method == http.MethodPut && r.Header.Get("X-Amz-Copy-Source") != "":
+		return "CopyObject"
+	case r.Method == http.MethodPut && has("uploadId"):
+		return "UploadPart"
+	case r.Method == http.MethodPut:
+		return "PutObject"
+	case r.Method == http.MethodPost && has("uploads"):
+		return "CreateMultipartUpload"
+	case r.Method == http.MethodPost && has("uploadId"):
+		return "CompleteMultipartUpload"
+	case r.Method == http.MethodDelete && has("uploadId"):
+		return "AbortMultipartUpload"
+	case r.Method == http.MethodDelete:
+		return "DeleteObject"
+	case r.Method == http.MethodGet && has("uploadId"):
+		return "ListParts"
+	case r.Method == http.MethodGet:
+		return "GetObject"
+	case r.Method == http.MethodHead:
+		return "HeadObject"
+	}
+	return "Other"
+}
+
+// errorXML is an S3 error document.
+func errorXML(code, message string) string {
+	return fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>%s</Message></Error>`, code, message)
+}
+
+// writeError answers status with an S3 error document.
+func writeError(w http.ResponseWriter, status int, code string) {
+	body := errorXML(code, "s3test proxy: "+code)
+	w.Header().Set("Content-Type", "application/xml")
+	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+}
+
+// Swallow reads the request's body, stores nothing and answers 200 as the
+// server would have: an ETag, and the result document of
+// CompleteMultipartUpload and CopyObject.
+func Swallow(_ *Proxy, w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	const etag = `"00000000000000000000000000000000"`
+	w.Header().Set("ETag", etag)
+	var body string
+	switch Operation(r) {
+	case "CompleteMultipartUpload":
+		body = `<?xml version="1.0" encoding="UTF-8"?><CompleteMultipartUploadResult><Location>x</Location>` +
+			`<Key>` + strings.TrimPrefix(r.URL.Path, "/") + `</Key><ETag>` + etag + `-1</ETag></CompleteMultipartUploadResult>`
+	case "CopyObject":
+		body = `<?xml version="1.0" encoding="UTF-8"?><CopyObjectResult><ETag>` + etag + `</ETag></CopyObjectResult>`
+	}
+	if body != "" {
+		w.Header().Set("Content-Type", "application/xml")
+	}
+	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, body)
+}
+
+// Fail answers status with an S3 error document of code, without
+// forwarding the request.
+func Fail(status int, code string) Action {
+	return func(_ *Proxy, w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		writeError(w, status, code)
+	}
+}
+
+// ForwardThenFail forwards the request (the server does what it asks) and
+// answers status in place of the server's answer: a reply lost after the
+// work was done.
+func ForwardThenFail(status int) Action {
+	return func(p *Proxy, w http.ResponseWriter, r *http.Request) {
+		resp, err := p.RoundTrip(r)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		writeError(w, status, "InternalError")
+	}
+}
+
+// HugeError answers status with an error document whose message is n bytes
+// long, streamed (the proxy holds none of it); withLength sends its
+// Content-Length, else it is chunked.
+func HugeError(status int, n int64, withLength bool) Action {
+	return func(_ *Proxy, w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		head := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>`
+		tail := `</Message></Error>`
+		w.Header().Set("Content-Type", "application/xml")
+		if withLength {
+			w.Header().Set("Content-Length", fmt.Sprint(int64(len(head)+len(tail))+n))
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, head)
+		if _, err := io.Copy(w, io.LimitReader(repeatReader('x'), n)); err != nil {
+			return // the client hung up
+		}
+		_, _ = io.WriteString(w, tail)
+	}
+}
+
+// EndlessBody forwards the request and sends the server's answer without
+// its Content-Length (chunked), then bytes without end, until the client
+// hangs up.
+func EndlessBody(p *Proxy, w http.ResponseWriter, r *http.Request) {
+	resp, err := p.RoundTrip(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	copyHeader(w, resp)
+	w.Header().Del("Content-Length")
+	w.WriteHeader(resp.StatusCode)
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return
+	}
+	_, _ = io.Copy(w, repeatReader(0))
+}
+
+// CutAfter forwards the request and sends the first n bytes of the
+// server's answer's body, then breaks the connection.
+func CutAfter(n int64) Action {
+	return func(p *Proxy, w http.ResponseWriter, r *http.Request) {
+		resp, err := p.RoundTrip(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		copyHeader(w, resp)
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, io.LimitReader(resp.Body, n))
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		panic(http.ErrAbortHandler) // the server closes the connection
+	}
+}
+
+// Stall neither reads the request nor answers it, until the client hangs
+// up or the test ends.
+func Stall(p *Proxy, _ http.ResponseWriter, r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-p.done:
+	}
+}
+
+// repeatReader reads b without end.
+type repeatReader byte
+
+func (b repeatReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(b)
+	}
+	return len(p), nil
+}
