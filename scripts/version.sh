@@ -3,12 +3,15 @@
 # leading v), from the git tag: `make build` and `make dist` use it.
 #
 #   on a tag vX.Y.Z                 X.Y.Z
-#   N commits after the tag vX.Y.Z  X.Y.(Z+1)-dev.N+g<short sha>   (sorts after X.Y.Z)
-#   N commits after vX.Y.Z-rc.1     X.Y.Z-rc.1.dev.N+g<short sha>
-#   no tag yet                      0.1.0-dev+g<short sha>
+#   N commits after the tag vX.Y.Z  X.Y.(Z+1)-devN+g<short sha>   (after X.Y.Z, before X.Y.(Z+1))
+#   N commits after vX.Y.Z-rc.1     X.Y.Z-rc.1.devN+g<short sha>
+#   no tag yet, N commits           0.1.0-devN+g<short sha>
 #   not a git checkout              0.1.0-dev
-#   uncommitted changes             the above with .dirty appended to the +build part
-#                                   (a dev version: -dev, and +dirty on a tag)
+#   uncommitted changes             .dirty appended to the +build part (+dirty on a tag)
+#
+# "devN", one identifier, is what Pulumi's Python generator turns into PEP
+# 440's .devN (X.Y.Z.devN+g<sha>: before X.Y.Z there too); "dev.N" would
+# become a local version, which sorts after X.Y.Z.
 #
 # VERSION overrides it (a leading v is dropped), e.g. VERSION=1.2.3 make dist.
 set -euo pipefail
@@ -40,11 +43,11 @@ if desc=$(git describe --tags --match 'v[0-9]*' --long --abbrev=7 2>/dev/null); 
       echo "$base+dirty"
     fi
   elif [[ $base == *-* ]]; then
-    echo "$base.dev.$n+g$sha$dirty"
+    echo "$base.dev$n+g$sha$dirty"
   else
     IFS=. read -r major minor patch <<<"$base"
-    echo "$major.$minor.$((patch + 1))-dev.$n+g$sha$dirty"
+    echo "$major.$minor.$((patch + 1))-dev$n+g$sha$dirty"
   fi
 else
-  echo "0.1.0-dev+g$sha$dirty"
+  echo "0.1.0-dev$(git rev-list --count HEAD)+g$sha$dirty"
 fi
