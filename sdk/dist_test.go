@@ -274,7 +274,9 @@ func TestDist(t *testing.T) {
 		}{
 			{"--file", func(*testing.T) []string { return []string{"--file", filepath.Join(out, archive)} }},
 			{"--server, as pluginDownloadURL", func(t *testing.T) []string {
-				srv := httptest.NewServer(http.FileServer(http.Dir(out)))
+				// Laid out as a GitHub release: the assets under the tag's path,
+				// which the CLI must expand from ${VERSION}.
+				srv := httptest.NewServer(http.StripPrefix("/releases/download/v"+distVersion, http.FileServer(http.Dir(out))))
 				t.Cleanup(srv.Close)
 				return []string{"--server", srv.URL + "/releases/download/v${VERSION}/"}
 			}},
