@@ -195,10 +195,10 @@ const sdkReadme = `# worldbackup for Pulumi
 Declarative backups and restores of Minecraft/Paper server worlds on Kubernetes:
 WorldBackup (one backup run, a Kubernetes Job), WorldRestore, WorldPrune and
 WorldBackupSchedule (a CronJob), served by the component-provider plugin
-pulumi-resource-worldbackup. The engine downloads the plugin itself; to install
-it ahead of time:
+pulumi-resource-worldbackup. The engine downloads the plugin itself, from the
+release this package names; to install it ahead of time:
 
-    pulumi plugin install resource worldbackup <version>
+    pulumi plugin install resource worldbackup <version> --server '` + pluginDownloadURL + `'
 
 TypeScript: npm install @worldbackup/pulumi-worldbackup
 
