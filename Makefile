@@ -4,16 +4,16 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
-.PHONY: demo build test bench image image-push tools cluster-tools doctor schema sdks lint
+.PHONY: demo build test bench image image-push tools cluster-tools doctor schema sdks dist lint
 
 ## demo: build what is needed and perform one backup run with `pulumi up` (render mode) on a sample world.
 demo:
 	scripts/demo.sh
 
-## build: the archiver and the component-provider plugin into ./bin.
+## build: the archiver and the component-provider plugin into ./bin (the plugin stamped with scripts/version.sh's version).
 build:
 	$(GO) build -o $(BIN)/archiver ./archiver/cmd/archiver
-	$(GO) build -o $(BIN)/pulumi-resource-worldbackup ./provider/cmd/pulumi-resource-worldbackup
+	$(GO) build -ldflags "-X main.version=$$(scripts/version.sh)" -o $(BIN)/pulumi-resource-worldbackup ./provider/cmd/pulumi-resource-worldbackup
 
 ## test: every test tier (unit, component, catalog on a real PostgreSQL, stack through the real Pulumi CLI).
 test:
@@ -51,6 +51,10 @@ schema:
 ## sdks: the TypeScript and Python SDKs, generated from schema.json with Pulumi's code generators into sdk/nodejs and sdk/python (not checked in; see README "The SDKs").
 sdks:
 	scripts/sdks.sh
+
+## dist: the release into ./dist: the plugin archives (linux, darwin, windows × amd64, arm64), the npm and Python SDK packages and a checksums file, versioned from the git tag (see README "Installing").
+dist:
+	scripts/dist.sh
 
 ## lint: gofmt and go vet.
 lint:

@@ -32,8 +32,10 @@ type RconArgs struct {
 	Required     pulumi.BoolInput   `pulumi:"required,optional"`
 }
 
-// Annotate describes the rcon inputs in the plugin's schema.
+// Annotate names the type worldbackup:index:Rcon (the SDKs' Rcon, RconArgs
+// for its input form) and describes its inputs in the plugin's schema.
 func (r *RconArgs) Annotate(a infer.Annotator) {
+	a.SetToken("index", "Rcon")
 	a.Describe(&r.ChartRelease, "The itzg/minecraft Helm release of the server: address, Secret and key default to that chart's "+
 		"<release>-minecraft-rcon:25575, Secret <release>-minecraft-rcon, key rcon-password.")
 	a.Describe(&r.Address, "host:port of the server's RCON listener. Default <server>:25575 (a Service named after the server), "+
@@ -87,8 +89,10 @@ type RetentionArgs struct {
 	Grace       pulumi.StringInput `pulumi:"grace,optional"`
 }
 
-// Annotate describes the retention inputs in the plugin's schema.
+// Annotate names the type worldbackup:index:Retention and describes its
+// inputs in the plugin's schema.
 func (r *RetentionArgs) Annotate(a infer.Annotator) {
+	a.SetToken("index", "Retention")
 	a.Describe(&r.KeepLast, "Keep the N newest runs.")
 	a.Describe(&r.KeepHourly, "Keep the newest run of each of the last N hours that have one.")
 	a.Describe(&r.KeepDaily, "Keep the newest run of each of the last N days that have one.")

@@ -40,8 +40,10 @@ type StoreArgs struct {
 	SecretKeyKey          pulumi.StringInput `pulumi:"secretKeyKey,optional"`
 }
 
-// Annotate describes the store inputs in the plugin's schema.
+// Annotate names the type worldbackup:index:Store and describes its inputs
+// in the plugin's schema.
 func (s *StoreArgs) Annotate(a infer.Annotator) {
+	a.SetToken("index", "Store")
 	a.Describe(&s.URL, "The store, s3://bucket or s3://bucket/prefix: archives go to <prefix>/<server>/<runId>.tar.zst. "+
 		"Required for a backup; for a restore, optional (when set, archiveRef must be in it).")
 	a.Describe(&s.Endpoint, "The S3 server's URL, http(s)://host[:port], e.g. http://minio.storage:9000. Default: AWS.")

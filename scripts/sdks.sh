@@ -84,6 +84,9 @@ case "${1:-}" in
     for lang in nodejs python; do
       rm -rf "sdk/$lang"
       "$WB_TOOLS/bin/pulumi-sdkgen" -schema "$schema" -language "$lang" -out "sdk/$lang"
+      # pyproject.toml's readme is README.md beside it; the generator writes
+      # it into the package folder only.
+      if [ "$lang" = python ]; then cp sdk/python/pulumi_worldbackup/README.md sdk/python/README.md; fi
       say "generated sdk/$lang from $schema"
     done
     ;;

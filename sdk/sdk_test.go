@@ -19,8 +19,8 @@ import (
 // The package names the SDKs are published under, as the schema's language
 // section sets them (provider/cmd/pulumi-resource-worldbackup).
 const (
-	npmPackage    = "@worldbackup/pulumi"
-	pythonPackage = "worldbackup_pulumi"
+	npmPackage    = "@worldbackup/pulumi-worldbackup"
+	pythonPackage = "pulumi_worldbackup"
 )
 
 // sdkTools are what scripts/sdks.sh builds and links: the generator and the
@@ -78,7 +78,7 @@ func TestTypeScriptSDK(t *testing.T) {
 	testenv.Require(t, err == nil, "no TypeScript compiler at "+tsc, "scripts/sdks.sh tools")
 
 	// work/node_modules: the cached packages; work/sdk: the SDK, where a
-	// program's "@worldbackup/pulumi" import resolves (tsconfig paths).
+	// program's "@worldbackup/pulumi-worldbackup" import resolves (tsconfig paths).
 	work := t.TempDir()
 	if err := os.Symlink(st.nodeModules, filepath.Join(work, "node_modules")); err != nil {
 		t.Fatal(err)
@@ -120,19 +120,37 @@ func TestTypeScriptSDK(t *testing.T) {
 		}
 	})
 
+	t.Run("the nested types are named as the schema names them", func(t *testing.T) {
+		input := string(readFile(t, filepath.Join(sdk, "types", "input.ts")))
+		for _, want := range []string{"export interface RconArgs ", "export interface RetentionArgs ", "export interface StoreArgs "} {
+			if !strings.Contains(input, want) {
+				t.Errorf("types/input.ts lacks %q", want)
+			}
+		}
+		if strings.Contains(input, "ArgsArgs") || strings.Contains(input, "namespace provider") {
+			t.Errorf("types/input.ts has Go's names (ArgsArgs, module provider):\n%s", input)
+		}
+	})
+
 	tests := []struct {
 		name    string
-		program string // in testdata/nodejs
+		program string // in testdata/nodejs, or src
+		src     string // the program's file, from this folder; default testdata/nodejs/<program>
 		wantErr string // a compile error the program must give; "" must compile
 	}{
 		{name: "plain values", program: "plain.ts"},
 		{name: "Outputs into both components and the backup's archiveRef into the restore", program: "outputs.ts"},
 		{name: "strict mode refuses a string that may be undefined", program: "strict.ts",
 			wantErr: "strict.ts(10,5): error TS2322: Type 'string | undefined' is not assignable to type"},
+		{name: "the TypeScript example", program: "example-typescript.ts", src: filepath.Join("..", "examples", "typescript", "index.ts")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			writeFile(t, filepath.Join(work, tt.program), string(readFile(t, filepath.Join("testdata", "nodejs", tt.program))))
+			src := tt.src
+			if src == "" {
+				src = filepath.Join("testdata", "nodejs", tt.program)
+			}
+			writeFile(t, filepath.Join(work, tt.program), string(readFile(t, src)))
 			tsconfig := filepath.Join(work, "tsconfig."+strings.TrimSuffix(tt.program, ".ts")+".json")
 			writeFile(t, tsconfig, `{
   "compilerOptions": {
@@ -197,6 +215,36 @@ func TestPythonSDK(t *testing.T) {
 		t.Fatalf("the generated SDK has no package %s: %v", pythonPackage, err)
 	}
 
+	t.Run("the nested types are named as the schema names them, the provider class stays in provider.py", func(t *testing.T) {
+		inputs := string(readFile(t, filepath.Join(pkg, "_inputs.py")))
+		for _, want := range []string{"class RconArgs:", "class RetentionArgs:", "class StoreArgs:"} {
+			if !strings.Contains(inputs, want) {
+				t.Errorf("_inputs.py lacks %q", want)
+			}
+		}
+		if strings.Contains(inputs, "ArgsArgs") {
+			t.Errorf("_inputs.py has Go's names (ArgsArgs)")
+		}
+		for _, gone := range []string{"provider_.py", filepath.Join("provider", "__init__.py")} {
+			if _, err := os.Stat(filepath.Join(pkg, gone)); err == nil {
+				t.Errorf("the SDK has %s: a module provider (Go's package name) displaced the provider class", gone)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(pkg, "provider.py")); err != nil {
+			t.Errorf("the provider class is not in provider.py: %v", err)
+		}
+	})
+
+	t.Run("the package has a README, its long description", func(t *testing.T) {
+		if !strings.Contains(pyproject, `readme = "README.md"`) {
+			t.Errorf("pyproject.toml names no README:\n%s", pyproject)
+		}
+		readme := string(readFile(t, filepath.Join(pkg, "README.md")))
+		if !strings.Contains(readme, "pip install "+pythonPackage) {
+			t.Errorf("the package's README.md says nothing of installing it:\n%s", readme)
+		}
+	})
+
 	t.Run("every module byte-compiles", func(t *testing.T) {
 		cmd := exec.CommandContext(t.Context(), "python3", "-m", "compileall", "-q", "-f", pkg)
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -231,7 +279,8 @@ func TestPythonSDK(t *testing.T) {
 
 	tests := []struct {
 		name    string
-		program string          // in testdata/python
+		program string          // in testdata/python, or src
+		src     string          // the program's file, from this folder; default testdata/python/<program>
 		want    []pyrightReport // errors the program must give (among others); none: it must give no diagnostic at all
 	}{
 		{name: "plain values", program: "plain.py"},
@@ -246,10 +295,15 @@ func TestPythonSDK(t *testing.T) {
 				{line: 12, rule: "reportAttributeAccessIssue",
 					message: `Cannot access attribute "ZSTDD" for class "type[Compression]"`},
 			}},
+		{name: "the Python example", program: "example_python.py", src: filepath.Join("..", "examples", "python", "__main__.py")},
 	}
 	var programs []string
 	for _, tt := range tests {
-		writeFile(t, filepath.Join(work, tt.program), string(readFile(t, filepath.Join("testdata", "python", tt.program))))
+		src := tt.src
+		if src == "" {
+			src = filepath.Join("testdata", "python", tt.program)
+		}
+		writeFile(t, filepath.Join(work, tt.program), string(readFile(t, src)))
 		programs = append(programs, tt.program)
 	}
 	// One pyright run for all programs (its start, reading the pulumi

@@ -34,19 +34,25 @@ import (
 const packageName = "worldbackup"
 
 // version is the plugin's version (semver, no leading v), stamped at build
-// time with -ldflags "-X main.version=1.2.3". schema.json is generated with
-// the default.
-var version = "0.1.0"
+// time with -ldflags "-X main.version=1.2.3" (scripts/version.sh says which:
+// `make build` and `make dist` stamp it from the git tag). It is the schema's
+// version too; schema.json is generated with the default.
+var version = "0.1.0-dev"
 
 func main() {
 	// Defined on the process's flag set so that the SDK's own flag.Parse
 	// (provider.MainContext) accepts it too.
 	printSchema := flag.Bool("schema", false, "print the package schema (JSON) to stdout and exit")
+	printVersion := flag.Bool("version", false, "print the plugin's version to stdout and exit")
 	if err := preparse(flag.CommandLine, os.Args[1:], os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
 		}
 		os.Exit(2) // the flag package has printed the error and the usage
+	}
+	if *printVersion {
+		fmt.Println(version)
+		return
 	}
 	if err := run(context.Background(), *printSchema, os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "pulumi-resource-worldbackup: %v\n", err)
@@ -65,9 +71,16 @@ func preparse(base *flag.FlagSet, args []string, stderr io.Writer) error {
 	base.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
 	fs.String("tracing", "", "emit tracing to a Zipkin-compatible tracing endpoint (the engine sets it)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: pulumi-resource-worldbackup [-schema] [engine-address]\n\n"+
-			"The Pulumi engine starts this plugin; run it yourself only to print its schema.\n\n")
-		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "usage: pulumi-resource-worldbackup [-schema | -version] [engine-address]\n\n"+
+			"The Pulumi engine starts this plugin (with its address and its logging and tracing\n"+
+			"flags); run it yourself only to print its schema or version.\n\n")
+		// Only our own flags: those the logging package registers on base are
+		// the engine's business.
+		for _, name := range []string{"schema", "version"} {
+			if f := fs.Lookup(name); f != nil {
+				fmt.Fprintf(stderr, "  -%s\n    \t%s\n", f.Name, f.Usage)
+			}
+		}
 	}
 	return fs.Parse(args)
 }
@@ -107,9 +120,13 @@ func newProvider() (p.Provider, error) {
 			"each WorldPrune a Job that expires old archives by a retention policy; "+
 			"each WorldBackupSchedule a CronJob that backs up on a schedule.").
 		WithKeywords("kubernetes", "minecraft", "backup", "category/utility", "kind/component").
-		WithRepository("https://github.com/worldbackup/worldbackup").
+		WithPublisher(publisher).
+		WithLicense("Apache-2.0").
+		WithHomepage(repository).
+		WithRepository(repository).
+		WithPluginDownloadURL(pluginDownloadURL).
 		WithLanguageMap(languages()).
-		WithGoImportPath("github.com/worldbackup/worldbackup/sdk/go/worldbackup").
+		WithGoImportPath(goImportPath).
 		WithComponents(inferred...).
 		Build()
 	if err != nil {
@@ -143,26 +160,80 @@ func serve[A any, C pulumi.ComponentResource](typ string, fn func(*pulumi.Contex
 	return component{typ: typ, inferred: infer.ComponentF(fn), construct: construct(fn)}
 }
 
-// The names the generated SDKs (`make sdks`) are published under: ours, not
-// Pulumi's @pulumi/ scope or pulumi_ prefix, which the code generators would
-// pick by default.
+// The package's Registry metadata. The repository has no remote yet: the
+// GitHub organisation worldbackup is a placeholder, and the one place to
+// change it (README.md's install section quotes the same URLs).
 const (
-	npmPackage    = "@worldbackup/pulumi"
-	pythonPackage = "worldbackup_pulumi"
+	publisher  = "worldbackup"
+	repository = "https://github.com/worldbackup/worldbackup"
+	// pluginDownloadURL is where the engine downloads the plugin from when a
+	// program (or `pulumi plugin install resource worldbackup <v>`) needs a
+	// version it does not have: a GitHub release per tag v<version>, whose
+	// assets are `make dist`'s archives. The engine expands ${VERSION} and
+	// appends pulumi-resource-worldbackup-v<version>-<os>-<arch>.tar.gz.
+	pluginDownloadURL = repository + "/releases/download/v${VERSION}/"
+	// goImportPath is the Go package Go programs use: the components
+	// themselves (package provider), which run in the program's process, so
+	// no generated Go SDK is needed.
+	goImportPath = "github.com/worldbackup/worldbackup/provider"
 )
+
+// The names the generated SDKs (`make sdks`, `make dist`) are published
+// under, by the Registry's conventions for a third-party package:
+// @<publisher>/pulumi-<name> on npm (cert-manager's @pulumi/kubernetes-cert-manager
+// is the publisher's scope and the package; outside Pulumi's own scope the
+// pulumi- prefix says what the package is) and pulumi_<name> on PyPI.
+const (
+	npmPackage    = "@worldbackup/pulumi-worldbackup"
+	pythonPackage = "pulumi_worldbackup"
+)
+
+// sdkReadme is the README of the TypeScript and Python packages (npm's page,
+// PyPI's long description).
+const sdkReadme = `# worldbackup for Pulumi
+
+Declarative backups and restores of Minecraft/Paper server worlds on Kubernetes:
+WorldBackup (one backup run, a Kubernetes Job), WorldRestore, WorldPrune and
+WorldBackupSchedule (a CronJob), served by the component-provider plugin
+pulumi-resource-worldbackup. The engine downloads the plugin itself, from the
+release this package names; to install it ahead of time:
+
+    pulumi plugin install resource worldbackup <version> --server '` + pluginDownloadURL + `'
+
+TypeScript: npm install @worldbackup/pulumi-worldbackup
+
+    import * as worldbackup from "@worldbackup/pulumi-worldbackup";
+    const backup = new worldbackup.WorldBackup("survival", {
+        server: "survival", runId: "20250601-0300",
+        image: "ghcr.io/worldbackup/archiver:v0.1.0", backupClaimName: "world-backups",
+    });
+    export const archiveRef = backup.archiveRef;
+
+Python: pip install pulumi_worldbackup
+
+    import pulumi
+    import pulumi_worldbackup as worldbackup
+    backup = worldbackup.WorldBackup("survival", server="survival", run_id="20250601-0300",
+        image="ghcr.io/worldbackup/archiver:v0.1.0", backup_claim_name="world-backups")
+    pulumi.export("archive_ref", backup.archive_ref)
+
+Documentation, the archiver image and the catalog: ` + repository + `
+`
 
 // languages is the schema's language section: pulumi-go-provider's defaults
 // (schema version respected, pyproject.toml, Go container types) with our
-// package names.
+// package names and README.
 func languages() map[string]any {
 	return map[string]any{
 		"nodejs": map[string]any{
 			"packageName":          npmPackage,
 			"packageDescription":   "Pulumi components for worldbackup: declarative backups and restores of Minecraft/Paper worlds on Kubernetes.",
+			"readme":               sdkReadme,
 			"respectSchemaVersion": true,
 		},
 		"python": map[string]any{
 			"packageName":          pythonPackage,
+			"readme":               sdkReadme,
 			"respectSchemaVersion": true,
 			"pyproject":            map[string]any{"enabled": true},
 		},

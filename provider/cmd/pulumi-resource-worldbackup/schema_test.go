@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -141,11 +143,13 @@ func TestPreparse(t *testing.T) {
 		{"engine address", []string{"127.0.0.1:45678"}, false, false},
 		{"engine flags and address", []string{"-tracing", "http://127.0.0.1:9411", "-v=9", "127.0.0.1:45678"}, false, false},
 		{"unknown flag", []string{"-shema"}, false, true},
+		{"version", []string{"--version"}, false, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			base := flag.NewFlagSet("test", flag.ContinueOnError)
 			schema := base.Bool("schema", false, "")
+			version := base.Bool("version", false, "")
 			base.Int("v", 0, "log level (as the logging package registers it)")
 			err := preparse(base, tc.args, &bytes.Buffer{})
 			if (err != nil) != tc.wantErr {
@@ -154,6 +158,127 @@ func TestPreparse(t *testing.T) {
 			if *schema != tc.wantSchema {
 				t.Errorf("schema = %v, want %v", *schema, tc.wantSchema)
 			}
+			if want := slices.Contains(tc.args, "--version"); *version != want {
+				t.Errorf("version = %v, want %v", *version, want)
+			}
 		})
 	}
+}
+
+// TestUsageListsOurFlags: -h lists -schema and -version, not the logging
+// flags the logging package registers on the process's flag set.
+func TestUsageListsOurFlags(t *testing.T) {
+	base := flag.NewFlagSet("test", flag.ContinueOnError)
+	base.Bool("schema", false, "print the package schema")
+	base.Bool("version", false, "print the version")
+	base.Int("v", 0, "log level (as the logging package registers it)")
+	base.Bool("logtostderr", false, "log to standard error instead of files")
+	var usage bytes.Buffer
+	if err := preparse(base, []string{"-h"}, &usage); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("preparse -h = %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{"-schema", "-version"} {
+		if !strings.Contains(usage.String(), want) {
+			t.Errorf("usage lacks %s:\n%s", want, usage.String())
+		}
+	}
+	for _, not := range []string{"-v\n", "-logtostderr", "-tracing"} {
+		if strings.Contains(usage.String(), not) {
+			t.Errorf("usage lists the engine's flag %q:\n%s", strings.TrimSpace(not), usage.String())
+		}
+	}
+}
+
+// TestSchemaRegistryMetadata: what the Pulumi Registry and the engine read
+// from the package schema besides its resources: publisher, license (the
+// repository's LICENSE), homepage, repository, keywords, where the plugin is
+// downloaded from, the Go package (one that exists in this module), the
+// package names of the SDKs, and nested types named as users write them
+// (module index, Rcon not RconArgs, which the generators would make
+// RconArgsArgs).
+func TestSchemaRegistryMetadata(t *testing.T) {
+	var schema struct {
+		Publisher         string   `json:"publisher"`
+		License           string   `json:"license"`
+		Homepage          string   `json:"homepage"`
+		Repository        string   `json:"repository"`
+		Keywords          []string `json:"keywords"`
+		PluginDownloadURL string   `json:"pluginDownloadURL"`
+		Language          struct {
+			Go struct {
+				ImportBasePath string `json:"importBasePath"`
+			} `json:"go"`
+			NodeJS struct {
+				PackageName string `json:"packageName"`
+				Readme      string `json:"readme"`
+			} `json:"nodejs"`
+			Python struct {
+				PackageName string `json:"packageName"`
+				Readme      string `json:"readme"`
+			} `json:"python"`
+		} `json:"language"`
+		Types map[string]any `json:"types"`
+	}
+	if err := json.Unmarshal(readFile(t, "schema.json"), &schema); err != nil {
+		t.Fatal(err)
+	}
+	eq := func(what, got, want string) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s = %q, want %q", what, got, want)
+		}
+	}
+	eq("publisher", schema.Publisher, "worldbackup")
+	eq("license", schema.License, "Apache-2.0")
+	eq("homepage", schema.Homepage, "https://github.com/worldbackup/worldbackup")
+	eq("repository", schema.Repository, "https://github.com/worldbackup/worldbackup")
+	eq("pluginDownloadURL", schema.PluginDownloadURL, "https://github.com/worldbackup/worldbackup/releases/download/v${VERSION}/")
+	eq("language.nodejs.packageName", schema.Language.NodeJS.PackageName, "@worldbackup/pulumi-worldbackup")
+	eq("language.python.packageName", schema.Language.Python.PackageName, "pulumi_worldbackup")
+	if !slices.Contains(schema.Keywords, "kind/component") || !slices.Contains(schema.Keywords, "category/utility") {
+		t.Errorf("keywords %v lack the Registry's kind/component and category/utility", schema.Keywords)
+	}
+	for lang, readme := range map[string]string{"nodejs": schema.Language.NodeJS.Readme, "python": schema.Language.Python.Readme} {
+		if !strings.Contains(readme, "pulumi plugin install resource worldbackup") {
+			t.Errorf("language.%s.readme says nothing of installing the plugin:\n%s", lang, readme)
+		}
+	}
+
+	// LICENSE at the repository's root is the license the schema names.
+	license := string(readFile(t, filepath.Join("..", "..", "..", "LICENSE")))
+	if !strings.Contains(license, "Apache License") || !strings.Contains(license, "Version 2.0") {
+		t.Errorf("LICENSE is not the Apache License 2.0:\n%.200s", license)
+	}
+
+	// The Go import path is this module's package of the components.
+	module := strings.TrimPrefix(strings.SplitN(string(readFile(t, filepath.Join("..", "..", "..", "go.mod"))), "\n", 2)[0], "module ")
+	rel, ok := strings.CutPrefix(schema.Language.Go.ImportBasePath, module+"/")
+	if !ok {
+		t.Fatalf("language.go.importBasePath %q is not in module %s", schema.Language.Go.ImportBasePath, module)
+	}
+	src := string(readFile(t, filepath.Join("..", "..", "..", filepath.FromSlash(rel), "worldbackup.go")))
+	if !strings.Contains(src, "func NewWorldBackup(") {
+		t.Errorf("%s has no NewWorldBackup", schema.Language.Go.ImportBasePath)
+	}
+
+	for _, token := range []string{"worldbackup:index:Rcon", "worldbackup:index:Retention", "worldbackup:index:Store",
+		"worldbackup:index:Compression", "worldbackup:index:SecurityMode"} {
+		if _, ok := schema.Types[token]; !ok {
+			t.Errorf("schema has no type %s", token)
+		}
+	}
+	for token := range schema.Types {
+		if !strings.HasPrefix(token, "worldbackup:index:") || strings.HasSuffix(token, "Args") {
+			t.Errorf("type %s: want module index and no Args suffix (the SDKs add it to input types)", token)
+		}
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -2,7 +2,7 @@
 // from other resources and from the backup's own outputs, so they are
 // Outputs, not strings. Both components must take them (issue 13).
 import * as pulumi from "@pulumi/pulumi";
-import * as worldbackup from "@worldbackup/pulumi";
+import * as worldbackup from "@worldbackup/pulumi-worldbackup";
 
 // Another resource of the program whose outputs name what the Jobs use, as a
 // PersistentVolumeClaim or Namespace of @pulumi/kubernetes would.

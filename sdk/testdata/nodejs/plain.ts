@@ -1,6 +1,6 @@
 // A program as the SDK takes it with plain values only: both components, the
 // restore's inputs written out by hand. Compiles with every schema so far.
-import * as worldbackup from "@worldbackup/pulumi";
+import * as worldbackup from "@worldbackup/pulumi-worldbackup";
 
 const backup = new worldbackup.WorldBackup("backup", {
     server: "survival",

@@ -1,6 +1,6 @@
 // Must NOT compile: under strict: true a value that may be undefined is no
 // string. Proves the harness type-checks strictly rather than passing anything.
-import * as worldbackup from "@worldbackup/pulumi";
+import * as worldbackup from "@worldbackup/pulumi-worldbackup";
 
 const maybeImage: string | undefined = process.env.ARCHIVER_IMAGE;
 

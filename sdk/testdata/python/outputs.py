@@ -7,7 +7,7 @@ testdata/nodejs/outputs.ts."""
 from typing import Optional
 
 import pulumi
-import worldbackup_pulumi as worldbackup
+import pulumi_worldbackup as worldbackup
 
 
 class Storage(pulumi.ComponentResource):

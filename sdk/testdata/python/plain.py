@@ -2,7 +2,7 @@
 the restore's inputs written out by hand. Mirrors testdata/nodejs/plain.ts."""
 
 import pulumi
-import worldbackup_pulumi as worldbackup
+import pulumi_worldbackup as worldbackup
 
 backup = worldbackup.WorldBackup(
     "backup",

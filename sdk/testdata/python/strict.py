@@ -4,7 +4,7 @@ anything. Mirrors testdata/nodejs/strict.ts."""
 
 import os
 
-import worldbackup_pulumi as worldbackup
+import pulumi_worldbackup as worldbackup
 
 maybe_image: str | None = os.environ.get("ARCHIVER_IMAGE")
 

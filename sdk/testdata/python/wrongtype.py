@@ -1,7 +1,7 @@
 """Must NOT type-check: an int where a str input is required (the keyword
 form, where every argument is optional), and a misspelled enum member."""
 
-import worldbackup_pulumi as worldbackup
+import pulumi_worldbackup as worldbackup
 
 worldbackup.WorldBackup(
     "backup",
