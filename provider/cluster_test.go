@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
 
 // emptyCluster is an API server that has nothing: every lookup is 404. It
@@ -71,7 +73,7 @@ func runMockedPreview(t *testing.T, program pulumi.RunFunc) (*mocks, error) {
 	return m, err
 }
 
-func TestPreflightAtPreview(t *testing.T) {
+func TestPreflightAtPreviewAndUp(t *testing.T) {
 	backup := func(kubeconfig string, preflight *bool) pulumi.RunFunc {
 		return func(ctx *pulumi.Context) error {
 			a := validArgs()
@@ -133,20 +135,45 @@ func TestPreflightAtPreview(t *testing.T) {
 			t.Errorf("%d requests with preflight false", n)
 		}
 	})
-	t.Run("at update: no preflight, only the Job observed", func(t *testing.T) {
-		kc, _, seen := recordingCluster(t)
-		if _, err := runMocked(t, backup(kc, nil)); err != nil {
+	t.Run("at update too, before the Job is registered (an up may skip the preview)", func(t *testing.T) {
+		kc, requests := emptyCluster(t)
+		m, err := runMocked(t, backup(kc, nil))
+		if err == nil || !strings.Contains(err.Error(), "the cluster lacks what Job survival-backup-20250601-0300 needs (found at up") {
+			t.Fatalf("err = %v, want the preflight's error at up", err)
+		}
+		if requests.Load() == 0 {
+			t.Error("no request reached the API server")
+		}
+		if len(m.resources) != 0 {
+			t.Errorf("registered %d resources despite the failed preflight", len(m.resources))
+		}
+	})
+	t.Run("at update, a Job built later is checked once its inputs resolve", func(t *testing.T) {
+		kc, _ := emptyCluster(t)
+		_, err := runMocked(t, func(ctx *pulumi.Context) error {
+			a := validArgs()
+			a.Kubeconfig = kc
+			a.RunID = pulumi.String("20250601-0300").ToStringOutput() // an Output: the Job is built in an apply
+			_, err := NewWorldBackup(ctx, "survival", a)
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), "found at up") || !strings.Contains(err.Error(), "kubectl create namespace minecraft") {
+			t.Fatalf("err = %v, want the preflight's error at up", err)
+		}
+	})
+	t.Run("at update, a ready cluster: the preflight's lookups, then the Job observed", func(t *testing.T) {
+		r, err := validArgs().resolve()
+		if err != nil {
 			t.Fatal(err)
 		}
-		const job = "/apis/batch/v1/namespaces/minecraft/jobs/survival-backup-20250601-0300"
-		got := seen()
-		if !slices.Contains(got, "GET "+job) {
-			t.Errorf("requests %q: the Job's result was not read", got)
+		job := jobspec.BuildBackup(r.Job)
+		kc := clusterWith(t, job)
+		m, err := runMocked(t, backup(kc, nil))
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, r := range got {
-			if r != "GET "+job {
-				t.Errorf("request %q at update: want only reads of the Job", r)
-			}
+		if len(m.ofType(jobType)) != 1 {
+			t.Fatal("no Job registered")
 		}
 	})
 	t.Run("unreachable cluster: a warning, not an error", func(t *testing.T) {

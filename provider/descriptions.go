@@ -26,16 +26,19 @@ const (
 	descReplaceUnready = "Annotate the Job pulumi.com/replaceUnready, so the next `pulumi up` replaces " +
 		"a Job that did not complete (failed): a failed run is retried with the same runId. Default: true, " +
 		"false with skipAwait (the next up would replace a Job still running). Turn it off in render mode."
-	descPreflight = "At `pulumi preview` (and the preview of `pulumi up`), look up read-only what the " +
+	descPreflight = "At `pulumi preview` (and the preview of `pulumi up`), and again at `pulumi up` before the " +
+		"Job is created (an up may skip the preview: --skip-preview, the Automation API), look up read-only what the " +
 		"Job needs: the namespace and whether its Pod Security enforce level admits the pod, the service " +
 		"account, the Secret and its key, the claims and whether they are Bound; fail with one message listing " +
 		"every missing piece and the command that makes it. A cluster it cannot reach, or a lookup RBAC " +
 		"forbids, is a warning. At `pulumi up` (unless skipAwait) it also watches the Job: when its pod cannot " +
-		"start (an image that cannot be pulled, a missing Secret key) for 1 minute, or no node takes it for 5, " +
-		"it names the cause and fails the Job (activeDeadlineSeconds set to 1, reason DeadlineExceeded), so " +
-		"`pulumi up` ends then rather than at the deadline; it needs get and patch on Jobs and list on pods. " +
-		"Then it reads what the run reported (the status, sha256 and sizeBytes outputs). Default: true. Set false in render mode, or when the same program creates these " +
-		"objects."
+		"start (an image that cannot be pulled, a missing Secret key) for 1 minute, its sandbox or volumes cannot " +
+		"be set up (FailedCreatePodSandBox, FailedAttachVolume such as a Multi-Attach error, FailedMount) for 2, no " +
+		"node takes it for 5, or no pod can be created (the Job's FailedCreate events: Pod Security, a quota) for " +
+		"30 seconds, it names the cause and fails the Job (activeDeadlineSeconds set to 1, reason DeadlineExceeded), " +
+		"so `pulumi up` ends then rather than at the deadline; it needs get and patch on Jobs and list on pods and " +
+		"events. Then it reads what the run reported (the status, sha256 and sizeBytes outputs). Default: true. " +
+		"Set false in render mode, or when the same program creates these objects."
 	descKubeContext = "The kubeconfig context the preflight uses (as the Kubernetes provider's " +
 		"context): give the same one as the provider of this component. The preflight reads the ambient " +
 		"kubeconfig ($KUBECONFIG, ~/.kube/config, or the in-cluster service account); a Go program may also " +

@@ -225,10 +225,11 @@ type plannedJob struct {
 // planJob settles args, the inputs of the component typ named name (shared
 // its JobInputs), and plans its Job with build, which validates and builds
 // it. When every input is known (at preview they are waited for), the Job is
-// built now and the preflight checks the cluster, so invalid inputs fail
-// before anything is registered; otherwise the Job is built by the same
-// build in an apply once the inputs resolve, and fails there naming the
-// input.
+// built now and the preflight checks the cluster (at preview and at up), so
+// invalid inputs and a missing piece fail before anything is registered;
+// otherwise the Job is built by the same build in an apply once the inputs
+// resolve, checked by the same preflight there, and fails there naming the
+// input or the piece.
 func planJob[A any](ctx *pulumi.Context, typ, name string, args A, shared JobInputs, build func(A) (plannedJob, error)) (jobPlan, error) {
 	kind := typ[strings.LastIndex(typ, ":")+1:] // e.g. WorldBackup
 	s, err := settle.Now(ctx.Context(), ctx.DryRun(), args)
@@ -241,6 +242,9 @@ func planJob[A any](ctx *pulumi.Context, typ, name string, args A, shared JobInp
 		pl.Later = settle.Later(args, func(a A) (any, error) {
 			p, err := build(a)
 			if err != nil {
+				return nil, err
+			}
+			if err := checkCluster(ctx, strings.ToLower(kind), p.Preflight, p.Requirements); err != nil {
 				return nil, err
 			}
 			return p.jobResult, nil

@@ -109,6 +109,7 @@ func startObserving(ctx *pulumi.Context, comp pulumi.Resource, job *batchv1.Job,
 	go observe.Watchdog{
 		Client: client, Namespace: job.Namespace, Job: job.Name, Grace: observe.DefaultGrace,
 		Report: func(msg string) { _ = ctx.Log.Error(msg, &pulumi.LogArgs{Resource: comp}) },
+		Warn:   func(msg string) { _ = ctx.Log.Warn(msg, &pulumi.LogArgs{Resource: comp}) },
 	}.Run(wctx)
 	// The watchdog also stops by itself when the Job finishes, e.g. when its
 	// registration fails and the reader is never called.

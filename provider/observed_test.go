@@ -137,8 +137,9 @@ func TestObserveJob(t *testing.T) {
 	}
 }
 
-// clusterWith is an API server that serves objs (a Job and its pods) at
-// their paths; everything else is 404.
+// clusterWith is an API server that serves a Job and its pods at their
+// paths, and what the preflight looks up in any namespace (readyObject);
+// everything else is 404.
 func clusterWith(t *testing.T, job *batchv1.Job, pods ...corev1.Pod) string {
 	t.Helper()
 	jobPath := "/apis/batch/v1/namespaces/" + job.Namespace + "/jobs/" + job.Name
@@ -153,6 +154,8 @@ func clusterWith(t *testing.T, job *batchv1.Job, pods ...corev1.Pod) string {
 			v = j
 		case r.Method == http.MethodGet && r.URL.Path == podsPath:
 			v = &corev1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Items: pods}
+		case r.Method == http.MethodGet && readyObject(r.URL.Path) != nil:
+			v = readyObject(r.URL.Path)
 		default:
 			w.WriteHeader(http.StatusNotFound)
 			fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
@@ -205,5 +208,37 @@ func TestRestoreFromBackupOutputs(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("the restore Job lacks %s: %s", want, b)
 		}
+	}
+}
+
+// readyObject is what the preflight finds at path in a cluster ready for
+// any Job: a namespace without Pod Security labels, any service account, any
+// Secret holding felis.toml, any claim Bound; nil for other paths.
+func readyObject(path string) any {
+	parts := strings.Split(strings.TrimPrefix(path, "/api/v1/namespaces/"), "/")
+	if !strings.HasPrefix(path, "/api/v1/namespaces/") {
+		return nil
+	}
+	meta := func(kind string) (metav1.TypeMeta, metav1.ObjectMeta) {
+		return metav1.TypeMeta{APIVersion: "v1", Kind: kind}, metav1.ObjectMeta{Namespace: parts[0], Name: parts[len(parts)-1]}
+	}
+	switch {
+	case len(parts) == 1:
+		tm, om := meta("Namespace")
+		om.Namespace = ""
+		return &corev1.Namespace{TypeMeta: tm, ObjectMeta: om}
+	case len(parts) != 3:
+		return nil
+	case parts[1] == "serviceaccounts":
+		tm, om := meta("ServiceAccount")
+		return &corev1.ServiceAccount{TypeMeta: tm, ObjectMeta: om}
+	case parts[1] == "secrets":
+		tm, om := meta("Secret")
+		return &corev1.Secret{TypeMeta: tm, ObjectMeta: om, Data: map[string][]byte{"felis.toml": []byte("[database]\n")}}
+	case parts[1] == "persistentvolumeclaims":
+		tm, om := meta("PersistentVolumeClaim")
+		return &corev1.PersistentVolumeClaim{TypeMeta: tm, ObjectMeta: om, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
+	default:
+		return nil
 	}
 }

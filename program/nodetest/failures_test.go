@@ -1,16 +1,22 @@
 package nodetest
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/worldbackup/worldbackup/internal/kubenode"
 	"github.com/worldbackup/worldbackup/internal/stacktest"
 	"github.com/worldbackup/worldbackup/program/deploy"
 	"github.com/worldbackup/worldbackup/provider"
+	"github.com/worldbackup/worldbackup/provider/observe"
 )
 
 // TestFailuresNamedQuickly: a run that cannot succeed makes `pulumi up` (or
@@ -123,9 +129,13 @@ func TestFailuresNamedQuickly(t *testing.T) {
 			stack := tools.InlineStack(t, "node", deploy.Program, stackConfig(node, ns, "r1"))
 			f := previewFails(t, stack)
 			f.mentions(t, append([]string{"found at preview", ns.Name}, tc.want...)...)
-			if jobs, err := node.Client.BatchV1().Jobs(ns.Name).List(t.Context(), metav1.ListOptions{}); err != nil || len(jobs.Items) != 0 {
-				t.Errorf("the failed preview left Jobs (%v): %v", err, jobs)
-			}
+			noJobs(t, node, ns.Name, "the failed preview")
+			// The same through an up that runs no preview (the Automation
+			// API's Up, pulumi up --skip-preview): the preflight runs there too,
+			// before the Job is created.
+			f = upFails(t, stack)
+			f.mentions(t, append([]string{"found at up", ns.Name}, tc.want...)...)
+			noJobs(t, node, ns.Name, "the failed up")
 			if tc.fix == nil {
 				return
 			}
@@ -135,6 +145,14 @@ func TestFailuresNamedQuickly(t *testing.T) {
 			jobComplete(t, node, ns.Name, out.jobName)
 			checkArchive(t, ns, out)
 		})
+	}
+}
+
+// noJobs fails t when ns holds a Job after what (a failed preflight).
+func noJobs(t *testing.T, node *kubenode.Node, ns, what string) {
+	t.Helper()
+	if jobs, err := node.Client.BatchV1().Jobs(ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(jobs.Items) != 0 {
+		t.Errorf("%s left Jobs (%v): %v", what, err, jobs)
 	}
 }
 
@@ -189,6 +207,70 @@ func TestUnpullableImageNamedQuickly(t *testing.T) {
 
 	cfg["worldbackup:image"] = node.ArchiverImage
 	stacktest.SetConfig(t, stack, cfg)
+	_, out := up(t, node, ns, stack)
+	jobComplete(t, node, ns.Name, out.jobName)
+	checkArchive(t, ns, out)
+}
+
+// TestVolumeThatCannotMountNamed: a world claim whose volume cannot be
+// mounted (its hostPath folder, type Directory, is gone) keeps the backup's
+// pod in ContainerCreating, which its status does not explain; the watchdog
+// reads the pod's FailedMount events, names the cause after its grace and
+// fails the Job, so `pulumi up` ends then rather than at the 30-minute
+// deadline. With the folder back, the same run ID succeeds.
+func TestVolumeThatCannotMountNamed(t *testing.T) {
+	node := kubenode.Require(t)
+	tools := stacktest.Require(t)
+	ns := node.Namespace(t, kubenode.NamespaceOptions{})
+	world := ns.WorldDirs["lobby"]
+	if err := os.Rename(world, world+".away"); err != nil {
+		t.Fatal(err)
+	}
+	stack := tools.InlineStack(t, "node", deploy.Program, stackConfig(node, ns, "r1"))
+	f := upFailsWithin(t, stack, observe.DefaultGrace.Creating+failBound)
+	f.mentions(t, "cannot run", "FailedMount", "hostPath type check failed", world, "DeadlineExceeded")
+
+	if err := os.Rename(world+".away", world); err != nil {
+		t.Fatal(err)
+	}
+	_, out := up(t, node, ns, stack)
+	jobComplete(t, node, ns.Name, out.jobName)
+	checkArchive(t, ns, out)
+}
+
+// TestRefusedPodNamed: a Job whose pod the API server refuses has no pod to
+// look at; the watchdog reads the Job controller's FailedCreate events, names
+// the refusal and fails the Job within failBound. A quota of no pods is a
+// refusal the preflight cannot foresee. Without the quota the same run ID
+// succeeds.
+func TestRefusedPodNamed(t *testing.T) {
+	node := kubenode.Require(t)
+	tools := stacktest.Require(t)
+	ns := node.Namespace(t, kubenode.NamespaceOptions{})
+	quotas := node.Client.CoreV1().ResourceQuotas(ns.Name)
+	_, err := quotas.Create(t.Context(), &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-pods"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Until the quota controller has counted, admission refuses pods with
+	// "status unknown": wait for the count, so the refusal is the quota's.
+	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		q, err := quotas.Get(ctx, "no-pods", metav1.GetOptions{})
+		return err == nil && q.Status.Hard != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the quota was not counted within a minute: %v", err)
+	}
+	stack := tools.InlineStack(t, "node", deploy.Program, stackConfig(node, ns, "r1"))
+	f := upFails(t, stack)
+	f.mentions(t, "cannot run", "no pod can be created", "FailedCreate", "exceeded quota: no-pods", "DeadlineExceeded")
+
+	if err := quotas.Delete(t.Context(), "no-pods", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	_, out := up(t, node, ns, stack)
 	jobComplete(t, node, ns.Name, out.jobName)
 	checkArchive(t, ns, out)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,40 +38,120 @@ func unschedulablePod(uid string) corev1.Pod {
 	}
 }
 
+// creatingPod is a pod on a node whose archiver container waits in
+// ContainerCreating (its sandbox or volumes are being set up).
+func creatingPod(uid string) corev1.Pod {
+	p := waitingPod(uid, "ContainerCreating", "")
+	p.Spec.NodeName = "node-1"
+	return p
+}
+
+// warning is a Warning event about the object uid, last seen at the minute
+// min of the day.
+func warning(uid, reason, msg string, min int) corev1.Event {
+	return corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: uid + "." + reason, Namespace: ns},
+		InvolvedObject: corev1.ObjectReference{UID: types.UID(uid)},
+		Type:           corev1.EventTypeWarning,
+		Reason:         reason,
+		Message:        msg,
+		LastTimestamp:  metav1.NewTime(time.Date(2026, 1, 1, 0, min, 0, 0, time.UTC)),
+	}
+}
+
+const (
+	multiAttach = `Multi-Attach error for volume "pvc-1" Volume is already used by pod(s) lobby-0`
+	mountFailed = `MountVolume.SetUp failed for volume "world" : hostPath type check failed: /srv/world is not a directory`
+	timedOut    = `Unable to attach or mount volumes: unmounted volumes=[world], unattached volumes=[world]: timed out waiting for the condition`
+	noCNI       = `Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox: plugin type="bridge" failed: failed to find plugin "bridge" in path [/opt/cni/bin]`
+	psa         = `Error creating: pods "lobby-backup-abc-x" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false`
+)
+
 func TestStuck(t *testing.T) {
 	running := waitingPod("a", "", "")
 	running.Status.Phase = corev1.PodRunning
 	running.Status.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	running.Spec.NodeName = "node-1"
 	failed := waitingPod("b", "ImagePullBackOff", "")
 	failed.Status.Phase = corev1.PodFailed
 	deleting := waitingPod("c", "ErrImagePull", "")
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	initializing := creatingPod("i")
+	initializing.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "init", State: corev1.ContainerState{
+		Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}
+	initializing.Status.ContainerStatuses[0].State.Waiting.Reason = "PodInitializing"
+	noStatus := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-n", UID: "n"}, Spec: corev1.PodSpec{NodeName: "node-1"},
+		Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	pullOnNode := waitingPod("e", "ErrImagePull", "not found")
+	pullOnNode.Spec.NodeName = "node-1"
+	startedOne := creatingPod("s")
+	startedOne.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "init", State: corev1.ContainerState{
+		Running: &corev1.ContainerStateRunning{}}}}
+	notOnNode := waitingPod("u", "ContainerCreating", "")
+	long := strings.Repeat("é", maxMessage)
 
 	tests := []struct {
 		name       string
 		pod        corev1.Pod
+		events     []corev1.Event
 		kind       Kind
 		reason     string
 		mentioning []string
 	}{
-		{"image pull backoff", waitingPod("1", "ImagePullBackOff", `Back-off pulling image "example.org/archiver:no-such-tag"`), Container, "ImagePullBackOff", []string{"no-such-tag"}},
-		{"image pull error names the image", waitingPod("2", "ErrImagePull", "not found"), Container, "ErrImagePull", []string{"image example.org/archiver:no-such-tag", "not found"}},
-		{"invalid image name", waitingPod("3", "InvalidImageName", "bad"), Container, "InvalidImageName", nil},
-		{"never pull", waitingPod("4", "ErrImageNeverPull", ""), Container, "ErrImageNeverPull", nil},
-		{"config error", waitingPod("5", "CreateContainerConfigError", `couldn't find key felis.toml in Secret`), Container, "CreateContainerConfigError", []string{"felis.toml"}},
-		{"unschedulable", unschedulablePod("6"), Unschedulable, "Unschedulable", []string{"node affinity"}},
-		{"creating is not stuck", waitingPod("7", "ContainerCreating", ""), NotStuck, "", nil},
-		{"pulling is not stuck", waitingPod("8", "PodInitializing", ""), NotStuck, "", nil},
-		{"running", running, NotStuck, "", nil},
-		{"finished", failed, NotStuck, "", nil},
-		{"being deleted", deleting, NotStuck, "", nil},
-		{"no status yet", corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, NotStuck, "", nil},
+		{name: "image pull backoff", pod: waitingPod("1", "ImagePullBackOff", `Back-off pulling image "example.org/archiver:no-such-tag"`),
+			kind: Container, reason: "ImagePullBackOff", mentioning: []string{"no-such-tag"}},
+		{name: "image pull error names the image", pod: waitingPod("2", "ErrImagePull", "not found"),
+			kind: Container, reason: "ErrImagePull", mentioning: []string{"image example.org/archiver:no-such-tag", "not found"}},
+		{name: "invalid image name", pod: waitingPod("3", "InvalidImageName", "bad"), kind: Container, reason: "InvalidImageName"},
+		{name: "never pull", pod: waitingPod("4", "ErrImageNeverPull", ""), kind: Container, reason: "ErrImageNeverPull"},
+		{name: "config error", pod: waitingPod("5", "CreateContainerConfigError", `couldn't find key felis.toml in Secret`),
+			kind: Container, reason: "CreateContainerConfigError", mentioning: []string{"felis.toml"}},
+		{name: "unschedulable", pod: unschedulablePod("6"), kind: Unschedulable, reason: "Unschedulable", mentioning: []string{"node affinity"}},
+		{name: "creating without events is not stuck", pod: creatingPod("7")},
+		{name: "pulling is not stuck", pod: waitingPod("8", "PodInitializing", "")},
+		{name: "running", pod: running, events: []corev1.Event{warning("a", "FailedMount", mountFailed, 1)}},
+		{name: "finished", pod: failed},
+		{name: "being deleted", pod: deleting},
+		{name: "no status yet", pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "new"}}},
+
+		{name: "a volume that cannot be mounted", pod: creatingPod("m"), events: []corev1.Event{warning("m", "FailedMount", mountFailed, 1)},
+			kind: Creating, reason: "FailedMount", mentioning: []string{"hostPath type check failed", "/srv/world"}},
+		{name: "Multi-Attach is named over the kubelet's time-out", pod: creatingPod("r"), events: []corev1.Event{
+			warning("r", "FailedMount", timedOut, 5), warning("r", "FailedAttachVolume", multiAttach, 1)},
+			kind: Creating, reason: "FailedAttachVolume", mentioning: []string{"Multi-Attach error", "lobby-0"}},
+		{name: "no CNI plugin", pod: creatingPod("c"), events: []corev1.Event{warning("c", "FailedCreatePodSandBox", noCNI, 1)},
+			kind: Creating, reason: "FailedCreatePodSandBox", mentioning: []string{`failed to find plugin "bridge"`}},
+		{name: "network not ready", pod: creatingPod("w"), events: []corev1.Event{warning("w", "NetworkNotReady", "network is not ready: cni plugin not initialized", 1)},
+			kind: Creating, reason: "NetworkNotReady", mentioning: []string{"cni plugin not initialized"}},
+		{name: "the latest event of a reason is named", pod: creatingPod("l"), events: []corev1.Event{
+			warning("l", "FailedMount", "old: secret not found", 1), warning("l", "FailedMount", mountFailed, 3)},
+			kind: Creating, reason: "FailedMount", mentioning: []string{"hostPath type check"}},
+		{name: "an init container's wait counts", pod: initializing, events: []corev1.Event{warning("i", "FailedMount", mountFailed, 1)},
+			kind: Creating, reason: "FailedMount"},
+		{name: "a pod with no status yet on a node", pod: noStatus, events: []corev1.Event{warning("n", "FailedCreatePodSandBox", noCNI, 1)},
+			kind: Creating, reason: "FailedCreatePodSandBox"},
+		{name: "a status reason wins over events", pod: pullOnNode, events: []corev1.Event{warning("e", "FailedMount", mountFailed, 1)},
+			kind: Container, reason: "ErrImagePull"},
+		{name: "a started container: old mount events are history", pod: startedOne, events: []corev1.Event{warning("s", "FailedMount", mountFailed, 1)}},
+		{name: "not on a node: the scheduler's business", pod: notOnNode, events: []corev1.Event{warning("u", "FailedMount", mountFailed, 1)}},
+		{name: "another object's events", pod: creatingPod("o"), events: []corev1.Event{warning("other", "FailedMount", mountFailed, 1)}},
+		{name: "a Normal event", pod: creatingPod("z"), events: func() []corev1.Event {
+			e := warning("z", "FailedMount", mountFailed, 1)
+			e.Type = corev1.EventTypeNormal
+			return []corev1.Event{e}
+		}()},
+		{name: "an unrelated warning", pod: creatingPod("x"), events: []corev1.Event{warning("x", "FailedScheduling", "0/1 nodes", 1)}},
+		{name: "a long message is bounded", pod: creatingPod("b"), events: []corev1.Event{warning("b", "FailedMount", long, 1)},
+			kind: Creating, reason: "FailedMount", mentioning: []string{"…"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := Stuck(&tt.pod)
-			if c.Kind != tt.kind || c.Reason != tt.reason {
-				t.Fatalf("Stuck = %+v, want kind %d reason %q", c, tt.kind, tt.reason)
+			c := Stuck(&tt.pod, tt.events)
+			if c.Kind != tt.kind || c.Reason != tt.reason || c.UID != tt.pod.UID {
+				t.Fatalf("Stuck = %+v, want kind %d reason %q uid %q", c, tt.kind, tt.reason, tt.pod.UID)
+			}
+			if len(c.Message) > maxMessage+len("…") || !utf8.ValidString(c.Message) {
+				t.Errorf("message of %d bytes (valid UTF-8: %v), want at most %d", len(c.Message), utf8.ValidString(c.Message), maxMessage)
 			}
 			for _, w := range append(tt.mentioning, tt.reason, tt.pod.Name) {
 				if c.Kind != NotStuck && !strings.Contains(c.String(), w) {
@@ -81,53 +162,118 @@ func TestStuck(t *testing.T) {
 	}
 }
 
+func TestJobRefused(t *testing.T) {
+	const job = "j1"
+	done := waitingPod("d", "", "")
+	done.Status.Phase = corev1.PodFailed
+	tests := []struct {
+		name       string
+		pods       []corev1.Pod
+		events     []corev1.Event
+		refused    bool
+		mentioning []string
+	}{
+		{name: "Pod Security refuses every pod", events: []corev1.Event{warning(job, "FailedCreate", psa, 1)}, refused: true,
+			mentioning: []string{"no pod can be created", "FailedCreate", `violates PodSecurity "restricted:latest"`}},
+		{name: "a quota", events: []corev1.Event{warning(job, "FailedCreate", `Error creating: pods "x" is forbidden: exceeded quota: q, requested: pods=1`, 1)},
+			refused: true, mentioning: []string{"exceeded quota"}},
+		{name: "the retry of a finished pod is refused", pods: []corev1.Pod{done}, events: []corev1.Event{warning(job, "FailedCreate", psa, 1)}, refused: true},
+		{name: "a pod was created after all", pods: []corev1.Pod{creatingPod("p")}, events: []corev1.Event{warning(job, "FailedCreate", psa, 1)}},
+		{name: "no pod yet, no event", events: nil},
+		{name: "another Job's refusal", events: []corev1.Event{warning("j0", "FailedCreate", psa, 1)}},
+		{name: "a Normal event", events: []corev1.Event{func() corev1.Event {
+			e := warning(job, "SuccessfulCreate", "Created pod: x", 1)
+			e.Type = corev1.EventTypeNormal
+			return e
+		}()}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := JobRefused(job, tt.pods, tt.events)
+			if (c.Kind == Refused) != tt.refused || c.UID != job {
+				t.Fatalf("JobRefused = %+v, want refused %v, uid %s", c, tt.refused, job)
+			}
+			for _, w := range tt.mentioning {
+				if !strings.Contains(c.String(), w) {
+					t.Errorf("cause %q does not mention %q", c, w)
+				}
+			}
+		})
+	}
+}
+
 func TestTracker(t *testing.T) {
-	g := Grace{Container: time.Minute, Unschedulable: 5 * time.Minute}
+	g := Grace{Container: time.Minute, Unschedulable: 5 * time.Minute, Creating: 2 * time.Minute, Refused: 30 * time.Second}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	pull := waitingPod("a", "ErrImagePull", "not found")
-	backoff := waitingPod("a", "ImagePullBackOff", "back-off")
-	started := waitingPod("a", "", "")
-	started.Status.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	pull := Cause{Kind: Container, UID: "a", Reason: "ErrImagePull"}
+	backoff := Cause{Kind: Container, UID: "a", Reason: "ImagePullBackOff"}
+	started := Cause{UID: "a"}
+	other := Cause{Kind: Container, UID: "b", Reason: "ErrImagePull"}
+	unsched := Cause{Kind: Unschedulable, UID: "u", Reason: "Unschedulable"}
+	mount := Cause{Kind: Creating, UID: "a", Reason: "FailedMount"}
+	refused := Cause{Kind: Refused, UID: "j", Reason: "FailedCreate"}
+	jobOK := Cause{UID: "j"}
 
 	type look struct {
-		after time.Duration
-		pods  []corev1.Pod
-		due   bool
+		after  time.Duration
+		causes []Cause
+		due    bool
 	}
 	tests := []struct {
 		name  string
 		looks []look
 	}{
 		{"stuck past the grace is due", []look{
-			{0, []corev1.Pod{pull}, false},
-			{30 * time.Second, []corev1.Pod{backoff}, false}, // the reason alternates: still stuck since t0
-			{time.Minute, []corev1.Pod{pull}, true},
+			{0, []Cause{pull}, false},
+			{30 * time.Second, []Cause{backoff}, false}, // the reason alternates: still stuck since t0
+			{time.Minute, []Cause{pull}, true},
 		}},
 		{"a pod that starts is forgotten", []look{
-			{0, []corev1.Pod{pull}, false},
-			{50 * time.Second, []corev1.Pod{started}, false},
-			{70 * time.Second, []corev1.Pod{pull}, false},
-			{2 * time.Minute, []corev1.Pod{pull}, false},
-			{130 * time.Second, []corev1.Pod{pull}, true},
+			{0, []Cause{pull}, false},
+			{50 * time.Second, []Cause{started}, false},
+			{70 * time.Second, []Cause{pull}, false},
+			{2 * time.Minute, []Cause{pull}, false},
+			{130 * time.Second, []Cause{pull}, true},
 		}},
 		{"a replaced pod starts its own clock", []look{
-			{0, []corev1.Pod{pull}, false},
-			{50 * time.Second, []corev1.Pod{waitingPod("b", "ErrImagePull", "")}, false},
-			{100 * time.Second, []corev1.Pod{waitingPod("b", "ErrImagePull", "")}, false},
-			{110 * time.Second, []corev1.Pod{waitingPod("b", "ErrImagePull", "")}, true},
+			{0, []Cause{pull}, false},
+			{50 * time.Second, []Cause{other}, false},
+			{100 * time.Second, []Cause{other}, false},
+			{110 * time.Second, []Cause{other}, true},
 		}},
 		{"unschedulable gets the longer grace", []look{
-			{0, []corev1.Pod{unschedulablePod("u")}, false},
-			{2 * time.Minute, []corev1.Pod{unschedulablePod("u")}, false},
-			{5 * time.Minute, []corev1.Pod{unschedulablePod("u")}, true},
+			{0, []Cause{unsched}, false},
+			{2 * time.Minute, []Cause{unsched}, false},
+			{5 * time.Minute, []Cause{unsched}, true},
 		}},
-		{"no pods", []look{{0, nil, false}, {time.Hour, nil, false}}},
+		{"a sandbox or volume gets its own grace", []look{
+			{0, []Cause{mount}, false},
+			{time.Minute, []Cause{mount}, false},
+			{2 * time.Minute, []Cause{mount}, true},
+		}},
+		{"a change of kind restarts the clock", []look{
+			{0, []Cause{mount}, false},
+			{90 * time.Second, []Cause{pull}, false},
+			{2 * time.Minute, []Cause{pull}, false},
+			{150 * time.Second, []Cause{pull}, true},
+		}},
+		{"a refused Job gets the shortest grace", []look{
+			{0, []Cause{refused}, false},
+			{30 * time.Second, []Cause{refused}, true},
+		}},
+		{"a Job that got a pod is forgotten", []look{
+			{0, []Cause{refused}, false},
+			{20 * time.Second, []Cause{jobOK, {UID: "p"}}, false},
+			{40 * time.Second, []Cause{refused}, false},
+			{70 * time.Second, []Cause{refused}, true},
+		}},
+		{"nothing looked at", []look{{0, nil, false}, {time.Hour, nil, false}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var tr Tracker
 			for i, l := range tt.looks {
-				c, due := tr.Observe(l.pods, t0.Add(l.after), g)
+				c, due := tr.Observe(l.causes, t0.Add(l.after), g)
 				if due != l.due {
 					t.Fatalf("look %d (+%s): due %v (%v), want %v", i, l.after, due, c, l.due)
 				}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
@@ -30,8 +32,12 @@ type Watchdog struct {
 	// Report is told the cause before the Job is failed, and any trouble
 	// failing it.
 	Report func(msg string)
+	// Warn, when set, is told once that the events cannot be read (RBAC).
+	Warn func(msg string)
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+
+	warned *sync.Once // Warn is told once per Run
 }
 
 // Run watches until ctx ends, the Job it waits for has finished, or it has
@@ -52,6 +58,7 @@ func (w Watchdog) Run(ctx context.Context) {
 	if now == nil {
 		now = time.Now
 	}
+	w.warned = new(sync.Once)
 	var (
 		tr    Tracker
 		stale types.UID // a Job that was finished when Run started
@@ -92,7 +99,20 @@ func (w Watchdog) step(ctx context.Context, tr *Tracker, now time.Time, first bo
 	if err != nil {
 		return false, ""
 	}
-	cause, ok := tr.Observe(pods, now, w.Grace)
+	causes := make([]Cause, 0, len(pods)+1)
+	for i := range pods {
+		var events []corev1.Event
+		if NeedsEvents(&pods[i]) {
+			events = w.warnings(ctx, pods[i].UID)
+		}
+		causes = append(causes, Stuck(&pods[i], events))
+	}
+	var jobEvents []corev1.Event
+	if JobNeedsEvents(pods) {
+		jobEvents = w.warnings(ctx, job.UID)
+	}
+	causes = append(causes, JobRefused(job.UID, pods, jobEvents))
+	cause, ok := tr.Observe(causes, now, w.Grace)
 	if !ok {
 		return false, ""
 	}
@@ -102,6 +122,29 @@ func (w Watchdog) step(ctx context.Context, tr *Tracker, now time.Time, first bo
 		w.Report(err.Error())
 	}
 	return true, ""
+}
+
+// maxEvents bounds the events read about one object at one look: the
+// kubelet and the controllers fold repeats into one event (its count), so a
+// stuck object has a few.
+const maxEvents = 100
+
+// warnings lists the Warning events about the object uid in the Job's
+// namespace (none when they cannot be read: the look is retried; a lookup
+// RBAC refuses is told to Warn once).
+func (w Watchdog) warnings(ctx context.Context, uid types.UID) []corev1.Event {
+	sel := fields.Set{"involvedObject.uid": string(uid), "type": corev1.EventTypeWarning}.AsSelector().String()
+	list, err := w.Client.CoreV1().Events(w.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel, Limit: maxEvents})
+	if err != nil {
+		if (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)) && w.Warn != nil && w.warned != nil {
+			w.warned.Do(func() {
+				w.Warn(fmt.Sprintf("cannot read the events of Job %s/%s (%s): a pod that cannot be created, or whose "+
+					"sandbox or volumes cannot be set up, is not named; grant list on events", w.Namespace, w.Job, apierrors.ReasonForError(err)))
+			})
+		}
+		return nil
+	}
+	return list.Items
 }
 
 // FailJob makes the Job's deadline pass now, so its controller fails it

@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 const ns, jobName = "minecraft", "lobby-backup-abc"
@@ -50,13 +53,43 @@ func TestWatchdogStep(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	running := waitingPod("r", "", "")
 	running.Status.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	mounting := creatingPod("m")
+	mountEvent := warning("m", "FailedMount", mountFailed, 1)
+	refusal := warning("j1", "FailedCreate", psa, 1)
 	tests := []struct {
 		name       string
 		objs       []runtime.Object
-		done       bool // after the second look
+		after      time.Duration // the second look; 0: DefaultGrace.Container
+		done       bool          // after the second look
 		failed     bool
 		mentioning []string
 	}{
+		{
+			name:       "a pod whose volume cannot be mounted fails the Job after its grace",
+			objs:       []runtime.Object{job("j1"), jobPod("j1", mounting), &mountEvent},
+			after:      DefaultGrace.Creating,
+			done:       true,
+			failed:     true,
+			mentioning: []string{ns + "/" + jobName, "pod p-m", "FailedMount", "hostPath type check failed", "cannot run"},
+		},
+		{
+			name:  "a pod whose volume cannot be mounted is left alone within its grace",
+			objs:  []runtime.Object{job("j1"), jobPod("j1", mounting), &mountEvent},
+			after: DefaultGrace.Creating - time.Second,
+		},
+		{
+			name:       "a Job whose pods are refused fails after its grace",
+			objs:       []runtime.Object{job("j1"), &refusal},
+			after:      DefaultGrace.Refused,
+			done:       true,
+			failed:     true,
+			mentioning: []string{ns + "/" + jobName, "no pod can be created", "FailedCreate", `violates PodSecurity "restricted:latest"`},
+		},
+		{
+			name:  "a Job whose pod was created after a refusal is left alone",
+			objs:  []runtime.Object{job("j1"), jobPod("j1", creatingPod("p")), &refusal},
+			after: time.Hour,
+		},
 		{
 			name:       "a pod stuck past the grace fails the Job",
 			objs:       []runtime.Object{job("j1"), jobPod("j1", waitingPod("a", "ImagePullBackOff", `Back-off pulling image "example.org/archiver:no-such-tag"`))},
@@ -90,7 +123,11 @@ func TestWatchdogStep(t *testing.T) {
 			if done {
 				t.Fatal("done at the first look")
 			}
-			done, _ = w.step(t.Context(), &tr, t0.Add(DefaultGrace.Container), false, stale)
+			after := tt.after
+			if after == 0 {
+				after = DefaultGrace.Container
+			}
+			done, _ = w.step(t.Context(), &tr, t0.Add(after), false, stale)
 			if done != tt.done {
 				t.Errorf("done %v, want %v", done, tt.done)
 			}
@@ -129,6 +166,27 @@ func TestWatchdogStep(t *testing.T) {
 			t.Error("the new Job completed but the watch goes on")
 		}
 	})
+}
+
+func TestWatchdogEventsForbidden(t *testing.T) {
+	c := fake.NewClientset(job("j1"), jobPod("j1", creatingPod("m")))
+	c.PrependReactor("list", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("events"), "", errors.New("RBAC: no list on events"))
+	})
+	var warnings []string
+	w := Watchdog{Client: c, Namespace: ns, Job: jobName, Grace: DefaultGrace, warned: new(sync.Once),
+		Report: func(m string) { t.Errorf("reported %q", m) }, Warn: func(m string) { warnings = append(warnings, m) }}
+	var tr Tracker
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		w.step(t.Context(), &tr, t0.Add(time.Duration(i)*time.Hour), i == 0, "")
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "list on events") || !strings.Contains(warnings[0], ns+"/"+jobName) {
+		t.Errorf("warnings %q, want one saying the events cannot be read and what to grant", warnings)
+	}
+	if got := deadline(t, c); got == 1 {
+		t.Error("the Job was failed without a cause")
+	}
 }
 
 func TestWatchdogRunStopsWithContext(t *testing.T) {

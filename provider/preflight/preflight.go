@@ -2,9 +2,11 @@
 // cluster before the Job is created: the namespace (and whether its Pod
 // Security enforce level admits the Job's pod), the service account, the
 // config Secret and its key, and the claims and their phase. The components
-// run it at `pulumi preview` so that a missing piece is reported at once, in
-// one message listing every piece with the command that makes it, instead of
-// a Job that waits for its deadline.
+// run it at `pulumi preview` and again at `pulumi up` before the Job is
+// created (an `up` may skip the preview: `--skip-preview`, the Automation
+// API), so that a missing piece is reported at once, in one message listing
+// every piece with the command that makes it, instead of a Job that waits for
+// its deadline.
 //
 // It never reads or logs a Secret's value: it only checks that the key is
 // present and not empty.
@@ -92,13 +94,14 @@ type Result struct {
 	Unverified []string
 }
 
-// Err returns one error listing every problem, or nil.
-func (r Result) Err(job string) error {
+// Err returns one error listing every problem, or nil. when says when they
+// were found, e.g. "at preview".
+func (r Result) Err(job, when string) error {
 	if len(r.Problems) == 0 {
 		return nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "the cluster lacks what Job %s needs (found at preview, before creating it):", job)
+	fmt.Fprintf(&b, "the cluster lacks what Job %s needs (found %s, before creating it):", job, when)
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "\n  - %s: %s", p.What, p.Fix)
 	}

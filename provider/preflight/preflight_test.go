@@ -152,7 +152,7 @@ func TestCheck(t *testing.T) {
 				if len(res.Problems) != 0 {
 					t.Fatalf("problems = %+v, want none", res.Problems)
 				}
-				if res.Err("j") != nil {
+				if res.Err("j", "at preview") != nil {
 					t.Fatal("Err() != nil without problems")
 				}
 				return
@@ -165,7 +165,7 @@ func TestCheck(t *testing.T) {
 					t.Errorf("problem %d = %q, want it to contain %q", i, res.Problems[i].What, w)
 				}
 			}
-			msg := res.Err("survival-backup-x").Error()
+			msg := res.Err("survival-backup-x", "at up").Error()
 			for _, f := range tt.wantFix {
 				if !strings.Contains(msg, f) {
 					t.Errorf("message %q lacks the fix %q", msg, f)
