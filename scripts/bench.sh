@@ -388,7 +388,8 @@ peers() {
     drop_cache "$mode"
     if ! /usr/bin/time -f '%e %M' -o "$t/time" "$@" >"$t/logs/$tool.$step.log" 2>&1; then
       tail -20 "$t/logs/$tool.$step.log" >&2
-      die "$tool $step failed (log: $t/logs/$tool.$step.log)"
+      cp "$t/logs/$tool.$step.log" "$out/" # the temp folder goes at exit
+      die "$tool $step failed (log: $out/$tool.$step.log)"
     fi
     echo "$tool $step $(tail -1 "$t/time")" >>"$tsv"
   }
