@@ -546,9 +546,11 @@ report="$BENCH_DIR/results/$(date -u +%Y%m%dT%H%M%SZ).txt"
   echo "load:    before: ${load_before#*load average: }   after: ${load_after#*load average: }   (1, 5, 15 min)"
   echo "tools:   $(go version | cut -d' ' -f3), $(tar --version | head -1), zstd $(zstd -V | grep -o 'v[0-9.]*' | head -1), archiver: $archiver$([[ -n $before ]] && echo ", before: $before")"
   ((BENCH_PAIRS == 0)) || echo "cache:   in the rounds, each world was read once before timing: all tools read it from the page cache."
-  echo "input:   the default excludes (*.jar, cache/, logs/, *.tmp) apply to all; MB/s = archived file bytes /"
-  echo "         median wall time (MB = 10^6 bytes). The archiver also fsyncs its archive and inserts the"
-  echo "         catalog row (migrations checked first); the pipeline does neither."
+  echo "input:   the default excludes (*.jar, cache/, logs/, *.tmp) apply to all; MB = 10^6 bytes."
+  if ((BENCH_PAIRS > 0)); then
+    echo "         MB/s = archived file bytes / median wall time. The archiver also fsyncs its archive and"
+    echo "         inserts the catalog row (migrations checked first); the pipeline does neither."
+  fi
   for s in "${sizes[@]}"; do
     echo "world $s (seed $BENCH_SEED): ${infiles[$s]} files, ${inbytes[$s]} bytes archived ($(awk -v b="${inbytes[$s]}" 'BEGIN { printf "%.1f MiB", b / 1048576 }'))"
   done
