@@ -331,11 +331,12 @@ run_s3() {
 }
 
 # --- side by side: first backup, a day of play, second backup, restore --------
-# drop_cache MODE: in cold mode, writes back and drops the page cache, so the
-# next command reads from the disk (as a backup pod reading a volume does).
+# drop_cache MODE: writes back what earlier commands left dirty (so no timed
+# sync pays for them); in cold mode also drops the page cache, so the next
+# command reads from the disk (as a backup pod reading a volume does).
 drop_cache() {
-  [[ $1 == cold ]] || return 0
   sync
+  [[ $1 == cold ]] || return 0
   echo 1 >/proc/sys/vm/drop_caches
 }
 # sumfiles DIR: the bytes of the regular files under DIR (what a store holds).
