@@ -6,6 +6,7 @@ import (
 	"hash/adler32"
 	"math"
 	"os"
+	"regexp"
 	"slices"
 )
 
@@ -24,6 +25,9 @@ const (
 	compressionZlib = 2
 	dataVersion     = 4189 // Minecraft 1.21.4
 )
+
+// regionName matches a region file's name, r.X.Z.mca, capturing X and Z.
+var regionName = regexp.MustCompile(`^r\.(-?\d+)\.(-?\d+)\.mca$`)
 
 // dimension describes one of the three worlds of a Paper server.
 type dimension struct {

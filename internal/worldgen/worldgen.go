@@ -21,6 +21,11 @@
 // (palettes, packed block-state longs, light arrays), so the files compress
 // as little as real ones do: only headers and sector padding shrink.
 //
+// Every chunk is distinct, as in a real world (a world of repeated chunks
+// would flatter any deduplicating store). Mutate then applies a "day of
+// play" (chunks rewritten in place or moved, chunks added, player files
+// saved, new players) and reports the bytes it really changed.
+//
 // The same Options give the same bytes, modes and modification times: every
 // file draws from its own PRNG stream seeded from (Seed, path), so files are
 // generated in parallel (GOMAXPROCS workers) without losing determinism.

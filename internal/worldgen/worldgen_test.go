@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"math"
@@ -229,27 +230,35 @@ func TestStructure(t *testing.T) {
 
 	t.Run("regions", func(t *testing.T) {
 		var regions int
+		sums := map[string]map[int][32]byte{}
+		sh := shingles{seen: map[uint64]bool{}}
 		for _, d := range dimensions {
 			names, _ := filepath.Glob(filepath.Join(dir, filepath.FromSlash(d.dir), "r.*.mca"))
 			if len(names) == 0 {
 				t.Errorf("no region files in %s", d.dir)
 			}
 			for _, n := range names {
-				checkRegion(t, n)
+				sums[n] = checkRegion(t, n, maxRegion, &sh)
 				regions++
 			}
 		}
-		t.Logf("%d region files checked", regions)
+		chunks := checkDistinct(t, sums)
+		t.Logf("%d region files checked, %d chunks, all distinct; %d of %d sampled 64-byte runs repeat", regions, chunks, sh.dup, sh.total)
+		// Chunks share their first bytes (zlib and NBT headers), nothing else.
+		if sh.dup*100 > sh.total {
+			t.Errorf("%d of %d sampled 64-byte runs of chunk payloads repeat: chunks share content a deduplicating store would find", sh.dup, sh.total)
+		}
 	})
 }
 
-var regionName = regexp.MustCompile(`^r\.(-?\d+)\.(-?\d+)\.mca$`)
-
-// checkRegion validates one Anvil file: size, header locations (in range,
-// not overlapping), chunk framing, and every chunk's zlib NBT, whose
-// coordinates must match its slot.
-func checkRegion(t *testing.T, name string) {
+// checkRegion validates one Anvil file: size (a multiple of sectors, within
+// [1 MiB, maxSize]), header locations (in range, not overlapping), chunk
+// framing, and every chunk's zlib NBT, whose coordinates must match its
+// slot. It returns the SHA-256 of each chunk's compressed payload by slot.
+// Each payload is also added to sh, when given.
+func checkRegion(t *testing.T, name string, maxSize int, sh *shingles) map[int][32]byte {
 	t.Helper()
+	sums := map[int][32]byte{}
 	b, err := os.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
@@ -260,8 +269,8 @@ func checkRegion(t *testing.T, name string) {
 	}
 	rx, _ := strconv.Atoi(m[1])
 	rz, _ := strconv.Atoi(m[2])
-	if len(b) < minRegion || len(b) > maxRegion || len(b)%sectorSize != 0 {
-		t.Errorf("%s: %d bytes, want a multiple of %d within [1 MiB, 10 MiB]", name, len(b), sectorSize)
+	if len(b) < minRegion || len(b) > maxSize || len(b)%sectorSize != 0 {
+		t.Errorf("%s: %d bytes, want a multiple of %d within [1 MiB, %d]", name, len(b), sectorSize, maxSize)
 	}
 	used := make([]bool, len(b)/sectorSize)
 	var chunks int
@@ -292,6 +301,10 @@ func checkRegion(t *testing.T, name string) {
 			t.Fatalf("%s slot %d: length %d, type %d in %d sectors", name, slot, length, c[4], n)
 		}
 		data := c[5 : 4+length]
+		sums[slot] = sha256.Sum256(data)
+		if sh != nil {
+			sh.add(data)
+		}
 		payload.Write(data)
 		zr, err := zlib.NewReader(bytes.NewReader(data))
 		if err != nil {
@@ -325,6 +338,65 @@ func checkRegion(t *testing.T, name string) {
 	if z := len(enc.EncodeAll(payload.Bytes(), nil)); float64(z) < 0.97*float64(payload.Len()) {
 		t.Errorf("%s: zlib chunk payload recompresses to %.1f%% with zstd; want ≥ 97%%", name, 100*float64(z)/float64(payload.Len()))
 	}
+	return sums
+}
+
+// shingles samples runs of 64 bytes at content-defined positions (where a
+// rolling hash of the 16 bytes before hits 1 in 64), so two payloads that
+// share a long run of bytes, wherever it lies, share samples.
+type shingles struct {
+	seen       map[uint64]bool
+	dup, total int
+}
+
+func (s *shingles) add(b []byte) {
+	const window, run = 16, 64
+	var h uint32
+	for i := range b {
+		h = h*31 + uint32(b[i])
+		if i >= window {
+			h -= uint32(b[i-window]) * pow31(window)
+		}
+		if i+1 >= window && h&63 == 0 && i+1+run <= len(b) {
+			k := fnv64(b[i+1 : i+1+run])
+			s.total++
+			if s.seen[k] {
+				s.dup++
+			}
+			s.seen[k] = true
+		}
+	}
+}
+
+func pow31(n int) uint32 {
+	p := uint32(1)
+	for range n {
+		p *= 31
+	}
+	return p
+}
+
+func fnv64(b []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(b)
+	return h.Sum64()
+}
+
+// checkDistinct fails if two chunks of the world share a payload: a world
+// built from repeated chunks would flatter any deduplicating store.
+func checkDistinct(t *testing.T, sums map[string]map[int][32]byte) int {
+	t.Helper()
+	seen := map[[32]byte]string{}
+	for name, bySlot := range sums {
+		for slot, sum := range bySlot {
+			here := fmt.Sprintf("%s slot %d", filepath.Base(name), slot)
+			if prev, dup := seen[sum]; dup {
+				t.Errorf("chunks %s and %s have the same payload", prev, here)
+			}
+			seen[sum] = here
+		}
+	}
+	return len(seen)
 }
 
 func readGzipNBT(t *testing.T, name string) map[string]any {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,4 +49,51 @@ func TestRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestMutate(t *testing.T) {
+	t.Parallel()
+	world := filepath.Join(t.TempDir(), "server")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-size", "4MiB", "-seed", "2", world}, &out, &errOut); code != 0 {
+		t.Fatalf("generating: exit %d: %s", code, errOut.String())
+	}
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		code       int
+		wantErrOut string
+	}{
+		{"no world", []string{"-seed", "1"}, 2, "want -world DIR"},
+		{"extra argument", []string{"-world", world, "more"}, 2, "no other arguments"},
+		{"share above 100%", []string{"-world", world, "-regions", "120%"}, 2, "want a share"},
+		{"share not a number", []string{"-world", world, "-chunks", "some"}, 2, "want a share"},
+		{"too many new chunks", []string{"-world", world, "-new-chunks", "5000"}, 2, "new chunks"},
+		{"not a world", []string{"-world", t.TempDir()}, 2, "no world/ folder"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if code := run(append([]string{"mutate"}, tc.args...), &out, &errOut); code != tc.code || !strings.Contains(errOut.String(), tc.wantErrOut) {
+				t.Errorf("exit %d (want %d), stderr %q (want %q)", code, tc.code, errOut.String(), tc.wantErrOut)
+			}
+		})
+	}
+	t.Run("reports JSON", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		code := run([]string{"mutate", "-world", world, "-seed", "4", "-regions", "50%", "-chunks", "0.2", "-new-players", "0"}, &out, &errOut)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut.String())
+		}
+		var rep struct {
+			RegionFiles  int   `json:"region_files"`
+			PlayersNew   int   `json:"players_new"`
+			ChangedBytes int64 `json:"changed_bytes"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("stdout %q: %v", out.String(), err)
+		}
+		if rep.RegionFiles < 1 || rep.PlayersNew != 0 || rep.ChangedBytes <= 0 {
+			t.Errorf("report %+v: want region files touched, no new players, bytes changed", rep)
+		}
+	})
 }
