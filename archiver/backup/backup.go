@@ -227,24 +227,24 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 	if done, err := r.recorded(ctx, log, p, s); done || err != nil {
 		return err
 	}
-	// Earlier attempts may have used another compression.
-	var removed []string
+	// Earlier attempts may have used another compression, or the chunked
+	// format's manifest.
+	var keys, removed []string
 	for _, c := range tarstream.Compressions {
 		k, err := jobapi.ArchiveName(p.Server, p.RunID, string(c))
 		if err != nil {
 			return err
 		}
-		rm, err := r.store.CleanTemps(ctx, k)
-		removed = append(removed, rm...)
-		if err != nil {
-			return fmt.Errorf("removing temp files of earlier attempts: %w", err)
-		}
+		keys = append(keys, k)
 	}
 	if p.Format == jobapi.FormatChunked {
 		k, err := jobapi.ManifestKey(p.Server, p.RunID)
 		if err != nil {
 			return err
 		}
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
 		rm, err := r.store.CleanTemps(ctx, k)
 		removed = append(removed, rm...)
 		if err != nil {
