@@ -18,17 +18,6 @@ import (
 	"github.com/worldbackup/worldbackup/internal/s3test"
 )
 
-// on returns a rule that hands the requests of op to act (all of them
-// when n is 0, else the n-th only).
-func on(op string, n int, act s3test.Action) s3test.Rule {
-	return func(r s3test.Request) s3test.Action {
-		if r.Op == op && (n == 0 || r.N == n) {
-			return act
-		}
-		return nil
-	}
-}
-
 // TestS3PutMisbehavingServer: a Put through a server that lies about its
 // writes (answers success and stores nothing, or stores and answers
 // failure), stalls or answers with a huge error, fails, and leaves neither
@@ -48,23 +37,23 @@ func TestS3PutMisbehavingServer(t *testing.T) {
 		// check, when set, checks more of the outcome.
 		check func(t *testing.T, p *s3test.Proxy, err error)
 	}{
-		{name: "PutObject answered 200, nothing stored", rule: on("PutObject", 0, s3test.Swallow), data: small,
+		{name: "PutObject answered 200, nothing stored", rule: s3test.On("PutObject", 0, s3test.Swallow), data: small,
 			want: "stored nothing"},
-		{name: "PutObject stored, answered 500", rule: on("PutObject", 0, s3test.ForwardThenFail(500)), data: small,
+		{name: "PutObject stored, answered 500", rule: s3test.On("PutObject", 0, s3test.ForwardThenFail(500)), data: small,
 			want: "writing"},
-		{name: "CompleteMultipartUpload answered 200, not done", rule: on("CompleteMultipartUpload", 0, s3test.Swallow), data: large,
+		{name: "CompleteMultipartUpload answered 200, not done", rule: s3test.On("CompleteMultipartUpload", 0, s3test.Swallow), data: large,
 			want: "recording the SHA-256"},
-		{name: "CompleteMultipartUpload done, answered 500", rule: on("CompleteMultipartUpload", 0, s3test.ForwardThenFail(500)), data: large,
+		{name: "CompleteMultipartUpload done, answered 500", rule: s3test.On("CompleteMultipartUpload", 0, s3test.ForwardThenFail(500)), data: large,
 			want: "completing the upload"},
-		{name: "CopyObject answered 200, not done", rule: on("CopyObject", 0, s3test.Swallow), data: large,
+		{name: "CopyObject answered 200, not done", rule: s3test.On("CopyObject", 0, s3test.Swallow), data: large,
 			want: "x-amz-meta-sha256"},
-		{name: "CopyObject finds no source", rule: on("CopyObject", 0, s3test.Fail(404, "NoSuchKey")), data: large,
+		{name: "CopyObject finds no source", rule: s3test.On("CopyObject", 0, s3test.Fail(404, "NoSuchKey")), data: large,
 			want: "found no object at its source", check: func(t *testing.T, _ *s3test.Proxy, err error) {
 				if errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "file does not exist") {
 					t.Errorf("a failed metadata copy says the archive does not exist: %v", err)
 				}
 			}},
-		{name: "HeadObject says another size", rule: on("HeadObject", 0, func(p *s3test.Proxy, w http.ResponseWriter, r *http.Request) {
+		{name: "HeadObject says another size", rule: s3test.On("HeadObject", 0, func(p *s3test.Proxy, w http.ResponseWriter, r *http.Request) {
 			resp, err := p.RoundTrip(r)
 			if err != nil {
 				t.Error(err)
@@ -77,13 +66,13 @@ func TestS3PutMisbehavingServer(t *testing.T) {
 			w.Header().Set("Content-Length", "7")
 			w.WriteHeader(resp.StatusCode)
 		}), data: small, want: "the object has 7 bytes"},
-		{name: "HeadObject refused (a key without s3:GetObject)", rule: on("HeadObject", 0, s3test.Fail(403, "AccessDenied")), data: small,
+		{name: "HeadObject refused (a key without s3:GetObject)", rule: s3test.On("HeadObject", 0, s3test.Fail(403, "AccessDenied")), data: small,
 			want: "Forbidden", check: func(t *testing.T, _ *s3test.Proxy, err error) {
 				if !errors.Is(err, store.ErrDenied) {
 					t.Errorf("error %v does not wrap ErrDenied", err)
 				}
 			}},
-		{name: "UploadPart stalls", rule: on("UploadPart", 0, s3test.Stall), data: large, want: "read timeout", timeout: 2 * time.Second,
+		{name: "UploadPart stalls", rule: s3test.On("UploadPart", 0, s3test.Stall), data: large, want: "read timeout", timeout: 2 * time.Second,
 			check: func(t *testing.T, p *s3test.Proxy, err error) {
 				var se *store.StallError
 				if !errors.As(err, &se) {
@@ -94,8 +83,8 @@ func TestS3PutMisbehavingServer(t *testing.T) {
 					t.Errorf("the stalled part was sent %d times, want once", n)
 				}
 			}},
-		{name: "200 MB error body", rule: on("PutObject", 0, s3test.HugeError(400, 200<<20, true)), data: small, want: "InternalError"},
-		{name: "200 MB error body, chunked", rule: on("PutObject", 0, s3test.HugeError(400, 200<<20, false)), data: small, want: "InternalError"},
+		{name: "200 MB error body", rule: s3test.On("PutObject", 0, s3test.HugeError(400, 200<<20, true)), data: small, want: "InternalError"},
+		{name: "200 MB error body, chunked", rule: s3test.On("PutObject", 0, s3test.HugeError(400, 200<<20, false)), data: small, want: "InternalError"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := srv.Proxy(t, tc.rule)
@@ -159,8 +148,8 @@ func TestS3OpenMisbehavingServer(t *testing.T) {
 		rule    s3test.Rule
 		wantErr string // "": reads the object whole
 	}{
-		{name: "endless body without a length", rule: on("GetObject", 0, s3test.EndlessBody)},
-		{name: "cut, then resumed", rule: on("GetObject", 1, s3test.CutAfter(1<<20))},
+		{name: "endless body without a length", rule: s3test.On("GetObject", 0, s3test.EndlessBody)},
+		{name: "cut, then resumed", rule: s3test.On("GetObject", 1, s3test.CutAfter(1<<20))},
 		{name: "cut, resumes answered 503", rule: func(r s3test.Request) s3test.Action {
 			switch {
 			case r.Op != "GetObject":
@@ -171,7 +160,7 @@ func TestS3OpenMisbehavingServer(t *testing.T) {
 				return s3test.Fail(503, "SlowDown")
 			}
 		}, wantErr: "SlowDown"},
-		{name: "huge error body", rule: on("GetObject", 0, s3test.HugeError(400, 200<<20, false)), wantErr: "InternalError"},
+		{name: "huge error body", rule: s3test.On("GetObject", 0, s3test.HugeError(400, 200<<20, false)), wantErr: "InternalError"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := srv.Proxy(t, tc.rule)

@@ -40,6 +40,17 @@ type Request struct {
 // Rule returns the Action for a request, or nil to forward it untouched.
 type Rule func(r Request) Action
 
+// On returns a rule that hands the requests of op to act (all of them
+// when n is 0, else the n-th only).
+func On(op string, n int, act Action) Rule {
+	return func(r Request) Action {
+		if r.Op == op && (n == 0 || r.N == n) {
+			return act
+		}
+		return nil
+	}
+}
+
 // Action answers a request in place of the server, or around it: p.Forward
 // sends it on.
 type Action func(p *Proxy, w http.ResponseWriter, r *http.Request)

@@ -19,17 +19,6 @@ import (
 	"github.com/worldbackup/worldbackup/internal/s3test"
 )
 
-// on returns a rule that hands the requests of op to act (all of them
-// when n is 0, else the n-th only).
-func on(op string, n int, act s3test.Action) s3test.Rule {
-	return func(r s3test.Request) s3test.Action {
-		if r.Op == op && (n == 0 || r.N == n) {
-			return act
-		}
-		return nil
-	}
-}
-
 // runPeak runs the archiver and returns what it did and its peak RSS.
 func runPeak(t *testing.T, args ...string) (result, int64) {
 	t.Helper()
@@ -85,12 +74,12 @@ func TestS3BackupMisbehavingServer(t *testing.T) {
 		want     string // in the termination message's error
 		measured bool   // report the peak RSS
 	}{
-		{"PutObject answered 200, nothing stored", on("PutObject", 0, s3test.Swallow), 64, "stored nothing", false},
-		{"CompleteMultipartUpload answered 200, not done", on("CompleteMultipartUpload", 0, s3test.Swallow), 5, "recording the SHA-256", false},
-		{"CompleteMultipartUpload done, answered 500", on("CompleteMultipartUpload", 0, s3test.ForwardThenFail(500)), 5, "completing the upload", false},
-		{"CopyObject answered 200, not done", on("CopyObject", 0, s3test.Swallow), 5, "x-amz-meta-sha256", false},
-		{"200 MB error body", on("PutObject", 0, s3test.HugeError(400, 200<<20, true)), 64, "InternalError", true},
-		{"200 MB error body, chunked", on("UploadPart", 0, s3test.HugeError(400, 200<<20, false)), 5, "InternalError", true},
+		{"PutObject answered 200, nothing stored", s3test.On("PutObject", 0, s3test.Swallow), 64, "stored nothing", false},
+		{"CompleteMultipartUpload answered 200, not done", s3test.On("CompleteMultipartUpload", 0, s3test.Swallow), 5, "recording the SHA-256", false},
+		{"CompleteMultipartUpload done, answered 500", s3test.On("CompleteMultipartUpload", 0, s3test.ForwardThenFail(500)), 5, "completing the upload", false},
+		{"CopyObject answered 200, not done", s3test.On("CopyObject", 0, s3test.Swallow), 5, "x-amz-meta-sha256", false},
+		{"200 MB error body", s3test.On("PutObject", 0, s3test.HugeError(400, 200<<20, true)), 64, "InternalError", true},
+		{"200 MB error body, chunked", s3test.On("UploadPart", 0, s3test.HugeError(400, 200<<20, false)), 5, "InternalError", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := e.srv.Proxy(t, tc.rule)
@@ -164,9 +153,9 @@ func TestS3ReadMisbehavingServer(t *testing.T) {
 	}{
 		{"restore: checksum pass cut, resumes 503", "restore", cutNth(1), 1},
 		{"restore: extraction cut, resumes 503", "restore", cutNth(2), 1},
-		{"restore: endless body", "restore", on("GetObject", 0, s3test.EndlessBody), 0},
+		{"restore: endless body", "restore", s3test.On("GetObject", 0, s3test.EndlessBody), 0},
 		{"verify: cut, resumes 503", "verify", cutNth(1), 1},
-		{"verify: endless body", "verify", on("GetObject", 0, s3test.EndlessBody), 0},
+		{"verify: endless body", "verify", s3test.On("GetObject", 0, s3test.EndlessBody), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := e.srv.Proxy(t, tc.rule)
