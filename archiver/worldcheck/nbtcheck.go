@@ -1,0 +1,181 @@
+package worldcheck
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// NBT tag types.
+const (
+	tagEnd = iota
+	tagByte
+	tagShort
+	tagInt
+	tagLong
+	tagFloat
+	tagDouble
+	tagByteArray
+	tagString
+	tagList
+	tagCompound
+	tagIntArray
+	tagLongArray
+)
+
+// maxDepth is the deepest nesting of compounds and lists accepted, the
+// game's own limit (NbtAccounter).
+const maxDepth = 512
+
+// checkShape walks the NBT document b without allocating per tag and
+// reports the first structural problem: a length running past the end,
+// nesting deeper than maxDepth, an unknown tag type. It runs before go-mc
+// decodes b: go-mc's decoder recurses once per nesting level without a
+// bound (a few MiB of nested lists grow the stack by hundreds of MiB) and
+// sizes arrays and lists from the input before reading them.
+func checkShape(b []byte) error {
+	p := 0
+	need := func(n int) error {
+		if n < 0 || len(b)-p < n {
+			return fmt.Errorf("nbt: truncated at byte %d (want %d more)", p, n)
+		}
+		return nil
+	}
+	str := func() error {
+		if err := need(2); err != nil {
+			return err
+		}
+		n := int(binary.BigEndian.Uint16(b[p:]))
+		p += 2
+		if err := need(n); err != nil {
+			return err
+		}
+		p += n
+		return nil
+	}
+	length := func() (int, error) {
+		if err := need(4); err != nil {
+			return 0, err
+		}
+		n := int32(binary.BigEndian.Uint32(b[p:]))
+		p += 4
+		if n < 0 {
+			return 0, fmt.Errorf("nbt: negative length %d at byte %d", n, p-4)
+		}
+		return int(n), nil
+	}
+	// frame is an open compound (list < 0) or list (left elements of type elem).
+	type frame struct {
+		elem byte
+		left int
+		list bool
+	}
+	var stack []frame
+	// value consumes one value of type t; a compound or list pushes a frame.
+	value := func(t byte) error {
+		switch t {
+		case tagByte, tagShort, tagInt, tagLong, tagFloat, tagDouble:
+			n := elemSize(t)
+			if err := need(n); err != nil {
+				return err
+			}
+			p += n
+		case tagString:
+			return str()
+		case tagByteArray, tagIntArray, tagLongArray:
+			n, err := length()
+			if err != nil {
+				return err
+			}
+			size := elemSize(t)
+			if n > (len(b)-p)/size {
+				return fmt.Errorf("nbt: array of %d elements runs past the end at byte %d", n, p)
+			}
+			p += n * size
+		case tagList, tagCompound:
+			if len(stack) >= maxDepth {
+				return fmt.Errorf("nbt: nested deeper than %d", maxDepth)
+			}
+			if t == tagCompound {
+				stack = append(stack, frame{})
+				return nil
+			}
+			if err := need(1); err != nil {
+				return err
+			}
+			elem := b[p]
+			p++
+			n, err := length()
+			if err != nil {
+				return err
+			}
+			if elem > tagLongArray || (elem == tagEnd && n > 0) {
+				return fmt.Errorf("nbt: list of unknown tag type %d", elem)
+			}
+			if n > len(b)-p { // every element takes at least a byte
+				return fmt.Errorf("nbt: list of %d elements runs past the end at byte %d", n, p)
+			}
+			stack = append(stack, frame{elem: elem, left: n, list: true})
+		default:
+			return fmt.Errorf("nbt: unknown tag type %d at byte %d", t, p)
+		}
+		return nil
+	}
+
+	if err := need(1); err != nil {
+		return err
+	}
+	if b[0] != tagCompound {
+		return fmt.Errorf("nbt: root is tag type %d, not a compound", b[0])
+	}
+	p = 1
+	if err := str(); err != nil {
+		return err
+	}
+	if err := value(tagCompound); err != nil {
+		return err
+	}
+	for len(stack) > 0 {
+		top := &stack[len(stack)-1]
+		if top.list {
+			if top.left == 0 {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			top.left--
+			if err := value(top.elem); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := need(1); err != nil {
+			return err
+		}
+		t := b[p]
+		p++
+		if t == tagEnd {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if err := str(); err != nil {
+			return err
+		}
+		if err := value(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// elemSize is the size in bytes of a fixed-size tag, or of one element of
+// an array tag.
+func elemSize(t byte) int {
+	switch t {
+	case tagByte, tagByteArray:
+		return 1
+	case tagShort:
+		return 2
+	case tagInt, tagFloat, tagIntArray:
+		return 4
+	}
+	return 8 // long, double, long array
+}
