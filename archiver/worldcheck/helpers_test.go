@@ -285,3 +285,5 @@ func gzipBytes(t testing.TB, b []byte) []byte {
 	w.Close()
 	return out.Bytes()
 }
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
