@@ -33,6 +33,12 @@ restore reads it: the compression its bytes tell, and nothing after the end
 of the tar and compressed streams. Exits 3 with the reason on any mismatch or
 corruption, 1 when the archive or the catalog cannot be read, 2 when the S3
 store has no such bucket or refuses the credentials.
+
+With --world-check, the verified archive is then restored into a scratch
+folder (--scratch) and the world checked as the game would load it:
+level.dat, every region file's table and chunk (or --chunks 10% of them,
+each region's newest always), the player files; --world DIR checks a folder
+instead of an archive. A problem exits 3, naming the file and chunk.
 `
 
 // flagReadDataSubset is verify's local flag: the share of a chunked run's
