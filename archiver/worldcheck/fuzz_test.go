@@ -56,7 +56,7 @@ func FuzzChunk(f *testing.F) {
 			t.Fatalf("decompressed %d bytes, above the cap", c.buf.Len())
 		}
 		if err == nil {
-			_ = checkShape(c.buf.Bytes())
+			_, _, _ = checkShape(c.buf.Bytes())
 		}
 	})
 }

@@ -26,14 +26,40 @@ const (
 // game's own limit (NbtAccounter).
 const maxDepth = 512
 
+// coords are a chunk's xPos and zPos, where found.
+type coords struct {
+	x, z       int32
+	hasX, hasZ bool
+}
+
+func (c *coords) set(name string, v int32) {
+	switch name {
+	case "xPos":
+		c.x, c.hasX = v, true
+	case "zPos":
+		c.z, c.hasZ = v, true
+	}
+}
+
 // checkShape walks the NBT document b without allocating per tag and
 // reports the first structural problem: a length running past the end,
 // nesting deeper than maxDepth, an unknown tag type. It runs before go-mc
 // decodes b: go-mc's decoder recurses once per nesting level without a
 // bound (a few MiB of nested lists grow the stack by hundreds of MiB) and
 // sizes arrays and lists from the input before reading them.
-func checkShape(b []byte) error {
+//
+// On the way it picks up the root's xPos/zPos ints (top) and those of its
+// Level compound (level, chunks before 1.18): decoding a chunk again with
+// go-mc only for them would cost a third of the check's CPU (its decoder
+// skips every other tag by reflection, allocating each name).
+func checkShape(b []byte) (top, level coords, err error) {
+	err = walkShape(b, &top, &level)
+	return top, level, err
+}
+
+func walkShape(b []byte, top, level *coords) error {
 	p := 0
+	name := ""
 	need := func(n int) error {
 		if n < 0 || len(b)-p < n {
 			return fmt.Errorf("nbt: truncated at byte %d (want %d more)", p, n)
@@ -52,6 +78,19 @@ func checkShape(b []byte) error {
 		p += n
 		return nil
 	}
+	// tagName reads a compound member's name; only names at the root and
+	// in its Level compound are kept (as strings), the only ones looked at.
+	tagName := func(keep bool) error {
+		start := p
+		if err := str(); err != nil {
+			return err
+		}
+		name = ""
+		if keep {
+			name = string(b[start+2 : p])
+		}
+		return nil
+	}
 	length := func() (int, error) {
 		if err := need(4); err != nil {
 			return 0, err
@@ -65,9 +104,10 @@ func checkShape(b []byte) error {
 	}
 	// frame is an open compound (list < 0) or list (left elements of type elem).
 	type frame struct {
-		elem byte
-		left int
-		list bool
+		elem  byte
+		left  int
+		list  bool
+		level bool // the root's Level compound
 	}
 	var stack []frame
 	// value consumes one value of type t; a compound or list pushes a frame.
@@ -77,6 +117,14 @@ func checkShape(b []byte) error {
 			n := elemSize(t)
 			if err := need(n); err != nil {
 				return err
+			}
+			if t == tagInt && name != "" {
+				v := int32(binary.BigEndian.Uint32(b[p:]))
+				if len(stack) == 1 {
+					top.set(name, v)
+				} else {
+					level.set(name, v)
+				}
 			}
 			p += n
 		case tagString:
@@ -96,7 +144,7 @@ func checkShape(b []byte) error {
 				return fmt.Errorf("nbt: nested deeper than %d", maxDepth)
 			}
 			if t == tagCompound {
-				stack = append(stack, frame{})
+				stack = append(stack, frame{level: len(stack) == 1 && name == "Level"})
 				return nil
 			}
 			if err := need(1); err != nil {
@@ -135,14 +183,15 @@ func checkShape(b []byte) error {
 		return err
 	}
 	for len(stack) > 0 {
-		top := &stack[len(stack)-1]
-		if top.list {
-			if top.left == 0 {
+		f := &stack[len(stack)-1]
+		if f.list {
+			if f.left == 0 {
 				stack = stack[:len(stack)-1]
 				continue
 			}
-			top.left--
-			if err := value(top.elem); err != nil {
+			f.left--
+			name = ""
+			if err := value(f.elem); err != nil {
 				return err
 			}
 			continue
@@ -156,7 +205,7 @@ func checkShape(b []byte) error {
 			stack = stack[:len(stack)-1]
 			continue
 		}
-		if err := str(); err != nil {
+		if err := tagName(len(stack) == 1 || (len(stack) == 2 && f.level)); err != nil {
 			return err
 		}
 		if err := value(t); err != nil {

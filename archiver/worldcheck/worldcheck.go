@@ -196,6 +196,8 @@ type checker struct {
 	res  Result
 	buf  bytes.Buffer // the decompressed document, reused
 	raw  bytes.Buffer // an lz4 chunk's compressed bytes, reused
+	gz   gzip.Reader   // reused across gzip chunks
+	zl   io.ReadCloser // reused across zlib chunks (a zlib.Resetter)
 }
 
 func (c *checker) problem(path string, chunk *[2]int, format string, args ...any) {
@@ -227,7 +229,7 @@ func (c *checker) gzipDoc(path string) (ok bool, err error) {
 		c.problem(path, nil, "%s", err)
 		return false, nil
 	}
-	if err := checkShape(c.buf.Bytes()); err != nil {
+	if _, _, err := checkShape(c.buf.Bytes()); err != nil {
 		c.problem(path, nil, "not NBT: %s", err)
 		return false, nil
 	}
@@ -371,7 +373,7 @@ func (c *checker) region(ctx context.Context, path string, coords bool) error {
 }
 
 // chunk checks one chunk: its length against its sectors, then its payload.
-func (c *checker) chunk(r *region.Region, path string, e entry, at *[2]int, coords bool) error {
+func (c *checker) chunk(r *region.Region, path string, e entry, at *[2]int, hasCoords bool) error {
 	data, err := r.ReadSector(e.slot%32, e.slot/32)
 	if err != nil {
 		c.problem(path, at, "cannot read the chunk: %s", err)
@@ -403,34 +405,23 @@ func (c *checker) chunk(r *region.Region, path string, e entry, at *[2]int, coor
 		c.problem(path, at, "%s", err)
 		return nil
 	}
-	if err := checkShape(c.buf.Bytes()); err != nil {
+	top, level, err := checkShape(c.buf.Bytes())
+	if err != nil {
 		c.problem(path, at, "not NBT: %s", err)
 		return nil
 	}
-	if !coords {
+	if !hasCoords {
 		return nil
 	}
-	type pos struct {
-		X *int32 `nbt:"xPos"`
-		Z *int32 `nbt:"zPos"`
-	}
-	var v struct {
-		pos
-		Level *pos `nbt:"Level"` // before 1.18 (DataVersion 2844)
-	}
-	if err := nbt.Unmarshal(c.buf.Bytes(), &v); err != nil {
-		c.problem(path, at, "not a chunk: %s", err)
-		return nil
-	}
-	p := v.pos
-	if p.X == nil && v.Level != nil {
-		p = *v.Level
+	p := top
+	if !p.hasX && !p.hasZ {
+		p = level // before 1.18 (DataVersion 2844)
 	}
 	switch {
-	case p.X == nil || p.Z == nil:
+	case !p.hasX || !p.hasZ:
 		c.problem(path, at, "no xPos/zPos")
-	case int(*p.X) != at[0] || int(*p.Z) != at[1]:
-		c.problem(path, at, "chunk says it is at (%d, %d): wrong slot", *p.X, *p.Z)
+	case int(p.x) != at[0] || int(p.z) != at[1]:
+		c.problem(path, at, "chunk says it is at (%d, %d): wrong slot", p.x, p.z)
 	}
 	return nil
 }
@@ -439,19 +430,22 @@ func (c *checker) chunk(r *region.Region, path string, e entry, at *[2]int, coor
 func (c *checker) decompress(comp byte, src io.Reader) error {
 	switch comp {
 	case 1:
-		z, err := gzip.NewReader(src)
-		if err != nil {
+		if err := c.gz.Reset(src); err != nil {
 			return fmt.Errorf("gzip chunk does not decompress: %s", err)
 		}
-		z.Multistream(false)
-		return c.inflate(z)
+		c.gz.Multistream(false)
+		return c.inflate(&c.gz)
 	case 2:
-		z, err := zlib.NewReader(src)
+		var err error
+		if c.zl == nil {
+			c.zl, err = zlib.NewReader(src)
+		} else {
+			err = c.zl.(zlib.Resetter).Reset(src, nil)
+		}
 		if err != nil {
 			return fmt.Errorf("zlib chunk does not decompress: %s", err)
 		}
-		defer z.Close()
-		return c.inflate(z)
+		return c.inflate(c.zl)
 	case 3:
 		return c.inflate(src)
 	case 4:

@@ -171,6 +171,10 @@ func TestChunkFormats(t *testing.T) {
 		{name: "unknown compression", comp: 9, want: "unknown compression type 9"},
 		{name: "wrong coordinates", comp: 2, doc: func(t *testing.T) []byte { return chunkNBT(t, 7, 7) }, want: "wrong slot"},
 		{name: "no coordinates", comp: 3, doc: func(t *testing.T) []byte { return gzipFree(t, map[string]any{"DataVersion": int32(1)}) }, want: "no xPos/zPos"},
+		{name: "coordinates only nested", comp: 3, doc: func(t *testing.T) []byte {
+			return gzipFree(t, map[string]any{"structures": map[string]any{"xPos": int32(-31), "zPos": int32(65)},
+				"block_entities": []map[string]any{{"xPos": int32(-31), "zPos": int32(65)}}})
+		}, want: "no xPos/zPos"},
 		{name: "old format", comp: 2, doc: func(t *testing.T) []byte {
 			return gzipFree(t, map[string]any{"Level": map[string]any{"xPos": int32(-31), "zPos": int32(65)}})
 		}},
