@@ -194,8 +194,8 @@ type checker struct {
 	root string
 	rng  *rand.Rand
 	res  Result
-	buf  bytes.Buffer // the decompressed document, reused
-	raw  bytes.Buffer // an lz4 chunk's compressed bytes, reused
+	buf  bytes.Buffer  // the decompressed document, reused
+	raw  bytes.Buffer  // an lz4 chunk's compressed bytes, reused
 	gz   gzip.Reader   // reused across gzip chunks
 	zl   io.ReadCloser // reused across zlib chunks (a zlib.Resetter)
 }
