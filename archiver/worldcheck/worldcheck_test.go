@@ -317,3 +317,42 @@ func TestOptionsValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestSampleChecksNewest damages each region's newest chunk (by timestamp)
+// in turn: a 1% sample must still find it. It logs the sample's detection
+// rate of damage to random chunks.
+func TestSampleChecksNewest(t *testing.T) {
+	for seed := range uint64(6) {
+		dir := world(t)
+		r := rand.New(rand.NewPCG(seed, 7))
+		path := pick(r, regions(t, dir))
+		head := readAt(t, path, sectorSize, sectorSize)
+		es := table(t, path)
+		newest := es[0]
+		for _, e := range es {
+			if binary.BigEndian.Uint32(head[4*e.slot:]) > binary.BigEndian.Uint32(head[4*newest.slot:]) {
+				newest = e
+			}
+		}
+		off := newest.sector*sectorSize + 5 + r.Int64N(newest.length-1)
+		b := readAt(t, path, off, 1)
+		b[0] ^= 0xff
+		patch(t, path, off, b)
+		xz := chunkXZ(path, newest.slot)
+		res := check(t, dir, Options{Share: 0.01, Seed: seed})
+		if !named(res.Problems, rel(t, dir, path), &xz, "decompress") {
+			t.Fatalf("seed %d: a 1%% sample missed the newest chunk %v of %s: %v", seed, xz, rel(t, dir, path), res.Problems)
+		}
+	}
+
+	found, tries := 0, 40
+	flip := corruptions()["flipped byte in a chunk's payload"]
+	for seed := range uint64(tries) {
+		dir := world(t)
+		file, chunk, _ := flip(t, rand.New(rand.NewPCG(seed, 8)), dir)
+		if named(check(t, dir, Options{Share: 0.1, Seed: seed}).Problems, file, chunk, "") {
+			found++
+		}
+	}
+	t.Logf("a 10%% sample found %d of %d flipped chunks", found, tries)
+}
