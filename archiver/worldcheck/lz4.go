@@ -1,6 +1,7 @@
 package worldcheck
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -38,15 +39,7 @@ func (c *checker) lz4(src io.Reader) error {
 }
 
 // lz4Stream decodes the block stream b into dst (reset first).
-type buffer interface {
-	Reset()
-	Len() int
-	Grow(int)
-	Bytes() []byte
-	Write([]byte) (int, error)
-}
-
-func lz4Stream(dst buffer, b []byte) error {
+func lz4Stream(dst *bytes.Buffer, b []byte) error {
 	dst.Reset()
 	for {
 		if len(b) < lz4HeaderSize || string(b[:8]) != lz4Magic {
@@ -75,10 +68,8 @@ func lz4Stream(dst buffer, b []byte) error {
 			}
 			dst.Write(b[:clen])
 		default:
-			start := dst.Len()
 			dst.Grow(int(olen))
-			dst.Write(make([]byte, olen)) // room to decode into
-			out := dst.Bytes()[start:]
+			out := dst.AvailableBuffer()[:olen] // decoded in place, then taken in
 			n, err := lz4.UncompressBlock(b[:clen], out)
 			if err != nil {
 				return err
@@ -86,6 +77,7 @@ func lz4Stream(dst buffer, b []byte) error {
 			if int64(n) != olen {
 				return fmt.Errorf("block decodes to %d bytes, header says %d", n, olen)
 			}
+			dst.Write(out)
 		}
 		b = b[clen:]
 	}
