@@ -33,6 +33,12 @@ restore reads it: the compression its bytes tell, and nothing after the end
 of the tar and compressed streams. Exits 3 with the reason on any mismatch or
 corruption, 1 when the archive or the catalog cannot be read, 2 when the S3
 store has no such bucket or refuses the credentials.
+
+With --world-check, the verified archive is then restored into a scratch
+folder (--scratch) and the world checked as the game would load it:
+level.dat, every region file's table and chunk (or --chunks 10% of them,
+each region's newest always), the player files; --world DIR checks a folder
+instead of an archive. A problem exits 3, naming the file and chunk.
 `
 
 // flagReadDataSubset is verify's local flag: the share of a chunked run's
@@ -50,8 +56,39 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.Var(&format, jobapi.FlagLogFormat, "json, text or auto (json when stderr is not a terminal)")
 	var s3f jobapi.S3
 	s3f.Bind(fs)
+	var wc worldCheckFlags
+	wc.bind(fs)
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
+	}
+	seed := uint64(time.Now().UnixNano())
+	wco, err := wc.options(fs, seed)
+	if err != nil {
+		return usageError(stderr, "verify", "%s", err)
+	}
+	if wc.world != "" {
+		if *runID != "" || *archive != "" {
+			return usageError(stderr, "verify", "--%s checks a folder: give it without %s and %s", flagWorld, jobapi.Flag(jobapi.FlagRunID), jobapi.Flag(jobapi.FlagArchive))
+		}
+		if fi, err := os.Stat(wc.world); err != nil || !fi.IsDir() {
+			return usageError(stderr, "verify", "--%s %s: not a folder: give the world's folder", flagWorld, wc.world)
+		}
+		return checkWorld(ctx, newLogger(format, stderr), wco, wc.world, worldSummary{}, wc.json, stdout)
+	}
+	// With --json the summary is the only line on stdout.
+	okOut := stdout
+	if wc.json {
+		okOut = io.Discard
+	}
+	// checked runs the world check after the archive verified as src.
+	checked := func(code int, src restoreSource) int {
+		if code != exitOK || !wc.enabled {
+			if code == exitOK && wc.json {
+				fmt.Fprintf(stdout, "{\"status\":\"ok\",\"archive\":%q}\n", src.archive)
+			}
+			return code
+		}
+		return checkArchiveWorld(ctx, newLogger(format, stderr).Named("worldcheck"), &wc, wco, src, stdout)
 	}
 	switch {
 	case (*runID == "") == (*archive == ""):
@@ -73,7 +110,6 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	log := newLogger(format, stderr)
-	seed := uint64(time.Now().UnixNano())
 	// chunkedS3 is the S3 store settings of a chunked run at ref.
 	chunkedS3 := func(ref string) (config.S3, error) {
 		if !jobapi.IsS3URL(ref) {
@@ -86,7 +122,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if err != nil {
 			return usageError(stderr, "verify", "%s", err)
 		}
-		return verifyChunked(ctx, log, s3s, *archive, *sha, share, seed, stdout)
+		return checked(verifyChunked(ctx, log, s3s, *archive, *sha, share, seed, okOut), chunkedSource(s3s, *archive, *sha))
 	}
 
 	var path string
@@ -138,7 +174,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			if err != nil {
 				return usageError(stderr, "verify", "%s", err)
 			}
-			return verifyChunked(ctx, log, s3s, path, rec.SHA256, share, seed, stdout)
+			return checked(verifyChunked(ctx, log, s3s, path, rec.SHA256, share, seed, okOut), chunkedSource(s3s, path, rec.SHA256))
 		}
 		c, err := tarstream.ParseCompression(rec.Compression)
 		if err != nil {
@@ -160,7 +196,23 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *subset != "" {
 		return usageError(stderr, "verify", "%s", flagErrorf(flagReadDataSubset, "goes with chunked runs; a tar archive is read whole"))
 	}
-	return verifyFile(ctx, log, path, open, want, stdout)
+	src := restoreSource{archive: path, sha256: want.SHA256}
+	if jobapi.IsS3URL(path) {
+		src.open = open
+	}
+	return checked(verifyFile(ctx, log, path, open, want, okOut), src)
+}
+
+// chunkedSource is how the world check restores the chunked run at ref:
+// rebuilt from its store, each blob checked while it is read.
+func chunkedSource(s config.S3, ref, sum string) restoreSource {
+	return restoreSource{archive: ref, sha256: sum, verified: true, open: func(ctx context.Context) (io.ReadCloser, error) {
+		st, key, _, err := chunkedStore(s, ref)
+		if err != nil {
+			return nil, err
+		}
+		return chunkedStream(ctx, st, ref, key, sum)
+	}}
 }
 
 func verifyFile(ctx context.Context, log hclog.Logger, path string, open func(context.Context) (io.ReadCloser, error),
