@@ -68,10 +68,10 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if wc.world != "" {
 		if *runID != "" || *archive != "" {
-			return usageError(stderr, "verify", "--%s checks a folder: give it without %s and %s", flagWorld, jobapi.Flag(jobapi.FlagRunID), jobapi.Flag(jobapi.FlagArchive))
+			return usageError(stderr, "verify", "%s", flagErrorf(flagWorld, "checks a folder: give it without %s and %s", jobapi.Flag(jobapi.FlagRunID), jobapi.Flag(jobapi.FlagArchive)))
 		}
 		if fi, err := os.Stat(wc.world); err != nil || !fi.IsDir() {
-			return usageError(stderr, "verify", "--%s %s: not a folder: give the world's folder", flagWorld, wc.world)
+			return usageError(stderr, "verify", "%s", flagErrorf(flagWorld, "%s: not a folder: give the world's folder", wc.world))
 		}
 		return checkWorld(ctx, newLogger(format, stderr), wco, wc.world, worldSummary{}, wc.json, stdout)
 	}

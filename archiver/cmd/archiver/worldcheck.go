@@ -14,6 +14,7 @@ import (
 
 	"github.com/worldbackup/worldbackup/archiver/extract"
 	"github.com/worldbackup/worldbackup/archiver/worldcheck"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // Flags of verify's world check.
@@ -48,7 +49,7 @@ func (w *worldCheckFlags) options(fs *flag.FlagSet, seed uint64) (worldcheck.Opt
 	if !w.enabled {
 		for _, name := range []string{flagChunks, flagWorld, flagScratch} {
 			if flagSet(fs, name) {
-				return o, fmt.Errorf("--%s goes with --%s", name, flagWorldCheck)
+				return o, flagErrorf(name, "goes with %s", jobapi.Flag(flagWorldCheck))
 			}
 		}
 		return o, nil
@@ -56,7 +57,7 @@ func (w *worldCheckFlags) options(fs *flag.FlagSet, seed uint64) (worldcheck.Opt
 	if w.chunks != "" {
 		share, err := parseShare(w.chunks)
 		if err != nil {
-			return o, fmt.Errorf("--%s %w", flagChunks, err)
+			return o, flagErrorf(flagChunks, "%w", err)
 		}
 		o.Share = share
 	}
