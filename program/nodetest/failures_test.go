@@ -221,7 +221,7 @@ func TestUnpullableImageNamedQuickly(t *testing.T) {
 func TestVolumeThatCannotMountNamed(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
-	ns := node.Namespace(t, kubenode.NamespaceOptions{})
+	ns := namespace(t, node, kubenode.NamespaceOptions{})
 	world := ns.WorldDirs["lobby"]
 	if err := os.Rename(world, world+".away"); err != nil {
 		t.Fatal(err)
@@ -246,7 +246,7 @@ func TestVolumeThatCannotMountNamed(t *testing.T) {
 func TestRefusedPodNamed(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
-	ns := node.Namespace(t, kubenode.NamespaceOptions{})
+	ns := namespace(t, node, kubenode.NamespaceOptions{})
 	quotas := node.Client.CoreV1().ResourceQuotas(ns.Name)
 	_, err := quotas.Create(t.Context(), &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "no-pods"},
