@@ -18,6 +18,7 @@ const (
 	pipelineBytes = 32 << 20
 	pipelineBlobs = 1024
 	maxWorkers    = 4
+	seenOverhead  = 256 // what a blob kept for its repeats costs besides its bytes
 )
 
 // job is one blob of the stream on its way from the pack to emit.
@@ -156,9 +157,9 @@ func readAhead(ctx context.Context, st Store, m *Manifest, want func(Ref) bool, 
 			return err
 		}
 		j.key, j.stored = key, stored
-		if int(r.Raw) <= cacheBlobMax && cached+int(r.Raw) <= cacheBytesMax {
+		if c := int(r.Raw) + seenOverhead; int(r.Raw) <= cacheBlobMax && cached+c <= cacheBytesMax {
 			seen[r.ID] = j
-			cached += int(r.Raw)
+			cached += c
 		}
 		if err := send(order, j); err != nil {
 			budget.Release(j.cost)
