@@ -1,6 +1,7 @@
 package chunked
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -46,15 +47,12 @@ func Open(ctx context.Context, st Store, key, sum string) (*Manifest, error) {
 // Rebuild writes the run's tar stream to w, checking every blob against
 // its name first: a damaged or missing blob stops it with an error
 // wrapping ErrCorrupt or ErrMissing, before the bytes of that blob reach w.
+// The packs are read ahead and the blobs decoded and hashed on a few
+// goroutines (see stream), so w is written while the next blobs are
+// checked.
 func Rebuild(ctx context.Context, st Store, m *Manifest, w io.Writer) error {
-	rd := newReader(st)
-	defer rd.close()
-	return walk(ctx, rd, m, func(pack ID, r Ref) error {
-		b, err := rd.blob(ctx, pack, r)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
+	return stream(ctx, st, m, nil, func(b []byte) error {
+		_, err := w.Write(b)
 		return err
 	})
 }
@@ -70,18 +68,13 @@ type VerifyResult struct {
 // share is below 1 about that share of the data blobs (chosen by seed; the
 // list and metadata blobs are always read).
 func Verify(ctx context.Context, st Store, m *Manifest, share float64, seed uint64) (VerifyResult, error) {
-	rd := newReader(st)
-	defer rd.close()
 	res := VerifyResult{Packs: len(m.Packs)}
 	threshold := uint64(share * float64(1<<63) * 2)
-	err := walk(ctx, rd, m, func(pack ID, r Ref) error {
-		if share < 1 && pick(r.ID, seed) >= threshold {
-			return nil
-		}
-		b, err := rd.blob(ctx, pack, r)
-		if err != nil {
-			return err
-		}
+	var want func(Ref) bool
+	if share < 1 {
+		want = func(r Ref) bool { return pick(r.ID, seed) < threshold }
+	}
+	err := stream(ctx, st, m, want, func(b []byte) error {
 		res.Blobs++
 		res.Bytes += int64(len(b))
 		return nil
@@ -106,13 +99,13 @@ func pick(id ID, seed uint64) uint64 {
 
 // walk calls data for every blob of the stream, in order, reading the list
 // blobs on the way; it checks that each file's blobs add up to its size.
-func walk(ctx context.Context, rd *reader, m *Manifest, data func(pack ID, r Ref) error) error {
+func walk(ctx context.Context, rd *reader, m *Manifest, data func(path string, pack ID, r Ref) error) error {
 	for _, seg := range m.Segments {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if seg.Meta != nil {
-			if err := data(packOf(m.Packs, *seg.Meta), *seg.Meta); err != nil {
+			if err := data("", packOf(m.Packs, *seg.Meta), *seg.Meta); err != nil {
 				return err
 			}
 			continue
@@ -129,7 +122,7 @@ func walk(ctx context.Context, rd *reader, m *Manifest, data func(pack ID, r Ref
 				if n > f.Size {
 					return fmt.Errorf("%w: the blobs of %q hold more than its %d bytes", ErrCorrupt, f.Path, f.Size)
 				}
-				if err := data(packOf(l.Packs, r), r); err != nil {
+				if err := data(f.Path, packOf(l.Packs, r), r); err != nil {
 					return fmt.Errorf("%q: %w", f.Path, err)
 				}
 			}
@@ -166,7 +159,8 @@ type reader struct {
 type cursor struct {
 	pack ID
 	rc   io.ReadCloser
-	pos  int64
+	br   *bufio.Reader // reads rc ahead in large reads
+	pos  int64         // the position of br's next byte in the pack
 }
 
 // Reader bounds.
@@ -174,6 +168,7 @@ const (
 	maxOpenPacks  = 8
 	cacheBlobMax  = 16 << 10
 	cacheBytesMax = 8 << 20
+	cursorBuf     = 256 << 10 // a cursor's buffer
 )
 
 func newReader(st Store) *reader {
@@ -215,39 +210,60 @@ func (r *reader) blob(ctx context.Context, pack ID, ref Ref) ([]byte, error) {
 	if b, ok := r.cache[ref.ID]; ok {
 		return b, nil
 	}
-	key, err := jobapi.PackKey(pack.String())
-	if err != nil {
-		return nil, err
-	}
-	c, err := r.cursor(ctx, pack, key, int64(ref.Offset))
-	if err != nil {
-		return nil, err
-	}
 	if cap(r.scratch) < int(ref.Stored) {
 		r.scratch = make([]byte, ref.Stored)
 	}
-	stored := r.scratch[:ref.Stored]
-	n, err := io.ReadFull(c.rc, stored)
+	key, stored, err := r.read(ctx, pack, ref, r.scratch[:ref.Stored])
+	if err != nil {
+		return nil, err
+	}
+	raw, err := check(r.dec, key, ref, stored)
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) <= cacheBlobMax && r.cached+len(raw) <= cacheBytesMax {
+		r.cache[ref.ID] = bytes.Clone(raw)
+		r.cached += len(raw)
+	}
+	return raw, nil
+}
+
+// read reads the stored bytes of ref in pack into buf (len(buf) is
+// ref.Stored) and returns the pack's key. It does not check them.
+func (r *reader) read(ctx context.Context, pack ID, ref Ref, buf []byte) (string, []byte, error) {
+	key, err := jobapi.PackKey(pack.String())
+	if err != nil {
+		return "", nil, err
+	}
+	c, err := r.cursor(ctx, pack, key, int64(ref.Offset))
+	if err != nil {
+		return key, nil, err
+	}
+	n, err := io.ReadFull(c.br, buf)
 	c.pos += int64(n)
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return nil, fmt.Errorf("%w: pack %s ends before blob %s at %d+%d", ErrCorrupt, key, ref.ID, ref.Offset, ref.Stored)
+		return key, nil, fmt.Errorf("%w: pack %s ends before blob %s at %d+%d", ErrCorrupt, key, ref.ID, ref.Offset, ref.Stored)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading pack %s: %w", key, err)
+		return key, nil, fmt.Errorf("reading pack %s: %w", key, err)
 	}
+	return key, buf, nil
+}
+
+// check decodes the stored bytes of ref (read from the pack at key) and
+// checks them against ref.ID; it returns the raw bytes (stored itself for
+// an uncompressed blob).
+func check(dec *zstd.Decoder, key string, ref Ref, stored []byte) ([]byte, error) {
 	raw := stored
 	if ref.Flags&compMask == compZstd {
-		raw, err = r.dec.DecodeAll(stored, make([]byte, 0, ref.Raw))
+		var err error
+		raw, err = dec.DecodeAll(stored, make([]byte, 0, ref.Raw))
 		if err != nil {
 			return nil, fmt.Errorf("%w: blob %s in pack %s at %d does not decompress: %v", ErrCorrupt, ref.ID, key, ref.Offset, err)
 		}
 	}
 	if len(raw) != int(ref.Raw) || ID(sha256.Sum256(raw)) != ref.ID {
 		return nil, fmt.Errorf("%w: blob %s in pack %s at %d does not match its hash", ErrCorrupt, ref.ID, key, ref.Offset)
-	}
-	if len(raw) <= cacheBlobMax && r.cached+len(raw) <= cacheBytesMax {
-		r.cache[ref.ID] = bytes.Clone(raw)
-		r.cached += len(raw)
 	}
 	return raw, nil
 }
@@ -267,6 +283,7 @@ func (r *reader) cursor(ctx context.Context, pack ID, key string, off int64) (*c
 			if _, err := s.Seek(off, io.SeekStart); err != nil {
 				return nil, fmt.Errorf("reading pack %s: %w", key, err)
 			}
+			c.br.Reset(c.rc)
 			c.pos = off
 			return c, nil
 		}
@@ -282,7 +299,7 @@ func (r *reader) cursor(ctx context.Context, pack ID, key string, off int64) (*c
 		if err != nil {
 			return nil, fmt.Errorf("opening pack %s: %w", key, err)
 		}
-		c = &cursor{pack: pack, rc: rc}
+		c = &cursor{pack: pack, rc: rc, br: bufio.NewReaderSize(rc, cursorBuf)}
 		if len(r.open) == maxOpenPacks {
 			r.open[0].rc.Close()
 			r.open = r.open[1:]
@@ -290,16 +307,22 @@ func (r *reader) cursor(ctx context.Context, pack ID, key string, off int64) (*c
 		r.open = append(r.open, c)
 	}
 	if skip := off - c.pos; skip > 0 {
-		if s, ok := c.rc.(io.Seeker); ok {
-			if _, err := s.Seek(off, io.SeekStart); err != nil {
-				return nil, fmt.Errorf("reading pack %s: %w", key, err)
-			}
-		} else if n, err := io.CopyN(io.Discard, c.rc, skip); err != nil {
+		s, seeker := c.rc.(io.Seeker)
+		switch {
+		case skip <= int64(c.br.Buffered()) || !seeker:
+			n, err := io.CopyN(io.Discard, c.br, skip)
 			c.pos += n
 			if errors.Is(err, io.EOF) {
 				return nil, fmt.Errorf("%w: pack %s ends before offset %d", ErrCorrupt, key, off)
 			}
-			return nil, fmt.Errorf("reading pack %s: %w", key, err)
+			if err != nil {
+				return nil, fmt.Errorf("reading pack %s: %w", key, err)
+			}
+		default:
+			if _, err := s.Seek(off, io.SeekStart); err != nil {
+				return nil, fmt.Errorf("reading pack %s: %w", key, err)
+			}
+			c.br.Reset(c.rc)
 		}
 		c.pos = off
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -60,7 +61,13 @@ func chunkedStream(ctx context.Context, st chunked.Store, ref, key, sum string) 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		err := chunked.Rebuild(ctx, st, m, pw)
+		// The blobs are small: hand the extractor large writes, so each
+		// pipe handoff carries many of them (the bytes are checked already).
+		bw := bufio.NewWriterSize(pw, streamBuf)
+		err := chunked.Rebuild(ctx, st, m, bw)
+		if err == nil {
+			err = bw.Flush()
+		}
 		if err != nil && !errors.Is(err, chunked.ErrCorrupt) && !errors.Is(err, chunked.ErrMissing) {
 			err = &fs.PathError{Op: "read", Path: ref, Err: err}
 		}
@@ -68,6 +75,9 @@ func chunkedStream(ctx context.Context, st chunked.Store, ref, key, sum string) 
 	}()
 	return &streamCloser{PipeReader: pr, cancel: cancel, done: done}, nil
 }
+
+// streamBuf is the size of the writes chunkedStream hands the extractor.
+const streamBuf = 1 << 20
 
 // streamCloser stops the rebuilding goroutine on Close.
 type streamCloser struct {
