@@ -1,8 +1,9 @@
 // The archive layout: an archive lives in the archive store at
 // <root>/<server>/<run id><ext>, with ext ".tar.zst", ".tar.gz" or ".tar"
-// for the compressions zstd, gzip and none. The archiver writes there and
-// the WorldBackup component predicts the same path as its archiveRef
-// output. The rules of server names and run IDs, which become path
+// for the compressions zstd, gzip and none; a chunked run's manifest at
+// <root>/_chunked/runs/<server>/<run id>.manifest. The archiver writes
+// there and the WorldBackup component predicts the same path (RunKey) as
+// its archiveRef output. The rules of server names and run IDs, which become path
 // segments, are here too. Paths are built with package path (forward
 // slashes): archive refs are paths inside a Linux container.
 
@@ -129,17 +130,37 @@ func ArchiveName(server, runID, compression string) (string, error) {
 	return server + "/" + runID + ext, nil
 }
 
-// ArchiveRef returns the absolute path of the archive under root, an
-// absolute folder: "<root>/<server>/<runID><ext>" (root cleaned).
-func ArchiveRef(root, server, runID, compression string) (string, error) {
+// RunKey returns the store key of what a run of server writes in format
+// (FormatTar or FormatChunked; "" is DefaultFormat): for tar its archive,
+// ArchiveName with compression; for chunked its manifest, ManifestKey
+// (compression is not used). A store's Ref of it is the run's archive ref,
+// the row's archive_ref: the archiver writes there and the components
+// predict it as their archiveRef output.
+func RunKey(server, runID, format, compression string) (string, error) {
+	if format == "" {
+		format = DefaultFormat
+	}
+	if err := CheckFormat(format); err != nil {
+		return "", err
+	}
+	if format == FormatChunked {
+		return ManifestKey(server, runID)
+	}
+	return ArchiveName(server, runID, compression)
+}
+
+// ArchiveRef returns the absolute path of a run's archive (tar) or
+// manifest (chunked) under root, an absolute folder: "<root>/<RunKey>"
+// (root cleaned).
+func ArchiveRef(root, server, runID, format, compression string) (string, error) {
 	if !strings.HasPrefix(root, "/") {
 		return "", fmt.Errorf("archive root %q is not an absolute path", root)
 	}
-	name, err := ArchiveName(server, runID, compression)
+	key, err := RunKey(server, runID, format, compression)
 	if err != nil {
 		return "", err
 	}
-	return path.Join(root, name), nil
+	return path.Join(root, key), nil
 }
 
 // RunLockKey returns the store key of a run's lock, "<server>/<runID>": the
@@ -214,6 +235,13 @@ const (
 	FormatTar     = "tar"
 	FormatChunked = "chunked"
 )
+
+// DefaultFormat is the format when neither --format nor [archive] format
+// is set.
+const DefaultFormat = FormatTar
+
+// Formats lists the archive formats, the default first.
+func Formats() []string { return []string{FormatTar, FormatChunked} }
 
 // CheckFormat reports whether format is a supported archive format.
 func CheckFormat(format string) error {

@@ -8,6 +8,7 @@ import (
 func TestArchiveRef(t *testing.T) {
 	tests := []struct {
 		name, root, server, runID, compression string
+		format                                 string
 		want                                   string
 		wantErr                                string
 	}{
@@ -26,10 +27,16 @@ func TestArchiveRef(t *testing.T) {
 		{name: "server traversal", root: "/b", server: "..", runID: "r", compression: "zstd", wantErr: "server name"},
 		{name: "server too long", root: "/b", server: strings.Repeat("s", 64), runID: "r", compression: "zstd", wantErr: "server name"},
 		{name: "server empty", root: "/b", server: "", runID: "r", compression: "zstd", wantErr: "server name"},
+		{name: "tar explicit", root: "/b", server: "s", runID: "r", format: "tar", compression: "gzip", want: "/b/s/r.tar.gz"},
+		{name: "chunked manifest", root: "/backups/", server: "survival", runID: "r1", format: "chunked", want: "/backups/_chunked/runs/survival/r1.manifest"},
+		{name: "chunked ignores compression", root: "/b", server: "s", runID: "r", format: "chunked", compression: "gzip", want: "/b/_chunked/runs/s/r.manifest"},
+		{name: "chunked bad run ID", root: "/b", server: "s", runID: "..", format: "chunked", wantErr: "run ID"},
+		{name: "chunked bad server", root: "/b", server: "S", runID: "r", format: "chunked", wantErr: "server name"},
+		{name: "unknown format", root: "/b", server: "s", runID: "r", format: "zip", compression: "zstd", wantErr: `archive format "zip" is not supported`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ArchiveRef(tt.root, tt.server, tt.runID, tt.compression)
+			got, err := ArchiveRef(tt.root, tt.server, tt.runID, tt.format, tt.compression)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("ArchiveRef() = %q, %v; want error containing %q", got, err, tt.wantErr)
@@ -40,6 +47,21 @@ func TestArchiveRef(t *testing.T) {
 				t.Fatalf("ArchiveRef() = %q, %v; want %q", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestRunKeyManifest: a chunked run's key is the one SplitManifestRef
+// takes apart, the ref the archiver's restore reads.
+func TestRunKeyManifest(t *testing.T) {
+	key, err := RunKey("survival", "r1", FormatChunked, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, root := range []string{"/backups", "s3://felis/worlds"} {
+		gotRoot, gotKey, ok := SplitManifestRef(root + "/" + key)
+		if !ok || gotRoot != root || gotKey != key {
+			t.Errorf("SplitManifestRef(%q) = %q, %q, %v; want %q, %q, true", root+"/"+key, gotRoot, gotKey, ok, root, key)
+		}
 	}
 }
 

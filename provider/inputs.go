@@ -287,6 +287,30 @@ func (c *Compression) Annotate(a infer.Annotator) {
 	a.Describe(c, "The compression of a backup archive.")
 }
 
+// Format is WorldBackup's format input: a schema enum.
+type Format string
+
+// The archive formats.
+const (
+	FormatTar     Format = jobapi.FormatTar
+	FormatChunked Format = jobapi.FormatChunked
+)
+
+// Values lists the formats in the schema.
+func (Format) Values() []infer.EnumValue[Format] {
+	return []infer.EnumValue[Format]{
+		{Name: "Tar", Value: FormatTar, Description: "One compressed tar archive per run, <server>/<runId>.tar.zst (the default)."},
+		{Name: "Chunked", Value: FormatChunked, Description: "The same tar stream kept as deduplicated blobs in packs, one manifest per run " +
+			"(_chunked/runs/<server>/<runId>.manifest): a run stores only what changed since the server's previous chunked run."},
+	}
+}
+
+// Annotate gives the enum its token, worldbackup:index:Format.
+func (f *Format) Annotate(a infer.Annotator) {
+	a.SetToken("index", "Format")
+	a.Describe(f, "The archive format of a backup.")
+}
+
 // Reading settled inputs: after settle, every non-nil input of an args
 // struct is one of the prompt types below; nil is an unset input.
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -169,51 +170,82 @@ func clusterWith(t *testing.T, job *batchv1.Job, pods ...corev1.Pod) string {
 
 // TestRestoreFromBackupOutputs: a WorldRestore declared from a WorldBackup's
 // outputs alone (archiveRef, sha256) restores the archive the backup run
-// reported.
+// reported: a tar archive, or a chunked run's manifest, in the folder or
+// the S3 store.
 func TestRestoreFromBackupOutputs(t *testing.T) {
-	r, err := validArgs().resolve()
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name    string
+		format  Format
+		s3      bool
+		wantRef string
+	}{
+		{"tar", FormatTar, false, "/backups/survival/20250601-0300.tar.zst"},
+		{"chunked", FormatChunked, false, "/backups/_chunked/runs/survival/20250601-0300.manifest"},
+		{"chunked in S3", FormatChunked, true, "s3://felis-backups/worlds/_chunked/runs/survival/20250601-0300.manifest"},
 	}
-	sum := strings.Repeat("c0", 32)
-	objs := finishedBackup(jobspec.BuildBackup(r.Job),
-		`{"status":"done","run_id":"20250601-0300","archive_ref":"/backups/survival/20250601-0300.tar.zst","sha256":"`+sum+`","size_bytes":9,"duration_seconds":1}`)
-	kc := clusterWith(t, objs[0].(*batchv1.Job), *objs[1].(*corev1.Pod))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			backupArgs, restoreArgs := validArgs, validRestoreArgs
+			if tt.s3 {
+				backupArgs, restoreArgs = s3Backup, s3Restore
+			}
+			withFormat := func() WorldBackupArgs {
+				a := backupArgs()
+				a.Format = new(tt.format)
+				return a
+			}
+			r, err := withFormat().resolve()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.ArchiveRef != tt.wantRef {
+				t.Fatalf("predicted archiveRef = %q, want %q", r.ArchiveRef, tt.wantRef)
+			}
+			sum := strings.Repeat("c0", 32)
+			objs := finishedBackup(jobspec.BuildBackup(r.Job),
+				`{"status":"done","run_id":"20250601-0300","archive_ref":"`+tt.wantRef+`","sha256":"`+sum+`","size_bytes":9,"duration_seconds":1}`)
+			kc := clusterWith(t, objs[0].(*batchv1.Job), *objs[1].(*corev1.Pod))
 
-	m, err := runMocked(t, func(ctx *pulumi.Context) error {
-		ba := validArgs()
-		ba.Kubeconfig = kc
-		b, err := NewWorldBackup(ctx, "survival", ba)
-		if err != nil {
-			return err
-		}
-		ra := validRestoreArgs()
-		ra.Kubeconfig = kc
-		ra.ArchiveRef, ra.SHA256 = b.ArchiveRef, b.SHA256
-		_, err = NewWorldRestore(ctx, "survival-restore", ra)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs := m.ofType(jobType)
-	if len(jobs) != 2 {
-		t.Fatalf("%d Jobs registered, want the backup's and the restore's", len(jobs))
-	}
-	b, err := json.Marshal(jobs[1].Inputs.Mappable())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`"restore"`, `"--sha256"`, `"` + sum + `"`, `"/backups/survival/20250601-0300.tar.zst"`} {
-		if !strings.Contains(string(b), want) {
-			t.Errorf("the restore Job lacks %s: %s", want, b)
-		}
+			m, err := runMocked(t, func(ctx *pulumi.Context) error {
+				ba := withFormat()
+				ba.Kubeconfig = kc
+				b, err := NewWorldBackup(ctx, "survival", ba)
+				if err != nil {
+					return err
+				}
+				ra := restoreArgs()
+				ra.Kubeconfig = kc
+				ra.ArchiveRef, ra.SHA256 = b.ArchiveRef, b.SHA256
+				_, err = NewWorldRestore(ctx, "survival-restore", ra)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs := m.ofType(jobType)
+			if len(jobs) != 2 {
+				t.Fatalf("%d Jobs registered, want the backup's and the restore's", len(jobs))
+			}
+			var restore pulumi.MockResourceArgs
+			for _, j := range jobs {
+				if j.Name == "survival-restore-job" {
+					restore = j
+				}
+			}
+			args := decodeJob(t, restore, false).Spec.Template.Spec.Containers[0].Args
+			for flag, want := range map[string]string{"--archive": tt.wantRef, "--sha256": sum} {
+				if i := slices.Index(args, flag); i < 0 || i+1 >= len(args) || args[i+1] != want {
+					t.Errorf("restore args = %q, want %s %s", args, flag, want)
+				}
+			}
+		})
 	}
 }
 
 // readyObject is what the preflight finds at path in a cluster ready for
 // any Job: a namespace without Pod Security labels, any service account, any
-// Secret holding felis.toml, any claim Bound; nil for other paths.
+// Secret holding felis.toml and the S3 credentials' default keys, any claim
+// Bound; nil for other paths.
 func readyObject(path string) any {
 	parts := strings.Split(strings.TrimPrefix(path, "/api/v1/namespaces/"), "/")
 	if !strings.HasPrefix(path, "/api/v1/namespaces/") {
@@ -234,7 +266,8 @@ func readyObject(path string) any {
 		return &corev1.ServiceAccount{TypeMeta: tm, ObjectMeta: om}
 	case parts[1] == "secrets":
 		tm, om := meta("Secret")
-		return &corev1.Secret{TypeMeta: tm, ObjectMeta: om, Data: map[string][]byte{"felis.toml": []byte("[database]\n")}}
+		return &corev1.Secret{TypeMeta: tm, ObjectMeta: om, Data: map[string][]byte{
+			"felis.toml": []byte("[database]\n"), "access-key": []byte("AKIA"), "secret-key": []byte("s3cr3t")}}
 	case parts[1] == "persistentvolumeclaims":
 		tm, om := meta("PersistentVolumeClaim")
 		return &corev1.PersistentVolumeClaim{TypeMeta: tm, ObjectMeta: om, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}

@@ -92,7 +92,7 @@ func TestSchemaThroughInfer(t *testing.T) {
 		[]string{"server", "formerOwner", "runId", "image", "backupClaimName", "namespace",
 			"serviceAccountName", "configSecretName", "configMountPath", "backupRoot", "worldRoot",
 			"worldClaimName", "deadline", "cpuLimit", "memoryLimit", "securityMode", "runAsUser", "runAsGroup",
-			"fsGroup", "ttlAfterFinished", "backoffLimit", "compression", "excludes", "nodeName", "nodeSelector",
+			"fsGroup", "ttlAfterFinished", "backoffLimit", "compression", "format", "excludes", "nodeName", "nodeSelector",
 			"labels", "annotations", "skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "replaceUnready", "preflight", "rcon", "retention",
 			"store", "kubeContext"},
 		[]string{"image", "runId", "server"},

@@ -153,10 +153,11 @@ func (p *problems) s3ArchiveRef(input, ref, store string) {
 	}
 }
 
-// s3ArchiveRefOf returns the s3:// URL of the archive a backup of server
-// and runID writes into the store at storeURL (canonical, validated).
-func s3ArchiveRefOf(storeURL, server, runID, compression string) (string, error) {
-	name, err := jobapi.ArchiveName(server, runID, compression)
+// s3ArchiveRefOf returns the s3:// URL of the archive (tar) or manifest
+// (chunked) a backup of server and runID writes into the store at storeURL
+// (canonical, validated).
+func s3ArchiveRefOf(storeURL, server, runID, format, compression string) (string, error) {
+	name, err := jobapi.RunKey(server, runID, format, compression)
 	if err != nil {
 		return "", fmt.Errorf("naming the archive in %s: %w", storeURL, err)
 	}

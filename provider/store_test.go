@@ -55,21 +55,26 @@ func TestWorldBackupS3Store(t *testing.T) {
 		store   *StoreArgs
 		want    *jobspec.S3Store
 		wantRef string
+		chunked bool
 	}{
-		{"prefix", validStore(), wantS3Store(), "s3://felis-backups/worlds/survival/20250601-0300.tar.zst"},
+		{"prefix", validStore(), wantS3Store(), "s3://felis-backups/worlds/survival/20250601-0300.tar.zst", false},
+		{"chunked: the manifest's URL", validStore(), wantS3Store(), "s3://felis-backups/worlds/_chunked/runs/survival/20250601-0300.manifest", true},
 		{"trailing slash, keys and region given", &StoreArgs{URL: pulumi.String("s3://felis-backups/a/b/"), Region: pulumi.String("eu-central-1"),
 			CredentialsSecretName: pulumi.String("aws"), AccessKeyKey: pulumi.String("AWS_ACCESS_KEY_ID"), SecretKeyKey: pulumi.String("AWS_SECRET_ACCESS_KEY")},
 			&jobspec.S3Store{URL: "s3://felis-backups/a/b", Region: "eu-central-1", SecretName: "aws",
 				AccessKeyKey: "AWS_ACCESS_KEY_ID", SecretKeyKey: "AWS_SECRET_ACCESS_KEY"},
-			"s3://felis-backups/a/b/survival/20250601-0300.tar.zst"},
+			"s3://felis-backups/a/b/survival/20250601-0300.tar.zst", false},
 		{"bucket only", &StoreArgs{URL: pulumi.String("s3://felis-backups"), CredentialsSecretName: pulumi.String("felis-s3")},
 			&jobspec.S3Store{URL: "s3://felis-backups", SecretName: "felis-s3", AccessKeyKey: "access-key", SecretKeyKey: "secret-key"},
-			"s3://felis-backups/survival/20250601-0300.tar.zst"},
+			"s3://felis-backups/survival/20250601-0300.tar.zst", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := s3Backup()
 			a.Store = tt.store
+			if tt.chunked {
+				a.Format = new(FormatChunked)
+			}
 			var got outputs
 			var wg sync.WaitGroup
 			m, err := runMocked(t, func(ctx *pulumi.Context) error {
@@ -86,6 +91,9 @@ func TestWorldBackupS3Store(t *testing.T) {
 			wg.Wait()
 			want := jobtest.DefaultBackup()
 			want.BackupClaimName, want.Store = "", tt.want
+			if tt.chunked {
+				want.Format, want.Compression = "chunked", ""
+			}
 			checkOneJob(t, m, WorldBackupType, "backup", "35m0s", jobspec.BuildBackup(want))
 			if got.archiveRef != tt.wantRef {
 				t.Fatalf("archiveRef = %q, want %q", got.archiveRef, tt.wantRef)

@@ -30,7 +30,8 @@ type WorldBackup struct {
 	// RunID is the run ID of the backup.
 	RunID pulumi.StringOutput `pulumi:"runId"`
 	// ArchiveRef is the absolute path of the archive inside the backup
-	// volume: <backupRoot>/<server>/<runId>.tar.zst (.tar.gz, .tar).
+	// volume: <backupRoot>/<server>/<runId>.tar.zst (.tar.gz, .tar), or
+	// with format chunked the run's manifest (jobapi.RunKey).
 	ArchiveRef pulumi.StringOutput `pulumi:"archiveRef"`
 	// Status is what the run reported: done or already-recorded.
 	Status pulumi.StringOutput `pulumi:"status"`
@@ -110,10 +111,11 @@ func (w *WorldBackup) Annotate(a infer.Annotator) {
 	a.Describe(&w.RunID, "The run ID of this backup (the catalog's run_id).")
 	a.Describe(&w.ArchiveRef, "The archive as the archiver writes it and records it in the catalog: its absolute "+
 		"path inside the backup volume, <backupRoot>/<server>/<runId>.tar.zst (.tar.gz with gzip, .tar with none), "+
-		"or with store its URL, s3://<bucket>/<prefix>/<server>/<runId>.tar.zst.")
+		"or with store its URL, s3://<bucket>/<prefix>/<server>/<runId>.tar.zst. With format chunked, the run's manifest: "+
+		"<backupRoot>/"+jobapi.ChunkedDir+"/runs/<server>/<runId>.manifest (s3://<bucket>/<prefix>/"+jobapi.ChunkedDir+"/runs/<server>/<runId>.manifest).")
 	a.Describe(&w.Status, "What the run reported: done (archived and recorded now) or already-recorded (the "+
 		"runId had a catalog row: nothing written). "+descObserved)
-	a.Describe(&w.SHA256, "The archive's SHA-256 (64 lowercase hex digits) as the run reported it, the catalog "+
+	a.Describe(&w.SHA256, "The archive's SHA-256 (64 lowercase hex digits; with format chunked the manifest's) as the run reported it, the catalog "+
 		"row's sha256: give it with archiveRef to a WorldRestore. "+descObserved)
 	a.Describe(&w.SizeBytes, "The archive's size in bytes as the run reported it, the catalog row's size_bytes. "+descObserved)
 }
@@ -156,8 +158,14 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 		"replaces it. With a TTL, `pulumi refresh` (or `up --refresh`) after the deletion forgets the Job and the "+
 		"next `pulumi up` creates it again with the same runId; the archiver then does nothing (the run is "+
 		"already recorded), but `pulumi up` shows a create.")
-	an.Describe(&a.Compression, "zstd, gzip or none: the archive's compression and extension "+
-		"(.tar.zst, .tar.gz, .tar). Default: "+jobapi.DefaultCompression+".")
+	an.Describe(&a.Compression, "zstd, gzip or none: the tar archive's compression and extension "+
+		"(.tar.zst, .tar.gz, .tar). Default: "+jobapi.DefaultCompression+". Not allowed with format chunked "+
+		"(which compresses each blob with zstd when that helps).")
+	an.Describe(&a.Format, "tar or chunked, passed as "+descFlag(jobapi.FlagFormat)+" (over the config file's [archive] format). "+
+		"tar: one archive per run, <backupRoot>/<server>/<runId>.tar.zst. chunked: the same tar stream kept as "+
+		"deduplicated blobs in packs, so a run stores (and reads) only what changed since the server's previous "+
+		"chunked run; archiveRef is then the run's manifest, <backupRoot>/"+jobapi.ChunkedDir+"/runs/<server>/<runId>.manifest "+
+		"(or its s3:// URL), which a WorldRestore takes with the run's sha256. Default: "+jobapi.DefaultFormat+".")
 	an.Describe(&a.Excludes, "Globs of world paths to leave out (each passed as "+descFlag(jobapi.FlagExclude)+"); when set they "+
 		"replace the config file's list (default "+strings.Join(jobapi.DefaultExcludes(), ", ")+").")
 	an.Describe(&a.SkipAwait, "Do not wait for the Job to finish (annotation pulumi.com/skipAwait); "+

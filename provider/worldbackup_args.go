@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"strings"
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -13,6 +14,9 @@ import (
 // archiver's.
 const DefaultCompression = jobapi.DefaultCompression
 
+// DefaultFormat is the default of the format input, the archiver's.
+const DefaultFormat = jobapi.DefaultFormat
+
 // WorldBackupArgs are the inputs of a WorldBackup: those of every Job
 // (JobInputs) and the backup's own. The same struct serves Go programs and
 // the component-provider plugin. A value of the Job is a Pulumi input, so
@@ -24,6 +28,7 @@ type WorldBackupArgs struct {
 	ConfigSecretName pulumi.StringInput      `pulumi:"configSecretName,optional"`
 	ConfigMountPath  pulumi.StringInput      `pulumi:"configMountPath,optional"`
 	Compression      *Compression            `pulumi:"compression,optional"`
+	Format           *Format                 `pulumi:"format,optional"`
 	Excludes         pulumi.StringArrayInput `pulumi:"excludes,optional"`
 	Rcon             *RconArgs               `pulumi:"rcon,optional"`
 	Retention        *RetentionArgs          `pulumi:"retention,optional"`
@@ -35,9 +40,11 @@ type WorldBackupArgs struct {
 // backupValues are the settled inputs of a WorldBackup that only it has, as
 // plain values with their defaults.
 type backupValues struct {
-	FormerOwner, ConfigSecretName, ConfigMountPath, Compression string
-	Excludes                                                    []string
-	World                                                       worldPaths
+	FormerOwner, ConfigSecretName, ConfigMountPath, Compression, Format string
+	Excludes                                                            []string
+	World                                                               worldPaths
+	// CompressionSet: the compression input is given (not the default).
+	CompressionSet bool
 }
 
 // values returns the settled inputs of a that only WorldBackup has, and the
@@ -48,12 +55,15 @@ func (a WorldBackupArgs) values() backupValues {
 		ConfigSecretName: str(a.ConfigSecretName),
 		ConfigMountPath:  str(a.ConfigMountPath),
 		Compression:      enumString(a.Compression),
+		Format:           enumString(a.Format),
 		Excludes:         strs(a.Excludes),
 		World:            a.JobInputs.worldPaths(),
 	}
+	v.CompressionSet = v.Compression != ""
 	setDefault(&v.ConfigSecretName, DefaultConfigSecretName)
 	setDefault(&v.ConfigMountPath, DefaultConfigMountPath)
 	setDefault(&v.Compression, DefaultCompression)
+	setDefault(&v.Format, DefaultFormat)
 	return v
 }
 
@@ -97,6 +107,16 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 	if _, err := jobapi.Extension(v.Compression); err != nil {
 		p.addf("compression", "%q is not supported: use zstd, gzip or none", v.Compression)
 	}
+	switch {
+	case jobapi.CheckFormat(v.Format) != nil:
+		p.addf("format", "%q is not supported: use %s", v.Format, strings.Join(jobapi.Formats(), " or "))
+	case v.Format == jobapi.FormatChunked && v.CompressionSet:
+		p.addf("compression", "is set to %q, but format is chunked, which compresses each blob with zstd when that helps: "+
+			"remove compression, or set format to tar", v.Compression)
+	}
+	if v.Format == jobapi.FormatChunked {
+		v.Compression = "" // not the chunked format's: the Job passes none
+	}
 	for i, e := range v.Excludes {
 		if e == "" {
 			p.addf("excludes", "item %d is empty: remove it or give a glob, e.g. *.jar or cache/", i)
@@ -110,9 +130,9 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 	if err := p.err(); err != nil {
 		return resolvedBackup{}, err
 	}
-	archiveRef, err := jobapi.ArchiveRef(v.World.BackupRoot, a.Server, runID, v.Compression)
+	archiveRef, err := jobapi.ArchiveRef(v.World.BackupRoot, a.Server, runID, v.Format, v.Compression)
 	if store != nil {
-		archiveRef, err = s3ArchiveRefOf(store.URL, a.Server, runID, v.Compression)
+		archiveRef, err = s3ArchiveRefOf(store.URL, a.Server, runID, v.Format, v.Compression)
 	}
 	if err != nil { // unreachable: every part was validated above
 		return resolvedBackup{}, err
@@ -124,6 +144,7 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 			ConfigSecretName: v.ConfigSecretName,
 			ConfigMountPath:  v.ConfigMountPath,
 			Compression:      v.Compression,
+			Format:           v.Format,
 			Excludes:         v.Excludes,
 			Store:            store,
 			Rcon:             rcon,

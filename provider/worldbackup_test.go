@@ -158,6 +158,37 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 			wantRef:     "/backups/survival/20250601-0300.tar.zst",
 		},
 		{
+			name: "chunked: archiveRef is the run's manifest, no compression passed",
+			args: func() WorldBackupArgs {
+				a := validArgs()
+				a.Format = new(FormatChunked)
+				return a
+			},
+			want: func() jobspec.Backup {
+				b := jobtest.DefaultBackup()
+				b.Format, b.Compression = "chunked", ""
+				return b
+			},
+			wantTimeout: "35m0s",
+			wantRef:     "/backups/_chunked/runs/survival/20250601-0300.manifest",
+		},
+		{
+			name: "tar given explicitly",
+			args: func() WorldBackupArgs {
+				a := validArgs()
+				a.Format = new(FormatTar)
+				a.Compression = new(CompressionGzip)
+				return a
+			},
+			want: func() jobspec.Backup {
+				b := jobtest.DefaultBackup()
+				b.Compression = "gzip"
+				return b
+			},
+			wantTimeout: "35m0s",
+			wantRef:     "/backups/survival/20250601-0300.tar.gz",
+		},
+		{
 			name: "baseline fsGroup 0 is omitted",
 			args: func() WorldBackupArgs {
 				a := validArgs()
@@ -299,6 +330,11 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		{"negative runAsGroup", func(a *WorldBackupArgs) { a.RunAsGroup = pulumi.Int(-1) }, []string{"runAsGroup"}, "out of range"},
 		{"negative backoffLimit", func(a *WorldBackupArgs) { a.BackoffLimit = pulumi.Int(-1) }, []string{"backoffLimit"}, "out of range"},
 		{"compression unknown", func(a *WorldBackupArgs) { a.Compression = new(Compression("xz")) }, []string{"compression"}, `compression "xz" is not supported`},
+		{"format unknown", func(a *WorldBackupArgs) { a.Format = new(Format("zip")) }, []string{"format"}, `format "zip" is not supported: use tar or chunked`},
+		{"compression with chunked", func(a *WorldBackupArgs) {
+			a.Format = new(FormatChunked)
+			a.Compression = new(CompressionZstd)
+		}, []string{"compression"}, "format is chunked, which compresses each blob"},
 		{"empty exclude", func(a *WorldBackupArgs) { a.Excludes = pulumi.ToStringArray([]string{"*.jar", ""}) }, []string{"excludes"}, "item 1 is empty"},
 		{"nodeName and nodeSelector", func(a *WorldBackupArgs) {
 			a.NodeName = pulumi.String("n1")

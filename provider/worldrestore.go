@@ -126,7 +126,8 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 		"restore; the same runId with the same inputs performs none. Changing archiveRef or sha256 also "+
 		"replaces the Job, and so restores again: give a new runId to make that explicit.")
 	an.Describe(&a.ArchiveRef, "The archive to restore: its absolute path in the pod, under backupRoot, "+
-		"e.g. /backups/survival/2025-06-01T0300Z.tar.zst. A WorldBackup's archiveRef output, or the "+
+		"e.g. /backups/survival/2025-06-01T0300Z.tar.zst, or a chunked run's manifest, "+
+		"/backups/"+jobapi.ChunkedDir+"/runs/survival/2025-06-01T0300Z.manifest (the packs it names are read from the same store). A WorldBackup's archiveRef output, or the "+
 		"archive_ref column of `archiver list`, is this path when both Jobs mount the backup claim at the "+
 		"same backupRoot. With store, the archive's s3://bucket/key URL instead (a WorldBackup's archiveRef "+
 		"with the same store). Passed as "+descFlag(jobapi.FlagArchive)+".")

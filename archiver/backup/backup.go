@@ -108,7 +108,7 @@ func (p Params) withDefaults() Params {
 		p.ProgressInterval = DefaultProgressInterval
 	}
 	if p.Format == "" {
-		p.Format = jobapi.FormatTar
+		p.Format = jobapi.DefaultFormat
 	}
 	return p
 }
@@ -210,7 +210,9 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 		return err
 	}
 
-	key, err := jobapi.ArchiveName(p.Server, p.RunID, string(p.Compression))
+	// The run's key, whose store Ref is its row's archive_ref: the one rule
+	// the components predict their archiveRef output by.
+	key, err := jobapi.RunKey(p.Server, p.RunID, p.Format, string(p.Compression))
 	if err != nil {
 		return err
 	}
@@ -238,11 +240,7 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 		keys = append(keys, k)
 	}
 	if p.Format == jobapi.FormatChunked {
-		k, err := jobapi.ManifestKey(p.Server, p.RunID)
-		if err != nil {
-			return err
-		}
-		keys = append(keys, k)
+		keys = append(keys, key) // the manifest's
 	}
 	for _, k := range keys {
 		rm, err := r.store.CleanTemps(ctx, k)
@@ -276,7 +274,7 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 	stop := r.progress(log, prog, started, p.ProgressInterval)
 	var w written
 	if p.Format == jobapi.FormatChunked {
-		w, err = r.writeChunked(ctx, log, p, prog)
+		w, err = r.writeChunked(ctx, log, p, key, prog)
 	} else {
 		w, err = r.writeTar(ctx, log, p, key, prog)
 	}

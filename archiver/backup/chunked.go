@@ -54,12 +54,8 @@ func (r *Runner) writeTar(ctx context.Context, log hclog.Logger, p Params, key s
 }
 
 // writeChunked writes the run in the chunked format: the blobs its
-// server's previous chunked run lacks, then its manifest.
-func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, prog *tarstream.Progress) (written, error) {
-	key, err := jobapi.ManifestKey(p.Server, p.RunID)
-	if err != nil {
-		return written{}, err
-	}
+// server's previous chunked run lacks, then its manifest under key.
+func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, key string, prog *tarstream.Progress) (written, error) {
 	ref := r.store.Ref(key)
 	prev, err := r.previous(ctx, log, p.Server)
 	if err != nil {

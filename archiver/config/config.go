@@ -193,7 +193,7 @@ func (c Config) withDefaults() Config {
 		c.Archive.Excludes = slices.Clone(tarstream.DefaultExcludes)
 	}
 	if c.Archive.Format == "" {
-		c.Archive.Format = jobapi.FormatTar
+		c.Archive.Format = jobapi.DefaultFormat
 	}
 	return c
 }

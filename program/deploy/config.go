@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // Namespace is the Pulumi config namespace the program reads: the project
@@ -37,6 +39,9 @@ type Config struct {
 	// Store is the stack-wide S3 archive store (nil: the folder store on
 	// BackupClaim); a server's own store replaces it.
 	Store *Store
+	// Format is the stack-wide archive format, tar or chunked ("": the
+	// component's default, tar); a server's own format replaces it.
+	Format string
 }
 
 // Store is an S3-compatible archive store (see provider.StoreArgs for the
@@ -87,13 +92,15 @@ type Server struct {
 	GamePodAffinity string   `json:"gamePodAffinity,omitempty"`
 	Excludes        []string `json:"excludes,omitempty"`
 	Compression     string   `json:"compression,omitempty"`
-	SecurityMode    string   `json:"securityMode,omitempty"`
-	RunAsUser       *int     `json:"runAsUser,omitempty"`
-	RunAsGroup      *int     `json:"runAsGroup,omitempty"`
-	FSGroup         *int     `json:"fsGroup,omitempty"`
-	Deadline        string   `json:"deadline,omitempty"`
-	CPULimit        string   `json:"cpuLimit,omitempty"`
-	MemoryLimit     string   `json:"memoryLimit,omitempty"`
+	// Format replaces the stack-wide worldbackup:format for this server.
+	Format       string `json:"format,omitempty"`
+	SecurityMode string `json:"securityMode,omitempty"`
+	RunAsUser    *int   `json:"runAsUser,omitempty"`
+	RunAsGroup   *int   `json:"runAsGroup,omitempty"`
+	FSGroup      *int   `json:"fsGroup,omitempty"`
+	Deadline     string `json:"deadline,omitempty"`
+	CPULimit     string `json:"cpuLimit,omitempty"`
+	MemoryLimit  string `json:"memoryLimit,omitempty"`
 	// Schedule is a cron expression: besides the on-demand backup, a
 	// CronJob backs the server up on this schedule (in TimeZone).
 	Schedule string `json:"schedule,omitempty"`
@@ -124,6 +131,15 @@ func (c Config) storeOf(s Server) *Store {
 		return s.Store
 	}
 	return c.Store
+}
+
+// formatOf returns the archive format of server s: its own, else the
+// stack-wide one ("": the component's default).
+func (c Config) formatOf(s Server) string {
+	if s.Format != "" {
+		return s.Format
+	}
+	return c.Format
 }
 
 // server returns the server named name, or one with only that name when
@@ -160,7 +176,7 @@ var clusterName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
 
 // keys are the worldbackup: keys the program reads, as declared in Pulumi.yaml.
 func keys() []string {
-	return []string{"image", "backupClaim", "servers", "runId", "clusters", "restores", "renderDir", "securityMode", "skipAwait", "retention", "store"}
+	return []string{"image", "backupClaim", "servers", "runId", "clusters", "restores", "renderDir", "securityMode", "skipAwait", "retention", "store", "format"}
 }
 
 // ParseConfig reads the program's config through get, which returns a fully
@@ -183,6 +199,7 @@ func ParseConfig(get func(key string) (string, bool), present []string) (Config,
 		RunID:        str("runId"),
 		RenderDir:    str("renderDir"),
 		SecurityMode: str("securityMode"),
+		Format:       str("format"),
 	}
 	if v := str("skipAwait"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -376,6 +393,14 @@ func (c Config) Validate() error {
 	for i, r := range c.Restores {
 		if strings.HasPrefix(r.ArchiveRef, "s3://") && c.storeOf(c.server(r.Server)) == nil {
 			add("restores[%d] (%s): archiveRef %q is in an S3 store, but neither worldbackup:store nor the server's store is set: set one with its endpoint and credentialsSecretName", i, r.Server, r.ArchiveRef)
+		}
+	}
+	if c.Format != "" && jobapi.CheckFormat(c.Format) != nil {
+		add("format %q is not an archive format: use %s, e.g. `pulumi config set worldbackup:format %s`", c.Format, strings.Join(jobapi.Formats(), " or "), jobapi.FormatChunked)
+	}
+	for i, s := range c.Servers {
+		if s.Format != "" && jobapi.CheckFormat(s.Format) != nil {
+			add("servers[%d].format %q is not an archive format: use %s, or remove it for worldbackup:format", i, s.Format, strings.Join(jobapi.Formats(), " or "))
 		}
 	}
 	if c.RenderDir != "" && !filepath.IsAbs(c.RenderDir) && strings.HasPrefix(c.RenderDir, "~") {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider"
 )
 
@@ -73,6 +74,10 @@ func TestParseConfig(t *testing.T) {
 			m["worldbackup:skipAwait"] = "true"
 			m["worldbackup:restores"] = `[{"server":"lobby","archiveRef":"/backups/a","sha256":"ab"}]`
 		}, []string{"skipAwait is true, but restores[0] (lobby) is ordered after this run's backup of lobby"}},
+		{"bad format", func(m map[string]string) { m["worldbackup:format"] = "zip" }, []string{`worldbackup:format "zip" is not an archive format: use tar or chunked`}},
+		{"bad server format", func(m map[string]string) {
+			m["worldbackup:servers"] = `[{"name":"lobby"},{"name":"survival","format":"Chunked"}]`
+		}, []string{`worldbackup:servers[1].format "Chunked" is not an archive format`}},
 		{"bad cluster name", func(m map[string]string) { m["worldbackup:clusters"] = `[{"name":"EU West"}]` }, []string{`clusters[0].name "EU West" must be a short DNS label`}},
 		{"duplicate cluster", func(m map[string]string) { m["worldbackup:clusters"] = `[{"name":"eu"},{"name":"eu"}]` }, []string{`clusters[1].name "eu" is listed twice`}},
 	}
@@ -219,6 +224,49 @@ func TestRconAndRetention(t *testing.T) {
 	m["worldbackup:retention"] = `{"keepDialy":7}`
 	if _, err := ParseConfig(getter(m), nil); err == nil || !strings.Contains(err.Error(), "worldbackup:retention must be an object") {
 		t.Fatalf("a typo in retention: %v", err)
+	}
+}
+
+// TestFormat: worldbackup:format reaches every backup and schedule, a
+// server's own format replaces it, and the component predicts the
+// manifest's archiveRef; a server's compression with chunked is refused by
+// the component, naming the input.
+func TestFormat(t *testing.T) {
+	m := map[string]string{
+		"worldbackup:image":       "img:1",
+		"worldbackup:backupClaim": "backups",
+		"worldbackup:format":      "chunked",
+		"worldbackup:servers":     `[{"name":"lobby"},{"name":"survival","format":"tar","compression":"gzip"},{"name":"creative","compression":"none"}]`,
+	}
+	c, err := ParseConfig(getter(m), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Clusters[0]
+	for _, tt := range []struct {
+		server     int
+		wantFormat string
+		wantRef    string
+	}{
+		{0, "chunked", "/backups/_chunked/runs/lobby/" + RunID(cl.Name, "lobby", c.RunID) + ".manifest"},
+		{1, "tar", "/backups/survival/" + RunID(cl.Name, "survival", c.RunID) + ".tar.gz"},
+	} {
+		a := backupArgs(c, cl, c.Servers[tt.server])
+		j, err := a.Job()
+		if err != nil {
+			t.Fatalf("%s: %v", c.Servers[tt.server].Name, err)
+		}
+		if j.Format != tt.wantFormat || j.Request().Format != tt.wantFormat {
+			t.Errorf("%s: format %q, want %q", c.Servers[tt.server].Name, j.Format, tt.wantFormat)
+		}
+		ref, err := jobapi.ArchiveRef(j.BackupRoot, j.Server, j.RunID, j.Format, j.Compression)
+		if err != nil || ref != tt.wantRef {
+			t.Errorf("%s: archiveRef %q, %v; want %q", c.Servers[tt.server].Name, ref, err, tt.wantRef)
+		}
+	}
+	err = backupArgs(c, cl, c.Servers[2]).Validate()
+	if err == nil || !strings.Contains(err.Error(), "compression") || !strings.Contains(err.Error(), "format is chunked") {
+		t.Fatalf("creative (compression with the stack's chunked format): %v; want the component's refusal naming compression", err)
 	}
 }
 

@@ -258,6 +258,9 @@ func backupArgs(cfg Config, cl Cluster, s Server) provider.WorldBackupArgs {
 	if s.Compression != "" {
 		a.Compression = new(provider.Compression(s.Compression))
 	}
+	if f := cfg.formatOf(s); f != "" {
+		a.Format = new(provider.Format(f))
+	}
 	return a
 }
 

@@ -47,7 +47,8 @@ type Backup struct {
 	ConfigSecretName string
 	ConfigMountPath  string // config Secret mount, read-only
 
-	Compression string   // zstd | gzip | none
+	Compression string   // zstd | gzip | none; "" with the chunked format
+	Format      string   // tar | chunked, always passed: it decides the archive ref
 	Excludes    []string // nil = the config file's list
 
 	// Store is the S3 store the archive goes to; nil: the folder store on
@@ -75,6 +76,7 @@ func (b Backup) Request() jobapi.Backup {
 		World:       b.WorldRoot,
 		Config:      path.Join(b.ConfigMountPath, ConfigFileName),
 		Compression: b.Compression,
+		Format:      b.Format,
 		Excludes:    b.Excludes,
 		Retention:   b.Retention,
 		LogFormat:   jobapi.LogJSON,

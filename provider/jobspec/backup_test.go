@@ -64,7 +64,7 @@ func TestBuildBackupContract(t *testing.T) {
 			eq(t, "command", c.Command, []string{"/usr/local/bin/archiver"})
 			eq(t, "args", c.Args, []string{"backup", "--server", "survival", "--run-id", "20250601-0300",
 				"--world", "/world", "--config", "/etc/felis/felis.toml", "--archive-root", "/backups",
-				"--compression", "zstd", "--log-format", "json"})
+				"--compression", "zstd", "--format", "tar", "--log-format", "json"})
 			eq(t, "image", c.Image, "ghcr.io/worldbackup/archiver:v0.1.0")
 			eq(t, "env", len(c.Env)+len(c.EnvFrom), 0)
 		}},
@@ -98,7 +98,7 @@ func TestBuildBackupVariants(t *testing.T) {
 		}, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "args", container(t, job).Args, []string{"backup", "--server", "survival", "--run-id", "20250601-0300",
 				"--former-owner", "Notch", "--world", "/world", "--config", "/etc/felis/felis.toml", "--archive-root", "/backups",
-				"--compression", "gzip", "--exclude", "*.jar", "--exclude", "logs/", "--log-format", "json"})
+				"--compression", "gzip", "--format", "tar", "--exclude", "*.jar", "--exclude", "logs/", "--log-format", "json"})
 		}},
 		{"custom paths reach mounts and args", func(b *jobspec.Backup) {
 			b.WorldRoot, b.BackupRoot, b.ConfigMountPath = "/data/world", "/data/archives", "/run/felis"

@@ -24,6 +24,7 @@ func configOverrides() []configOverride {
 		{jobapi.FlagStore, "archive.local_path"},
 		{jobapi.FlagStore, "archive.store"},
 		{jobapi.FlagCompression, "archive.compression"},
+		{jobapi.FlagFormat, "archive.format"},
 		{jobapi.FlagExclude, "archive.excludes"},
 		{jobapi.FlagS3Endpoint, "archive.endpoint"},
 		{jobapi.FlagS3Region, "archive.region"},

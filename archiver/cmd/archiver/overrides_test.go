@@ -11,24 +11,24 @@ import (
 
 // TestFlagOverridingConfigWarns shows that a key of felis.toml that a flag
 // replaces is named in a warning (a Job's arguments always give
-// --archive-root and --compression, so those keys of its config Secret
+// --archive-root, --format and --compression, so those keys of its config Secret
 // never take effect), and that the flag wins.
 func TestFlagOverridingConfigWarns(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
 	generateWorld(t, e.world)
-	writeConfig(t, e.config, fmt.Sprintf("[database]\nurl = %q\n[archive]\nlocal_path = \"/nonexistent\"\ncompression = \"gzip\"\n", e.url))
+	writeConfig(t, e.config, fmt.Sprintf("[database]\nurl = %q\n[archive]\nlocal_path = \"/nonexistent\"\ncompression = \"gzip\"\nformat = \"chunked\"\n", e.url))
 
-	res := archiver(t, e.backupArgs("run-override", "--compression", "zstd")...)
+	res := archiver(t, e.backupArgs("run-override", "--compression", "zstd", "--format", "tar")...)
 	if res.code != 0 {
 		t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
 	}
-	for _, key := range []string{"archive.compression", "archive.local_path"} {
+	for _, key := range []string{"archive.compression", "archive.local_path", "archive.format"} {
 		if !strings.Contains(res.stderr, `"key":"`+key+`"`) || !strings.Contains(res.stderr, "overrides a key of felis.toml") {
 			t.Errorf("no warning names %s:\n%s", key, res.stderr)
 		}
 	}
 	if _, err := os.Stat(e.archivePath("run-override", ".tar.zst")); err != nil {
-		t.Errorf("the flag's compression did not win: %v", err)
+		t.Errorf("the flags' format and compression did not win: %v", err)
 	}
 
 	// A key no flag replaces draws no warning.

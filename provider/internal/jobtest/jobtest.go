@@ -32,6 +32,7 @@ func DefaultBackup() jobspec.Backup {
 		ConfigSecretName: "felis-config",
 		ConfigMountPath:  "/etc/felis",
 		Compression:      "zstd",
+		Format:           "tar",
 	}
 }
 
