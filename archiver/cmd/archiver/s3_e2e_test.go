@@ -404,36 +404,10 @@ func TestS3BackupMemory(t *testing.T) {
 	}
 	run := func(store string, args []string) int64 {
 		t.Helper()
-		cmd := exec.CommandContext(t.Context(), archiverBin, args...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
 		start := time.Now()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		// The rusage of a child started by this process reports this
-		// process's own peak (exec keeps the high-water mark of the
-		// memory it replaces): read the child's VmHWM while it runs.
-		exited, done := make(chan struct{}), make(chan struct{})
-		var rss int64
-		go func() {
-			defer close(done)
-			for {
-				if v := vmHWM(cmd.Process.Pid); v > 0 {
-					rss = v
-				}
-				select {
-				case <-exited:
-					return
-				case <-time.After(10 * time.Millisecond):
-				}
-			}
-		}()
-		err := cmd.Wait()
-		close(exited)
-		<-done
-		if err != nil {
-			t.Fatalf("backup: %v\n%s", err, stderr.String())
+		res, rss := runPeak(t, args...)
+		if res.code != 0 {
+			t.Fatalf("backup exited %d\n%s", res.code, res.stderr)
 		}
 		rs := rows(t, e.url)
 		if last := rs[len(rs)-1]; last.SizeBytes < 1<<30 {

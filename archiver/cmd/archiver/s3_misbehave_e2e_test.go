@@ -19,7 +19,10 @@ import (
 	"github.com/worldbackup/worldbackup/internal/s3test"
 )
 
-// runPeak runs the archiver and returns what it did and its peak RSS.
+// runPeak runs the archiver and returns what it did and its peak RSS. The
+// rusage of a child started by this process reports this process's own peak
+// (exec keeps the high-water mark of the memory it replaces), so it reads the
+// child's VmHWM while it runs.
 func runPeak(t *testing.T, args ...string) (result, int64) {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), archiverBin, args...)
