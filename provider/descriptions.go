@@ -15,7 +15,7 @@ const (
 		"worldbackup.dev/server labels are set by the component."
 	descAnnotations = "Extra annotations on the Job and its pod. worldbackup.dev/run-id is set " +
 		"by the component."
-	descTimeout = "How long `pulumi up` waits for the Job, a Go duration, at least deadline. " +
+	descTimeout = "How long `pulumi up` waits for the Job, a duration like 30m or 2h, at least deadline. " +
 		"Default: deadline + 5m."
 	descGamePodSelector = "Labels of the game server's pod, which mounts the world claim: the Job's " +
 		"pod is scheduled next to it (same node, topology key kubernetes.io/hostname), so a ReadWriteOnce " +
@@ -24,8 +24,9 @@ const (
 		"preferred (default): on its node when it runs; a stopped server does not block the Job. required: " +
 		"only on its node (the Job waits while the server is stopped; not with nodeName). none: no pod affinity."
 	descReplaceUnready = "Annotate the Job pulumi.com/replaceUnready, so the next `pulumi up` replaces " +
-		"a Job that did not complete (failed): a failed run is retried with the same runId. Default: true, " +
-		"false with skipAwait (the next up would replace a Job still running). Turn it off in render mode."
+		"a Job that did not complete (failed): a failed run is retried with the same runId. Default: true; " +
+		"false with skipAwait (the next up would replace a Job still running) and when the Kubernetes provider renders " +
+		"(renderYamlToDirectory: there is no live Job to check)."
 	descPreflight = "At `pulumi preview` (and the preview of `pulumi up`), and again at `pulumi up` before the " +
 		"Job is created (an up may skip the preview: --skip-preview, the Automation API), look up read-only what the " +
 		"Job needs: the namespace and whether its Pod Security enforce level admits the pod, the service " +
@@ -37,13 +38,17 @@ const (
 		"node takes it for 5, or no pod can be created (the Job's FailedCreate events: Pod Security, a quota) for " +
 		"30 seconds, it names the cause and fails the Job (activeDeadlineSeconds set to 1, reason DeadlineExceeded), " +
 		"so `pulumi up` ends then rather than at the deadline; it needs get and patch on Jobs and list on pods and " +
-		"events. Then it reads what the run reported (the status, sha256 and sizeBytes outputs). Default: true. " +
-		"Set false in render mode, or when the same program creates these objects."
-	descKubeContext = "The kubeconfig context the preflight uses (as the Kubernetes provider's " +
-		"context): give the same one as the provider of this component. The preflight reads the ambient " +
-		"kubeconfig ($KUBECONFIG, ~/.kube/config, or the in-cluster service account); a Go program may also " +
-		"set the Kubeconfig field (a path or the contents), which is not an input of the plugin, so a " +
-		"kubeconfig never lands in the state. Default: the kubeconfig's current context."
+		"events. Then it reads what the run reported (the status, sha256 and sizeBytes outputs). It talks to the " +
+		"cluster of the Kubernetes provider the component is given (its kubeconfig and context; the default provider's " +
+		"kubernetes:kubeconfig and kubernetes:context config), else the ambient kubeconfig. Default: true; false when " +
+		"the Kubernetes provider renders (renderYamlToDirectory: no cluster). Set false when the same program " +
+		"creates these objects."
+	descKubeContext = "The kubeconfig context the preflight and the pod watchdog use, in place of the " +
+		"Kubernetes provider's. They talk to the cluster of the provider this component is given: its kubeconfig " +
+		"(a path or the contents) and context inputs (for the default provider, the stack config " +
+		"kubernetes:kubeconfig and kubernetes:context), else the ambient kubeconfig ($KUBECONFIG, ~/.kube/config, " +
+		"or the in-cluster service account); the kubeconfig is read in the plugin's process and never lands in " +
+		"the state. Default: the provider's context, else the kubeconfig's current context."
 )
 
 // descObserved says when an output read from the run's termination message

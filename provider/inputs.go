@@ -26,40 +26,63 @@ import (
 // server, securityMode, skipAwait, timeout, replaceUnready, preflight,
 // kubeContext, Kubeconfig.
 type JobInputs struct {
-	Server             string                `pulumi:"server"`
-	RunID              pulumi.StringInput    `pulumi:"runId"`
-	Image              pulumi.StringInput    `pulumi:"image"`
-	BackupClaimName    pulumi.StringInput    `pulumi:"backupClaimName,optional"`
-	Namespace          pulumi.StringInput    `pulumi:"namespace,optional"`
-	ServiceAccountName pulumi.StringInput    `pulumi:"serviceAccountName,optional"`
-	BackupRoot         pulumi.StringInput    `pulumi:"backupRoot,optional"`
-	WorldRoot          pulumi.StringInput    `pulumi:"worldRoot,optional"`
-	WorldClaimName     pulumi.StringInput    `pulumi:"worldClaimName,optional"`
-	Deadline           pulumi.StringInput    `pulumi:"deadline,optional"`
-	CPULimit           pulumi.StringInput    `pulumi:"cpuLimit,optional"`
-	MemoryLimit        pulumi.StringInput    `pulumi:"memoryLimit,optional"`
-	SecurityMode       *SecurityMode         `pulumi:"securityMode,optional"`
-	RunAsUser          pulumi.IntInput       `pulumi:"runAsUser,optional"`
-	RunAsGroup         pulumi.IntInput       `pulumi:"runAsGroup,optional"`
-	FSGroup            pulumi.IntInput       `pulumi:"fsGroup,optional"`
-	TTLAfterFinished   pulumi.StringInput    `pulumi:"ttlAfterFinished,optional"`
-	BackoffLimit       pulumi.IntInput       `pulumi:"backoffLimit,optional"`
-	NodeName           pulumi.StringInput    `pulumi:"nodeName,optional"`
-	NodeSelector       pulumi.StringMapInput `pulumi:"nodeSelector,optional"`
-	GamePodSelector    pulumi.StringMapInput `pulumi:"gamePodSelector,optional"`
-	GamePodAffinity    pulumi.StringInput    `pulumi:"gamePodAffinity,optional"`
-	Labels             pulumi.StringMapInput `pulumi:"labels,optional"`
-	Annotations        pulumi.StringMapInput `pulumi:"annotations,optional"`
-	SkipAwait          bool                  `pulumi:"skipAwait,optional"`
-	Timeout            string                `pulumi:"timeout,optional"`
-	ReplaceUnready     *bool                 `pulumi:"replaceUnready,optional"`
-	Preflight          *bool                 `pulumi:"preflight,optional"`
-	KubeContext        string                `pulumi:"kubeContext,optional"`
-	// Kubeconfig is the kubeconfig the preflight uses, a path or the file's
-	// contents, as the Kubernetes provider's kubeconfig ("" = the ambient
-	// one). Go programs only: it has no pulumi tag, so it is no input of the
-	// plugin and never reaches the state.
+	Server             string                  `pulumi:"server"`
+	RunID              pulumi.StringInput      `pulumi:"runId"`
+	Image              pulumi.StringInput      `pulumi:"image"`
+	BackupClaimName    pulumi.StringInput      `pulumi:"backupClaimName,optional"`
+	Namespace          pulumi.StringInput      `pulumi:"namespace,optional"`
+	ServiceAccountName pulumi.StringInput      `pulumi:"serviceAccountName,optional"`
+	BackupRoot         pulumi.StringInput      `pulumi:"backupRoot,optional"`
+	WorldRoot          pulumi.StringInput      `pulumi:"worldRoot,optional"`
+	WorldClaimName     pulumi.StringInput      `pulumi:"worldClaimName,optional"`
+	Deadline           pulumi.StringInput      `pulumi:"deadline,optional"`
+	CPULimit           pulumi.StringInput      `pulumi:"cpuLimit,optional"`
+	MemoryLimit        pulumi.StringInput      `pulumi:"memoryLimit,optional"`
+	SecurityMode       *SecurityMode           `pulumi:"securityMode,optional"`
+	RunAsUser          pulumi.IntInput         `pulumi:"runAsUser,optional"`
+	RunAsGroup         pulumi.IntInput         `pulumi:"runAsGroup,optional"`
+	FSGroup            pulumi.IntInput         `pulumi:"fsGroup,optional"`
+	TTLAfterFinished   pulumi.StringInput      `pulumi:"ttlAfterFinished,optional"`
+	BackoffLimit       pulumi.IntInput         `pulumi:"backoffLimit,optional"`
+	NodeName           pulumi.StringInput      `pulumi:"nodeName,optional"`
+	NodeSelector       pulumi.StringMapInput   `pulumi:"nodeSelector,optional"`
+	GamePodSelector    pulumi.StringMapInput   `pulumi:"gamePodSelector,optional"`
+	GamePodAffinity    pulumi.StringInput      `pulumi:"gamePodAffinity,optional"`
+	Tolerations        []TolerationArgs        `pulumi:"tolerations,optional"`
+	PriorityClassName  pulumi.StringInput      `pulumi:"priorityClassName,optional"`
+	ImagePullSecrets   pulumi.StringArrayInput `pulumi:"imagePullSecrets,optional"`
+	Labels             pulumi.StringMapInput   `pulumi:"labels,optional"`
+	Annotations        pulumi.StringMapInput   `pulumi:"annotations,optional"`
+	SkipAwait          bool                    `pulumi:"skipAwait,optional"`
+	Timeout            string                  `pulumi:"timeout,optional"`
+	ReplaceUnready     *bool                   `pulumi:"replaceUnready,optional"`
+	Preflight          *bool                   `pulumi:"preflight,optional"`
+	KubeContext        string                  `pulumi:"kubeContext,optional"`
+	// Kubeconfig is the kubeconfig the preflight and the pod watchdog use,
+	// a path or the file's contents, in place of the Kubernetes provider's
+	// ("" = the provider's kubeconfig input, else the ambient one). Go
+	// programs only: it has no pulumi tag, so it is no input of the plugin
+	// and never reaches the state.
 	Kubeconfig string
+
+	// target is the Kubernetes provider the Job goes to, set by the
+	// component's constructor (targetOf) before the inputs are checked.
+	target kubeTarget
+}
+
+// InputsNotTaken returns the shared inputs (JobInputs) that the component
+// typ does not take, which the plugin's schema leaves out of it: a prune
+// mounts no world (its Go args refuse them); a schedule's runs take their
+// run ID from their Job's name, are not awaited and have no preflight (its
+// Go args ignore them).
+func InputsNotTaken(typ string) []string {
+	switch typ {
+	case WorldPruneType:
+		return []string{"worldRoot", "worldClaimName"}
+	case WorldBackupScheduleType:
+		return []string{"runId", "skipAwait", "timeout", "replaceUnready", "preflight", "kubeContext"}
+	}
+	return nil
 }
 
 // Annotate describes the shared inputs in the plugin's schema, for every
@@ -83,7 +106,7 @@ func (a *JobInputs) Annotate(an infer.Annotator) {
 	an.Describe(&a.WorldRoot, "Where the world claim is mounted. Default: "+DefaultWorldRoot+".")
 	an.Describe(&a.WorldClaimName, "The world's PersistentVolumeClaim. "+
 		"Default: world-<server>-0 (the StatefulSet claim of volume template world, ordinal 0).")
-	an.Describe(&a.Deadline, "How long the run may take, a Go duration (activeDeadlineSeconds). Default: 30m.")
+	an.Describe(&a.Deadline, "How long the run may take, a duration like 30m or 2h (activeDeadlineSeconds). Default: 30m.")
 	an.Describe(&a.CPULimit, "The container's CPU limit (a Kubernetes quantity); it requests 100m or "+
 		"the limit if lower. Default: 1.")
 	an.Describe(&a.MemoryLimit, "The container's memory limit (a Kubernetes quantity); it requests 256Mi "+
@@ -99,8 +122,8 @@ func (a *JobInputs) Annotate(an infer.Annotator) {
 	an.Describe(&a.FSGroup, "The pod's fsGroup: kubelet gives the writable volumes this group "+
 		"(fsGroupChangePolicy OnRootMismatch). Omitted when 0. Default: omitted in baseline mode, runAsGroup "+
 		"in restricted mode.")
-	an.Describe(&a.TTLAfterFinished, "How long the finished Job is kept before Kubernetes deletes it, a Go "+
-		"duration of at least 1s (ttlSecondsAfterFinished). Default: none, the Job stays until a new runId "+
+	an.Describe(&a.TTLAfterFinished, "How long the finished Job is kept before Kubernetes deletes it, a "+
+		"duration like 30m or 2h, at least 1s (ttlSecondsAfterFinished). Default: none, the Job stays until a new runId "+
 		"replaces it. With a TTL, `pulumi refresh` (or `up --refresh`) after the deletion forgets the Job and the "+
 		"next `pulumi up` creates it again with the same runId; the archiver then does nothing, but `pulumi up` "+
 		"shows a create.")
@@ -114,6 +137,11 @@ func (a *JobInputs) Annotate(an infer.Annotator) {
 		"affinity (so the pod lands where a ReadWriteOnce world volume can attach). Exclusive with nodeName.")
 	an.Describe(&a.GamePodSelector, descGamePodSelector)
 	an.Describe(&a.GamePodAffinity, descGamePodAffinity)
+	an.Describe(&a.Tolerations, "Tolerations of the pod, so it may run on tainted nodes (e.g. a node pool for games), "+
+		"as in a pod spec. Default: none.")
+	an.Describe(&a.PriorityClassName, "The pod's PriorityClass (pre-existing), e.g. so a backup is not preempted by batch work. Default: none.")
+	an.Describe(&a.ImagePullSecrets, "docker-registry Secrets in the Job's namespace that the kubelet pulls the archiver "+
+		"image with (a private registry). Default: none.")
 	an.Describe(&a.Labels, descLabels)
 	an.Describe(&a.Annotations, descAnnotations)
 	an.Describe(&a.SkipAwait, "Do not wait for the Job to finish (annotation pulumi.com/skipAwait); "+
@@ -144,6 +172,9 @@ func (a JobInputs) shared() sharedInputs {
 		NodeSelector:       strMap(a.NodeSelector),
 		GamePodSelector:    strMap(a.GamePodSelector),
 		GamePodAffinity:    str(a.GamePodAffinity),
+		Tolerations:        a.Tolerations,
+		PriorityClassName:  str(a.PriorityClassName),
+		ImagePullSecrets:   strs(a.ImagePullSecrets),
 		Labels:             strMap(a.Labels),
 		Annotations:        strMap(a.Annotations),
 		SkipAwait:          a.SkipAwait,
@@ -151,6 +182,7 @@ func (a JobInputs) shared() sharedInputs {
 		Preflight:          a.Preflight,
 		Kubeconfig:         a.Kubeconfig,
 		KubeContext:        a.KubeContext,
+		Target:             a.target,
 	}
 }
 
@@ -174,6 +206,7 @@ func (a JobInputs) job(j jobSettings, w worldPaths) jobspec.Job {
 		Resources:          j.Resources,
 		Identity:           j.Identity,
 		Placement:          j.Placement,
+		Scheduling:         j.Scheduling,
 		Labels:             j.Labels,
 		Annotations:        j.Annotations,
 		Await:              j.Await,

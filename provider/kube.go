@@ -224,14 +224,25 @@ type plannedJob struct {
 
 // planJob settles args, the inputs of the component typ named name (shared
 // its JobInputs), and plans its Job with build, which validates and builds
-// it. When every input is known (at preview they are waited for), the Job is
+// it, for the Kubernetes provider that opts (the component's options) give
+// its children (targetOf: in render mode the preflight and replaceUnready
+// default to off; the preflight talks to the provider's cluster). When
+// every input is known (at preview they are waited for), the Job is
 // built now and the preflight checks the cluster (at preview and at up), so
 // invalid inputs and a missing piece fail before anything is registered;
 // otherwise the Job is built by the same build in an apply once the inputs
 // resolve, checked by the same preflight there, and fails there naming the
 // input or the piece.
-func planJob[A any](ctx *pulumi.Context, typ, name string, args A, shared JobInputs, build func(A) (plannedJob, error)) (jobPlan, error) {
+func planJob[A any](ctx *pulumi.Context, typ, name string, args A, shared JobInputs, build func(A) (plannedJob, error),
+	opts ...pulumi.ResourceOption) (jobPlan, error) {
 	kind := typ[strings.LastIndex(typ, ":")+1:] // e.g. WorldBackup
+	target, err := targetOf(ctx, opts)
+	if err != nil {
+		return jobPlan{}, fmt.Errorf("%s %q: %w", kind, name, err)
+	}
+	if ts, ok := any(&args).(targetSetter); ok {
+		ts.setTarget(target)
+	}
 	s, err := settle.Now(ctx.Context(), ctx.DryRun(), args)
 	if err != nil {
 		return jobPlan{}, fmt.Errorf("resolving the inputs of %s %q: %w", kind, name, err)

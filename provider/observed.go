@@ -79,6 +79,9 @@ func observed(job *batchv1.Job, s preflightSettings) bool {
 // ranBefore reads, at preview, the result of a Job of the same name that
 // already ran; ok is false when there is none (or no cluster to ask).
 func ranBefore(ctx context.Context, job *batchv1.Job, s preflightSettings, newClient clientMaker) (observe.Summary, bool) {
+	if s.Pending {
+		return observe.Summary{}, false
+	}
 	client, err := newClient(s.Cluster)
 	if err != nil {
 		return observe.Summary{}, false

@@ -93,7 +93,7 @@ func TestSchemaThroughInfer(t *testing.T) {
 			"serviceAccountName", "configSecretName", "configMountPath", "backupRoot", "worldRoot",
 			"worldClaimName", "deadline", "cpuLimit", "memoryLimit", "securityMode", "runAsUser", "runAsGroup",
 			"fsGroup", "ttlAfterFinished", "backoffLimit", "compression", "format", "excludes", "nodeName", "nodeSelector",
-			"labels", "annotations", "skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "replaceUnready", "preflight", "rcon", "retention",
+			"labels", "annotations", "skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "tolerations", "priorityClassName", "imagePullSecrets", "replaceUnready", "preflight", "rcon", "retention",
 			"store", "kubeContext"},
 		[]string{"image", "runId", "server"},
 		[]string{"jobName", "namespace", "runId", "archiveRef", "status", "sha256", "sizeBytes"})

@@ -1,11 +1,11 @@
 package provider
 
 import (
-	"fmt"
 	"maps"
 	"math"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -83,6 +83,9 @@ type sharedInputs struct {
 	NodeSelector       map[string]string
 	GamePodSelector    map[string]string
 	GamePodAffinity    string
+	Tolerations        []TolerationArgs
+	PriorityClassName  string
+	ImagePullSecrets   []string
 	Labels             map[string]string
 	Annotations        map[string]string
 	SkipAwait          bool
@@ -90,6 +93,10 @@ type sharedInputs struct {
 	Preflight          *bool
 	Kubeconfig         string
 	KubeContext        string
+	// Target is the Kubernetes provider the Job goes to: in render mode
+	// preflight and replaceUnready default to off, and the preflight talks
+	// to its cluster.
+	Target kubeTarget
 }
 
 // withDefaults returns a copy of j with every empty input set to its
@@ -109,11 +116,13 @@ func (j sharedInputs) withDefaults() sharedInputs {
 	}
 	if j.ReplaceUnready == nil {
 		// A Job that pulumi up does not wait for may still run at the next
-		// up: replacing it then would kill the run.
-		j.ReplaceUnready = new(!j.SkipAwait)
+		// up: replacing it then would kill the run. A rendered Job has no
+		// live object for the provider to check.
+		j.ReplaceUnready = new(!j.SkipAwait && !j.Target.Render)
 	}
 	if j.Preflight == nil {
-		j.Preflight = new(true)
+		// Render mode: no cluster to look at (nor to warn about).
+		j.Preflight = new(!j.Target.Render)
 	}
 	if d, err := time.ParseDuration(j.Deadline); err == nil && j.Timeout == "" {
 		j.Timeout = (d + TimeoutMargin).String()
@@ -144,6 +153,7 @@ type jobSettings struct {
 	Resources          jobspec.Resources
 	Identity           jobspec.Identity
 	Placement          jobspec.Placement
+	Scheduling         jobspec.Scheduling
 	Labels             map[string]string
 	Annotations        map[string]string
 	Await              jobspec.Await
@@ -155,6 +165,10 @@ type jobSettings struct {
 type preflightSettings struct {
 	Enabled bool
 	Cluster preflight.Cluster
+	// Pending: the Kubernetes provider's inputs are not known yet (at
+	// preview: the cluster may not exist yet), so there is nothing to look
+	// at until `pulumi up`.
+	Pending bool
 }
 
 // job checks the shared inputs j (after withDefaults) and returns them
@@ -182,6 +196,7 @@ func (p *problems) job(j sharedInputs, r jobRules) jobSettings {
 	}
 	p.placement(j.NodeName, j.NodeSelector)
 	p.gamePod(j.GamePodSelector, j.GamePodAffinity, j.NodeName)
+	scheduling := p.scheduling(j.Tolerations, j.PriorityClassName, j.ImagePullSecrets)
 	p.labels("labels", j.Labels, jobspec.ReservedLabels)
 	p.annotations("annotations", j.Annotations, jobspec.ReservedAnnotations)
 	if *j.ReplaceUnready && j.SkipAwait {
@@ -202,12 +217,14 @@ func (p *problems) job(j sharedInputs, r jobRules) jobSettings {
 			GamePod:         j.GamePodSelector,
 			GamePodAffinity: jobspec.AffinityMode(j.GamePodAffinity),
 		},
+		Scheduling:  scheduling,
 		Labels:      j.Labels,
 		Annotations: j.Annotations,
 		Await:       jobspec.Await{Skip: j.SkipAwait, ReplaceUnready: *j.ReplaceUnready},
 		Preflight: preflightSettings{
 			Enabled: *j.Preflight,
-			Cluster: preflight.Cluster{Kubeconfig: j.Kubeconfig, Context: j.KubeContext},
+			Cluster: j.Target.withOverrides(j.Kubeconfig, j.KubeContext),
+			Pending: j.Target.Unknown && j.Kubeconfig == "",
 		},
 	}
 }
@@ -340,20 +357,16 @@ func (p *problems) mountPaths(mounts ...mount) {
 	}
 }
 
-func parseDuration(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("is not a Go duration")
-	}
-	return d, nil
-}
-
-// duration parses value as a Go duration in [minimum, maximum].
+// duration parses value as a duration (a number with a unit: 90s, 30m,
+// 1h30m) in [minimum, maximum].
 func (p *problems) duration(input, value string, minimum, maximum time.Duration) (time.Duration, bool) {
-	d, err := parseDuration(value)
+	d, err := time.ParseDuration(value)
 	switch {
+	case err != nil && isNumber(value):
+		p.addf(input, "%q has no unit: give a duration like %sm (minutes) or %ss (seconds)", value, value, value)
+		return 0, false
 	case err != nil:
-		p.addf(input, "%q is not a Go duration: use e.g. 30m, 1h30m or 90s", value)
+		p.addf(input, "%q is not a duration: give a number with a unit (s, m, h), e.g. 30m, 1h30m or 90s", value)
 		return 0, false
 	case d < minimum:
 		p.addf(input, "%q is too short: use at least %s", value, minimum)
@@ -363,6 +376,12 @@ func (p *problems) duration(input, value string, minimum, maximum time.Duration)
 		return 0, false
 	}
 	return d, true
+}
+
+// isNumber reports whether s is a plain decimal number, e.g. 30 or 1.5.
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil && strings.Trim(s, "0123456789.") == ""
 }
 
 // quantity parses a positive Kubernetes resource quantity.

@@ -64,7 +64,7 @@ func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts
 			Timeout:      r.Timeout,
 			Requirements: backupRequirements(job, r.Job),
 		}, nil
-	})
+	}, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +143,7 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.WorldRoot, "Where the world claim is mounted (read-only). Default: "+DefaultWorldRoot+".")
 	an.Describe(&a.WorldClaimName, "The world's PersistentVolumeClaim, mounted read-only. "+
 		"Default: world-<server>-0 (the StatefulSet claim of volume template world, ordinal 0).")
-	an.Describe(&a.Deadline, "How long the backup may run, a Go duration (activeDeadlineSeconds). Default: 30m.")
+	an.Describe(&a.Deadline, "How long the backup may run, a duration like 30m or 2h (activeDeadlineSeconds). Default: 30m.")
 	an.Describe(&a.SecurityMode, "baseline or restricted. baseline (default): root with every capability "+
 		"dropped except DAC_OVERRIDE, so it reads the game's 0600 files whatever their owner; meets the "+
 		"baseline Pod Security Standard. restricted: runs as runAsUser/runAsGroup (default 1000/1000, "+
@@ -153,8 +153,8 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.FSGroup, "The pod's fsGroup: kubelet gives the writable volumes and the config Secret's "+
 		"files this group (fsGroupChangePolicy OnRootMismatch). Omitted when 0. Default: omitted in "+
 		"baseline mode, runAsGroup in restricted mode (needed to read the config Secret as non-root).")
-	an.Describe(&a.TTLAfterFinished, "How long the finished Job is kept before Kubernetes deletes it, a Go "+
-		"duration of at least 1s (ttlSecondsAfterFinished). Default: none, the Job stays until a new runId "+
+	an.Describe(&a.TTLAfterFinished, "How long the finished Job is kept before Kubernetes deletes it, a "+
+		"duration like 30m or 2h, at least 1s (ttlSecondsAfterFinished). Default: none, the Job stays until a new runId "+
 		"replaces it. With a TTL, `pulumi refresh` (or `up --refresh`) after the deletion forgets the Job and the "+
 		"next `pulumi up` creates it again with the same runId; the archiver then does nothing (the run is "+
 		"already recorded), but `pulumi up` shows a create.")

@@ -295,7 +295,7 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		{"root configMountPath", func(a *WorldBackupArgs) { a.ConfigMountPath = pulumi.String("/") }, []string{"configMountPath"}, "a folder of its own"},
 		{"nested mounts", func(a *WorldBackupArgs) { a.BackupRoot = pulumi.String("/world/backups") }, []string{"worldRoot"}, `overlaps backupRoot`},
 		{"mount on /tmp", func(a *WorldBackupArgs) { a.ConfigMountPath = pulumi.String("/tmp") }, []string{"configMountPath"}, "overlaps the scratch folder"},
-		{"deadline not a duration", func(a *WorldBackupArgs) { a.Deadline = pulumi.String("30") }, []string{"deadline"}, `deadline "30" is not a Go duration`},
+		{"deadline not a duration", func(a *WorldBackupArgs) { a.Deadline = pulumi.String("30") }, []string{"deadline"}, `deadline "30" has no unit: give a duration like 30m (minutes) or 30s (seconds)`},
 		{"deadline zero", func(a *WorldBackupArgs) { a.Deadline = pulumi.String("0s") }, []string{"deadline"}, "too short"},
 		{"ttl negative", func(a *WorldBackupArgs) { a.TTLAfterFinished = pulumi.String("-1m") }, []string{"ttlAfterFinished"}, "too short"},
 		{"ttl zero", func(a *WorldBackupArgs) { a.TTLAfterFinished = pulumi.String("0s") }, []string{"ttlAfterFinished"}, "at least 1s"},
@@ -314,7 +314,7 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 			a.Annotations = pulumi.ToStringMap(map[string]string{"pulumi.com/skipAwait": "true"})
 		}, []string{"annotations"}, "set by the component"},
 		{"timeout below deadline", func(a *WorldBackupArgs) { a.Timeout = "10m" }, []string{"timeout"}, "shorter than deadline"},
-		{"timeout not a duration", func(a *WorldBackupArgs) { a.Timeout = "soon" }, []string{"timeout"}, "not a Go duration"},
+		{"timeout not a duration", func(a *WorldBackupArgs) { a.Timeout = "soon" }, []string{"timeout"}, "is not a duration: give a number with a unit"},
 		{"cpuLimit invalid", func(a *WorldBackupArgs) { a.CPULimit = pulumi.String("one") }, []string{"cpuLimit"}, "not a Kubernetes quantity"},
 		{"memoryLimit zero", func(a *WorldBackupArgs) { a.MemoryLimit = pulumi.String("0") }, []string{"memoryLimit"}, "greater than zero"},
 		{"securityMode unknown", func(a *WorldBackupArgs) { a.SecurityMode = new(SecurityMode("privileged")) }, []string{"securityMode"}, "use baseline"},

@@ -35,7 +35,8 @@ const (
 // may be Pulumi inputs as for a WorldBackup; the schedule's own are plain.
 type WorldBackupScheduleArgs struct {
 	// WorldBackupArgs are the inputs of the backup Job each run is; its
-	// runId, required by the plugin's schema, is ignored.
+	// runId, skipAwait, timeout, replaceUnready, preflight and kubeContext
+	// are ignored (and not in the plugin's schema: InputsNotTaken).
 	WorldBackupArgs
 	// Schedule is the cron expression, e.g. "0 4 * * *" (required).
 	Schedule string `pulumi:"schedule"`
@@ -126,6 +127,18 @@ func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args WorldBackupSc
 // validated; the CronJob passes each Job's name instead.
 const scheduledRunID = "scheduled"
 
+// Validate reports every missing or invalid input of a (after defaults) in
+// one *InputError; nil when a is valid.
+func (a WorldBackupScheduleArgs) Validate() error {
+	b, err := settleSync("worldbackupschedule", a.WorldBackupArgs)
+	if err != nil {
+		return err
+	}
+	a.WorldBackupArgs = b
+	_, _, err = a.resolve()
+	return err
+}
+
 // resolve validates the backup inputs and the schedule's.
 func (a WorldBackupScheduleArgs) resolve() (jobspec.Backup, jobspec.Schedule, error) {
 	b := a.WorldBackupArgs
@@ -212,14 +225,9 @@ func (w *WorldBackupSchedule) Annotate(a infer.Annotator) {
 
 // Annotate describes the schedule's inputs in the plugin's schema.
 func (a *WorldBackupScheduleArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.RunID, "Ignored (required by the schema; give any valid one, e.g. scheduled): each run's ID is "+
-		"the name of the Job the CronJob creates.")
-	an.Describe(&a.SkipAwait, "Ignored: Pulumi does not await the Jobs a CronJob creates.")
-	an.Describe(&a.Timeout, "Ignored: Pulumi does not await the Jobs a CronJob creates.")
-	an.Describe(&a.ReplaceUnready, "Ignored: Pulumi does not await the Jobs a CronJob creates.")
 	an.Describe(&a.Schedule, "The cron expression (five fields, or @hourly, @daily, @weekly, @monthly), e.g. \"0 4 * * *\".")
 	an.Describe(&a.TimeZone, "An IANA time zone the schedule is read in, e.g. Europe/Berlin. Default: the controller's (usually UTC).")
-	an.Describe(&a.StartingDeadline, "A run that could not start within this long of its time is skipped, a Go duration "+
+	an.Describe(&a.StartingDeadline, "A run that could not start within this long of its time is skipped, a duration like 10m or 1h "+
 		"(startingDeadlineSeconds). Default: 10m.")
 	an.Describe(&a.SuccessfulJobsHistory, "Finished successful Jobs kept (successfulJobsHistoryLimit). Default: 3.")
 	an.Describe(&a.FailedJobsHistory, "Failed Jobs kept (failedJobsHistoryLimit). Default: 3.")

@@ -44,7 +44,7 @@ func NewWorldPrune(ctx *pulumi.Context, name string, args WorldPruneArgs, opts .
 			Timeout:      r.Timeout,
 			Requirements: pruneRequirements(job, r.Job),
 		}, nil
-	})
+	}, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -101,8 +101,6 @@ func (a *WorldPruneArgs) Annotate(an infer.Annotator) {
 		"read-only and mounts no backup claim. Default: none, the folder store on backupClaimName.")
 	an.Describe(&a.BackupRoot, "Where the backup claim is mounted: the archive root, as in the WorldBackup "+
 		"(the catalog's archive paths must be under it). Default: /backups.")
-	an.Describe(&a.WorldRoot, "Not used: a prune mounts no world (refused when set).")
-	an.Describe(&a.WorldClaimName, "Not used: a prune mounts no world (refused when set).")
 	an.Describe(&a.ConfigSecretName, "The Secret holding felis.toml (the catalog's database URL), mounted "+
 		"read-only (mode 0400) at configMountPath. Default: felis-config.")
 	an.Describe(&a.ConfigMountPath, "Where the config Secret is mounted. Default: "+DefaultConfigMountPath+".")

@@ -53,7 +53,7 @@ type resolvedPrune struct {
 func (a WorldPruneArgs) resolve() (resolvedPrune, error) {
 	p := &problems{component: "worldprune"}
 	for _, in := range []struct{ input, v string }{{"worldRoot", str(a.WorldRoot)}, {"worldClaimName", str(a.WorldClaimName)}} {
-		if in.v != "" {
+		if in.v != "" { // not in the plugin's schema (InputsNotTaken): a Go program's
 			p.addf(in.input, "is set, but a prune mounts no world: remove it")
 		}
 	}

@@ -49,6 +49,7 @@ type WorldRestore struct {
 // waited for it (unless skipAwait), so a resource that depends on them (e.g.
 // the game server scaled back up) waits for the restore.
 func NewWorldRestore(ctx *pulumi.Context, name string, args WorldRestoreArgs, opts ...pulumi.ResourceOption) (*WorldRestore, error) {
+	_, args.sha256FromOutput = args.SHA256.(pulumi.Output)
 	pl, err := planJob(ctx, WorldRestoreType, name, args, args.JobInputs, func(a WorldRestoreArgs) (plannedJob, error) {
 		r, err := a.resolve()
 		if err != nil {
@@ -62,7 +63,7 @@ func NewWorldRestore(ctx *pulumi.Context, name string, args WorldRestoreArgs, op
 			Timeout:      r.Timeout,
 			Requirements: req,
 		}, nil
-	})
+	}, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +148,7 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 		"restored into ("+descFlag(jobapi.FlagInto)+"). Default: "+DefaultWorldRoot+".")
 	an.Describe(&a.WorldClaimName, "The world's PersistentVolumeClaim, mounted read-write. "+
 		"Default: world-<server>-0 (the StatefulSet claim of volume template world, ordinal 0).")
-	an.Describe(&a.Deadline, "How long the restore may run, a Go duration (activeDeadlineSeconds). Default: 30m.")
+	an.Describe(&a.Deadline, "How long the restore may run, a duration like 30m or 2h (activeDeadlineSeconds). Default: 30m.")
 	an.Describe(&a.SecurityMode, "baseline or restricted. baseline (default): root with every capability "+
 		"dropped except CHOWN, DAC_OVERRIDE and FOWNER, so it restores each file with the owner, mode and "+
 		"times the archive recorded (e.g. the game's UID) and replaces the old world whatever its modes; "+
@@ -160,8 +161,8 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.FSGroup, "The pod's fsGroup: kubelet gives the world volume this group and makes it "+
 		"group-writable (fsGroupChangePolicy OnRootMismatch), so a non-root restore can write a volume whose "+
 		"root belongs to root. Omitted when 0. Default: omitted in baseline mode, runAsGroup in restricted mode.")
-	an.Describe(&a.TTLAfterFinished, "How long the finished Job is kept before Kubernetes deletes it, a Go "+
-		"duration of at least 1s (ttlSecondsAfterFinished). Default: none, the Job stays until a new runId "+
+	an.Describe(&a.TTLAfterFinished, "How long the finished Job is kept before Kubernetes deletes it, a "+
+		"duration like 30m or 2h, at least 1s (ttlSecondsAfterFinished). Default: none, the Job stays until a new runId "+
 		"replaces it. With a TTL, `pulumi refresh` (or `up --refresh`) after the deletion forgets the Job and the "+
 		"next `pulumi up` creates it again with the same runId; the archiver then does nothing (the run is "+
 		"already restored: marker in the world), but `pulumi up` shows a create.")

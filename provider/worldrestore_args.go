@@ -40,6 +40,10 @@ type WorldRestoreArgs struct {
 	// whether it is set is plain (it decides the Job's volumes), its
 	// settings are inputs.
 	Store *StoreArgs `pulumi:"store,optional"`
+
+	// sha256FromOutput: the sha256 given is another resource's output (a
+	// WorldBackup's), set by NewWorldRestore, so that an empty one says why.
+	sha256FromOutput bool
 }
 
 // Validate reports every missing or invalid input of a (after defaults) in
@@ -74,7 +78,14 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 
 	p.server("server", a.Server, jobapi.KindRestore)
 	p.runID("runId", str(a.RunID))
-	p.sha256("sha256", sum)
+	if sum == "" && a.sha256FromOutput {
+		p.addf("sha256", "is empty, and it is another resource's output: a WorldBackup's sha256 is empty when no cluster "+
+			"reported its run (the Kubernetes provider renders, preflight is false or skipAwait is set), so there is no "+
+			"checksum to check the archive against. Give the checksum of a recorded run instead (the sha256 column of "+
+			"`archiver list --server %s --json`), or declare this restore once that backup has run on a cluster", a.Server)
+	} else {
+		p.sha256("sha256", sum)
+	}
 	// The restore needs no config Secret, so restricted mode needs no
 	// fsGroup, but for the S3 credentials Secret (common adds that need).
 	j, store := p.common(a.JobInputs, a.Store, storeObject, w, jobRules{run: "restore", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"})

@@ -405,7 +405,7 @@ func TestWorldRestoreSchemaThroughInfer(t *testing.T) {
 			"serviceAccountName", "backupRoot", "worldRoot", "worldClaimName", "deadline", "cpuLimit",
 			"memoryLimit", "securityMode", "runAsUser", "runAsGroup", "fsGroup", "ttlAfterFinished",
 			"backoffLimit", "maxBytes", "maxEntries", "nodeName", "nodeSelector", "labels", "annotations",
-			"skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "replaceUnready", "preflight",
+			"skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "tolerations", "priorityClassName", "imagePullSecrets", "replaceUnready", "preflight",
 			"store", "kubeContext"},
 		[]string{"archiveRef", "image", "runId", "server", "sha256"},
 		[]string{"jobName", "namespace", "runId", "archiveRef", "status"})

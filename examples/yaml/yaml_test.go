@@ -45,8 +45,6 @@ func goArgs() provider.WorldBackupArgs {
 			Deadline:        pulumi.String("45m"),
 			BackoffLimit:    pulumi.Int(1),
 			Labels:          pulumi.StringMap{"team": pulumi.String("games")},
-			Preflight:       new(false),
-			ReplaceUnready:  new(false),
 		},
 		Excludes: pulumi.ToStringArray([]string{"*.jar", "cache/", "logs/"}),
 	}

@@ -126,6 +126,25 @@ type Placement struct {
 	GamePodAffinity AffinityMode
 }
 
+// Scheduling is what a real cluster may ask of a pod beyond its placement:
+// tolerations of tainted nodes, a priority class, and the Secrets the
+// kubelet pulls a private image with. Every Job kind's pod and the
+// CronJob's template get them (BuildJob).
+type Scheduling struct {
+	Tolerations       []corev1.Toleration
+	PriorityClassName string
+	ImagePullSecrets  []string
+}
+
+// pullSecrets returns the image pull Secrets of s as references.
+func (s Scheduling) pullSecrets() []corev1.LocalObjectReference {
+	var out []corev1.LocalObjectReference
+	for _, n := range s.ImagePullSecrets {
+		out = append(out, corev1.LocalObjectReference{Name: n})
+	}
+	return out
+}
+
 // AffinityMode says how the Job's pod is drawn to the game server's pod.
 type AffinityMode string
 
@@ -225,9 +244,10 @@ type Job struct {
 	TTLAfterFinished time.Duration // ttlSecondsAfterFinished; 0 = keep the finished Job
 	BackoffLimit     int32
 
-	Resources Resources
-	Identity  Identity
-	Placement Placement
+	Resources  Resources
+	Identity   Identity
+	Placement  Placement
+	Scheduling Scheduling
 
 	Labels      map[string]string // extra labels, Job and pod
 	Annotations map[string]string // extra annotations, Job and pod
@@ -280,6 +300,9 @@ func BuildJob(j Job, p Pod) *batchv1.Job {
 					EnableServiceLinks:           new(false),
 					NodeName:                     j.Placement.NodeName,
 					Affinity:                     Affinity(j.Placement),
+					Tolerations:                  j.Scheduling.Tolerations,
+					PriorityClassName:            j.Scheduling.PriorityClassName,
+					ImagePullSecrets:             j.Scheduling.pullSecrets(),
 					SecurityContext:              PodSecurityContext(j.Identity),
 					Containers: []corev1.Container{{
 						Name:                     ContainerName,

@@ -130,10 +130,8 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			BackupClaimName:  pulumi.String(cfg.BackupClaim),
 			Namespace:        pulumi.String(cfg.Namespace),
 			TTLAfterFinished: pulumi.String(cfg.KeepFinished),
-			// Render mode: no cluster to look things up in at preview, and
-			// no live Job for pulumi.com/replaceUnready to check.
-			Preflight:      new(false),
-			ReplaceUnready: new(false),
+			// The provider renders: the preflight and replaceUnready are
+			// off by themselves (no cluster, no live Job to check).
 		}}, pulumi.Provider(k8s))
 		if err != nil {
 			return fmt.Errorf("server %s: %w", server, err)

@@ -133,12 +133,8 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 				Image:           pulumi.String(cfg.Image),
 				BackupClaimName: pulumi.String(cfg.BackupClaim),
 				Namespace:       pulumi.String(cl.Namespace),
-				// The preflight at preview asks the same cluster as the
-				// provider; rendering, there is no cluster to ask, and no
-				// live Job for replaceUnready to check.
-				KubeContext:    cl.Context,
-				Preflight:      new(cfg.RenderDir == ""),
-				ReplaceUnready: new(cfg.RenderDir == ""),
+				// The preflight asks the cluster of the provider (its
+				// context); rendering, it and replaceUnready are off.
 			}}, pulumi.Provider(k8s))
 			if err != nil {
 				return fmt.Errorf("cluster %s, server %s: %w", cl.Name, server, err)

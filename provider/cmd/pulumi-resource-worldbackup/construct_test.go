@@ -640,3 +640,115 @@ func TestConstructOutputInputs(t *testing.T) {
 		})
 	}
 }
+
+// constructRaw constructs the component typ through the plugin with inputs
+// in the engine's form.
+func constructRaw(t *testing.T, typ string, inputs resource.PropertyMap, dryRun bool) (*recorder, error) {
+	t.Helper()
+	prov, err := newProvider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	server, err := integration.NewServer(t.Context(), packageName, semver.MustParse(version),
+		integration.WithProvider(prov), integration.WithMocks(pluginMocks(rec)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = server.Construct(p.ConstructRequest{
+		Urn:    resource.NewURN("stack", "project", "", tokens.Type(typ), "survival"),
+		Inputs: resource.FromResourcePropertyMap(inputs),
+		DryRun: dryRun,
+	})
+	return rec, err
+}
+
+// TestConstructTakesWhatIsMeant: values as YAML and config give them (a
+// number for runId, a string for backoffLimit, a number as a label value,
+// one exclude as a string, rcon as the config string '{}') make the Job
+// they obviously mean.
+func TestConstructTakesWhatIsMeant(t *testing.T) {
+	inputs := resource.NewPropertyMapFromMap(map[string]any{
+		"server": "survival", "runId": 20261201, "image": "registry.example/archiver:1", "backupClaimName": "backups",
+		"backoffLimit": "2", "labels": map[string]any{"tier": 1}, "excludes": "*.jar", "rcon": "{}", "skipAwait": "false",
+	})
+	rec, err := constructRaw(t, provider.WorldBackupType, inputs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := rec.ofType(jobType)
+	if len(jobs) != 1 {
+		t.Fatalf("registered %d Jobs, want 1", len(jobs))
+	}
+	b, _ := json.Marshal(jobs[0].Inputs)
+	for _, want := range []string{`"--run-id","20261201"`, `"backoffLimit":2`, `"tier":"1"`, `"--exclude","*.jar"`, `"survival-rcon"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the Job lacks %s: %s", want, b)
+		}
+	}
+}
+
+// TestConstructNamesEveryProblem: several mistakes at once (a number for a
+// duration, another resource's output for the plain server, a missing
+// image, an invalid quantity, a word for a whole number) fail with one
+// message naming each input and its fix, in the component's words, and
+// register nothing.
+func TestConstructNamesEveryProblem(t *testing.T) {
+	inputs := resource.NewPropertyMapFromMap(map[string]any{
+		"runId": 20261201, "backupClaimName": "backups", "deadline": 30, "memoryLimit": "lots", "backoffLimit": "once",
+	})
+	inputs["server"] = resource.NewProperty(resource.Output{Element: resource.NewProperty("survival"), Known: true,
+		Dependencies: []resource.URN{"urn:pulumi:stack::project::kubernetes:core/v1:ConfigMap::names"}})
+	rec, err := constructRaw(t, provider.WorldBackupType, inputs, true)
+	if err == nil {
+		t.Fatal("Construct succeeded")
+	}
+	msg := status.Convert(err).Message()
+	for _, want := range []string{
+		"worldbackup: 5 invalid inputs",
+		`deadline is the number 30, but a duration needs its unit: give e.g. "30m" (or 30s for seconds)`,
+		"server is another resource's output",
+		`backoffLimit is "once": give a whole number`,
+		"image is required",
+		`memoryLimit "lots" is not a Kubernetes quantity`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q", want)
+		}
+	}
+	for _, goWords := range []string{"pulumi.", "Go duration", "destination type", "runId"} {
+		if strings.Contains(msg, goWords) {
+			t.Errorf("error says %q", goWords)
+		}
+	}
+	if t.Failed() {
+		t.Log(msg)
+	}
+	if len(rec.regs) != 0 {
+		t.Errorf("registered %d resources", len(rec.regs))
+	}
+}
+
+// TestConstructChecksAtUpFirst: at up, a restore whose inputs are another
+// resource's outputs (resolved, as the engine sends them) is checked before
+// anything is registered: an invalid one fails with its own message, with
+// no "marshaling properties" layers, and leaves no component behind.
+func TestConstructChecksAtUpFirst(t *testing.T) {
+	inputs := resource.NewPropertyMapFromMap(map[string]any{
+		"server": "survival", "runId": "r1", "image": "registry.example/archiver:1", "backupClaimName": "backups",
+		"sha256": strings.Repeat("ab", 32),
+	})
+	inputs["archiveRef"] = resource.NewProperty(resource.Output{Element: resource.NewProperty("backups/r1.tar.zst"), Known: true,
+		Dependencies: []resource.URN{"urn:pulumi:stack::project::worldbackup:index:WorldBackup::survival"}})
+	rec, err := constructRaw(t, provider.WorldRestoreType, inputs, false)
+	if err == nil {
+		t.Fatal("Construct succeeded")
+	}
+	msg := status.Convert(err).Message()
+	if !strings.HasPrefix(msg, `worldrestore: archiveRef "backups/r1.tar.zst" is invalid`) || strings.Contains(msg, "marshaling") {
+		t.Fatalf("error = %q, want the restore's own message alone", msg)
+	}
+	if len(rec.regs) != 0 {
+		t.Fatalf("registered %d resources before failing: %+v", len(rec.regs), rec.regs)
+	}
+}

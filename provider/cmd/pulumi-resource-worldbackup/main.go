@@ -19,6 +19,8 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
+	"strings"
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
@@ -26,6 +28,7 @@ import (
 	comProvider "github.com/pulumi/pulumi/sdk/v3/go/pulumi/provider"
 
 	"github.com/worldbackup/worldbackup/provider"
+	"github.com/worldbackup/worldbackup/provider/internal/settle"
 )
 
 // packageName is the Pulumi package name: the first part of every type token
@@ -107,10 +110,10 @@ func run(ctx context.Context, printSchema bool, stdout io.Writer) error {
 // its args. A new component is one more line in components.
 func newProvider() (p.Provider, error) {
 	var inferred []infer.InferredComponent
-	byType := map[string]comProvider.ConstructFunc{}
+	byType := map[string]component{}
 	for _, c := range components() {
 		inferred = append(inferred, c.inferred)
-		byType[c.typ] = c.construct
+		byType[c.typ] = c
 	}
 	prov, err := infer.NewProviderBuilder().
 		WithDisplayName("worldbackup").
@@ -133,7 +136,48 @@ func newProvider() (p.Provider, error) {
 		return p.Provider{}, fmt.Errorf("building the %s provider: %w", packageName, err)
 	}
 	prov.Construct = constructing(prov.Construct, byType)
+	prov.GetSchema = withoutInputsNotTaken(prov.GetSchema)
 	return prov, nil
+}
+
+// withoutInputsNotTaken returns getSchema with the shared inputs each
+// component does not take (provider.InputsNotTaken: JobInputs is embedded in
+// every component's args, so infer lists them all) removed from its
+// inputProperties and requiredInputs.
+func withoutInputsNotTaken(getSchema func(context.Context, p.GetSchemaRequest) (p.GetSchemaResponse, error)) func(context.Context, p.GetSchemaRequest) (p.GetSchemaResponse, error) {
+	return func(ctx context.Context, req p.GetSchemaRequest) (p.GetSchemaResponse, error) {
+		resp, err := getSchema(ctx, req)
+		if err != nil {
+			return resp, err
+		}
+		dec := json.NewDecoder(strings.NewReader(resp.Schema))
+		dec.UseNumber()
+		var spec map[string]any
+		if err := dec.Decode(&spec); err != nil {
+			return resp, fmt.Errorf("reading the inferred schema: %w", err)
+		}
+		resources, _ := spec["resources"].(map[string]any)
+		for typ, res := range resources {
+			r, _ := res.(map[string]any)
+			notTaken := provider.InputsNotTaken(typ)
+			if r == nil || len(notTaken) == 0 {
+				continue
+			}
+			props, _ := r["inputProperties"].(map[string]any)
+			for _, name := range notTaken {
+				delete(props, name)
+			}
+			if required, ok := r["requiredInputs"].([]any); ok {
+				r["requiredInputs"] = slices.DeleteFunc(required, func(v any) bool { return slices.Contains(notTaken, v.(string)) })
+			}
+		}
+		b, err := json.Marshal(spec)
+		if err != nil {
+			return resp, fmt.Errorf("writing the schema: %w", err)
+		}
+		resp.Schema = string(b)
+		return resp, nil
+	}
 }
 
 // components are the components the plugin serves, each named once: its
@@ -147,17 +191,21 @@ func components() []component {
 	}
 }
 
-// component is one served component: infer's view of it (its schema) and
-// the construct that builds it (see constructing).
+// component is one served component: infer's view of it (its schema), the
+// type of its args (whose fields the inputs are adapted to, see
+// coerceInputs) and the construct that builds it (see constructing), given
+// the problems found in adapting them.
 type component struct {
 	typ       string
 	inferred  infer.InferredComponent
-	construct comProvider.ConstructFunc
+	argsType  reflect.Type
+	construct func(problems []provider.Problem) comProvider.ConstructFunc
 }
 
 // serve returns the component typ built by the constructor fn.
 func serve[A any, C pulumi.ComponentResource](typ string, fn func(*pulumi.Context, string, A, ...pulumi.ResourceOption) (C, error)) component {
-	return component{typ: typ, inferred: infer.ComponentF(fn), construct: construct(fn)}
+	return component{typ: typ, inferred: infer.ComponentF(fn), argsType: reflect.TypeFor[A](),
+		construct: func(problems []provider.Problem) comProvider.ConstructFunc { return construct(fn, problems) }}
 }
 
 // The package's Registry metadata. The repository has no remote yet: the
@@ -255,11 +303,17 @@ func languages() map[string]any {
 // of an embedded struct (provider.JobInputs, whose inputs the schema lists
 // as the component's own, since pulumi-go-provider reads the embedded
 // fields for it): these components get their args from construct instead.
+//
+// The inputs are first adapted to the args' field types (coerceInputs), so
+// that what a user obviously means is taken and every input that cannot be
+// is named, with the component's own problems.
 func constructing(next func(context.Context, p.ConstructRequest) (p.ConstructResponse, error),
-	byType map[string]comProvider.ConstructFunc) func(context.Context, p.ConstructRequest) (p.ConstructResponse, error) {
+	byType map[string]component) func(context.Context, p.ConstructRequest) (p.ConstructResponse, error) {
 	return func(ctx context.Context, req p.ConstructRequest) (p.ConstructResponse, error) {
-		if f, ok := byType[string(req.Urn.Type())]; ok {
-			return p.ProgramConstruct(ctx, req, f)
+		if c, ok := byType[string(req.Urn.Type())]; ok {
+			var problems []provider.Problem
+			req.Inputs, problems = coerceInputs(req.Inputs, c.argsType)
+			return p.ProgramConstruct(ctx, req, c.construct(problems))
 		}
 		return next(ctx, req)
 	}
@@ -267,14 +321,22 @@ func constructing(next func(context.Context, p.ConstructRequest) (p.ConstructRes
 
 // construct serves the component constructor fn: it copies the inputs into
 // its args A, into its own fields and those of every struct it embeds, and
-// calls fn with them.
-func construct[A any, C pulumi.ComponentResource](fn func(*pulumi.Context, string, A, ...pulumi.ResourceOption) (C, error)) comProvider.ConstructFunc {
+// calls fn with them. With problems (inputs it could not take, left out of
+// the inputs), it registers nothing and fails with them and the problems
+// the args' Validate finds in the rest, in one *provider.InputError.
+func construct[A any, C pulumi.ComponentResource](fn func(*pulumi.Context, string, A, ...pulumi.ResourceOption) (C, error),
+	problems []provider.Problem) comProvider.ConstructFunc {
 	return func(ctx *pulumi.Context, typ, name string, inputs comProvider.ConstructInputs, opts pulumi.ResourceOption) (*comProvider.ConstructResult, error) {
 		var args A
 		if err := copyInputs(inputs, &args); err != nil {
 			return nil, fmt.Errorf("copying the inputs of %s %q: %w", typ, name, err)
 		}
-		comp, err := fn(ctx, name, args, opts)
+		if len(problems) > 0 {
+			return nil, withValidation(typ, args, problems)
+		}
+		// The engine constructs a component once the caller resolved its
+		// inputs: they are checked before anything is registered.
+		comp, err := fn(settle.Resolved(ctx), name, args, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -313,4 +375,26 @@ func writeSchema(ctx context.Context, w io.Writer, prov p.Provider) error {
 		return fmt.Errorf("writing the schema: %w", err)
 	}
 	return nil
+}
+
+// withValidation returns the problems of the inputs the component typ could
+// not take, followed by those its args' Validate finds in the rest (but for
+// the inputs already named: a dropped required input is not missing too).
+func withValidation(typ string, args any, problems []provider.Problem) error {
+	component := strings.ToLower(typ[strings.LastIndex(typ, ":")+1:])
+	all := slices.Clone(problems)
+	v, ok := args.(interface{ Validate() error })
+	var ie *provider.InputError
+	if ok && errors.As(v.Validate(), &ie) {
+		for _, q := range ie.Problems {
+			named := slices.ContainsFunc(problems, func(p provider.Problem) bool {
+				return q.Input == p.Input || strings.HasPrefix(q.Input, p.Input+".") || strings.HasPrefix(p.Input, q.Input+".") ||
+					strings.HasPrefix(p.Input, q.Input+"[")
+			})
+			if !named && q.Input != "inputs" { // "inputs": unknown at preview, checked when they resolve
+				all = append(all, q)
+			}
+		}
+	}
+	return &provider.InputError{Component: component, Problems: all}
 }

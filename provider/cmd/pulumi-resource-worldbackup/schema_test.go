@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/worldbackup/worldbackup/internal/stacktest"
+	"github.com/worldbackup/worldbackup/provider"
 )
 
 // TestSchemaUpToDate regenerates the schema the way `make schema` does
@@ -105,7 +106,7 @@ func TestSchemaServesTheComponents(t *testing.T) {
 		{"worldbackup:index:WorldBackup", []string{"server", "runId", "image"}, []string{"jobName", "namespace", "runId", "archiveRef"}},
 		{"worldbackup:index:WorldRestore", []string{"server", "runId", "image", "archiveRef", "sha256"}, []string{"jobName", "namespace", "runId", "archiveRef"}},
 		{"worldbackup:index:WorldPrune", []string{"server", "runId", "image", "retention"}, []string{"jobName", "namespace", "runId"}},
-		{"worldbackup:index:WorldBackupSchedule", []string{"server", "runId", "image", "schedule"}, []string{"cronJobName", "namespace"}},
+		{"worldbackup:index:WorldBackupSchedule", []string{"server", "image", "schedule"}, []string{"cronJobName", "namespace"}},
 	}
 	if len(schema.Resources) != len(tests) {
 		t.Errorf("schema has %d resources, want %d", len(schema.Resources), len(tests))
@@ -125,6 +126,18 @@ func TestSchemaServesTheComponents(t *testing.T) {
 			for _, o := range tc.outputs {
 				if _, ok := res.Properties[o]; !ok {
 					t.Errorf("no output %q", o)
+				}
+			}
+			// Each component's schema holds only what it takes.
+			for _, in := range provider.InputsNotTaken(tc.token) {
+				if _, ok := res.InputProperties[in]; ok {
+					t.Errorf("input %q is in the schema, but the component does not take it", in)
+				}
+			}
+			// What real clusters ask of a pod, on every Job and the CronJob's.
+			for _, in := range []string{"tolerations", "priorityClassName", "imagePullSecrets", "nodeSelector", "labels", "annotations"} {
+				if _, ok := res.InputProperties[in]; !ok {
+					t.Errorf("no input %q", in)
 				}
 			}
 		})

@@ -120,13 +120,14 @@ func hasOutput(fields []reflect.Value) bool {
 // Now resolves every input of args. At preview (dryRun) it waits for
 // them, which is quick there, so that known values are checked at once;
 // unknown ones give Known false. Outside a preview it waits only when no
-// input is an Output: an Output may wait for a resource that `pulumi up` is
-// creating (a backup Job), and waiting here would hold back every resource
-// the program declares after this one; such args give Known false too, and
-// the caller resolves them later (Later).
+// input is an Output, or when ctx is marked Resolved: an Output may wait
+// for a resource that `pulumi up` is creating (a backup Job), and waiting
+// here would hold back every resource the program declares after this one;
+// such args give Known false too, and the caller resolves them later
+// (Later).
 func Now[T any](ctx context.Context, dryRun bool, args T) (Settled[T], error) {
 	c, fields := inputsOf(args)
-	if !dryRun && hasOutput(fields) {
+	if !dryRun && hasOutput(fields) && ctx.Value(resolvedKey{}) == nil {
 		return Settled[T]{}, nil
 	}
 	res, err := internals.UnsafeAwaitOutput(ctx, allOf(fields))
@@ -156,3 +157,13 @@ func Later[T, R any](args T, f func(T) (R, error)) pulumi.AnyOutput {
 		return f(*c2)
 	}).(pulumi.AnyOutput)
 }
+
+type resolvedKey struct{}
+
+// Resolved returns ctx marked as one whose inputs arrive resolved: a
+// component provider's Construct, which the engine calls once the caller's
+// SDK has resolved every input (at `pulumi up` an input from a backup's
+// outputs arrives after that backup ran), so Now waits for its Outputs
+// there too, which takes no time, and a component checks them before it
+// registers anything.
+func Resolved(ctx *pulumi.Context) *pulumi.Context { return ctx.WithValue(resolvedKey{}, true) }
