@@ -1,10 +1,8 @@
 package chunked
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -176,7 +174,8 @@ type prevLoc struct {
 type sink struct {
 	newPack  func() (*packWriter, error)
 	loadList func(l Ref, packs []ID) (*list, error)
-	enc      *zstd.Encoder
+	enc      *zstd.Encoder // the committer's (list blobs)
+	scratch  []byte        // its output buffer
 	chunk    *chunker.Chunker
 	log      hclog.Logger
 	fullRead bool
@@ -202,7 +201,8 @@ type sink struct {
 
 	meta     []byte
 	segments []Segment
-	cur      *fileCut
+	cur      *fileCut // the cutter's
+	q        *committer
 }
 
 // fileCut is the state of the file whose data is being received.
@@ -234,15 +234,21 @@ func (c *fileCut) wait() error {
 }
 
 func (s *sink) run(ctx context.Context, st WriteStore, root, key string, o Options) (Result, error) {
+	if err := s.startCommitter(); err != nil {
+		return Result{}, err
+	}
 	a := newAsyncSink(s)
 	tr, err := tarstream.WriteTar(ctx, a, root, o.Tar)
 	if serr := a.finish(); serr != nil {
 		err = serr // the sink's failure, not its echo in the walk
 	}
-	if err != nil {
-		return Result{}, err
+	if err == nil {
+		err = s.flushMeta()
 	}
-	if err := s.flushMeta(); err != nil {
+	if cerr := s.stopCommitter(); cerr != nil {
+		err = cerr // the committer's failure, not its echo in the cutter
+	}
+	if err != nil {
 		return Result{}, err
 	}
 	for _, p := range []**packWriter{&s.data, &s.lists} {
@@ -279,6 +285,9 @@ func (s *sink) abort(ctx context.Context, st WriteStore) {
 	if s.cur != nil && s.cur.pw != nil {
 		s.cur.pw.CloseWithError(errPackAborted)
 		_ = s.cur.wait()
+	}
+	if s.q != nil {
+		_ = s.stopCommitter()
 	}
 	for _, p := range []*packWriter{s.data, s.lists} {
 		if p != nil {
@@ -320,21 +329,25 @@ func (s *sink) packIndex(id ID) uint32 {
 	return i
 }
 
-// store returns the Ref of the blob raw, writing it to a pack unless the
-// run or the previous version of the file has it.
+// store returns the Ref of the blob raw (owned by the run from now on),
+// writing it to a pack unless the run or the previous version of the file
+// has it. It runs on the committer's goroutine (list blobs), hashing and
+// trying zstd there.
 func (s *sink) store(typ byte, raw []byte) (Ref, error) {
-	return s.storeHint(typ, raw, true)
+	b := &blob{typ: typ, raw: raw, try: true}
+	s.scratch = prepare(s.enc, b, s.scratch)
+	return s.commit(b)
 }
 
-// storeHint is store; try false skips trying zstd on data known to be
-// compressed already (a chunk the game compressed with zlib, gzip or LZ4).
-func (s *sink) storeHint(typ byte, raw []byte, try bool) (Ref, error) {
-	if typ == typeData && allZero(raw) {
+// commit returns the Ref of the prepared blob b, writing it to a pack
+// unless the run or the previous version of the file has it.
+func (s *sink) commit(b *blob) (Ref, error) {
+	if b.zero {
 		// Zeros (a chunk's unused sector tail, free sectors) are not
 		// stored: a zero run says how many.
-		return Ref{Raw: uint32(len(raw)), Flags: compZero}, nil
+		return Ref{Raw: uint32(len(b.raw)), Flags: compZero}, nil
 	}
-	id := ID(sha256.Sum256(raw))
+	id, typ, raw := b.id, b.typ, b.raw
 	if l, ok := s.index[id]; ok {
 		return l.ref(id), nil
 	}
@@ -346,15 +359,7 @@ func (s *sink) storeHint(typ byte, raw []byte, try bool) (Ref, error) {
 		r.Pack = s.packIndex(s.prev.Packs[r.Pack])
 		return r, nil
 	}
-	flags, stored := byte(compNone), []byte(nil)
-	if try && len(raw) >= 64 {
-		if c := s.enc.EncodeAll(raw, make([]byte, 0, len(raw))); len(c) < len(raw)-len(raw)/32 {
-			flags, stored = compZstd, c
-		}
-	}
-	if stored == nil {
-		stored = bytes.Clone(raw)
-	}
+	flags, stored := b.flags, b.stored
 	p := &s.data
 	if typ == typeList {
 		p = &s.lists
@@ -433,12 +438,10 @@ func (s *sink) flushMeta() error {
 	if len(s.meta) == 0 {
 		return nil
 	}
-	r, err := s.store(typeData, s.meta)
-	if err != nil {
+	if err := s.submit(op{kind: opMeta}, typeData, s.meta, true); err != nil {
 		return err
 	}
 	s.meta = s.meta[:0]
-	s.segments = append(s.segments, Segment{Meta: &r})
 	return nil
 }
 
@@ -461,14 +464,8 @@ func (s *sink) BeginFile(f tarstream.File, reuse bool) error {
 	if reuse {
 		return nil
 	}
-	// The blobs of the previous version of the file: a chunk the game
-	// moved, or the unchanged part of a file that changed, is found there.
-	clear(s.prevIdx)
-	if p := s.prevFiles[f.Path]; p != nil {
-		if err := s.loadPrev(p); err != nil {
-			s.log.Warn("previous version of a file unreadable; it is stored again", "path", f.Path, "error", err)
-			clear(s.prevIdx)
-		}
+	if err := s.submit(op{kind: opBegin, prev: s.prevFiles[f.Path]}, 0, nil, false); err != nil {
+		return err
 	}
 	switch {
 	case isRegion(f.Path) && f.Size >= regionHeader:
@@ -506,7 +503,7 @@ func (s *sink) EndFile(intact bool) error {
 		return fmt.Errorf("tar stream: %q has %d bytes of data, not its size %d", c.rec.Path, c.got, c.rec.Size)
 	}
 	if c.reuse {
-		return s.reuseFile(c.rec)
+		return s.submit(op{kind: opReuse, c: c}, 0, nil, false)
 	}
 	if c.err != nil {
 		return c.err
@@ -526,24 +523,22 @@ func (s *sink) EndFile(intact bool) error {
 			return err
 		}
 	}
-	c.rec.Reusable = intact
-	return s.finishFile(c)
+	return s.submit(op{kind: opEnd, c: c, intact: intact}, 0, nil, false)
 }
 
 func (s *sink) dataBlob(c *fileCut, raw []byte) error {
 	return s.dataBlobHint(c, raw, true)
 }
 
+// dataBlobHint queues raw (copied) as c's next data blob; try false skips
+// trying zstd on data known to be compressed already (a chunk the game
+// compressed with zlib, gzip or LZ4).
 func (s *sink) dataBlobHint(c *fileCut, raw []byte, try bool) error {
-	r, err := s.storeHint(typeData, raw, try)
-	if err != nil {
-		return err
-	}
-	c.refs = append(c.refs, r)
-	return nil
+	return s.submit(op{kind: opBlob, c: c}, typeData, raw, try)
 }
 
-// finishFile writes the list blobs of c and appends its record.
+// finishFile writes the list blobs of c and appends its record (on the
+// committer's goroutine).
 func (s *sink) finishFile(c *fileCut) error {
 	data := make(map[uint32]bool)
 	for refs := c.refs; len(refs) > 0; {
@@ -614,6 +609,16 @@ func (s *sink) regionWrite(c *fileCut, p []byte) error {
 	}
 	for len(p) > 0 {
 		want := c.segEnd - c.segStart - int64(len(c.buf))
+		if c.cuts != nil && len(c.buf) == 0 && int64(len(p)) >= want {
+			// The whole part is in p: no copy into buf.
+			if err := s.regionBlob(c, p[:want]); err != nil {
+				return err
+			}
+			p = p[want:]
+			c.segStart = c.segEnd
+			c.segEnd = nextCut(c.cuts, c.segStart)
+			continue
+		}
 		n := min(int64(len(p)), want)
 		c.buf = append(c.buf, p[:n]...)
 		p = p[n:]
@@ -640,7 +645,7 @@ func (s *sink) regionWrite(c *fileCut, p []byte) error {
 			}
 			c.cuts, c.starts = cuts, starts
 		}
-		if err := s.regionBlob(c); err != nil {
+		if err := s.regionBlob(c, c.buf); err != nil {
 			return err
 		}
 		c.buf = c.buf[:0]
@@ -650,12 +655,11 @@ func (s *sink) regionWrite(c *fileCut, p []byte) error {
 	return nil
 }
 
-// regionBlob stores c.buf, a part of a region file between two cuts. In a
+// regionBlob stores b, a part of a region file between two cuts. In a
 // chunk's sectors, its data (its length field says where it ends) is one
 // blob, found again wherever the game moves the chunk, and the rest of the
 // sectors (zeros, or stale bytes of an older chunk) another.
-func (s *sink) regionBlob(c *fileCut) error {
-	b := c.buf
+func (s *sink) regionBlob(c *fileCut, b []byte) error {
 	if c.starts[c.segStart] && len(b) > 5 {
 		l := int64(binary.BigEndian.Uint32(b))
 		if body := 4 + l; l > 0 && body < int64(len(b)) {
