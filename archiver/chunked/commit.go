@@ -55,7 +55,7 @@ func prepare(enc *zstd.Encoder, b *blob, scratch []byte) []byte {
 	}
 	b.id = ID(sha256.Sum256(b.raw))
 	b.flags, b.stored = compNone, b.raw
-	if b.try && len(b.raw) >= 64 {
+	if b.try && len(b.raw) >= 64 && !deflated(b.raw) {
 		c := enc.EncodeAll(b.raw, scratch[:0])
 		if len(c) < len(b.raw)-len(b.raw)/32 {
 			b.flags, b.stored = compZstd, bytes.Clone(c)
@@ -63,6 +63,22 @@ func prepare(enc *zstd.Encoder, b *blob, scratch []byte) []byte {
 		scratch = c[:0]
 	}
 	return scratch
+}
+
+// deflated reports whether b starts like a gzip stream or a zlib stream
+// (the header a compressor writes: deflate, a 32 KiB window or less, the
+// check bits right): a player file or level.dat (gzip NBT), which zstd
+// cannot shrink. Data that only looks so is stored without zstd, which
+// costs nothing but the saving.
+func deflated(b []byte) bool {
+	switch {
+	case len(b) < 2:
+		return false
+	case b[0] == 0x1f && b[1] == 0x8b:
+		return true
+	default:
+		return b[0]&0x0f == 8 && b[0]>>4 <= 7 && (uint16(b[0])<<8|uint16(b[1]))%31 == 0
+	}
 }
 
 type opKind byte
