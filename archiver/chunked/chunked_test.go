@@ -365,3 +365,27 @@ func TestChunkedOpenStream(t *testing.T) {
 		t.Errorf("Rebuild of a manifest with a bad record: %v, want ErrCorrupt", err)
 	}
 }
+
+func TestDeflated(t *testing.T) {
+	tests := []struct {
+		name string
+		b    []byte
+		want bool
+	}{
+		{"gzip", []byte{0x1f, 0x8b, 8, 0}, true},
+		{"zlib default", []byte{0x78, 0x9c, 1}, true},
+		{"zlib fastest", []byte{0x78, 0x01}, true},
+		{"zlib best", []byte{0x78, 0xda}, true},
+		{"zlib, bad check bits", []byte{0x78, 0x9d}, false},
+		{"tar header text", []byte("world/region/r.0.0.mca"), false},
+		{"zstd frame", []byte{0x28, 0xb5, 0x2f, 0xfd}, false},
+		{"one byte", []byte{0x1f}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := deflated(tt.b); got != tt.want {
+				t.Errorf("deflated(% x) = %v, want %v", tt.b, got, tt.want)
+			}
+		})
+	}
+}
