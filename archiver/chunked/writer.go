@@ -1,8 +1,10 @@
 package chunked
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -174,8 +176,7 @@ type prevLoc struct {
 type sink struct {
 	newPack  func() (*packWriter, error)
 	loadList func(l Ref, packs []ID) (*list, error)
-	enc      *zstd.Encoder // the committer's (list blobs)
-	scratch  []byte        // its output buffer
+	enc      *zstd.Encoder
 	chunk    *chunker.Chunker
 	log      hclog.Logger
 	fullRead bool
@@ -201,8 +202,7 @@ type sink struct {
 
 	meta     []byte
 	segments []Segment
-	cur      *fileCut // the cutter's
-	q        *committer
+	cur      *fileCut
 }
 
 // fileCut is the state of the file whose data is being received.
@@ -234,21 +234,15 @@ func (c *fileCut) wait() error {
 }
 
 func (s *sink) run(ctx context.Context, st WriteStore, root, key string, o Options) (Result, error) {
-	if err := s.startCommitter(); err != nil {
-		return Result{}, err
-	}
 	a := newAsyncSink(s)
 	tr, err := tarstream.WriteTar(ctx, a, root, o.Tar)
 	if serr := a.finish(); serr != nil {
 		err = serr // the sink's failure, not its echo in the walk
 	}
-	if err == nil {
-		err = s.flushMeta()
-	}
-	if cerr := s.stopCommitter(); cerr != nil {
-		err = cerr // the committer's failure, not its echo in the cutter
-	}
 	if err != nil {
+		return Result{}, err
+	}
+	if err := s.flushMeta(); err != nil {
 		return Result{}, err
 	}
 	for _, p := range []**packWriter{&s.data, &s.lists} {
@@ -285,9 +279,6 @@ func (s *sink) abort(ctx context.Context, st WriteStore) {
 	if s.cur != nil && s.cur.pw != nil {
 		s.cur.pw.CloseWithError(errPackAborted)
 		_ = s.cur.wait()
-	}
-	if s.q != nil {
-		_ = s.stopCommitter()
 	}
 	for _, p := range []*packWriter{s.data, s.lists} {
 		if p != nil {
@@ -329,25 +320,21 @@ func (s *sink) packIndex(id ID) uint32 {
 	return i
 }
 
-// store returns the Ref of the blob raw (owned by the run from now on),
-// writing it to a pack unless the run or the previous version of the file
-// has it. It runs on the committer's goroutine (list blobs), hashing and
-// trying zstd there.
+// store returns the Ref of the blob raw, writing it to a pack unless the
+// run or the previous version of the file has it.
 func (s *sink) store(typ byte, raw []byte) (Ref, error) {
-	b := &blob{typ: typ, raw: raw, try: true}
-	s.scratch = prepare(s.enc, b, s.scratch)
-	return s.commit(b)
+	return s.storeHint(typ, raw, true)
 }
 
-// commit returns the Ref of the prepared blob b, writing it to a pack
-// unless the run or the previous version of the file has it.
-func (s *sink) commit(b *blob) (Ref, error) {
-	if b.zero {
+// storeHint is store; try false skips trying zstd on data known to be
+// compressed already (a chunk the game compressed with zlib, gzip or LZ4).
+func (s *sink) storeHint(typ byte, raw []byte, try bool) (Ref, error) {
+	if typ == typeData && allZero(raw) {
 		// Zeros (a chunk's unused sector tail, free sectors) are not
 		// stored: a zero run says how many.
-		return Ref{Raw: uint32(len(b.raw)), Flags: compZero}, nil
+		return Ref{Raw: uint32(len(raw)), Flags: compZero}, nil
 	}
-	id, typ, raw := b.id, b.typ, b.raw
+	id := ID(sha256.Sum256(raw))
 	if l, ok := s.index[id]; ok {
 		return l.ref(id), nil
 	}
@@ -359,7 +346,15 @@ func (s *sink) commit(b *blob) (Ref, error) {
 		r.Pack = s.packIndex(s.prev.Packs[r.Pack])
 		return r, nil
 	}
-	flags, stored := b.flags, b.stored
+	flags, stored := byte(compNone), []byte(nil)
+	if try && len(raw) >= 64 && !deflated(raw) {
+		if c := s.enc.EncodeAll(raw, make([]byte, 0, len(raw))); len(c) < len(raw)-len(raw)/32 {
+			flags, stored = compZstd, c
+		}
+	}
+	if stored == nil {
+		stored = bytes.Clone(raw)
+	}
 	p := &s.data
 	if typ == typeList {
 		p = &s.lists
@@ -438,10 +433,12 @@ func (s *sink) flushMeta() error {
 	if len(s.meta) == 0 {
 		return nil
 	}
-	if err := s.submit(op{kind: opMeta}, typeData, s.meta, true); err != nil {
+	r, err := s.store(typeData, s.meta)
+	if err != nil {
 		return err
 	}
 	s.meta = s.meta[:0]
+	s.segments = append(s.segments, Segment{Meta: &r})
 	return nil
 }
 
@@ -464,8 +461,14 @@ func (s *sink) BeginFile(f tarstream.File, reuse bool) error {
 	if reuse {
 		return nil
 	}
-	if err := s.submit(op{kind: opBegin, prev: s.prevFiles[f.Path]}, 0, nil, false); err != nil {
-		return err
+	// The blobs of the previous version of the file: a chunk the game
+	// moved, or the unchanged part of a file that changed, is found there.
+	clear(s.prevIdx)
+	if p := s.prevFiles[f.Path]; p != nil {
+		if err := s.loadPrev(p); err != nil {
+			s.log.Warn("previous version of a file unreadable; it is stored again", "path", f.Path, "error", err)
+			clear(s.prevIdx)
+		}
 	}
 	switch {
 	case isRegion(f.Path) && f.Size >= regionHeader:
@@ -503,7 +506,7 @@ func (s *sink) EndFile(intact bool) error {
 		return fmt.Errorf("tar stream: %q has %d bytes of data, not its size %d", c.rec.Path, c.got, c.rec.Size)
 	}
 	if c.reuse {
-		return s.submit(op{kind: opReuse, c: c}, 0, nil, false)
+		return s.reuseFile(c.rec)
 	}
 	if c.err != nil {
 		return c.err
@@ -523,22 +526,24 @@ func (s *sink) EndFile(intact bool) error {
 			return err
 		}
 	}
-	return s.submit(op{kind: opEnd, c: c, intact: intact}, 0, nil, false)
+	c.rec.Reusable = intact
+	return s.finishFile(c)
 }
 
 func (s *sink) dataBlob(c *fileCut, raw []byte) error {
 	return s.dataBlobHint(c, raw, true)
 }
 
-// dataBlobHint queues raw (copied) as c's next data blob; try false skips
-// trying zstd on data known to be compressed already (a chunk the game
-// compressed with zlib, gzip or LZ4).
 func (s *sink) dataBlobHint(c *fileCut, raw []byte, try bool) error {
-	return s.submit(op{kind: opBlob, c: c}, typeData, raw, try)
+	r, err := s.storeHint(typeData, raw, try)
+	if err != nil {
+		return err
+	}
+	c.refs = append(c.refs, r)
+	return nil
 }
 
-// finishFile writes the list blobs of c and appends its record (on the
-// committer's goroutine).
+// finishFile writes the list blobs of c and appends its record.
 func (s *sink) finishFile(c *fileCut) error {
 	data := make(map[uint32]bool)
 	for refs := c.refs; len(refs) > 0; {
@@ -610,7 +615,8 @@ func (s *sink) regionWrite(c *fileCut, p []byte) error {
 	for len(p) > 0 {
 		want := c.segEnd - c.segStart - int64(len(c.buf))
 		if c.cuts != nil && len(c.buf) == 0 && int64(len(p)) >= want {
-			// The whole part is in p: no copy into buf.
+			// The whole part is in p: stored from there, not copied into
+			// buf first (storeHint copies what it keeps).
 			if err := s.regionBlob(c, p[:want]); err != nil {
 				return err
 			}
@@ -676,6 +682,22 @@ func (s *sink) regionBlob(c *fileCut, b []byte) error {
 // gameCompressed reports whether a chunk's compression byte says gzip (1),
 // zlib (2) or LZ4 (4).
 func gameCompressed(t byte) bool { return t == 1 || t == 2 || t == 4 }
+
+// deflated reports whether b starts like a gzip stream or a zlib stream
+// (the header a compressor writes: deflate, a 32 KiB window or less, the
+// check bits right): a player file or level.dat (gzip NBT), which zstd
+// cannot shrink. Data that only looks so is stored without zstd, which
+// costs nothing but the saving.
+func deflated(b []byte) bool {
+	switch {
+	case len(b) < 2:
+		return false
+	case b[0] == 0x1f && b[1] == 0x8b:
+		return true
+	default:
+		return b[0]&0x0f == 8 && b[0]>>4 <= 7 && (uint16(b[0])<<8|uint16(b[1]))%31 == 0
+	}
+}
 
 func allZero(b []byte) bool {
 	for len(b) >= 8 {
