@@ -264,6 +264,19 @@ func PackKey(id string) (string, error) {
 	return chunkedPacks + "/" + id[:2] + "/" + id, nil
 }
 
+// PacksDir is the folder below which every pack is kept (PackKey).
+const PacksDir = chunkedPacks
+
+// PackIDOfKey returns the ID of the pack whose key is key, and false when
+// key is not a pack's key.
+func PackIDOfKey(key string) (string, bool) {
+	id := key[strings.LastIndexByte(key, '/')+1:]
+	if k, err := PackKey(id); err != nil || k != key {
+		return "", false
+	}
+	return id, true
+}
+
 // PackDirs returns the 256 folders packs are kept in.
 func PackDirs() []string {
 	out := make([]string, 0, 256)

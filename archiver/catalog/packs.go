@@ -131,3 +131,21 @@ func (db *DB) ForgetPacks(ctx context.Context, ids []string) error {
 	}
 	return nil
 }
+
+// KnownPacks returns those of ids that have a row in chunked_packs,
+// condemned or not. A pack in the store without one is an orphan: its row
+// was forgotten by a prune (it was condemned first, so no backup can
+// record a run that references it: InsertChunked wants every pack's row
+// there and not condemned), or lost with the catalog. A backup registers a
+// pack before it writes the object, so a pack listed before this call and
+// not known by it is never referenced again.
+func (db *DB) KnownPacks(ctx context.Context, ids []string) ([]string, error) {
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
+	rows, _ := db.pool.Query(ctx, `SELECT pack_id FROM chunked_packs WHERE pack_id = ANY($1) ORDER BY pack_id`, ids)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("looking up packs: %w", err)
+	}
+	return out, nil
+}

@@ -316,3 +316,76 @@ func TestChunkedIndexBound(t *testing.T) {
 		t.Errorf("bounded index stored %d blobs, unbounded %d: want more (the copies again)", res.NewBlobs, full.NewBlobs)
 	}
 }
+
+// TestChunkedOpenStream: a manifest opened for streaming (its records
+// decoded one at a time) rebuilds the same stream as one parsed whole,
+// sets its stream size at the end, and a bad record (its blobs do not add
+// up to its size, in a manifest whose hash is its own) fails the rebuild
+// with ErrCorrupt when the walk reaches it.
+func TestChunkedOpenStream(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	world := testWorld(t, rng)
+	st := store.NewMem()
+	res := backup(t, st, world, "run-1", nil, false)
+	_, want := rebuild(t, st, res)
+	m, err := OpenStream(t.Context(), st, res.ManifestKey, res.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Segments != nil {
+		t.Errorf("OpenStream decoded %d segments up front", len(m.Segments))
+	}
+	var got bytes.Buffer
+	if err := Rebuild(t.Context(), st, m, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want) || m.StreamSize != int64(len(want)) {
+		t.Errorf("streamed rebuild: %d bytes, stream size %d; want %d", got.Len(), m.StreamSize, len(want))
+	}
+	if _, err := Verify(t.Context(), st, m, 1, 0); err != nil {
+		t.Errorf("Verify of a streamed manifest: %v", err)
+	}
+
+	// A last record without the blobs of its byte: the head parses, the walk fails.
+	whole, err := Open(t.Context(), st, res.ManifestKey, res.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole.Segments = append(whole.Segments, Segment{File: &FileRecord{Path: "extra", Size: 1}})
+	b, err := whole.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, st, "bad.manifest", b)
+	m, err = OpenStream(t.Context(), st, "bad.manifest", Sum(b))
+	if err != nil {
+		t.Fatalf("OpenStream of a manifest whose records are bad: %v (the head is good)", err)
+	}
+	if err := Rebuild(t.Context(), st, m, io.Discard); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Rebuild of a manifest with a bad record: %v, want ErrCorrupt", err)
+	}
+}
+
+func TestDeflated(t *testing.T) {
+	tests := []struct {
+		name string
+		b    []byte
+		want bool
+	}{
+		{"gzip", []byte{0x1f, 0x8b, 8, 0}, true},
+		{"zlib default", []byte{0x78, 0x9c, 1}, true},
+		{"zlib fastest", []byte{0x78, 0x01}, true},
+		{"zlib best", []byte{0x78, 0xda}, true},
+		{"zlib, bad check bits", []byte{0x78, 0x9d}, false},
+		{"tar header text", []byte("world/region/r.0.0.mca"), false},
+		{"zstd frame", []byte{0x28, 0xb5, 0x2f, 0xfd}, false},
+		{"one byte", []byte{0x1f}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := deflated(tt.b); got != tt.want {
+				t.Errorf("deflated(% x) = %v, want %v", tt.b, got, tt.want)
+			}
+		})
+	}
+}

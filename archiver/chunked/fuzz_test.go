@@ -38,8 +38,18 @@ func FuzzManifest(f *testing.F) {
 	f.Add([]byte("WBCM\x01\x00\x01\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodeManifest(b)
+		// The streaming walk (OpenStream's) decodes the same segments, or
+		// fails where the whole parse fails.
+		var streamed []Segment
+		serr := (&Manifest{body: b}).eachSegment(func(s Segment) error { streamed = append(streamed, s); return nil })
+		if (err == nil) != (serr == nil) {
+			t.Fatalf("whole parse: %v; streamed: %v", err, serr)
+		}
 		if err != nil {
 			return
+		}
+		if !reflect.DeepEqual(m.Segments, streamed) {
+			t.Fatal("the streamed segments differ from the whole parse's")
 		}
 		again, err := m.Encode()
 		if err != nil {

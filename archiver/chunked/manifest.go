@@ -34,8 +34,45 @@ type Manifest struct {
 	Packs []ID
 	// Segments are the parts of the tar stream, in order.
 	Segments []Segment
-	// StreamSize is the length of the tar stream.
+	// StreamSize is the length of the tar stream (of a manifest from
+	// OpenStream: once its segments were walked to the end).
 	StreamSize int64
+
+	// body is the whole manifest of OpenStream, whose Segments are nil:
+	// eachSegment decodes them from it one at a time.
+	body []byte
+}
+
+// eachSegment calls fn with the run's segments in order: m.Segments, or
+// those of m.body decoded one at a time (then StreamSize is set at the
+// end).
+func (m *Manifest) eachSegment(fn func(Segment) error) error {
+	if m.body == nil {
+		for _, seg := range m.Segments {
+			if err := fn(seg); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	_, sr, err := decodeHead(m.body)
+	if err != nil {
+		return err
+	}
+	defer sr.close()
+	for {
+		seg, ok, err := sr.next()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			m.StreamSize = sr.streamSize
+			return nil
+		}
+		if err := fn(seg); err != nil {
+			return err
+		}
+	}
 }
 
 // Segment is a part of the tar stream: tar metadata (Meta), or the data of
@@ -129,24 +166,58 @@ func Sum(b []byte) string {
 // DecodeManifest parses a manifest's bytes. It checks the structure, not
 // the hash: see Open.
 func DecodeManifest(b []byte) (*Manifest, error) {
+	m, sr, err := decodeHead(b)
+	if err != nil {
+		return nil, err
+	}
+	defer sr.close()
+	for {
+		seg, ok, err := sr.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			m.StreamSize = sr.streamSize
+			return m, nil
+		}
+		m.Segments = append(m.Segments, seg)
+	}
+}
+
+// segmentReader decodes a manifest body's segments one at a time, so a
+// reader of a run holds one file record at a time, not all of them.
+type segmentReader struct {
+	dec        *zstd.Decoder
+	br         *bufio.Reader
+	d          *decoder
+	packs      int
+	count      uint64 // segments so far
+	stream     int64  // the bytes they hold
+	streamSize int64  // once the end is read
+	end        bool
+}
+
+// decodeHead parses a manifest's header and pack table, and returns a
+// reader of its segments (to close).
+func decodeHead(b []byte) (*Manifest, *segmentReader, error) {
 	if len(b) > MaxManifest {
-		return nil, fmt.Errorf("%w: manifest of %d bytes is larger than %d", ErrCorrupt, len(b), MaxManifest)
+		return nil, nil, fmt.Errorf("%w: manifest of %d bytes is larger than %d", ErrCorrupt, len(b), MaxManifest)
 	}
 	if len(b) < 8 || string(b[:4]) != manifestMagic {
-		return nil, fmt.Errorf("%w: not a chunked manifest (no %q magic)", ErrCorrupt, manifestMagic)
+		return nil, nil, fmt.Errorf("%w: not a chunked manifest (no %q magic)", ErrCorrupt, manifestMagic)
 	}
 	if b[4] != Version {
-		return nil, fmt.Errorf("%w: manifest version %d; this archiver reads version %d", ErrCorrupt, b[4], Version)
+		return nil, nil, fmt.Errorf("%w: manifest version %d; this archiver reads version %d", ErrCorrupt, b[4], Version)
 	}
 	if b[5] != cipherNone {
-		return nil, fmt.Errorf("%w: manifest is encrypted (cipher %d), which this version cannot read", ErrCorrupt, b[5])
+		return nil, nil, fmt.Errorf("%w: manifest is encrypted (cipher %d), which this version cannot read", ErrCorrupt, b[5])
 	}
 	if b[6] != manifestZst {
-		return nil, fmt.Errorf("%w: manifest body compression %d is unknown", ErrCorrupt, b[6])
+		return nil, nil, fmt.Errorf("%w: manifest body compression %d is unknown", ErrCorrupt, b[6])
 	}
 	k := int(b[7])
 	if len(b) < 8+k {
-		return nil, fmt.Errorf("%w: manifest cut inside its key ID", ErrCorrupt)
+		return nil, nil, fmt.Errorf("%w: manifest cut inside its key ID", ErrCorrupt)
 	}
 	m := &Manifest{}
 	if k > 0 {
@@ -155,9 +226,8 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 	dec, err := zstd.NewReader(bytes.NewReader(b[8+k:]), zstd.WithDecoderConcurrency(1),
 		zstd.WithDecoderMaxMemory(64<<20), zstd.WithDecoderMaxWindow(8<<20))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer dec.Close()
 	lr := &io.LimitedReader{R: dec, N: maxManifestBody}
 	br := bufio.NewReaderSize(lr, 64<<10)
 	d := newDecoder(br)
@@ -169,58 +239,80 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 	for i := uint64(0); i < np && d.err == nil; i++ {
 		m.Packs = append(m.Packs, d.id("pack ID"))
 	}
-	var stream int64
-	for d.err == nil {
-		switch kind := d.byte("segment kind"); kind {
-		case segEnd:
-			size := d.uvarint("stream size", 1<<62)
-			n := d.uvarint("segment count", 1<<40)
-			if d.err != nil {
-				break
-			}
-			if n != uint64(len(m.Segments)) {
-				d.fail("manifest counts %d segments, but holds %d", n, len(m.Segments))
-			} else if int64(size) < stream {
-				d.fail("stream size %d is below the %d bytes the segments hold", size, stream)
-			}
-			m.StreamSize = int64(size)
-			if _, err := br.ReadByte(); err != io.EOF && d.err == nil {
-				d.fail("data after the end of the manifest")
-			}
-			if d.err != nil {
-				return nil, d.err
-			}
-			return m, nil
-		case segMeta:
-			r := d.ref(len(m.Packs))
-			stream += int64(r.Raw)
-			m.Segments = append(m.Segments, Segment{Meta: &r})
-		case segFile:
-			f := &FileRecord{Path: d.str("path", maxPath)}
-			f.Size = int64(d.uvarint("file size", 1<<62))
-			f.MtimeNs = d.varint("mtime")
-			f.CtimeNs = d.varint("ctime")
-			f.Inode = d.uvarint("inode", 1<<64-1)
-			switch d.byte("reusable flag") {
-			case 0:
-			case 1:
-				f.Reusable = true
-			default:
-				d.fail("reusable flag of %q is not 0 or 1", f.Path)
-			}
-			nl := d.uvarint("list count", uint64(f.Size)+1)
-			for i := uint64(0); i < nl && d.err == nil; i++ {
-				f.Lists = append(f.Lists, d.ref(len(m.Packs)))
-			}
-			nd := d.uvarint("data pack count", uint64(len(m.Packs)))
-			for i := uint64(0); i < nd && d.err == nil; i++ {
-				f.DataPacks = append(f.DataPacks, uint32(d.uvarint("data pack index", uint64(max(len(m.Packs), 1)-1))))
-			}
-			stream += f.Size
-			m.Segments = append(m.Segments, Segment{File: f})
-		default:
-			d.fail("unknown segment kind %d", kind)
-		}
+	if d.err != nil {
+		dec.Close()
+		return nil, nil, d.err
 	}
-	return nil, d.err
+	return m, &segmentReader{dec: dec, br: br, d: d, packs: len(m.Packs)}, nil
+}
+
+func (sr *segmentReader) close() { sr.dec.Close() }
+
+// next returns the next segment, or false at the end of a well-formed
+// body (then streamSize is set); the end's checks (the segment count, the
+// stream size, nothing after it) are made there.
+func (sr *segmentReader) next() (Segment, bool, error) {
+	d := sr.d
+	if sr.end || d.err != nil {
+		return Segment{}, false, d.err
+	}
+	switch kind := d.byte("segment kind"); kind {
+	case segEnd:
+		size := d.uvarint("stream size", 1<<62)
+		n := d.uvarint("segment count", 1<<40)
+		if d.err != nil {
+			return Segment{}, false, d.err
+		}
+		if n != sr.count {
+			d.fail("manifest counts %d segments, but holds %d", n, sr.count)
+		} else if int64(size) < sr.stream {
+			d.fail("stream size %d is below the %d bytes the segments hold", size, sr.stream)
+		}
+		if _, err := sr.br.ReadByte(); err != io.EOF && d.err == nil {
+			d.fail("data after the end of the manifest")
+		}
+		if d.err != nil {
+			return Segment{}, false, d.err
+		}
+		sr.end, sr.streamSize = true, int64(size)
+		return Segment{}, false, nil
+	case segMeta:
+		r := d.ref(sr.packs)
+		if d.err != nil {
+			return Segment{}, false, d.err
+		}
+		sr.stream += int64(r.Raw)
+		sr.count++
+		return Segment{Meta: &r}, true, nil
+	case segFile:
+		f := &FileRecord{Path: d.str("path", maxPath)}
+		f.Size = int64(d.uvarint("file size", 1<<62))
+		f.MtimeNs = d.varint("mtime")
+		f.CtimeNs = d.varint("ctime")
+		f.Inode = d.uvarint("inode", 1<<64-1)
+		switch d.byte("reusable flag") {
+		case 0:
+		case 1:
+			f.Reusable = true
+		default:
+			d.fail("reusable flag of %q is not 0 or 1", f.Path)
+		}
+		nl := d.uvarint("list count", uint64(f.Size)+1)
+		for i := uint64(0); i < nl && d.err == nil; i++ {
+			f.Lists = append(f.Lists, d.ref(sr.packs))
+		}
+		nd := d.uvarint("data pack count", uint64(sr.packs))
+		for i := uint64(0); i < nd && d.err == nil; i++ {
+			f.DataPacks = append(f.DataPacks, uint32(d.uvarint("data pack index", uint64(max(sr.packs, 1)-1))))
+		}
+		if d.err != nil {
+			return Segment{}, false, d.err
+		}
+		sr.stream += f.Size
+		sr.count++
+		return Segment{File: f}, true, nil
+	default:
+		d.fail("unknown segment kind %d", kind)
+		return Segment{}, false, d.err
+	}
 }

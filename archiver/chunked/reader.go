@@ -19,6 +19,40 @@ import (
 // SHA-256, the catalog row's) and parses it. A mismatch or a malformed
 // manifest wraps ErrCorrupt; a missing one ErrMissing.
 func Open(ctx context.Context, st Store, key, sum string) (*Manifest, error) {
+	b, err := readManifest(ctx, st, key, sum)
+	if err != nil {
+		return nil, err
+	}
+	m, err := DecodeManifest(b)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", key, err)
+	}
+	return m, nil
+}
+
+// OpenStream is Open for the readers of a run's stream (Rebuild, Verify):
+// it checks the manifest against sum and parses its header and pack
+// table, and leaves the file records in the manifest's compressed bytes,
+// to be decoded one at a time as the stream is walked. So a restore holds
+// the manifest's bytes (tens of bytes per file) and one record, not every
+// record (a few hundred bytes per file and its list refs). Its Segments
+// are nil; a malformed record fails the walk when it is reached.
+func OpenStream(ctx context.Context, st Store, key, sum string) (*Manifest, error) {
+	b, err := readManifest(ctx, st, key, sum)
+	if err != nil {
+		return nil, err
+	}
+	m, sr, err := decodeHead(b)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", key, err)
+	}
+	sr.close()
+	m.body = b
+	return m, nil
+}
+
+// readManifest reads the manifest at key and checks it against sum.
+func readManifest(ctx context.Context, st Store, key, sum string) ([]byte, error) {
 	rc, err := st.Open(ctx, key)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: manifest %s is not in the store", ErrMissing, key)
@@ -37,11 +71,7 @@ func Open(ctx context.Context, st Store, key, sum string) (*Manifest, error) {
 	if got := Sum(b); got != sum {
 		return nil, fmt.Errorf("%w: manifest %s has SHA-256 %s, not %s", ErrCorrupt, key, got, sum)
 	}
-	m, err := DecodeManifest(b)
-	if err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", key, err)
-	}
-	return m, nil
+	return b, nil
 }
 
 // Rebuild writes the run's tar stream to w, checking every blob against
@@ -100,15 +130,12 @@ func pick(id ID, seed uint64) uint64 {
 // walk calls data for every blob of the stream, in order, reading the list
 // blobs on the way; it checks that each file's blobs add up to its size.
 func walk(ctx context.Context, rd *reader, m *Manifest, data func(path string, pack ID, r Ref) error) error {
-	for _, seg := range m.Segments {
+	return m.eachSegment(func(seg Segment) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if seg.Meta != nil {
-			if err := data("", packOf(m.Packs, *seg.Meta), *seg.Meta); err != nil {
-				return err
-			}
-			continue
+			return data("", packOf(m.Packs, *seg.Meta), *seg.Meta)
 		}
 		f := seg.File
 		var n int64
@@ -130,8 +157,8 @@ func walk(ctx context.Context, rd *reader, m *Manifest, data func(path string, p
 		if n != f.Size {
 			return fmt.Errorf("%w: the blobs of %q hold %d bytes, not its %d", ErrCorrupt, f.Path, n, f.Size)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // packOf returns the pack of r in the table packs (none for a zero run).

@@ -347,7 +347,7 @@ func (s *sink) storeHint(typ byte, raw []byte, try bool) (Ref, error) {
 		return r, nil
 	}
 	flags, stored := byte(compNone), []byte(nil)
-	if try && len(raw) >= 64 {
+	if try && len(raw) >= 64 && !deflated(raw) {
 		if c := s.enc.EncodeAll(raw, make([]byte, 0, len(raw))); len(c) < len(raw)-len(raw)/32 {
 			flags, stored = compZstd, c
 		}
@@ -614,6 +614,17 @@ func (s *sink) regionWrite(c *fileCut, p []byte) error {
 	}
 	for len(p) > 0 {
 		want := c.segEnd - c.segStart - int64(len(c.buf))
+		if c.cuts != nil && len(c.buf) == 0 && int64(len(p)) >= want {
+			// The whole part is in p: stored from there, not copied into
+			// buf first (storeHint copies what it keeps).
+			if err := s.regionBlob(c, p[:want]); err != nil {
+				return err
+			}
+			p = p[want:]
+			c.segStart = c.segEnd
+			c.segEnd = nextCut(c.cuts, c.segStart)
+			continue
+		}
 		n := min(int64(len(p)), want)
 		c.buf = append(c.buf, p[:n]...)
 		p = p[n:]
@@ -640,7 +651,7 @@ func (s *sink) regionWrite(c *fileCut, p []byte) error {
 			}
 			c.cuts, c.starts = cuts, starts
 		}
-		if err := s.regionBlob(c); err != nil {
+		if err := s.regionBlob(c, c.buf); err != nil {
 			return err
 		}
 		c.buf = c.buf[:0]
@@ -650,12 +661,11 @@ func (s *sink) regionWrite(c *fileCut, p []byte) error {
 	return nil
 }
 
-// regionBlob stores c.buf, a part of a region file between two cuts. In a
+// regionBlob stores b, a part of a region file between two cuts. In a
 // chunk's sectors, its data (its length field says where it ends) is one
 // blob, found again wherever the game moves the chunk, and the rest of the
 // sectors (zeros, or stale bytes of an older chunk) another.
-func (s *sink) regionBlob(c *fileCut) error {
-	b := c.buf
+func (s *sink) regionBlob(c *fileCut, b []byte) error {
 	if c.starts[c.segStart] && len(b) > 5 {
 		l := int64(binary.BigEndian.Uint32(b))
 		if body := 4 + l; l > 0 && body < int64(len(b)) {
@@ -672,6 +682,22 @@ func (s *sink) regionBlob(c *fileCut) error {
 // gameCompressed reports whether a chunk's compression byte says gzip (1),
 // zlib (2) or LZ4 (4).
 func gameCompressed(t byte) bool { return t == 1 || t == 2 || t == 4 }
+
+// deflated reports whether b starts like a gzip stream or a zlib stream
+// (the header a compressor writes: deflate, a 32 KiB window or less, the
+// check bits right): a player file or level.dat (gzip NBT), which zstd
+// cannot shrink. Data that only looks so is stored without zstd, which
+// costs nothing but the saving.
+func deflated(b []byte) bool {
+	switch {
+	case len(b) < 2:
+		return false
+	case b[0] == 0x1f && b[1] == 0x8b:
+		return true
+	default:
+		return b[0]&0x0f == 8 && b[0]>>4 <= 7 && (uint16(b[0])<<8|uint16(b[1]))%31 == 0
+	}
+}
 
 func allZero(b []byte) bool {
 	for len(b) >= 8 {

@@ -10,6 +10,10 @@
 // the files of a run that is still writing (its archive is renamed into
 // place a moment before its row is inserted) and the rows of recent runs:
 // set it to at least the longest backup deadline.
+//
+// For the chunked store it then condemns, removes and forgets the packs no
+// run references, and removes the packs in the store that have no row at
+// all (see collectOrphanPacks).
 package prune
 
 import (
@@ -37,12 +41,18 @@ type Catalog interface {
 	// run references (see catalog.CondemnPacks).
 	CondemnPacks(ctx context.Context, grace time.Duration) ([]string, error)
 	ForgetPacks(ctx context.Context, ids []string) error
+	// KnownPacks returns those of ids the catalog has a row for; a pack
+	// in the store without one is an orphan (see collectOrphanPacks).
+	KnownPacks(ctx context.Context, ids []string) ([]string, error)
 }
 
 // Store is what prune needs of the archive store.
 type Store interface {
 	Ref(key string) string
 	List(ctx context.Context, dir string) ([]store.Object, error)
+	// Walk hands over the objects below dir at any depth, a page at a
+	// time (the pack folder is walked so, in bounded memory).
+	Walk(ctx context.Context, dir string, fn func([]store.Object) error) error
 	Remove(ctx context.Context, key string) error
 	// Lock takes the exclusive lock a backup takes on its run, waiting
 	// for the current holder (store.S3: the catalog's advisory lock).
@@ -142,6 +152,10 @@ type Report struct {
 	// PacksRemoved counts the chunked store's packs removed: no run
 	// references them and none was used for the grace period.
 	PacksRemoved int `json:"packs_removed,omitempty"`
+	// OrphanPacks counts the packs found in the store without a row in
+	// the catalog and written before the grace period (removed, unless
+	// this is a dry run; a removed one counts in PacksRemoved too).
+	OrphanPacks int `json:"orphan_packs,omitempty"`
 }
 
 // Prune applies opts to one server's runs and archives. On error the
@@ -283,9 +297,13 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 			return rep, err
 		}
 	}
+	if err := collectOrphanPacks(ctx, cat, st, now.Add(-opts.Grace), opts.DryRun, log, &rep); err != nil {
+		return rep, err
+	}
 	log.Info("prune done", "dry_run", opts.DryRun, "runs", len(rep.Runs), "rows_deleted", rep.RowsDeleted,
 		"files_removed", rep.FilesRemoved, "bytes_freed", rep.BytesFreed, "files_missing", rep.FilesMissing,
-		"recorded_again", rep.RecordedAgain, "orphans_found", rep.OrphansFound, "packs_removed", rep.PacksRemoved)
+		"recorded_again", rep.RecordedAgain, "orphans_found", rep.OrphansFound, "packs_removed", rep.PacksRemoved,
+		"orphan_packs", rep.OrphanPacks)
 	if rep.FilesMissing > 0 {
 		log.Warn("archives of rows were already missing: nothing to remove for them", "files_missing", rep.FilesMissing)
 	}
@@ -342,6 +360,67 @@ func collectPacks(ctx context.Context, cat Catalog, st Store, grace time.Duratio
 	}
 	rep.PacksRemoved += len(gone)
 	return nil
+}
+
+// collectOrphanPacks removes the packs in the store that have no row in the
+// catalog and were written before notAfter: those of a backup killed after
+// a prune condemned and forgot the pack it was writing (its row), or kept
+// after the catalog lost their rows. The pack folder is walked a page at a
+// time, each page looked up in one query, so memory stays one page however
+// large the store.
+//
+// It is safe against a backup that reuses a pack: a backup registers each
+// pack (its row) before it writes it, so a pack this walk lists had its row
+// before the lookup; not found, the row was forgotten by a prune, which
+// condemned it first, and InsertChunked never records a run with a pack
+// that is condemned or has no row. A pack with a row, condemned or not, is
+// collectPacks' business. Keys below the pack folder that are not a pack's
+// key are left alone.
+func collectOrphanPacks(ctx context.Context, cat Catalog, st Store, notAfter time.Time, dryRun bool, log hclog.Logger, rep *Report) error {
+	return st.Walk(ctx, jobapi.PacksDir, func(page []store.Object) error {
+		ids := make([]string, 0, len(page))
+		for _, o := range page {
+			if id, ok := jobapi.PackIDOfKey(o.Key); ok && o.ModTime.Before(notAfter) {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		known, err := cat.KnownPacks(ctx, ids)
+		if err != nil {
+			return err
+		}
+		slices.Sort(known)
+		for _, o := range page {
+			id, ok := jobapi.PackIDOfKey(o.Key)
+			if _, isKnown := slices.BinarySearch(known, id); !ok || isKnown || !o.ModTime.Before(notAfter) {
+				continue
+			}
+			rep.OrphanPacks++
+			if dryRun {
+				log.Info("orphan pack: no row in the catalog (dry run: kept)", "pack", st.Ref(o.Key), "size_bytes", o.Size)
+				continue
+			}
+			if err := st.Remove(ctx, o.Key); err != nil {
+				log.Warn("removing an orphan pack; the next prune retries", "pack", st.Ref(o.Key), "error", err)
+				rep.FailedRemoves = append(rep.FailedRemoves, st.Ref(o.Key))
+				continue
+			}
+			if c, ok := st.(tempCleaner); ok {
+				if rm, err := c.CleanTemps(ctx, o.Key); err != nil {
+					log.Warn("removing the temp data of an orphan pack", "pack", id, "error", err)
+				} else if len(rm) > 0 {
+					log.Info("removed the temp data of an orphan pack", "pack", id, "temps", rm)
+				}
+			}
+			rep.PacksRemoved++
+			rep.BytesFreed += o.Size
+			log.Info("removed orphan pack: no row in the catalog", "pack", st.Ref(o.Key), "size_bytes", o.Size,
+				"mod_time", o.ModTime)
+		}
+		return nil
+	})
 }
 
 // removeUnrecorded removes key, the archive of run runID of server, under

@@ -803,6 +803,47 @@ func (s *S3) List(ctx context.Context, dir string) ([]Object, error) {
 	return out, nil // S3 lists keys in UTF-8 binary order
 }
 
+// Walk calls fn with the objects below dir, at any depth, page by page of
+// the server's listing (at most WalkPage objects each, sorted by key):
+// memory is one page however many objects there are. Keys with an element
+// starting with '.' are left out.
+func (s *S3) Walk(ctx context.Context, dir string, fn func([]Object) error) error {
+	if err := checkKey(dir); err != nil {
+		return err
+	}
+	prefix := s.object(dir) + "/"
+	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
+		Bucket: aws.String(s.bucket), Prefix: aws.String(prefix), MaxKeys: aws.Int32(WalkPage),
+	})
+	page := make([]Object, 0, WalkPage)
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return s.wrap(fmt.Sprintf("listing archives below %s", s.Ref(dir)), err)
+		}
+		for _, o := range out.Contents {
+			rel := strings.TrimPrefix(aws.ToString(o.Key), prefix)
+			if !walkKey(rel) {
+				continue
+			}
+			page = append(page, Object{Key: path.Join(dir, rel), Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified)})
+			if len(page) == WalkPage { // a server that sends more than asked
+				if err := fn(page); err != nil {
+					return err
+				}
+				page = page[:0]
+			}
+		}
+		if len(page) > 0 {
+			if err := fn(page); err != nil {
+				return err
+			}
+			page = page[:0]
+		}
+	}
+	return nil
+}
+
 // wrap adds what to err once, mapping the server's answers callers branch
 // on to this package's sentinels: a missing bucket to ErrNoRoot, a missing
 // object to fs.ErrNotExist, refused credentials to ErrDenied.

@@ -52,7 +52,7 @@ func chunkedStore(s config.S3, ref string) (st chunked.Store, key string, ok boo
 // or chunked.ErrMissing; any other failure (the store) as an *fs.PathError,
 // which the extractor reports as an I/O failure, not a refusal.
 func chunkedStream(ctx context.Context, st chunked.Store, ref, key, sum string) (io.ReadCloser, error) {
-	m, err := chunked.Open(ctx, st, key, sum)
+	m, err := chunked.OpenStream(ctx, st, key, sum)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return usageError(stderr, "export", "%s", flagErrorf(jobapi.FlagArchive, ": %s", err))
 	}
 	log := newLogger(format, stderr)
-	m, err := chunked.Open(ctx, st, key, *sum)
+	m, err := chunked.OpenStream(ctx, st, key, *sum)
 	if err == nil {
 		err = chunked.Rebuild(ctx, st, m, stdout)
 	}
@@ -173,7 +173,7 @@ func verifyChunked(ctx context.Context, log hclog.Logger, s config.S3, ref, sum 
 		log.Error("cannot open the chunked run's store", "archive", ref, "error", err)
 		return exitUsage
 	}
-	m, err := chunked.Open(ctx, st, key, sum)
+	m, err := chunked.OpenStream(ctx, st, key, sum)
 	var res chunked.VerifyResult
 	if err == nil {
 		res, err = chunked.Verify(ctx, st, m, share, seed)

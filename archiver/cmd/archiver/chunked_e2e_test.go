@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -272,9 +274,34 @@ func TestChunkedS3RoundTrip(t *testing.T) {
 // TestChunkedKill9: chunked backups and prunes (a 1 ms grace, so packs are
 // collected as soon as nothing references them) killed with SIGKILL at
 // random points until 40 were killed; then every recorded chunked run verifies, blob
-// by blob, and the newest restores to the world.
+// by blob, and the newest restores to the world; and after a last prune
+// the store holds exactly the packs the remaining runs reference: what the
+// kills left (packs of killed backups, an orphan whose row is gone) is
+// collected.
 func TestChunkedKill9(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
+	pruneArgs := []string{"prune", "--server", "survival", "--config", e.config, "--archive-root", e.root,
+		"--keep-last", "2", "--min-keep", "2", "--grace", "1ms", "--log-format", "json"}
+	chunkedKill9(t, e, e.root, 40, 3, func(id string) []string { return e.backupArgs(id, "--format", "chunked") }, pruneArgs, nil)
+}
+
+// TestChunkedKill9S3 is TestChunkedKill9 on an S3 store (versitygw), with
+// fewer kills: an S3 run is slower.
+func TestChunkedKill9S3(t *testing.T) {
+	e := newS3Env(t)
+	pruneArgs := []string{"prune", "--server", "survival", "--config", e.config,
+		"--keep-last", "2", "--min-keep", "2", "--grace", "1ms", "--log-format", "json"}
+	chunkedKill9(t, e.env, filepath.Join(e.srv.Root, e.bucket, s3Prefix), 12, 2,
+		func(id string) []string { return e.args(id, "--format", "chunked") }, pruneArgs, e.s3Flags())
+}
+
+// chunkedKill9 runs backups (backupArgs) and prunes (pruneArgs) of e's
+// world, killing them at random points until wantKills were killed and
+// wantRecorded backups recorded; root is the folder holding the store's
+// objects. Then a last backup and prune, and the checks TestChunkedKill9
+// describes (the restore with the flags restoreFlags).
+func chunkedKill9(t *testing.T, e *env, root string, wantKills, wantRecorded int, backupArgs func(id string) []string, pruneArgs, restoreFlags []string) {
+	t.Helper()
 	generateWorld(t, e.world)
 	if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
 		t.Fatal(err)
@@ -295,21 +322,19 @@ func TestChunkedKill9(t *testing.T) {
 	if res := archiver(t, "migrate", "--config", e.config); res.code != 0 {
 		t.Fatalf("migrate exited %d:\n%s", res.code, res.stderr)
 	}
-	pruneArgs := []string{"prune", "--server", "survival", "--config", e.config, "--archive-root", e.root,
-		"--keep-last", "2", "--min-keep", "2", "--grace", "1ms", "--log-format", "json"}
 	// The kill points are drawn within a window per command: 1.5 times the
 	// length of its last run that finished, grown by a quarter after each
 	// kill, so most land inside a run and some runs finish however fast or
-	// loaded the machine is. It goes on until 40 were killed and 3 backups
-	// recorded between the kills.
+	// loaded the machine is. It goes on until wantKills were killed and
+	// wantRecorded backups recorded between the kills.
 	kills, done, recorded := 0, 0, 0
 	window := map[string]time.Duration{"backup": 300 * time.Millisecond, "prune": 300 * time.Millisecond}
-	for i := 0; kills < 40 || recorded < 3; i++ {
-		if i == 400 {
-			t.Fatalf("after 400 runs, %d killed and %d backups recorded: the kill points miss the runs", kills, recorded)
+	for i := 0; kills < wantKills || recorded < wantRecorded; i++ {
+		if i == 10*wantKills {
+			t.Fatalf("after %d runs, %d killed and %d backups recorded: the kill points miss the runs", i, kills, recorded)
 		}
 		writeRand(fmt.Sprintf("world/playerdata/kill-%d.dat", rng.IntN(5)), 2000+rng.IntN(100000))
-		args := e.backupArgs(fmt.Sprintf("k%02d", i), "--format", "chunked")
+		args := backupArgs(fmt.Sprintf("k%02d", i))
 		if rng.IntN(3) == 0 {
 			args = pruneArgs
 		}
@@ -340,12 +365,27 @@ func TestChunkedKill9(t *testing.T) {
 		done++
 	}
 	t.Logf("%d killed, %d finished (%d backups recorded)", kills, done, recorded)
-	// A last backup and prune, then every chunked run verifies.
-	if res := archiver(t, e.backupArgs("final", "--format", "chunked")...); res.code != 0 {
+	// A last backup; an orphan pack (its row lost) for the last prune.
+	if res := archiver(t, backupArgs("final")...); res.code != 0 {
 		t.Fatalf("final backup exited %d:\n%s", res.code, res.stderr)
 	}
-	if res := archiver(t, pruneArgs...); res.code != 0 {
+	orphan := filepath.Join(root, "_chunked/packs/ab", "ab"+strings.Repeat("0", 62))
+	if err := os.MkdirAll(filepath.Dir(orphan), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(orphan, []byte("WBPK a pack whose row was lost"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // past the 1 ms grace
+	res := archiver(t, append(pruneArgs, "--json")...)
+	if res.code != 0 {
 		t.Fatalf("final prune exited %d:\n%s", res.code, res.stderr)
+	}
+	var rep struct {
+		OrphanPacks int `json:"orphan_packs"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil || rep.OrphanPacks < 1 {
+		t.Errorf("the final prune found %d orphan packs (%v), want 1 or more:\n%s", rep.OrphanPacks, err, res.stdout)
 	}
 	conn, err := pgx.Connect(t.Context(), e.url)
 	if err != nil {
@@ -365,9 +405,27 @@ func TestChunkedKill9(t *testing.T) {
 			t.Errorf("run %s does not verify (exit %d):\n%s%s", id, res.code, res.stdout, res.stderr)
 		}
 	}
+	// The store holds the packs the runs reference, no other.
+	rs, err = conn.Query(t.Context(), `SELECT DISTINCT pack_id FROM chunked_run_packs ORDER BY pack_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	referenced, err := pgx.CollectRows(rs, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []string
+	for _, p := range packsOf(t, root) {
+		stored = append(stored, filepath.Base(p))
+	}
+	slices.Sort(stored)
+	if !slices.Equal(stored, referenced) {
+		t.Errorf("after the last prune the store holds %d packs, the runs reference %d:\nstored     %v\nreferenced %v",
+			len(stored), len(referenced), stored, referenced)
+	}
 	r := chunkedRowOf(t, e.url, "final")
 	into := filepath.Join(t.TempDir(), "restored")
-	if res := archiver(t, restoreArgs(r.ArchiveRef, r.SHA256, into)...); res.code != 0 {
+	if res := archiver(t, append(restoreArgs(r.ArchiveRef, r.SHA256, into), restoreFlags...)...); res.code != 0 {
 		t.Fatalf("restore exited %d:\n%s", res.code, res.stderr)
 	}
 	compareTrees(t, snapshot(t, into, nil), snapshot(t, e.world, defaultExcluded))

@@ -233,10 +233,23 @@ func printPruneReport(w io.Writer, rep prune.Report, asJSON bool) error {
 				n++
 			}
 		}
-		_, err := fmt.Fprintf(w, "%s %d of %d runs (%d of their archives already missing)\n", what, n, len(rep.Runs), rep.FilesMissing)
+		_, err := fmt.Fprintf(w, "%s %d of %d runs (%d of their archives already missing)%s\n", what, n, len(rep.Runs), rep.FilesMissing,
+			orphanPacksNote(rep))
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%s %d runs and %d files, %d bytes freed; %d archives were already missing\n",
-		what, rep.RowsDeleted, rep.FilesRemoved, rep.BytesFreed, rep.FilesMissing)
+	packs := ""
+	if rep.PacksRemoved > 0 {
+		packs = fmt.Sprintf("; %d chunked packs removed", rep.PacksRemoved)
+	}
+	_, err := fmt.Fprintf(w, "%s %d runs and %d files, %d bytes freed; %d archives were already missing%s%s\n",
+		what, rep.RowsDeleted, rep.FilesRemoved, rep.BytesFreed, rep.FilesMissing, packs, orphanPacksNote(rep))
 	return err
+}
+
+// orphanPacksNote says how many packs without a row the prune found.
+func orphanPacksNote(rep prune.Report) string {
+	if rep.OrphanPacks == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d orphan packs (no row in the catalog, past the grace period)", rep.OrphanPacks)
 }

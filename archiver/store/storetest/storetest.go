@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +25,7 @@ type Store interface {
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
 	Lock(ctx context.Context, key string) (unlock func(), err error)
 	List(ctx context.Context, dir string) ([]store.Object, error)
+	Walk(ctx context.Context, dir string, fn func([]store.Object) error) error
 }
 
 // Run runs the conformance suite; newStore returns an empty store.
@@ -42,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"refs", testRefs},
 		{"lock is exclusive", testLock},
 		{"list shows committed archives only", testList},
+		{"walk pages through every depth", testWalk},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, newStore(t)) })
@@ -366,5 +370,80 @@ func testList(t *testing.T, s Store) {
 	}
 	if _, err := s.List(ctx, "../x"); err == nil {
 		t.Error("List(../x) succeeded, want an invalid key error")
+	}
+}
+
+func testWalk(t *testing.T, s Store) {
+	ctx := t.Context()
+	walk := func(dir string) (keys []string, pages int) {
+		t.Helper()
+		err := s.Walk(ctx, dir, func(page []store.Object) error {
+			if len(page) == 0 || len(page) > store.WalkPage {
+				t.Errorf("a page of %d objects, want 1 to %d", len(page), store.WalkPage)
+			}
+			pages++
+			for _, o := range page {
+				keys = append(keys, o.Key)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Walk(%s): %v", dir, err)
+		}
+		return keys, pages
+	}
+	if keys, _ := walk("w"); len(keys) != 0 {
+		t.Fatalf("Walk of an empty store = %v, want nothing", keys)
+	}
+	put(t, s, "w/00/a", []byte("a"))
+	put(t, s, "w/00/b", []byte("bb"))
+	put(t, s, "w/ff/c", []byte("c"))
+	put(t, s, "w/d", []byte("d"))
+	put(t, s, "wx/e", []byte("e"))
+	put(t, s, "other/f", []byte("f"))
+	// A pending Put is not walked.
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Put(ctx, "w/00/pending", func(w io.Writer) error {
+			w.Write([]byte("half"))
+			close(started)
+			<-release
+			return errors.New("abandoned")
+		})
+		done <- err
+	}()
+	<-started
+	keys, _ := walk("w")
+	close(release)
+	<-done
+	slices.Sort(keys)
+	if want := []string{"w/00/a", "w/00/b", "w/d", "w/ff/c"}; !slices.Equal(keys, want) {
+		t.Fatalf("Walk(w) = %v, want %v", keys, want)
+	}
+	// More than a page: several pages, each object once.
+	n := store.WalkPage + 5
+	if testing.Short() {
+		return
+	}
+	for i := range n {
+		put(t, s, fmt.Sprintf("many/%02x/%05d", i%3, i), nil)
+	}
+	keys, pages := walk("many")
+	if len(keys) != n || pages < 2 {
+		t.Errorf("Walk(many): %d objects in %d pages, want %d in 2 or more", len(keys), pages, n)
+	}
+	slices.Sort(keys)
+	if len(slices.Compact(keys)) != n {
+		t.Errorf("Walk(many) handed some objects over twice")
+	}
+	// An error from fn stops the walk and comes back.
+	stop := errors.New("stop")
+	calls := 0
+	if err := s.Walk(ctx, "many", func([]store.Object) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
+		t.Errorf("Walk with a failing fn = %v after %d calls, want %v after 1", err, calls, stop)
+	}
+	if err := s.Walk(ctx, "../x", func([]store.Object) error { return nil }); err == nil {
+		t.Error("Walk(../x) succeeded, want an invalid key error")
 	}
 }
