@@ -40,6 +40,11 @@ folder (--scratch) and the world checked as the game would load it:
 level.dat, every region file's table and chunk (or --chunks 10% of them,
 each region's newest always), the player files; --world DIR checks a folder
 instead of an archive. A problem exits 3, naming the file and chunk.
+
+With an archive, the result is also one JSON line in the termination log
+(the verify Job's result): status verified or failed, run_id, archive_ref,
+sha256, chunks_checked, chunks, regions, problems_total, the first problem
+and the error that stopped the verify, if any.
 `
 
 // flagReadDataSubset is verify's local flag: the share of a chunked run's
