@@ -2,7 +2,7 @@
 // archiver it runs: both provider/jobspec (which renders the Job) and
 // archiver/cmd/archiver (which parses its command line) compile against it.
 //
-// A Job kind (backup, restore, prune) is one request struct here: Args
+// A Job kind (backup, restore, prune, verify) is one request struct here: Args
 // encodes it to the container's arguments, Bind registers the same flags on
 // the archiver's flag set, so a request survives the trip through the
 // container unchanged (the round-trip test of archiver/cmd/archiver shows
@@ -31,10 +31,11 @@ const (
 	KindBackup  = "backup"
 	KindRestore = "restore"
 	KindPrune   = "prune"
+	KindVerify  = "verify"
 )
 
 // Kinds lists the Job kinds.
-func Kinds() []string { return []string{KindBackup, KindRestore, KindPrune} }
+func Kinds() []string { return []string{KindBackup, KindRestore, KindPrune, KindVerify} }
 
 // The flag names of the requests (without the leading "--").
 const (
@@ -77,6 +78,10 @@ const (
 	FlagReplace    = "replace"
 	FlagMaxBytes   = "max-bytes"
 	FlagMaxEntries = "max-entries"
+
+	FlagWorldCheck = "world-check"
+	FlagChunks     = "chunks"
+	FlagScratch    = "scratch"
 )
 
 // EndOfFlags is the argument that ends the flags of a command line.

@@ -76,6 +76,10 @@ func TestEveryResultDecodes(t *testing.T) {
 		{"prune", PruneResult{Status: StatusFailed, Server: "s", Error: "no catalog"}, Summary{Status: StatusFailed, Error: "no catalog"}},
 		{"restore", RestoreResult{Status: StatusAlreadyRestored, RunID: "r", ArchiveRef: "s3://b/k", SHA256: "cd", SizeBytes: 3},
 			Summary{Status: StatusAlreadyRestored, RunID: "r", ArchiveRef: "s3://b/k", SHA256: "cd", SizeBytes: 3}},
+		{"verify", VerifyResult{Status: StatusVerified, RunID: "r", ArchiveRef: "/b/s/r.tar.zst", SHA256: "ef", ChunksChecked: 40, Chunks: 400, Regions: 2},
+			Summary{Status: StatusVerified, RunID: "r", ArchiveRef: "/b/s/r.tar.zst", SHA256: "ef", ChunksChecked: 40}},
+		{"verify, a problem", VerifyResult{Status: StatusFailed, ArchiveRef: "/b/s/r.tar", ChunksChecked: 9, ProblemsTotal: 2, Problem: "world/level.dat: no DataVersion"},
+			Summary{Status: StatusFailed, ArchiveRef: "/b/s/r.tar", ChunksChecked: 9, ProblemsTotal: 2, Problem: "world/level.dat: no DataVersion"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

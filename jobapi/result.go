@@ -19,6 +19,9 @@ const (
 	// restore
 	StatusRestored        Status = "restored"
 	StatusAlreadyRestored Status = "already-restored" // the world holds this run's marker
+	// verify: the archive verified and the world it holds passed the checks
+	// (a problem: StatusFailed)
+	StatusVerified Status = "verified"
 )
 
 // BackupRun describes one backup run.
@@ -70,6 +73,22 @@ type RestoreResult struct {
 	WorldState string `json:"world_state"`
 }
 
+// VerifyResult is the termination message of a verify Job: what it
+// checked and, when it failed, the first problem (a world check's, naming
+// the file and chunk) or the error that stopped it.
+type VerifyResult struct {
+	Status        Status `json:"status"`           // verified | failed
+	RunID         string `json:"run_id,omitempty"` // the verified run, from the archive's name
+	ArchiveRef    string `json:"archive_ref"`
+	SHA256        string `json:"sha256"`
+	ChunksChecked int64  `json:"chunks_checked"`
+	Chunks        int64  `json:"chunks"` // in the location tables
+	Regions       int    `json:"regions"`
+	ProblemsTotal int    `json:"problems_total"`
+	Problem       string `json:"problem,omitempty"` // the first problem
+	Error         string `json:"error,omitempty"`   // the archive was refused or the check could not run
+}
+
 // Summary is what the components read from any kind's termination
 // message: the fields they expose as outputs.
 type Summary struct {
@@ -79,6 +98,10 @@ type Summary struct {
 	SHA256     string `json:"sha256"`
 	SizeBytes  int64  `json:"size_bytes"`
 	Error      string `json:"error"`
+	// verify
+	ChunksChecked int64  `json:"chunks_checked"`
+	ProblemsTotal int    `json:"problems_total"`
+	Problem       string `json:"problem"`
 }
 
 // ParseSummary decodes a termination message: one JSON object, possibly

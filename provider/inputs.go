@@ -72,12 +72,12 @@ type JobInputs struct {
 
 // InputsNotTaken returns the shared inputs (JobInputs) that the component
 // typ does not take, which the plugin's schema leaves out of it: a prune
-// mounts no world (its Go args refuse them); a schedule's runs take their
+// and a verify mount no world (its Go args refuse them); a schedule's runs take their
 // run ID from their Job's name, are not awaited and have no preflight (its
 // Go args ignore them).
 func InputsNotTaken(typ string) []string {
 	switch typ {
-	case WorldPruneType:
+	case WorldPruneType, WorldVerifyType:
 		return []string{"worldRoot", "worldClaimName"}
 	case WorldBackupScheduleType:
 		return []string{"runId", "skipAwait", "timeout", "replaceUnready", "preflight", "kubeContext"}

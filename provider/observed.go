@@ -21,6 +21,9 @@ type observedOutputs struct {
 	Status    pulumi.StringOutput
 	SHA256    pulumi.StringOutput
 	SizeBytes pulumi.IntOutput
+	// A verify's: the chunks it checked and the problems it found.
+	ChunksChecked pulumi.IntOutput
+	Problems      pulumi.IntOutput
 }
 
 // clientMaker makes the client a component observes its Job with
@@ -139,8 +142,10 @@ func knownObserved(res pulumi.Resource, sum observe.Summary) observedOutputs {
 func summaryOutputs(after pulumi.Output, sum func(any) observe.Summary) observedOutputs {
 	s := after.ApplyT(sum)
 	return observedOutputs{
-		Status:    s.ApplyT(func(v any) string { return string(v.(observe.Summary).Status) }).(pulumi.StringOutput),
-		SHA256:    s.ApplyT(func(v any) string { return v.(observe.Summary).SHA256 }).(pulumi.StringOutput),
-		SizeBytes: s.ApplyT(func(v any) int { return int(v.(observe.Summary).SizeBytes) }).(pulumi.IntOutput),
+		Status:        s.ApplyT(func(v any) string { return string(v.(observe.Summary).Status) }).(pulumi.StringOutput),
+		SHA256:        s.ApplyT(func(v any) string { return v.(observe.Summary).SHA256 }).(pulumi.StringOutput),
+		SizeBytes:     s.ApplyT(func(v any) int { return int(v.(observe.Summary).SizeBytes) }).(pulumi.IntOutput),
+		ChunksChecked: s.ApplyT(func(v any) int { return int(v.(observe.Summary).ChunksChecked) }).(pulumi.IntOutput),
+		Problems:      s.ApplyT(func(v any) int { return v.(observe.Summary).ProblemsTotal }).(pulumi.IntOutput),
 	}
 }

@@ -114,6 +114,17 @@ type Server struct {
 	// Prune declares a WorldPrune of this server's archives, apart from
 	// any backup: a new prune runId prunes again.
 	Prune *Prune `json:"prune,omitempty"`
+	// Verify declares a WorldVerify of this run's backup: the archive it
+	// wrote, restored into scratch space and checked down to the chunks.
+	Verify *Verify `json:"verify,omitempty"`
+}
+
+// Verify is the verify of a server's backup of this run (see
+// provider.WorldVerifyArgs): the chunk sample and the scratch volume.
+type Verify struct {
+	ChunkSample             string `json:"chunkSample,omitempty"`
+	ScratchSize             string `json:"scratchSize,omitempty"`
+	ScratchStorageClassName string `json:"scratchStorageClassName,omitempty"`
 }
 
 // Prune is one prune of a server's archives by its own rules (see
@@ -355,6 +366,9 @@ func (c Config) Validate() error {
 		seen[s.Name] = true
 		if s.Prune != nil && s.Prune.RunID == "" {
 			add("servers[%d].prune.runId is required: it names the prune's Job, and a new one prunes again, e.g. `pulumi config set --path 'worldbackup:servers[%d].prune.runId' p1`", i, i)
+		}
+		if s.Verify != nil && (c.RenderDir != "" || c.SkipAwait) {
+			add("servers[%d].verify needs the checksum this run's backup reports, which `pulumi up` reads only when it waits for the backup: unset worldbackup:renderDir and worldbackup:skipAwait, or remove servers[%d].verify", i, i)
 		}
 	}
 	clusters := map[string]bool{}

@@ -398,6 +398,21 @@ func TestPruneIsDeclared(t *testing.T) {
 	if _, err := ParseConfig(getter(m), nil); err == nil || !strings.Contains(err.Error(), "servers[0].prune.runId is required") {
 		t.Fatalf("a prune without runId: %v", err)
 	}
+
+	m["worldbackup:servers"] = `[{"name":"lobby","verify":{"chunkSample":"10%","scratchSize":"40Gi"}}]`
+	cfg, err := ParseConfig(getter(m), nil)
+	if err != nil || cfg.Servers[0].Verify == nil || *cfg.Servers[0].Verify != (Verify{ChunkSample: "10%", ScratchSize: "40Gi"}) {
+		t.Fatalf("a verify: %+v, %v", cfg.Servers, err)
+	}
+	m["worldbackup:skipAwait"] = "true"
+	if _, err := ParseConfig(getter(m), nil); err == nil || !strings.Contains(err.Error(), "servers[0].verify needs the checksum") {
+		t.Fatalf("a verify with skipAwait: %v", err)
+	}
+	delete(m, "worldbackup:skipAwait")
+	m["worldbackup:servers"] = `[{"name":"lobby","verify":{"schedule":"0 5 * * *"}}]`
+	if _, err := ParseConfig(getter(m), nil); err == nil {
+		t.Fatal("servers[0].verify.schedule (not built yet) was accepted")
+	}
 }
 
 // promptString is the value of a prompt string input ("" for any other).

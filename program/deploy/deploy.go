@@ -57,7 +57,7 @@ func configKeys() []string {
 // its Job needs in its cluster, with the cluster's kubeconfig and context,
 // and replaces a Job that did not complete at the next up.
 func Deploy(ctx *pulumi.Context, cfg Config) error {
-	var backups, restores, schedules, prunes pulumi.MapArray
+	var backups, restores, schedules, prunes, verifies pulumi.MapArray
 	for _, cl := range cfg.Clusters {
 		k8s, err := clusterProvider(ctx, cfg, cl)
 		if err != nil {
@@ -92,6 +92,17 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 				prunes = append(prunes, pulumi.Map{"cluster": pulumi.String(cl.Name), "server": pulumi.String(s.Name),
 					"runId": p.RunID, "namespace": p.Namespace, "jobName": p.JobName, "status": p.Status})
 			}
+			if s.Verify != nil {
+				// The archive and checksum are this run's backup's outputs:
+				// the verify waits for it (a data dependency).
+				v, err := provider.NewWorldVerify(ctx, cl.Name+"-"+s.Name+"-verify", verifyArgs(cfg, cl, s, b), pulumi.Provider(k8s))
+				if err != nil {
+					return fmt.Errorf("cluster %s, server %s, verify: %w", cl.Name, s.Name, err)
+				}
+				verifies = append(verifies, pulumi.Map{"cluster": pulumi.String(cl.Name), "server": pulumi.String(s.Name),
+					"runId": v.RunID, "namespace": v.Namespace, "jobName": v.JobName, "archiveRef": v.ArchiveRef,
+					"status": v.Status, "chunksChecked": v.ChunksChecked, "problems": v.Problems})
+			}
 		}
 		for _, r := range cfg.Restores {
 			if r.Cluster != "" && r.Cluster != cl.Name {
@@ -121,6 +132,9 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 	}
 	if len(prunes) > 0 {
 		ctx.Export("prunes", prunes)
+	}
+	if len(verifies) > 0 {
+		ctx.Export("verifies", verifies)
 	}
 	return nil
 }
@@ -302,6 +316,27 @@ func pruneArgs(cfg Config, cl Cluster, s Server) provider.WorldPruneArgs {
 	}
 	if a.Store != nil {
 		a.BackupClaimName = nil // an S3 prune mounts no backup claim
+	}
+	return a
+}
+
+// verifyArgs are the inputs of server s's WorldVerify in cluster cl: the
+// archive and checksum of its backup b of this run, the backup's claim or
+// S3 store, image, identity and placement (no world), the verify's own.
+func verifyArgs(cfg Config, cl Cluster, s Server, b *provider.WorldBackup) provider.WorldVerifyArgs {
+	j := jobInputs(cfg, cl, s, RunID(cl.Name, s.Name, cfg.RunID+".verify"))
+	j.WorldClaimName = nil // a verify mounts no world
+	a := provider.WorldVerifyArgs{
+		JobInputs:               j,
+		ArchiveRef:              b.ArchiveRef,
+		SHA256:                  b.SHA256,
+		ChunkSample:             pulumi.String(s.Verify.ChunkSample),
+		ScratchSize:             pulumi.String(s.Verify.ScratchSize),
+		ScratchStorageClassName: pulumi.String(s.Verify.ScratchStorageClassName),
+		Store:                   cfg.storeOf(s).args(),
+	}
+	if a.Store != nil {
+		a.BackupClaimName = nil // an S3 verify mounts no backup claim
 	}
 	return a
 }

@@ -4,7 +4,8 @@
 // builder and register the result. Every Job kind embeds Job (the resolved
 // arguments every Job shares) in its own arguments and builds its Job with
 // BuildJob, passing what it adds (a Pod: arguments, capabilities, volumes);
-// backup.go, restore.go and prune.go hold those parts of their Jobs.
+// backup.go, restore.go, prune.go and verify.go hold those parts of their
+// Jobs.
 // This file holds the parts every Job shares: labels, annotations, identity
 // (the two security modes), resources, placement and volumes.
 package jobspec

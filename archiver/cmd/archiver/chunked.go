@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"strconv"
-	"strings"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -151,26 +149,17 @@ func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return exitOK
 }
 
-// parseShare parses --read-data-subset: a percentage "5%" or a fraction
-// "0.05", above 0 and at most 1.
-func parseShare(s string) (float64, error) {
-	v, pct := strings.CutSuffix(s, "%")
-	f, err := strconv.ParseFloat(v, 64)
-	if err == nil && pct {
-		f /= 100
-	}
-	if err != nil || !(f > 0 && f <= 1) {
-		return 0, fmt.Errorf("%q: want a share above 0 and at most 100%%, such as 5%% or 0.05", s)
-	}
-	return f, nil
-}
+// parseShare parses --read-data-subset and --chunks: a percentage "5%" or
+// a fraction "0.05" (jobapi.ParseShare).
+func parseShare(s string) (float64, error) { return jobapi.ParseShare(s) }
 
 // verifyChunked checks every blob of the chunked run at ref (or share of
 // its data blobs) against its hash, after its manifest against sum.
-func verifyChunked(ctx context.Context, log hclog.Logger, s config.S3, ref, sum string, share float64, seed uint64, stdout io.Writer) int {
+func verifyChunked(ctx context.Context, log hclog.Logger, rep *jobapi.VerifyResult, s config.S3, ref, sum string, share float64, seed uint64, stdout io.Writer) int {
 	st, key, _, err := chunkedStore(s, ref)
 	if err != nil {
 		log.Error("cannot open the chunked run's store", "archive", ref, "error", err)
+		rep.Error = "cannot open the chunked run's store: " + err.Error()
 		return exitUsage
 	}
 	m, err := chunked.OpenStream(ctx, st, key, sum)
@@ -180,6 +169,7 @@ func verifyChunked(ctx context.Context, log hclog.Logger, s config.S3, ref, sum 
 	}
 	if err != nil {
 		log.Error("archive verification failed", "archive", ref, "error", err)
+		rep.Error = "archive verification failed: " + err.Error()
 		if chunkedDamage(err) {
 			return exitRefused
 		}

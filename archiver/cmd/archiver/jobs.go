@@ -39,5 +39,9 @@ func jobCommands() map[string]jobCommand {
 			fs, f := newPruneFlags(w)
 			return fs, &f.Prune
 		}, pruneLocalFlags()},
+		jobapi.KindVerify: {func(w io.Writer) (*flag.FlagSet, jobRequest) {
+			fs, f := newVerifyFlags(w)
+			return fs, &f.Verify
+		}, verifyLocalFlags()},
 	}
 }

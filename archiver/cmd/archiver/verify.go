@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,27 +40,56 @@ folder (--scratch) and the world checked as the game would load it:
 level.dat, every region file's table and chunk (or --chunks 10% of them,
 each region's newest always), the player files; --world DIR checks a folder
 instead of an archive. A problem exits 3, naming the file and chunk.
+
+With an archive, the result is also one JSON line in the termination log
+(the verify Job's result): status verified or failed, run_id, archive_ref,
+sha256, chunks_checked, chunks, regions, problems_total, the first problem
+and the error that stopped the verify, if any.
 `
 
 // flagReadDataSubset is verify's local flag: the share of a chunked run's
 // blobs to check.
 const flagReadDataSubset = "read-data-subset"
 
+// verifyFlags are the flags of verify: the contract's request (what the
+// verify Job passes) and the local flags of a run by hand.
+type verifyFlags struct {
+	jobapi.Verify
+	config, runID, subset, world string
+	json                         bool
+	terminationLog               string
+}
+
+// verifyLocalFlags are the flags of verify that are not the Job's.
+func verifyLocalFlags() []string {
+	return []string{jobapi.FlagConfig, jobapi.FlagRunID, flagReadDataSubset, flagWorld, flagJSON, "termination-log"}
+}
+
+// newVerifyFlags returns the flag set of verify and the flags it fills.
+func newVerifyFlags(stderr io.Writer) (*flag.FlagSet, *verifyFlags) {
+	f := &verifyFlags{}
+	fs := newFlagSet(jobapi.KindVerify, verifyHelp, stderr)
+	f.Bind(fs)
+	fs.StringVar(&f.config, jobapi.FlagConfig, config.DefaultPath, jobapi.ConfigFileName)
+	fs.StringVar(&f.runID, jobapi.FlagRunID, "", "verify this run's archive")
+	fs.StringVar(&f.subset, flagReadDataSubset, "", "chunked runs: check about this share of the data blobs (5% or 0.05; default all)")
+	fs.StringVar(&f.world, flagWorld, "", "with "+jobapi.Flag(jobapi.FlagWorldCheck)+": check this world folder instead of an archive")
+	fs.BoolVar(&f.json, flagJSON, false, "print a JSON summary on stdout")
+	fs.StringVar(&f.terminationLog, "termination-log", defaultTerminationLog,
+		"file for the one-line JSON summary of an archive's verify; skipped when its folder is missing (the default path: when the file is missing)")
+	return fs, f
+}
+
 func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	format := jobapi.LogAuto
-	fs := newFlagSet("verify", verifyHelp, stderr)
-	configPath := fs.String(jobapi.FlagConfig, config.DefaultPath, jobapi.ConfigFileName)
-	runID := fs.String(jobapi.FlagRunID, "", "verify this run's archive")
-	archive := fs.String(jobapi.FlagArchive, "", "verify this archive file")
-	sha := fs.String(jobapi.FlagSHA256, "", "with "+jobapi.Flag(jobapi.FlagArchive)+": expected SHA-256 (lowercase hex); skips the catalog")
-	subset := fs.String(flagReadDataSubset, "", "chunked runs: check about this share of the data blobs (5% or 0.05; default all)")
-	fs.Var(&format, jobapi.FlagLogFormat, "json, text or auto (json when stderr is not a terminal)")
-	var s3f jobapi.S3
-	s3f.Bind(fs)
-	var wc worldCheckFlags
-	wc.bind(fs)
+	fs, f := newVerifyFlags(stderr)
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
+	}
+	f.Parsed(fs)
+	format, configPath, runID, archive, sha, subset, s3f := f.LogFormat, &f.config, &f.runID, &f.Archive, &f.SHA256, &f.subset, f.S3
+	wc := worldCheckFlags{enabled: f.WorldCheck, chunks: f.Chunks, world: f.world, scratch: f.Scratch, json: f.json}
+	if wc.scratch == "" {
+		wc.scratch = os.TempDir()
 	}
 	seed := uint64(time.Now().UnixNano())
 	wco, err := wc.options(fs, seed)
@@ -73,22 +103,40 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if fi, err := os.Stat(wc.world); err != nil || !fi.IsDir() {
 			return usageError(stderr, "verify", "%s", flagErrorf(flagWorld, "%s: not a folder: give the world's folder", wc.world))
 		}
-		return checkWorld(ctx, newLogger(format, stderr), wco, wc.world, worldSummary{}, wc.json, stdout)
+		return checkWorld(ctx, newLogger(format, stderr), wco, wc.world, worldSummary{}, wc.json, nil, stdout)
 	}
 	// With --json the summary is the only line on stdout.
 	okOut := stdout
 	if wc.json {
 		okOut = io.Discard
 	}
+	// rep is the termination message of an archive's verify: the verify
+	// Job's result, written once the archive has been checked.
+	rep := &jobapi.VerifyResult{}
+	defer func() {
+		if rep.Status != "" {
+			terminationLog{path: f.terminationLog, explicit: flagSet(fs, "termination-log")}.
+				writeBounded(newLogger(format, stderr), rep, &rep.Problem, &rep.Error)
+		}
+	}()
 	// checked runs the world check after the archive verified as src.
 	checked := func(code int, src restoreSource) int {
+		rep.ArchiveRef, rep.SHA256, rep.RunID = src.archive, src.sha256, *runID
+		rep.Status = jobapi.StatusFailed
 		if code != exitOK || !wc.enabled {
-			if code == exitOK && wc.json {
-				fmt.Fprintf(stdout, "{\"status\":\"ok\",\"archive\":%q}\n", src.archive)
+			if code == exitOK {
+				rep.Status = jobapi.StatusVerified
+				if wc.json {
+					fmt.Fprintf(stdout, "{\"status\":\"ok\",\"archive\":%q}\n", src.archive)
+				}
 			}
 			return code
 		}
-		return checkArchiveWorld(ctx, newLogger(format, stderr).Named("worldcheck"), &wc, wco, src, stdout)
+		code = checkArchiveWorld(ctx, newLogger(format, stderr).Named("worldcheck"), &wc, wco, src, rep, stdout)
+		if code == exitOK {
+			rep.Status = jobapi.StatusVerified
+		}
+		return code
 	}
 	switch {
 	case (*runID == "") == (*archive == ""):
@@ -122,7 +170,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if err != nil {
 			return usageError(stderr, "verify", "%s", err)
 		}
-		return checked(verifyChunked(ctx, log, s3s, *archive, *sha, share, seed, okOut), chunkedSource(s3s, *archive, *sha))
+		return checked(verifyChunked(ctx, log, rep, s3s, *archive, *sha, share, seed, okOut), chunkedSource(s3s, *archive, *sha))
 	}
 
 	var path string
@@ -174,7 +222,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			if err != nil {
 				return usageError(stderr, "verify", "%s", err)
 			}
-			return checked(verifyChunked(ctx, log, s3s, path, rec.SHA256, share, seed, okOut), chunkedSource(s3s, path, rec.SHA256))
+			return checked(verifyChunked(ctx, log, rep, s3s, path, rec.SHA256, share, seed, okOut), chunkedSource(s3s, path, rec.SHA256))
 		}
 		c, err := tarstream.ParseCompression(rec.Compression)
 		if err != nil {
@@ -200,7 +248,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if jobapi.IsS3URL(path) {
 		src.open = open
 	}
-	return checked(verifyFile(ctx, log, path, open, want, okOut), src)
+	return checked(verifyFile(ctx, log, rep, path, open, want, okOut), src)
 }
 
 // chunkedSource is how the world check restores the chunked run at ref:
@@ -215,25 +263,29 @@ func chunkedSource(s config.S3, ref, sum string) restoreSource {
 	}}
 }
 
-func verifyFile(ctx context.Context, log hclog.Logger, path string, open func(context.Context) (io.ReadCloser, error),
+// verifyFile checks the archive path opens against want; its failure goes
+// into rep's Error.
+func verifyFile(ctx context.Context, log hclog.Logger, rep *jobapi.VerifyResult, path string, open func(context.Context) (io.ReadCloser, error),
 	want verify.Want, stdout io.Writer) int {
 	f, err := open(ctx)
 	if err != nil {
 		log.Error("cannot open the archive", "error", err)
+		rep.Error = "cannot open the archive: " + err.Error()
 		if errors.Is(err, store.ErrNoRoot) || errors.Is(err, store.ErrDenied) {
 			return exitUsage // a missing bucket, refused credentials: no retry can help
 		}
 		return exitFailed
 	}
 	defer f.Close()
-	rep, err := verify.Archive(ctx, f, want)
+	vr, err := verify.Archive(ctx, f, want)
 	if err != nil {
 		log.Error("archive verification failed", "archive", path, "error", err)
+		rep.Error = "archive verification failed: " + err.Error()
 		if errors.Is(err, verify.ErrMismatch) || errors.Is(err, verify.ErrCorrupt) {
 			return exitRefused
 		}
 		return exitFailed
 	}
-	fmt.Fprintf(stdout, "ok %s: %d bytes, sha256 %s, %d tar entries\n", path, rep.Size, rep.SHA256, rep.Entries)
+	fmt.Fprintf(stdout, "ok %s: %d bytes, sha256 %s, %d tar entries\n", path, vr.Size, vr.SHA256, vr.Entries)
 	return exitOK
 }

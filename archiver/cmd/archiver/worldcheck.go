@@ -17,13 +17,10 @@ import (
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
-// Flags of verify's world check.
+// verify's local flags of the world check (the Job's are jobapi's).
 const (
-	flagWorldCheck = "world-check"
-	flagChunks     = "chunks"
-	flagWorld      = "world"
-	flagScratch    = "scratch"
-	flagJSON       = "json"
+	flagWorld = jobapi.FlagWorld
+	flagJSON  = "json"
 )
 
 // worldCheckFlags are verify's flags of the game-level check.
@@ -35,21 +32,13 @@ type worldCheckFlags struct {
 	json    bool
 }
 
-func (w *worldCheckFlags) bind(fs *flag.FlagSet) {
-	fs.BoolVar(&w.enabled, flagWorldCheck, false, "after the archive verifies, restore it into a scratch folder and check the world it holds (level.dat, region files, chunks, player files)")
-	fs.StringVar(&w.chunks, flagChunks, "", "with --world-check: check about this share of each region's chunks (10% or 0.1; default all; each region's newest always)")
-	fs.StringVar(&w.world, flagWorld, "", "with --world-check: check this world folder instead of an archive")
-	fs.StringVar(&w.scratch, flagScratch, os.TempDir(), "with --world-check: folder under which the archive is restored for the check (removed after)")
-	fs.BoolVar(&w.json, flagJSON, false, "print a JSON summary on stdout")
-}
-
 // options checks the flags' combination and returns the check's options.
 func (w *worldCheckFlags) options(fs *flag.FlagSet, seed uint64) (worldcheck.Options, error) {
 	o := worldcheck.Options{Seed: seed}
 	if !w.enabled {
-		for _, name := range []string{flagChunks, flagWorld, flagScratch} {
+		for _, name := range []string{jobapi.FlagChunks, flagWorld, jobapi.FlagScratch} {
 			if flagSet(fs, name) {
-				return o, flagErrorf(name, "goes with %s", jobapi.Flag(flagWorldCheck))
+				return o, flagErrorf(name, "goes with %s", jobapi.Flag(jobapi.FlagWorldCheck))
 			}
 		}
 		return o, nil
@@ -57,7 +46,7 @@ func (w *worldCheckFlags) options(fs *flag.FlagSet, seed uint64) (worldcheck.Opt
 	if w.chunks != "" {
 		share, err := parseShare(w.chunks)
 		if err != nil {
-			return o, flagErrorf(flagChunks, "%w", err)
+			return o, flagErrorf(jobapi.FlagChunks, "%w", err)
 		}
 		o.Share = share
 	}
@@ -85,10 +74,12 @@ type restoreSource struct {
 // removes the folder. A world the check refuses exits 3, as an archive the
 // restore refuses does: both say the backup cannot give the world back,
 // and no retry changes that.
-func checkArchiveWorld(ctx context.Context, log hclog.Logger, w *worldCheckFlags, o worldcheck.Options, src restoreSource, stdout io.Writer) int {
+func checkArchiveWorld(ctx context.Context, log hclog.Logger, w *worldCheckFlags, o worldcheck.Options, src restoreSource,
+	rep *jobapi.VerifyResult, stdout io.Writer) int {
 	tmp, err := os.MkdirTemp(w.scratch, "worldcheck-")
 	if err != nil {
 		log.Error("cannot make the scratch folder", "scratch", w.scratch, "error", err)
+		rep.Error = "cannot make the scratch folder: " + err.Error()
 		return exitFailed
 	}
 	defer func() {
@@ -103,20 +94,32 @@ func checkArchiveWorld(ctx context.Context, log hclog.Logger, w *worldCheckFlags
 	})
 	if err != nil {
 		log.Error("cannot restore the archive for the world check", "archive", src.archive, "error", err)
+		rep.Error = "cannot restore the archive for the world check: " + err.Error()
 		if errors.Is(err, extract.ErrRefused) || errors.Is(err, extract.ErrChecksum) || chunkedDamage(err) {
 			return exitRefused
 		}
 		return exitFailed
 	}
-	return checkWorld(ctx, log, o, into, worldSummary{Archive: src.archive}, w.json, stdout)
+	return checkWorld(ctx, log, o, into, worldSummary{Archive: src.archive}, w.json, rep, stdout)
 }
 
-// checkWorld runs the check on dir and reports it: problems exit 3.
-func checkWorld(ctx context.Context, log hclog.Logger, o worldcheck.Options, dir string, sum worldSummary, asJSON bool, stdout io.Writer) int {
+// checkWorld runs the check on dir and reports it (into rep too, when not
+// nil): problems exit 3.
+func checkWorld(ctx context.Context, log hclog.Logger, o worldcheck.Options, dir string, sum worldSummary, asJSON bool,
+	rep *jobapi.VerifyResult, stdout io.Writer) int {
 	res, err := worldcheck.Check(ctx, dir, o)
 	if err != nil {
 		log.Error("world check failed to run", "world", dir, "error", err)
+		if rep != nil {
+			rep.Error = "world check failed to run: " + err.Error()
+		}
 		return exitFailed
+	}
+	if rep != nil {
+		rep.ChunksChecked, rep.Chunks, rep.Regions, rep.ProblemsTotal = res.ChunksChecked, res.Chunks, res.Regions, res.ProblemsTotal
+		if len(res.Problems) > 0 {
+			rep.Problem = res.Problems[0].String()
+		}
 	}
 	sum.Result, sum.Status = res, res.Status
 	if sum.Archive == "" {

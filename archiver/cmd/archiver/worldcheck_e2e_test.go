@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/worldbackup/worldbackup/internal/pgtest"
 	"github.com/worldbackup/worldbackup/internal/worldgen"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // worldJSON is verify --world-check --json's summary.
@@ -136,6 +138,43 @@ func TestVerifyWorldCheck(t *testing.T) {
 			t.Fatalf("verify --world-check exited %d, want 3 naming r.0.0.mca:\n%s%s", res.code, res.stdout, res.stderr)
 		}
 	})
+
+	// The verify Job's command line (jobapi.Verify) reports through the
+	// termination log: verified with the chunks counted, or failed naming
+	// the damaged chunk.
+	for _, tc := range []struct {
+		name, runID string
+		row         chunkedRow
+		code        int
+		want        jobapi.Status
+	}{{"the Job's verify of a good archive", "w1", tarRow, 0, jobapi.StatusVerified}, {"the Job's verify of a damaged world", "w2", w2, 3, jobapi.StatusFailed}} {
+		t.Run(tc.name, func(t *testing.T) {
+			term := filepath.Join(t.TempDir(), "termination-log")
+			req := jobapi.Verify{Archive: tc.row.ArchiveRef, SHA256: tc.row.SHA256, WorldCheck: true, Scratch: t.TempDir(), LogFormat: jobapi.LogJSON}
+			res := archiver(t, append(req.Args(), "--termination-log", term)...)
+			if res.code != tc.code {
+				t.Fatalf("verify exited %d, want %d:\n%s%s", res.code, tc.code, res.stdout, res.stderr)
+			}
+			b, err := os.ReadFile(term)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got jobapi.VerifyResult
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatalf("termination log %q: %v", b, err)
+			}
+			if got.Status != tc.want || got.ChunksChecked == 0 || got.ChunksChecked != got.Chunks || got.SHA256 != tc.row.SHA256 || got.RunID != tc.runID {
+				t.Fatalf("termination log = %+v", got)
+			}
+			wantProblem := fmt.Sprintf("world/region/r.0.0.mca: chunk (%d, %d):", badChunk[0], badChunk[1])
+			if tc.code != 0 && (got.ProblemsTotal == 0 || !strings.HasPrefix(got.Problem, wantProblem)) {
+				t.Fatalf("problem %q (%d in all), want one starting %q", got.Problem, got.ProblemsTotal, wantProblem)
+			}
+			if sum, err := jobapi.ParseSummary(string(b)); err != nil || sum.Status != tc.want || sum.ChunksChecked != got.ChunksChecked {
+				t.Fatalf("the components read %+v, %v", sum, err)
+			}
+		})
+	}
 }
 
 func TestVerifyWorldCheckUsage(t *testing.T) {

@@ -1,6 +1,6 @@
 // Command pulumi-resource-worldbackup is the worldbackup component-provider
 // plugin: it serves the components of package provider (WorldBackup,
-// WorldRestore, WorldPrune and WorldBackupSchedule; see components) to
+// WorldRestore, WorldPrune, WorldVerify and WorldBackupSchedule; see components) to
 // Pulumi programs in every language (TypeScript, Python, YAML, ...), using
 // pulumi-go-provider's infer.ComponentF on the very constructors that Go
 // programs call, so there is one implementation of the Job logic.
@@ -121,6 +121,7 @@ func newProvider() (p.Provider, error) {
 			"each WorldBackup is one backup run, a Kubernetes Job that archives a world and records it in a catalog; "+
 			"each WorldRestore a Job that restores an archive into a world, with no database access; "+
 			"each WorldPrune a Job that expires old archives by a retention policy; "+
+			"each WorldVerify a Job that restores an archive into scratch space and checks the world it holds, down to the chunks; "+
 			"each WorldBackupSchedule a CronJob that backs up on a schedule.").
 		WithKeywords("kubernetes", "minecraft", "backup", "category/utility", "kind/component").
 		WithPublisher(publisher).
@@ -188,6 +189,7 @@ func components() []component {
 		serve(provider.WorldRestoreType, provider.NewWorldRestore),
 		serve(provider.WorldPruneType, provider.NewWorldPrune),
 		serve(provider.WorldBackupScheduleType, provider.NewWorldBackupSchedule),
+		serve(provider.WorldVerifyType, provider.NewWorldVerify),
 	}
 }
 

@@ -107,6 +107,8 @@ func TestSchemaServesTheComponents(t *testing.T) {
 		{"worldbackup:index:WorldRestore", []string{"server", "runId", "image", "archiveRef", "sha256"}, []string{"jobName", "namespace", "runId", "archiveRef"}},
 		{"worldbackup:index:WorldPrune", []string{"server", "runId", "image", "retention"}, []string{"jobName", "namespace", "runId"}},
 		{"worldbackup:index:WorldBackupSchedule", []string{"server", "image", "schedule"}, []string{"cronJobName", "namespace"}},
+		{"worldbackup:index:WorldVerify", []string{"server", "runId", "image", "archiveRef", "sha256"},
+			[]string{"jobName", "namespace", "runId", "archiveRef", "status", "chunksChecked", "problems"}},
 	}
 	if len(schema.Resources) != len(tests) {
 		t.Errorf("schema has %d resources, want %d", len(schema.Resources), len(tests))

@@ -75,6 +75,21 @@ func DefaultRestore() jobspec.Restore {
 	}
 }
 
+// DefaultVerify is the resolved verify of the required inputs server
+// survival, runId verify-20250601, image ghcr.io/worldbackup/archiver:v0.1.0,
+// backupClaimName world-backups, archiveRef
+// /backups/survival/20250601-0300.tar.zst and sha256 SHA256, with the
+// contract's defaults (the world claim is not the verify's).
+func DefaultVerify() jobspec.Verify {
+	j := defaultJob("verify-20250601")
+	j.WorldClaimName, j.WorldRoot = "", ""
+	return jobspec.Verify{
+		Job:        j,
+		ArchiveRef: "/backups/survival/20250601-0300.tar.zst",
+		SHA256:     SHA256,
+	}
+}
+
 // DefaultPrune is the resolved prune of the required inputs server
 // survival, runId prune-20250601, image ghcr.io/worldbackup/archiver:v0.1.0,
 // backupClaimName world-backups and retention {keepDaily: 7, minKeep: 3},

@@ -1,0 +1,134 @@
+package nodetest
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/worldbackup/worldbackup/internal/kubenode"
+	"github.com/worldbackup/worldbackup/internal/stacktest"
+	"github.com/worldbackup/worldbackup/jobapi"
+	"github.com/worldbackup/worldbackup/program/deploy"
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+)
+
+// TestVerifyOnNode: servers[].verify verifies the run's backup in a Job of
+// its own that mounts no world and no Secret. A good world's archive is
+// verified, every chunk counted; after a chunk of the world is damaged, the
+// next run's backup still succeeds but its verify Job fails (exit 3),
+// `pulumi up` fails with it, and the Job's termination message names the
+// file and chunk.
+func TestVerifyOnNode(t *testing.T) {
+	node := kubenode.Require(t)
+	tools := stacktest.Require(t)
+	ns := namespace(t, node, kubenode.NamespaceOptions{})
+	world := ns.WorldDirs["lobby"] // a generated world (kubenode), the game's files
+	cfg := stackConfig(node, ns, "r1")
+	cfg["worldbackup:servers[0].verify.scratchSize"] = "1Gi"
+	stack := tools.InlineStack(t, "node", deploy.Program, cfg)
+
+	res, backup := up(t, node, ns, stack)
+	vs := outputList(t, res.Outputs, "verifies")
+	if len(vs) != 1 || vs[0].status != string(jobapi.StatusVerified) || vs[0].archiveRef != backup.archiveRef {
+		t.Fatalf("verifies = %+v, want one verified of %s", vs, backup.archiveRef)
+	}
+	jobComplete(t, node, ns.Name, vs[0].jobName)
+	good, code := verifyResult(t, node, ns.Name, vs[0].jobName)
+	if code != 0 || good.ChunksChecked == 0 || good.ChunksChecked != good.Chunks || good.SHA256 != backup.sha256 {
+		t.Fatalf("the verify reported %+v (exit %d), want every chunk of %s checked", good, code, backup.archiveRef)
+	}
+	job, err := node.Client.BatchV1().Jobs(ns.Name).Get(t.Context(), vs[0].jobName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range job.Spec.Template.Spec.Volumes {
+		if v.Secret != nil || v.Name == jobspec.WorldVolumeName {
+			t.Errorf("the verify Job mounts %q: want no world and no Secret", v.Name)
+		}
+	}
+
+	regions, _ := filepath.Glob(filepath.Join(world, "world", "region", "r.*.*.mca"))
+	if len(regions) == 0 {
+		t.Fatalf("the generated world has no region files under %s", world)
+	}
+	region := regions[0]
+	chunk := damageChunk(t, region)
+	cfg["worldbackup:runId"] = "r2"
+	stacktest.SetConfig(t, stack, cfg)
+	f := upFailsWithin(t, stack, 10*time.Minute)
+	name := jobspec.VerifyJobName("lobby", deploy.RunID("node", "lobby", "r2.verify"))
+	f.mentions(t, "node-lobby-verify")
+	bad, code := verifyResult(t, node, ns.Name, name)
+	want := fmt.Sprintf("world/region/%s: chunk (%d, %d):", filepath.Base(region), chunk[0], chunk[1])
+	if code != 3 || bad.Status != jobapi.StatusFailed || bad.ProblemsTotal == 0 || !strings.HasPrefix(bad.Problem, want) {
+		t.Fatalf("the damaged world's verify reported %+v (exit %d), want failed, exit 3, naming %q", bad, code, want)
+	}
+}
+
+// verifyResult is the termination message and exit code of the verify Job
+// name's pod.
+func verifyResult(t *testing.T, node *kubenode.Node, ns, name string) (jobapi.VerifyResult, int32) {
+	t.Helper()
+	pods, err := node.Client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "job-name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			if term := c.State.Terminated; c.Name == jobspec.ContainerName && term != nil {
+				var r jobapi.VerifyResult
+				if err := json.Unmarshal([]byte(term.Message), &r); err != nil {
+					t.Fatalf("pod %s's termination message %q: %v", p.Name, term.Message, err)
+				}
+				return r, term.ExitCode
+			}
+		}
+	}
+	t.Fatalf("Job %s has no finished pod:\n%s", name, node.PodLogs(t, ns, "job-name="+name))
+	return jobapi.VerifyResult{}, 0
+}
+
+// damageChunk flips a byte inside the compressed payload of the region
+// file r.X.Z.mca's first chunk and returns that chunk's absolute
+// coordinates.
+func damageChunk(t *testing.T, path string) [2]int {
+	t.Helper()
+	var rx, rz int
+	if _, err := fmt.Sscanf(filepath.Base(path), "r.%d.%d.mca", &rx, &rz); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var head [4096]byte
+	if _, err := f.ReadAt(head[:], 0); err != nil {
+		t.Fatal(err)
+	}
+	for slot := range 1024 {
+		loc := binary.BigEndian.Uint32(head[4*slot:])
+		if loc == 0 {
+			continue
+		}
+		off := int64(loc>>8)*4096 + 40
+		var b [1]byte
+		if _, err := f.ReadAt(b[:], off); err != nil {
+			t.Fatal(err)
+		}
+		b[0] ^= 0x5a
+		if _, err := f.WriteAt(b[:], off); err != nil {
+			t.Fatal(err)
+		}
+		return [2]int{32*rx + slot%32, 32*rz + slot/32}
+	}
+	t.Fatalf("%s has no chunks", path)
+	return [2]int{}
+}

@@ -1,0 +1,120 @@
+package provider
+
+import (
+	"strings"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/worldbackup/worldbackup/jobapi"
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+)
+
+// maxScratchSize is the largest scratchSize accepted.
+var maxScratchSize = resource.MustParse("1Ei")
+
+// WorldVerifyArgs are the inputs of a WorldVerify: those of every Job
+// (JobInputs; worldRoot and worldClaimName are refused, a verify mounts no
+// world) and the verify's own: the archive and its checksum (as in
+// WorldRestore), the chunk sample and the scratch volume.
+type WorldVerifyArgs struct {
+	JobInputs
+	ArchiveRef  pulumi.StringInput `pulumi:"archiveRef"`
+	SHA256      pulumi.StringInput `pulumi:"sha256"`
+	ChunkSample pulumi.StringInput `pulumi:"chunkSample,optional"`
+	ScratchSize pulumi.StringInput `pulumi:"scratchSize,optional"`
+	// ScratchStorageClassName makes the scratch volume an ephemeral claim
+	// of this class; whether it is set decides the volume's kind, its
+	// value is an input.
+	ScratchStorageClassName pulumi.StringInput `pulumi:"scratchStorageClassName,optional"`
+	// Store is the S3 store archiveRef is in, as in WorldRestoreArgs.
+	Store *StoreArgs `pulumi:"store,optional"`
+}
+
+// Validate reports every missing or invalid input of a (after defaults) in
+// one *InputError; nil when a is valid.
+func (a WorldVerifyArgs) Validate() error {
+	_, err := a.Job()
+	return err
+}
+
+// Job returns the verify Job builder's arguments of a, validated.
+func (a WorldVerifyArgs) Job() (jobspec.Verify, error) {
+	a, err := settleSync("worldverify", a)
+	if err != nil {
+		return jobspec.Verify{}, err
+	}
+	r, err := a.resolve()
+	return r.Job, err
+}
+
+// resolvedVerify is a validated WorldVerify.
+type resolvedVerify struct {
+	Job       jobspec.Verify
+	Timeout   time.Duration
+	Preflight preflightSettings
+}
+
+// resolve applies the defaults, validates and returns the Job builder's
+// arguments and the Pulumi timeout.
+func (a WorldVerifyArgs) resolve() (resolvedVerify, error) {
+	p := &problems{component: "worldverify"}
+	for _, in := range []struct{ input, v string }{{"worldRoot", str(a.WorldRoot)}, {"worldClaimName", str(a.WorldClaimName)}} {
+		if in.v != "" {
+			p.addf(in.input, "is set, but a verify mounts no world (it checks the archive, restored into its scratch volume): remove it")
+		}
+	}
+	w := a.JobInputs.worldPaths()
+	archiveRef, sum := str(a.ArchiveRef), str(a.SHA256)
+	p.server("server", a.Server, jobapi.KindVerify)
+	p.runID("runId", str(a.RunID))
+	p.sha256("sha256", sum)
+	j, store := p.common(a.JobInputs, a.Store, storeObject, w, jobRules{run: "verify", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"})
+	p.mountPaths(append(storeMounts(store, w.BackupRoot), mount{"the scratch volume", jobspec.ScratchPath})...)
+	switch {
+	case store != nil:
+		if p.required("archiveRef", archiveRef, "set it to the archive's s3:// URL: a WorldBackup's archiveRef output or the archive_ref column of `archiver list`") {
+			p.s3ArchiveRef("archiveRef", archiveRef, store.URL)
+		}
+	case strings.HasPrefix(archiveRef, "s3://"):
+		p.addf("archiveRef", "%q is in an S3 store, but store is not set: set store (its endpoint, region, pathStyle and credentialsSecretName) so the Job can read it", archiveRef)
+	default:
+		p.archiveRef("archiveRef", archiveRef, w.BackupRoot)
+	}
+	chunks := str(a.ChunkSample)
+	if chunks != "" {
+		if _, err := jobapi.ParseShare(chunks); err != nil {
+			p.addf("chunkSample", "%s; or leave it unset to check every chunk", err)
+		}
+	}
+	scratch := jobspec.Scratch{StorageClassName: str(a.ScratchStorageClassName)}
+	if in := str(a.ScratchSize); in != "" {
+		if q, ok := p.quantity("scratchSize", in, "16Gi or 500Mi"); ok {
+			if q.Cmp(maxScratchSize) > 0 {
+				p.addf("scratchSize", "%q is too large: use at most 1Ei", in)
+			}
+			scratch.Size = q
+		}
+	}
+	if a.ScratchStorageClassName != nil && scratch.StorageClassName != "" {
+		p.dnsSubdomain("scratchStorageClassName", scratch.StorageClassName)
+	}
+	if err := p.err(); err != nil {
+		return resolvedVerify{}, err
+	}
+	job := a.job(j, w)
+	job.WorldClaimName, job.WorldRoot = "", "" // no world
+	return resolvedVerify{
+		Job: jobspec.Verify{
+			Job:        job,
+			ArchiveRef: archiveRef,
+			SHA256:     sum,
+			Chunks:     chunks,
+			Scratch:    scratch,
+			Store:      store,
+		},
+		Timeout:   j.Timeout,
+		Preflight: j.Preflight,
+	}, nil
+}
