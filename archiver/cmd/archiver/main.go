@@ -41,7 +41,8 @@ in the world_backups catalog (PostgreSQL), and restores a world from such an arc
 Usage:
   archiver backup --server S --run-id R [flags]  archive the world and record the run
   archiver migrate [flags]                       apply the catalog's schema migrations
-  archiver list [--server S] [--json] [flags]    list the recorded runs
+  archiver list [--server S] [--limit N] [--json|--wide]
+                                                 list the recorded runs and failed attempts, newest first
   archiver verify (--run-id R | --archive REF)   check an archive against its row
   archiver restore --archive REF --sha256 HEX --into DIR [--replace]
                                                  restore a world from an archive (no database)
