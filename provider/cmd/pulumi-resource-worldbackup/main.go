@@ -118,7 +118,8 @@ func newProvider() (p.Provider, error) {
 			"each WorldBackup is one backup run, a Kubernetes Job that archives a world and records it in a catalog; "+
 			"each WorldRestore a Job that restores an archive into a world, with no database access; "+
 			"each WorldPrune a Job that expires old archives by a retention policy; "+
-			"each WorldBackupSchedule a CronJob that backs up on a schedule.").
+			"each WorldBackupSchedule a CronJob that backs up on a schedule; "+
+			"WorldMetrics the catalog's Prometheus exporter and status page, a Deployment and a Service.").
 		WithKeywords("kubernetes", "minecraft", "backup", "category/utility", "kind/component").
 		WithPublisher(publisher).
 		WithLicense("Apache-2.0").
@@ -144,6 +145,7 @@ func components() []component {
 		serve(provider.WorldRestoreType, provider.NewWorldRestore),
 		serve(provider.WorldPruneType, provider.NewWorldPrune),
 		serve(provider.WorldBackupScheduleType, provider.NewWorldBackupSchedule),
+		serve(provider.WorldMetricsType, provider.NewWorldMetrics),
 	}
 }
 

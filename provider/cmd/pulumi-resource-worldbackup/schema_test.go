@@ -106,6 +106,7 @@ func TestSchemaServesTheComponents(t *testing.T) {
 		{"worldbackup:index:WorldRestore", []string{"server", "runId", "image", "archiveRef", "sha256"}, []string{"jobName", "namespace", "runId", "archiveRef"}},
 		{"worldbackup:index:WorldPrune", []string{"server", "runId", "image", "retention"}, []string{"jobName", "namespace", "runId"}},
 		{"worldbackup:index:WorldBackupSchedule", []string{"server", "runId", "image", "schedule"}, []string{"cronJobName", "namespace"}},
+		{"worldbackup:index:WorldMetrics", []string{"image"}, []string{"deploymentName", "serviceName", "namespace", "portName", "port", "selectorLabels", "url"}},
 	}
 	if len(schema.Resources) != len(tests) {
 		t.Errorf("schema has %d resources, want %d", len(schema.Resources), len(tests))
