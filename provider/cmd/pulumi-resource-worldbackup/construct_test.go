@@ -752,3 +752,31 @@ func TestConstructChecksAtUpFirst(t *testing.T) {
 		t.Fatalf("registered %d resources before failing: %+v", len(rec.regs), rec.regs)
 	}
 }
+
+// TestConstructMetrics: the plugin serves WorldMetrics: its Deployment runs
+// `archiver metrics` with the inputs as flags, and its Service exposes the
+// port named metrics.
+func TestConstructMetrics(t *testing.T) {
+	inputs := map[string]any{
+		"image": "registry.example/archiver:1", "cluster": "eu-1", "maxAge": "36h",
+		"serverMaxAges": map[string]any{"survival": "26h"}, "configSecretName": "felis-metrics-config",
+	}
+	rec, _, err := constructPluginType(t, provider.WorldMetricsType, "metrics", inputs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps, svcs := rec.ofType("kubernetes:apps/v1:Deployment"), rec.ofType("kubernetes:core/v1:Service")
+	if len(deps) != 1 || len(svcs) != 1 {
+		t.Fatalf("registered %d Deployments and %d Services, want one each", len(deps), len(svcs))
+	}
+	b, _ := json.Marshal(deps[0].Inputs)
+	for _, want := range []string{`"metrics","--config","/etc/felis/felis.toml","--listen",":9090","--cluster","eu-1","--max-age","36h","--server-max-age","survival=26h"`,
+		`"secretName":"felis-metrics-config"`, `"automountServiceAccountToken":false`, `"readOnlyRootFilesystem":true`, `"runAsNonRoot":true`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the Deployment lacks %s: %s", want, b)
+		}
+	}
+	if b, _ := json.Marshal(svcs[0].Inputs); !strings.Contains(string(b), `"name":"metrics","port":9090`) {
+		t.Errorf("the Service lacks the metrics port: %s", b)
+	}
+}

@@ -1,6 +1,6 @@
 // Command pulumi-resource-worldbackup is the worldbackup component-provider
 // plugin: it serves the components of package provider (WorldBackup,
-// WorldRestore, WorldPrune, WorldVerify and WorldBackupSchedule; see components) to
+// WorldRestore, WorldPrune, WorldVerify, WorldBackupSchedule and WorldMetrics; see components) to
 // Pulumi programs in every language (TypeScript, Python, YAML, ...), using
 // pulumi-go-provider's infer.ComponentF on the very constructors that Go
 // programs call, so there is one implementation of the Job logic.
@@ -122,7 +122,8 @@ func newProvider() (p.Provider, error) {
 			"each WorldRestore a Job that restores an archive into a world, with no database access; "+
 			"each WorldPrune a Job that expires old archives by a retention policy; "+
 			"each WorldVerify a Job that restores an archive into scratch space and checks the world it holds, down to the chunks; "+
-			"each WorldBackupSchedule a CronJob that backs up on a schedule.").
+			"each WorldBackupSchedule a CronJob that backs up on a schedule; "+
+			"WorldMetrics the catalog's Prometheus exporter and status page, a Deployment and a Service.").
 		WithKeywords("kubernetes", "minecraft", "backup", "category/utility", "kind/component").
 		WithPublisher(publisher).
 		WithLicense("Apache-2.0").
@@ -190,6 +191,7 @@ func components() []component {
 		serve(provider.WorldPruneType, provider.NewWorldPrune),
 		serve(provider.WorldBackupScheduleType, provider.NewWorldBackupSchedule),
 		serve(provider.WorldVerifyType, provider.NewWorldVerify),
+		serve(provider.WorldMetricsType, provider.NewWorldMetrics),
 	}
 }
 
