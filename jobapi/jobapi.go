@@ -77,6 +77,15 @@ const (
 	FlagReplace    = "replace"
 	FlagMaxBytes   = "max-bytes"
 	FlagMaxEntries = "max-entries"
+
+	// The flags of the commands run by hand and of the exporter.
+	FlagJSON         = "json"
+	FlagLimit        = "limit"
+	FlagWide         = "wide"
+	FlagMaxAge       = "max-age"
+	FlagListen       = "listen"
+	FlagCluster      = "cluster"
+	FlagServerMaxAge = "server-max-age"
 )
 
 // EndOfFlags is the argument that ends the flags of a command line.

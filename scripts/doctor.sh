@@ -69,6 +69,7 @@ if [ "$mode" = test ]; then
   need_cmd node nodejs 0    # the SDK tests (sdk/): tsc and pyright run on node
   need_cmd npm npm 0
   need_cmd python3 python3 0 # the Python SDK test
+  need_cmd chromium chromium 0 # the status page test (archiver/exporter): a real headless browser
   if [ "$(id -u)" = 0 ]; then ok root "running as root"; else lack root "not root: the restore, image and real-node tiers need it" "run as root (sudo -E make test)" 0; fi
   if [ -e /usr/include/seccomp.h ] || pkg-config --exists libseccomp 2>/dev/null; then
     ok libseccomp-dev "seccomp.h found (runc for the real-node tier)"

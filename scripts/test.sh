@@ -17,6 +17,7 @@ export GOFLAGS=-buildvcs=false
 
 log_dir=${TEST_LOG_DIR:-$root/.tools/test-logs}
 mkdir -p "$log_dir"
+export TEST_LOG_DIR=$log_dir # tests keep artifacts there (the status page's screenshot)
 log=$log_dir/go-test.log
 
 scripts/doctor.sh test || { echo "0 passed, 1 failed"; exit 1; }

@@ -261,6 +261,36 @@ func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, spec st
 		return fail(err)
 	}
 	defer db.Close()
+	// From here on the catalog is reachable: a failed attempt is recorded.
+	js, err := backupWithCatalog(ctx, log, db, spec, p, migrate, q, pruneOpts, fail)
+	if err != nil && js.Status == backup.StatusFailed {
+		recordFailure(ctx, log, db, p, start, err, spec.secrets(cfg)...)
+	}
+	return js, err
+}
+
+// recordFailureTimeout bounds the recording of a failed attempt, which
+// runs even when the run's context was canceled (a SIGTERM).
+const recordFailureTimeout = 10 * time.Second
+
+// recordFailure records the failed attempt of p in the catalog, its reason
+// cut and with secrets masked. A failure to record it is logged, never the
+// run's error.
+func recordFailure(ctx context.Context, log hclog.Logger, db *catalog.DB, p backup.Params, start time.Time, cause error, secrets ...string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordFailureTimeout)
+	defer cancel()
+	f := catalog.Failure{RunID: p.RunID, Server: p.Server, StartedAt: start, FinishedAt: time.Now(),
+		Reason: catalog.Reason(cause, secrets...)}
+	if err := db.RecordFailure(ctx, f); err != nil {
+		log.Warn("the failed attempt could not be recorded in the catalog", "error", err)
+		return
+	}
+	log.Info("recorded the failed attempt in the catalog", "server", p.Server, "run_id", p.RunID)
+}
+
+// backupWithCatalog is runBackup once the catalog is open.
+func backupWithCatalog(ctx context.Context, log hclog.Logger, db *catalog.DB, spec storeSpec, p backup.Params, migrate bool,
+	q backup.Quiescer, pruneOpts *prune.Options, fail func(error) (jobapi.BackupResult, error)) (jobapi.BackupResult, error) {
 	if migrate {
 		applied, err := db.Migrate(ctx)
 		if err != nil {

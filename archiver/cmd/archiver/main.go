@@ -41,7 +41,8 @@ in the world_backups catalog (PostgreSQL), and restores a world from such an arc
 Usage:
   archiver backup --server S --run-id R [flags]  archive the world and record the run
   archiver migrate [flags]                       apply the catalog's schema migrations
-  archiver list [--server S] [--json] [flags]    list the recorded runs
+  archiver list [--server S] [--limit N] [--json|--wide]
+                                                 list the recorded runs and failed attempts, newest first
   archiver verify (--run-id R | --archive REF)   check an archive against its row
   archiver restore --archive REF --sha256 HEX --into DIR [--replace]
                                                  restore a world from an archive (no database)
@@ -49,6 +50,8 @@ Usage:
   archiver prune --server S --min-keep K [--keep-last N] [--keep-daily D] ...
                                                  expire old archives (restic's forget rules)
   archiver status --max-age 26h [--server S]...  exit 1 when a server's newest archive is older
+  archiver metrics [--listen :9090] [--cluster C] [--max-age 36h] [--server-max-age S=26h]...
+                                                 serve the catalog's Prometheus metrics and status page
   archiver --version                             print the version
 
 REF is an archive file's path or an S3 store's s3://bucket/key URL; for a
@@ -100,6 +103,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdPrune(ctx, args[1:], stdout, stderr)
 	case "status":
 		return cmdStatus(ctx, args[1:], stdout, stderr)
+	case jobapi.KindMetrics:
+		return cmdMetrics(ctx, args[1:], stdout, stderr)
 	case jobapi.Flag("version"), "-version", "version":
 		fmt.Fprintf(stdout, "archiver %s\n", version)
 		return exitOK

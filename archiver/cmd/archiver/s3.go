@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"unicode"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/worldbackup/worldbackup/archiver/backup"
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/config"
@@ -306,4 +308,17 @@ func s3Settings(fs *flag.FlagSet, f jobapi.S3, configPath string) (config.S3, er
 		return config.S3{}, err
 	}
 	return s3Over(fs, f, base), nil
+}
+
+// secrets returns what an error of a run with s and cfg must never show:
+// the database password and the S3 keys.
+func (s storeSpec) secrets(cfg config.Config) []string {
+	var out []string
+	if c, err := pgconn.ParseConfig(cfg.Database.URL); err == nil && c.Password != "" {
+		out = append(out, c.Password)
+	}
+	if s.S3 != nil {
+		out = append(out, s.S3.AccessKey, s.S3.SecretKey)
+	}
+	return out
 }

@@ -40,16 +40,16 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	format := logFormat("auto")
 	var servers stringList
 	fs := newFlagSet("status", fmt.Sprintf(statusHelp, catalog.FutureTolerance), stderr)
-	configPath := fs.String("config", config.DefaultPath, "felis.toml")
-	maxAge := fs.Duration("max-age", 0, "the oldest a server's newest archive may be, e.g. 26h (required)")
-	fs.Var(&servers, "server", "a server that must have a recent archive, repeatable (default: every server in the catalog)")
-	asJSON := fs.Bool("json", false, "print a JSON array")
+	configPath := fs.String(jobapi.FlagConfig, config.DefaultPath, "felis.toml")
+	maxAge := fs.Duration(jobapi.FlagMaxAge, 0, "the oldest a server's newest archive may be, e.g. 26h (required)")
+	fs.Var(&servers, jobapi.FlagServer, "a server that must have a recent archive, repeatable (default: every server in the catalog)")
+	asJSON := fs.Bool(jobapi.FlagJSON, false, "print a JSON array")
 	fs.Var(&format, "log-format", "json, text or auto (json when stderr is not a terminal)")
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
 	if *maxAge <= 0 {
-		return usageError(stderr, "status", "%s is required and must be positive, e.g. %[1]s 26h", jobapi.Flag("max-age"))
+		return usageError(stderr, "status", "%s is required and must be positive, e.g. %[1]s 26h", jobapi.Flag(jobapi.FlagMaxAge))
 	}
 	for _, s := range servers.values {
 		if err := jobapi.CheckServer(s); err != nil {

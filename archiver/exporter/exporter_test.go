@@ -1,0 +1,273 @@
+package exporter
+
+import (
+	"context"
+	"math"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/worldbackup/worldbackup/archiver/catalog"
+	"github.com/worldbackup/worldbackup/internal/pgtest"
+	"github.com/worldbackup/worldbackup/internal/promscrape"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// fixture is a migrated catalog with runs and failed attempts.
+type fixture struct {
+	url string
+	db  *catalog.DB
+	now time.Time
+}
+
+func openDB(t *testing.T, url string) *catalog.DB {
+	t.Helper()
+	db, err := catalog.OpenWith(t.Context(), url, hclog.NewNullLogger(), catalog.Timeouts{Connect: 2 * time.Second, Statement: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{url: pgtest.URL(t), now: time.Now()}
+	f.db = openDB(t, f.url)
+	if _, err := f.db.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// run records a successful run that finished ago before now and took d.
+func (f *fixture) run(t *testing.T, server, runID string, ago, d time.Duration, size, added int64) {
+	t.Helper()
+	fin := f.now.Add(-ago)
+	_, err := f.db.Insert(t.Context(), catalog.Record{RunID: runID, Server: server,
+		ArchiveRef: "/backups/" + server + "/" + runID + ".tar.zst", SizeBytes: size, AddedBytes: &added,
+		SHA256: strings.Repeat("c", 64), Compression: "zstd", StartedAt: fin.Add(-d), FinishedAt: fin})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) fail(t *testing.T, server, runID string, ago time.Duration, reason string) {
+	t.Helper()
+	fin := f.now.Add(-ago)
+	if err := f.db.RecordFailure(t.Context(), catalog.Failure{RunID: runID, Server: server,
+		StartedAt: fin.Add(-time.Minute), FinishedAt: fin, Reason: reason}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// serve starts an exporter of cat on a loopback HTTP server.
+func serve(t *testing.T, cat Catalog, cfg Config) (*Exporter, string) {
+	t.Helper()
+	if cfg.MinRefresh == 0 {
+		cfg.MinRefresh = time.Nanosecond
+	}
+	e, err := New(cat, cfg, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e.Handler())
+	t.Cleanup(srv.Close)
+	return e, srv.URL
+}
+
+func scrape(t *testing.T, base string) promscrape.Families {
+	t.Helper()
+	fams, err := promscrape.Scrape(t.Context(), base+"/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fams
+}
+
+// want checks the value of one series.
+func want(t *testing.T, fams promscrape.Families, name string, labels map[string]string, v float64) {
+	t.Helper()
+	got, ok := fams.Value(name, labels)
+	if !ok {
+		t.Errorf("%s%v: no single series (have %d)", name, labels, len(fams.Series(name, labels)))
+		return
+	}
+	if math.Abs(got-v) > 1e-3 {
+		t.Errorf("%s%v = %v, want %v", name, labels, got, v)
+	}
+}
+
+func absent(t *testing.T, fams promscrape.Families, name string, labels map[string]string) {
+	t.Helper()
+	if s := fams.Series(name, labels); len(s) != 0 {
+		t.Errorf("%s%v: %d series, want none", name, labels, len(s))
+	}
+}
+
+// TestMetricsFromCatalog: every agreed series, from a real catalog over a
+// real scrape; the counters stay monotone when a prune deletes rows.
+func TestMetricsFromCatalog(t *testing.T) {
+	f := newFixture(t)
+	f.run(t, "survival", "s-1", 26*time.Hour, 40*time.Second, 1000, 1000)
+	f.fail(t, "survival", "s-2", 2*time.Hour+time.Minute, "quiescing the game server: connection refused")
+	f.run(t, "survival", "s-2", 2*time.Hour, 3*time.Second, 1200, 300)
+	f.run(t, "creative", "c-1", 50*time.Hour, 700*time.Second, 5000, 5000)
+	f.fail(t, "creative", "c-2", time.Hour, "disk full")
+	_, base := serve(t, f.db, Config{Cluster: "eu-1", MaxAge: 36 * time.Hour,
+		ServerMaxAge: map[string]time.Duration{"creative": 26 * time.Hour, "lobby": 2 * time.Hour}})
+
+	fams := scrape(t, base)
+	s := map[string]string{"cluster": "eu-1", "server": "survival"}
+	c := map[string]string{"cluster": "eu-1", "server": "creative"}
+	l := map[string]string{"cluster": "eu-1", "server": "lobby"}
+	want(t, fams, "worldbackup_exporter_catalog_up", map[string]string{"cluster": "eu-1"}, 1)
+	want(t, fams, "worldbackup_backup_last_successful_timestamp_seconds", s, unixSeconds(f.now.Add(-2*time.Hour)))
+	want(t, fams, "worldbackup_backup_last_successful_timestamp_seconds", l, 0)
+	want(t, fams, "worldbackup_backup_last_status", s, 1)
+	want(t, fams, "worldbackup_backup_last_status", c, 0)
+	absent(t, fams, "worldbackup_backup_last_status", l)
+	want(t, fams, "worldbackup_backup_last_size_bytes", s, 1200)
+	want(t, fams, "worldbackup_backup_last_added_bytes", s, 300)
+	want(t, fams, "worldbackup_backup_success_total", s, 2)
+	want(t, fams, "worldbackup_backup_success_total", c, 1)
+	want(t, fams, "worldbackup_backup_failure_total", s, 1)
+	want(t, fams, "worldbackup_backup_failure_total", l, 0)
+	want(t, fams, "worldbackup_backup_max_age_seconds", s, (36 * time.Hour).Seconds())
+	want(t, fams, "worldbackup_backup_max_age_seconds", c, (26 * time.Hour).Seconds())
+	want(t, fams, "worldbackup_store_bytes", s, 1300)
+	want(t, fams, "worldbackup_store_bytes", l, 0)
+	want(t, fams, "worldbackup_backup_duration_seconds", s, 2)
+	h := fams.Series("worldbackup_backup_duration_seconds", c)[0].GetHistogram()
+	if h.GetSampleSum() < 699 || h.GetSampleSum() > 701 {
+		t.Errorf("creative's duration sum = %v, want 700", h.GetSampleSum())
+	}
+	for _, b := range h.GetBucket() {
+		if wantN := map[bool]uint64{true: 1, false: 0}[b.GetUpperBound() >= 700]; b.GetCumulativeCount() != wantN {
+			t.Errorf("creative's bucket le=%v = %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), wantN)
+		}
+	}
+
+	// A prune deletes survival's old run; a new run and a failure come.
+	if _, err := f.db.PruneServer(t.Context(), "survival", func([]catalog.Record) ([]string, error) { return []string{"s-1"}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	f.run(t, "survival", "s-3", time.Minute, 2*time.Second, 1300, 100)
+	f.fail(t, "survival", "s-4", 0, "store unreachable")
+	fams = scrape(t, base)
+	want(t, fams, "worldbackup_backup_success_total", s, 3)
+	want(t, fams, "worldbackup_backup_failure_total", s, 2)
+	want(t, fams, "worldbackup_backup_duration_seconds", s, 3)
+	want(t, fams, "worldbackup_backup_last_status", s, 0)
+	want(t, fams, "worldbackup_store_bytes", s, 400)
+	want(t, fams, "worldbackup_backup_last_successful_timestamp_seconds", s, unixSeconds(f.now.Add(-time.Minute)))
+}
+
+// TestMetricsWithoutMaxAge: no max age configured: no max_age series.
+func TestMetricsWithoutMaxAge(t *testing.T) {
+	f := newFixture(t)
+	f.run(t, "survival", "s-1", time.Hour, time.Second, 1, 1)
+	_, base := serve(t, f.db, Config{})
+	fams := scrape(t, base)
+	absent(t, fams, "worldbackup_backup_max_age_seconds", nil)
+	want(t, fams, "worldbackup_backup_success_total", map[string]string{"server": "survival"}, 1)
+}
+
+// TestReadOnlyRole: the exporter works with the documented role, which can
+// SELECT the two tables and write nothing.
+func TestReadOnlyRole(t *testing.T) {
+	f := newFixture(t)
+	f.run(t, "survival", "s-1", time.Hour, time.Second, 10, 10)
+	f.fail(t, "survival", "s-2", 0, "boom")
+	ro := pgtest.Role(t, f.url, ReadOnlyRoleSQL)
+	_, base := serve(t, openDB(t, ro), Config{Cluster: "c"})
+	fams := scrape(t, base)
+	s := map[string]string{"server": "survival"}
+	want(t, fams, "worldbackup_exporter_catalog_up", nil, 1)
+	want(t, fams, "worldbackup_backup_success_total", s, 1)
+	want(t, fams, "worldbackup_backup_failure_total", s, 1)
+	want(t, fams, "worldbackup_backup_last_status", s, 0)
+
+	conn, err := pgx.Connect(t.Context(), ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, sql := range []string{
+		`DELETE FROM world_backups`,
+		`INSERT INTO world_backup_failures (run_id, server, started_at, finished_at, reason) VALUES ('x', 'x', now(), now(), 'x')`,
+		`SELECT count(*) FROM schema_migrations`,
+	} {
+		if _, err := conn.Exec(t.Context(), sql); err == nil {
+			t.Errorf("the read-only role could run %q", sql)
+		}
+	}
+}
+
+// TestCatalogDown: a catalog that stops answering gives catalog_up 0 within
+// the timeout and keeps the last good gauges; it comes back by itself.
+func TestCatalogDown(t *testing.T) {
+	f := newFixture(t)
+	f.run(t, "survival", "s-1", time.Hour, time.Second, 10, 10)
+	proxy := pgtest.NewProxy(t, pgtest.Target(t, f.url))
+	db := openDB(t, proxy.URL(t, f.url))
+	_, base := serve(t, db, Config{Timeout: time.Second})
+	s := map[string]string{"server": "survival"}
+	want(t, scrape(t, base), "worldbackup_exporter_catalog_up", nil, 1)
+
+	proxy.Blackhole()
+	fams := scrape(t, base)
+	want(t, fams, "worldbackup_exporter_catalog_up", nil, 0)
+	want(t, fams, "worldbackup_backup_success_total", s, 1)
+	want(t, fams, "worldbackup_backup_last_successful_timestamp_seconds", s, unixSeconds(f.now.Add(-time.Hour)))
+
+	proxy.Resume()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		v, _ := scrape(t, base).Value("worldbackup_exporter_catalog_up", nil)
+		if v == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("catalog_up stayed 0 after the catalog came back")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestUnmigratedCatalog: a database without the tables: catalog_up 0, and
+// the error says to migrate.
+func TestUnmigratedCatalog(t *testing.T) {
+	db := openDB(t, pgtest.URL(t))
+	e, base := serve(t, db, Config{})
+	want(t, scrape(t, base), "worldbackup_exporter_catalog_up", nil, 0)
+	if err := e.Refresh(t.Context()); err == nil || !strings.Contains(err.Error(), "archiver migrate") {
+		t.Errorf("Refresh on an unmigrated catalog: %v, want it to say archiver migrate", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"empty", Config{}, true},
+		{"max ages", Config{MaxAge: time.Hour, ServerMaxAge: map[string]time.Duration{"survival": time.Hour}}, true},
+		{"bad server", Config{ServerMaxAge: map[string]time.Duration{"Survival": time.Hour}}, false},
+		{"zero age", Config{ServerMaxAge: map[string]time.Duration{"survival": 0}}, false},
+		{"negative", Config{MaxAge: -time.Hour}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.cfg.Validate(); (err == nil) != tt.ok {
+				t.Errorf("Validate = %v, want ok %v", err, tt.ok)
+			}
+		})
+	}
+}
