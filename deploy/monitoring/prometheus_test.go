@@ -3,137 +3,141 @@ package monitoring
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/worldbackup/worldbackup/internal/pgtest"
 	"github.com/worldbackup/worldbackup/internal/promtest"
+	"github.com/worldbackup/worldbackup/internal/worldgen"
 )
 
 // testMaxAge is the allowed age of the test's server: short, so that the
-// stale alert fires within seconds of the backups stopping.
-const testMaxAge = 15 * time.Second
+// stale alert fires within seconds of its backups stopping.
+const testMaxAge = 30 * time.Second
 
-// exporter is what the test's Prometheus scrapes: the worldbackup series of
-// METRICS.md for one cluster, whose servers back up when the test says.
-type exporter interface {
-	Addr() string                       // host:port of /metrics
-	Backup(t *testing.T, server string) // one successful backup run now
-	Fail(t *testing.T, server string)   // one failed attempt now
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// archiverBin builds the archiver once per test binary.
+var archiverBin = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "monitoring-archiver-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "archiver")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/worldbackup/worldbackup/archiver/cmd/archiver").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("building the archiver: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// catalogEnv is a catalog on a real PostgreSQL, an archive root and the
+// felis.toml that the archiver's backups and exporter read.
+type catalogEnv struct {
+	bin, config, root string
 }
 
-// contractExporter serves the series METRICS.md names, from runs the test
-// records, in the text exposition format: the contract the rules and the
-// dashboard are written against.
-type contractExporter struct {
-	addr string
-	mu   sync.Mutex
-	srv  map[string]*serverState
+func newCatalogEnv(t *testing.T) *catalogEnv {
+	t.Helper()
+	bin, err := archiverBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	e := &catalogEnv{bin: bin, config: filepath.Join(dir, "felis.toml"), root: filepath.Join(dir, "backups")}
+	if err := os.Mkdir(e.root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("[database]\nurl = %q\n[archive]\nlocal_path = \"/nonexistent\"\n", pgtest.URL(t))
+	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
 
-type serverState struct {
-	lastSuccess         time.Time
-	lastOK              bool
-	size, added, store  int64
-	successes, failures int
-	durations           []float64
+// backup runs `archiver backup` of world as server and returns its exit code.
+func (e *catalogEnv) backup(t *testing.T, server, runID, world string) int {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), e.bin, "backup", "--server", server, "--run-id", runID,
+		"--world", world, "--config", e.config, "--archive-root", e.root)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		t.Logf("archiver backup %s %s: exit %d: %s", server, runID, ee.ExitCode(), tail(out))
+		return ee.ExitCode()
+	}
+	t.Fatalf("archiver backup: %v", err)
+	return -1
 }
 
-func newContractExporter(t *testing.T, servers ...string) *contractExporter {
+// exporter starts `archiver metrics` with args on a free loopback port and
+// returns its host:port once it listens; SIGTERM at cleanup.
+func (e *catalogEnv) exporter(t *testing.T, args ...string) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &contractExporter{addr: l.Addr().String(), srv: map[string]*serverState{}}
-	for _, s := range servers {
-		e.srv[s] = &serverState{lastOK: true}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(e.bin, append([]string{"metrics", "--listen", addr, "--config", e.config}, args...)...)
+	var log strings.Builder
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: http.HandlerFunc(e.serve), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = hs.Serve(l) }()
-	t.Cleanup(func() { _ = hs.Close() })
-	return e
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("archiver metrics log:\n%s", log.String())
+		}
+	})
+	waitFor(t, 30*time.Second, "archiver metrics listening on "+addr, func() (bool, error) {
+		select {
+		case <-done:
+			t.Fatalf("archiver metrics exited: %s", log.String())
+		default:
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil, err
+	})
+	return addr
 }
 
-func (e *contractExporter) Addr() string { return e.addr }
-
-func (e *contractExporter) Backup(t *testing.T, server string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s := e.srv[server]
-	s.lastSuccess, s.lastOK = time.Now(), true
-	s.size, s.added = 4<<20, 1<<20
-	s.store += s.added
-	s.successes++
-	s.durations = append(s.durations, 2.5)
-}
-
-func (e *contractExporter) Fail(t *testing.T, server string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s := e.srv[server]
-	s.lastOK = false
-	s.failures++
-}
-
-var durationBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600}
-
-func (e *contractExporter) serve(w http.ResponseWriter, r *http.Request) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var b strings.Builder
-	gauge := func(name, server string, v float64) {
-		fmt.Fprintf(&b, "%s{cluster=\"test\",server=%q} %g\n", name, server, v)
+func tail(b []byte) []byte {
+	if len(b) > 2048 {
+		return b[len(b)-2048:]
 	}
-	fmt.Fprintln(&b, "worldbackup_exporter_catalog_up{cluster=\"test\"} 1")
-	for name, s := range e.srv {
-		ts := 0.0
-		if !s.lastSuccess.IsZero() {
-			ts = float64(s.lastSuccess.UnixMilli()) / 1000
-		}
-		gauge("worldbackup_backup_last_successful_timestamp_seconds", name, ts)
-		gauge("worldbackup_backup_max_age_seconds", name, testMaxAge.Seconds())
-		status := 0.0
-		if s.lastOK {
-			status = 1
-		}
-		gauge("worldbackup_backup_last_status", name, status)
-		gauge("worldbackup_backup_last_size_bytes", name, float64(s.size))
-		gauge("worldbackup_backup_last_added_bytes", name, float64(s.added))
-		gauge("worldbackup_store_bytes", name, float64(s.store))
-		gauge("worldbackup_backup_success_total", name, float64(s.successes))
-		gauge("worldbackup_backup_failure_total", name, float64(s.failures))
-		sum := 0.0
-		for _, d := range s.durations {
-			sum += d
-		}
-		for _, le := range durationBuckets {
-			n := 0
-			for _, d := range s.durations {
-				if d <= le {
-					n++
-				}
-			}
-			fmt.Fprintf(&b, "worldbackup_backup_duration_seconds_bucket{cluster=\"test\",server=%q,le=\"%g\"} %d\n", name, le, n)
-		}
-		fmt.Fprintf(&b, "worldbackup_backup_duration_seconds_bucket{cluster=\"test\",server=%q,le=\"+Inf\"} %d\n", name, len(s.durations))
-		gauge("worldbackup_backup_duration_seconds_sum", name, sum)
-		gauge("worldbackup_backup_duration_seconds_count", name, float64(len(s.durations)))
-	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	_, _ = w.Write([]byte(b.String()))
+	return b
 }
 
-// startPrometheus runs the real Prometheus scraping ex every second and
+// startPrometheus runs the real Prometheus scraping the exporter every second and
 // evaluating the checked-in rules file every second.
-func startPrometheus(t *testing.T, ex exporter) *promtest.Server {
+func startPrometheus(t *testing.T, exporterAddr string) *promtest.Server {
 	t.Helper()
 	rules, err := filepath.Abs(FileRules)
 	if err != nil {
@@ -141,7 +145,7 @@ func startPrometheus(t *testing.T, ex exporter) *promtest.Server {
 	}
 	return promtest.Start(t, promtest.Config{
 		Job:       DefaultExporterJob,
-		Targets:   []string{ex.Addr()},
+		Targets:   []string{exporterAddr},
 		RuleFiles: []string{rules},
 	})
 }
@@ -179,33 +183,59 @@ func alertState(ctx context.Context, p *promtest.Server, name, server string) (s
 	return "inactive", nil
 }
 
-// TestStaleFiresInPrometheus: the real Prometheus scrapes the exporter
-// while backups run, and WorldBackupStale goes from inactive to firing
-// through /api/v1/alerts once they stop; every dashboard query parses and
-// returns series.
+// TestStaleFiresInPrometheus: the real Prometheus scrapes the real exporter
+// (`archiver metrics` over a real catalog) while real backups run, and
+// WorldBackupStale of the server goes from inactive to firing through
+// /api/v1/alerts once they stop; a configured server that never backed up
+// is stale from the start, one whose newest attempt failed fires
+// WorldBackupFailed; every rule evaluates without error against the real
+// series, and every dashboard query parses and returns series.
 func TestStaleFiresInPrometheus(t *testing.T) {
-	ex := newContractExporter(t, "survival", "creative")
-	p := startPrometheus(t, ex)
+	promtest.Require(t, "prometheus") // before building anything
+	e := newCatalogEnv(t)
 	ctx := t.Context()
+	worlds := t.TempDir()
+	world := filepath.Join(worlds, "survival")
+	if _, err := worldgen.Generate(world, worldgen.Options{Size: 512 << 10, Seed: 25}); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(worlds, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// One run first, so the catalog has its tables when the exporter
+	// starts (it never migrates).
+	if code := e.backup(t, "survival", "run-0", world); code != 0 {
+		t.Fatalf("the first backup of survival: exit %d", code)
+	}
+	addr := e.exporter(t, "--cluster", "test", "--max-age", "1h",
+		"--server-max-age", "survival="+testMaxAge.String(), "--server-max-age", "lobby=1h")
+	p := startPrometheus(t, addr)
 
-	// Backups run: one every second for a few scrapes, and one failure of
-	// creative between two of its successes.
-	ex.Backup(t, "creative")
-	for i := range 5 {
-		ex.Backup(t, "survival")
-		if i == 2 {
-			ex.Fail(t, "creative")
-		}
-		if i == 3 {
-			ex.Backup(t, "creative")
+	// Backups run while Prometheus scrapes: survival's back to back,
+	// creative's once and then an attempt that fails (an empty world).
+	if code := e.backup(t, "creative", "run-1", world); code != 0 {
+		t.Fatalf("the backup of creative: exit %d", code)
+	}
+	for i := range 3 {
+		if code := e.backup(t, "survival", fmt.Sprintf("run-%d", i+1), world); code != 0 {
+			t.Fatalf("backup %d of survival: exit %d", i+1, code)
 		}
 		time.Sleep(time.Second)
 	}
-	waitFor(t, 20*time.Second, "Prometheus scraped a success of survival", func() (bool, error) {
-		v, err := p.Query(ctx, `time() - worldbackup_backup_last_successful_timestamp_seconds{server="survival"} < 10`)
+	if code := e.backup(t, "creative", "run-2", empty); code == 0 {
+		t.Fatal("the backup of an empty world succeeded")
+	}
+	before := time.Now()
+	if code := e.backup(t, "survival", "run-4", world); code != 0 {
+		t.Fatalf("the last backup of survival: exit %d", code)
+	}
+	last := time.Now()
+	waitFor(t, 30*time.Second, "Prometheus scraped survival's last backup", func() (bool, error) {
+		v, err := p.Query(ctx, fmt.Sprintf(`worldbackup_backup_last_successful_timestamp_seconds{server="survival"} >= %d`, before.Unix()))
 		return err == nil && len(v) == 1, err
 	})
-	waitFor(t, 20*time.Second, "the rules were evaluated and are healthy", func() (bool, error) {
+	waitFor(t, 30*time.Second, "the rules were evaluated and are healthy", func() (bool, error) {
 		rules, err := p.Rules(ctx)
 		if err != nil || len(rules) == 0 {
 			return false, err
@@ -217,8 +247,11 @@ func TestStaleFiresInPrometheus(t *testing.T) {
 		}
 		return true, nil
 	})
-	if st, err := alertState(ctx, p, AlertStale, "survival"); err != nil || st != "inactive" {
-		t.Fatalf("%s of survival while its backups run: %s (%v), want inactive", AlertStale, st, err)
+	// Two evaluations after the scrape that saw the backup.
+	time.Sleep(2 * time.Second)
+	st, err := alertState(ctx, p, AlertStale, "survival")
+	if elapsed := time.Since(last); err != nil || st != "inactive" {
+		t.Fatalf("%s of survival %v after its last backup (max age %v): %s (%v), want inactive", AlertStale, elapsed, testMaxAge, st, err)
 	}
 
 	t.Run("every dashboard query parses and returns series", func(t *testing.T) {
@@ -247,17 +280,35 @@ func TestStaleFiresInPrometheus(t *testing.T) {
 		}
 	})
 
-	// The backups stop: survival's newest success ages past its max age.
-	stopped := time.Now()
-	waitFor(t, testMaxAge+45*time.Second, AlertStale+" of survival firing", func() (bool, error) {
+	// The backups stopped: survival's newest success ages past its max age.
+	waitFor(t, testMaxAge+90*time.Second, AlertStale+" of survival firing", func() (bool, error) {
 		st, err := alertState(ctx, p, AlertStale, "survival")
 		return st == "firing", err
 	})
-	if since := time.Since(stopped); since < testMaxAge-2*time.Second {
-		t.Errorf("%s fired %v after the backups stopped, before the max age %v", AlertStale, since, testMaxAge)
+	if since := time.Since(last); since < testMaxAge {
+		t.Errorf("%s fired %v after the last backup, before the max age %v", AlertStale, since, testMaxAge)
 	}
-	if st, err := alertState(ctx, p, AlertFailed, "creative"); err != nil || st != "firing" {
-		t.Errorf("%s of creative after its failed attempt: %s (%v), want firing", AlertFailed, st, err)
+	alerts, err := p.Alerts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]promtest.Alert{}
+	for _, a := range alerts {
+		if a.State == "firing" {
+			found[a.Labels["alertname"]+"/"+a.Labels["server"]] = a
+		}
+	}
+	if a, ok := found[AlertStale+"/lobby"]; !ok || !strings.Contains(a.Annotations["description"], "has no successful backup") {
+		t.Errorf("%s of lobby (configured, never backed up): %+v, want firing, saying it has no backup", AlertStale, a)
+	}
+	if a, ok := found[AlertStale+"/survival"]; !ok || !strings.Contains(a.Annotations["description"], "The newest successful backup of survival (cluster test) is") {
+		t.Errorf("%s of survival: %+v", AlertStale, a)
+	}
+	if _, ok := found[AlertFailed+"/creative"]; !ok {
+		t.Errorf("%s of creative after its failed attempt is not firing: %v", AlertFailed, alerts)
+	}
+	if _, ok := found[AlertStale+"/creative"]; ok {
+		t.Errorf("%s of creative, backed up within its max age of 1h", AlertStale)
 	}
 }
 
