@@ -196,7 +196,7 @@ func TestStaleFiresInPrometheus(t *testing.T) {
 	ctx := t.Context()
 	worlds := t.TempDir()
 	world := filepath.Join(worlds, "survival")
-	if _, err := worldgen.Generate(world, worldgen.Options{Size: 512 << 10, Seed: 25}); err != nil {
+	if _, err := worldgen.Generate(world, worldgen.Options{Size: 1 << 20, Seed: 25}); err != nil {
 		t.Fatal(err)
 	}
 	empty := filepath.Join(worlds, "empty")
@@ -205,7 +205,7 @@ func TestStaleFiresInPrometheus(t *testing.T) {
 	}
 	// One run first, so the catalog has its tables when the exporter
 	// starts (it never migrates).
-	if code := e.backup(t, "survival", "run-0", world); code != 0 {
+	if code := e.backup(t, "survival", "survival-0", world); code != 0 {
 		t.Fatalf("the first backup of survival: exit %d", code)
 	}
 	addr := e.exporter(t, "--cluster", "test", "--max-age", "1h",
@@ -214,20 +214,20 @@ func TestStaleFiresInPrometheus(t *testing.T) {
 
 	// Backups run while Prometheus scrapes: survival's back to back,
 	// creative's once and then an attempt that fails (an empty world).
-	if code := e.backup(t, "creative", "run-1", world); code != 0 {
+	if code := e.backup(t, "creative", "creative-1", world); code != 0 {
 		t.Fatalf("the backup of creative: exit %d", code)
 	}
 	for i := range 3 {
-		if code := e.backup(t, "survival", fmt.Sprintf("run-%d", i+1), world); code != 0 {
+		if code := e.backup(t, "survival", fmt.Sprintf("survival-%d", i+1), world); code != 0 {
 			t.Fatalf("backup %d of survival: exit %d", i+1, code)
 		}
 		time.Sleep(time.Second)
 	}
-	if code := e.backup(t, "creative", "run-2", empty); code == 0 {
+	if code := e.backup(t, "creative", "creative-2", empty); code == 0 {
 		t.Fatal("the backup of an empty world succeeded")
 	}
 	before := time.Now()
-	if code := e.backup(t, "survival", "run-4", world); code != 0 {
+	if code := e.backup(t, "survival", "survival-4", world); code != 0 {
 		t.Fatalf("the last backup of survival: exit %d", code)
 	}
 	last := time.Now()
