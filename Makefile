@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
-.PHONY: demo build test bench image image-push tools cluster-tools doctor schema sdks dist lint
+.PHONY: demo build test bench image image-push tools cluster-tools doctor schema sdks dist lint monitoring
 
 ## demo: build what is needed and perform one backup run with `pulumi up` (render mode) on a sample world.
 demo:
@@ -47,6 +47,10 @@ doctor:
 schema:
 	$(GO) run ./provider/cmd/pulumi-resource-worldbackup -schema > provider/cmd/pulumi-resource-worldbackup/schema.json.tmp
 	mv provider/cmd/pulumi-resource-worldbackup/schema.json.tmp provider/cmd/pulumi-resource-worldbackup/schema.json
+
+## monitoring: regenerate deploy/monitoring's alert rules file, PrometheusRule, ServiceMonitor and Grafana dashboard from its Go (TestGeneratedFilesUpToDate checks them).
+monitoring:
+	$(GO) run ./deploy/monitoring/gen -dir deploy/monitoring
 
 ## sdks: the TypeScript and Python SDKs, generated from schema.json with Pulumi's code generators into sdk/nodejs and sdk/python (not checked in; see README "The SDKs").
 sdks:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README: `make test`): every tier, as CI runs it.
-#  1. the Pulumi tools, built from the Go module proxy when absent (scripts/tools.sh);
+#  1. the Pulumi tools, versitygw, promtool and prometheus, built from the Go module proxy
+#     when absent (scripts/tools.sh);
 #     as root (or CI=true) also the cluster tools (scripts/cluster-tools.sh) and the
 #     archiver image (scripts/image.sh) that tier 5 runs on a real node;
 #  2. PostgreSQL: DATABASE_URL when set, else the local server on 127.0.0.1:5432 when one

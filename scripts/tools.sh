@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Pulumi CLI, the Kubernetes provider plugin and the YAML language
-# host from the Go module proxy into the tool cache outside the checkout
+# host (and, through scripts/versitygw.sh and scripts/prometheus.sh, the test
+# tools versitygw, promtool and prometheus) from the Go module proxy into the
+# tool cache outside the checkout
 # (scripts/lib/toolcache.sh: ${XDG_CACHE_HOME:-~/.cache}/worldbackup/tools,
 # one folder per tool, version and Go version), links them into $WB_TOOLS/bin
 # (.tools/bin by default) and installs the plugin into PULUMI_HOME
@@ -77,3 +79,5 @@ fi
 
 # The S3 server of the archiver's S3 store tests (internal/s3test).
 scripts/versitygw.sh
+# promtool and Prometheus of the monitoring tests (internal/promtest).
+scripts/prometheus.sh
