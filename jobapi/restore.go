@@ -12,11 +12,11 @@ type Restore struct {
 	Archive     string // a file or s3://bucket/key
 	SHA256      string // 64 lowercase hex digits
 	ArchiveFrom string // a ResolvedRun file, in place of Archive and SHA256
-	Into       string
-	Replace    bool  // replace a world that is not empty
-	MaxBytes   int64 // 0 = DefaultMaxBytes
-	MaxEntries int64 // 0 = DefaultMaxEntries
-	S3         S3    // with an s3:// Archive
+	Into        string
+	Replace     bool  // replace a world that is not empty
+	MaxBytes    int64 // 0 = DefaultMaxBytes
+	MaxEntries  int64 // 0 = DefaultMaxEntries
+	S3          S3    // with an s3:// Archive
 
 	LogFormat LogFormat // "" = LogAuto
 }
