@@ -244,6 +244,17 @@ type Pod struct {
 	Capabilities []corev1.Capability
 	Mounts       []corev1.VolumeMount
 	Volumes      []corev1.Volume
+	// Init are the init containers that run the archiver before the main
+	// container, in order, with the pod's identity and no capability.
+	Init []InitContainer
+}
+
+// InitContainer is an init container of a Job's pod: the same image and
+// binary as the main container, its own arguments and mounts.
+type InitContainer struct {
+	Name   string
+	Args   []string
+	Mounts []corev1.VolumeMount
 }
 
 // BuildJob returns the Job of j running the archiver as p says: one pod,
@@ -291,11 +302,32 @@ func BuildJob(j Job, p Pod) *batchv1.Job {
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 						VolumeMounts:             p.Mounts,
 					}},
-					Volumes: p.Volumes,
+					InitContainers: initContainers(j, p.Init),
+					Volumes:        p.Volumes,
 				},
 			},
 		},
 	}
+}
+
+// initContainers returns the init containers of inits: the archiver of
+// j.Image with its resources, every capability dropped (in both modes) and
+// a read-only root filesystem; nil when there is none.
+func initContainers(j Job, inits []InitContainer) []corev1.Container {
+	var cs []corev1.Container
+	for _, in := range inits {
+		cs = append(cs, corev1.Container{
+			Name:                     in.Name,
+			Image:                    j.Image,
+			Command:                  []string{ArchiverPath},
+			Args:                     in.Args,
+			Resources:                ContainerResources(j.Resources),
+			SecurityContext:          ContainerSecurityContext(j.Identity, nil),
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			VolumeMounts:             in.Mounts,
+		})
+	}
+	return cs
 }
 
 // TTLSeconds returns ttlSecondsAfterFinished for d, or nil (keep the finished

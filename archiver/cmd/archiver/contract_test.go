@@ -79,6 +79,14 @@ func TestContractRoundTrip(t *testing.T) {
 			SHA256: strings.Repeat("ab", 32)}.Request()},
 		{name: "restore, S3, every bound", req: jobspec.Restore{Job: job, ArchiveRef: "s3://felis-backups/worlds/survival/r.tar.gz",
 			SHA256: strings.Repeat("0f", 32), Replace: true, MaxBytes: 1 << 30, MaxEntries: 5000, Store: store}.Request()},
+		{name: "restore by run, folder store", req: byRun(jobspec.Restore{Job: job}, "latest").Request()},
+		{name: "restore by run: its resolve, folder store", req: byRun(jobspec.Restore{Job: job}, "latest").ResolveRequest()},
+		{name: "restore by run: its resolve, S3, another server", req: func() jobspec.Restore {
+			r := byRun(jobspec.Restore{Job: job, Store: store}, "2025-06-01T0300Z")
+			r.FromServer = "lobby"
+			return r
+		}().ResolveRequest()},
+		{name: "resolve by hand", req: jobapi.Resolve{Server: "s", FromRun: "latest"}},
 		{name: "prune, folder store", req: jobspec.Prune{Job: job, ConfigMountPath: "/etc/felis",
 			Retention: jobspec.Retention{KeepDaily: 7, MinKeep: 3}}.Request()},
 		{name: "prune, S3, dry run", req: jobspec.Prune{Job: job, ConfigMountPath: "/etc/felis", Store: store,
@@ -96,6 +104,12 @@ func TestContractRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// byRun returns r restoring run from of its server (the restore by run).
+func byRun(r jobspec.Restore, from string) jobspec.Restore {
+	r.FromRun, r.ConfigSecretName, r.ConfigMountPath = from, "felis-config", "/etc/felis"
+	return r
 }
 
 // TestSubcommandFlags shows that each Job subcommand's flags are exactly
@@ -117,7 +131,7 @@ func TestSubcommandFlags(t *testing.T) {
 		return names(fs)
 	}
 	cmds := jobCommands()
-	for _, kind := range jobapi.Kinds() {
+	for _, kind := range append(jobapi.Kinds(), jobapi.KindResolve) {
 		t.Run(kind, func(t *testing.T) {
 			cmd, ok := cmds[kind]
 			if !ok {

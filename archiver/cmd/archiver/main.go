@@ -45,6 +45,8 @@ Usage:
   archiver verify (--run-id R | --archive REF)   check an archive against its row
   archiver restore --archive REF --sha256 HEX --into DIR [--replace]
                                                  restore a world from an archive (no database)
+  archiver resolve --server S --from-run (R | latest) [--out FILE]
+                                                 find a run's archive and checksum in the catalog
   archiver export --archive REF --sha256 HEX     write a chunked run's tar stream to stdout (no database)
   archiver prune --server S --min-keep K [--keep-last N] [--keep-daily D] ...
                                                  expire old archives (restic's forget rules)
@@ -96,6 +98,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdExport(ctx, args[1:], stdout, stderr)
 	case "restore":
 		return cmdRestore(ctx, args[1:], stdout, stderr)
+	case jobapi.KindResolve:
+		return cmdResolve(ctx, args[1:], stdout, stderr)
 	case "prune":
 		return cmdPrune(ctx, args[1:], stdout, stderr)
 	case "status":
