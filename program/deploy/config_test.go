@@ -53,7 +53,13 @@ func TestParseConfig(t *testing.T) {
 		{"bad skipAwait", func(m map[string]string) { m["worldbackup:skipAwait"] = "sometimes" }, []string{"skipAwait must be true or false"}},
 		{"restore without checksum", func(m map[string]string) {
 			m["worldbackup:restores"] = `[{"server":"lobby","archiveRef":"/backups/lobby/a.tar.zst"}]`
-		}, []string{"restores[0] needs server, archiveRef and sha256"}},
+		}, []string{"restores[0] (lobby) needs fromRun (a run ID, or latest", "or archiveRef and sha256"}},
+		{"restore by run with a checksum", func(m map[string]string) {
+			m["worldbackup:restores"] = `[{"server":"lobby","fromRun":"latest","sha256":"` + strings.Repeat("a", 64) + `"}]`
+		}, []string{"restores[0] (lobby) sets fromRun and archiveRef or sha256"}},
+		{"restore by run, bad reference", func(m map[string]string) {
+			m["worldbackup:restores"] = `[{"server":"lobby","fromRun":"a/b"}]`
+		}, []string{"restores[0].fromRun: run \"a/b\" is neither"}},
 		{"restore without cluster among several", func(m map[string]string) {
 			m["worldbackup:clusters"] = `[{"name":"eu"},{"name":"us"}]`
 			m["worldbackup:restores"] = `[{"server":"lobby","archiveRef":"/backups/a","sha256":"ab"}]`
@@ -404,4 +410,37 @@ func TestPruneIsDeclared(t *testing.T) {
 func promptString(in pulumi.StringInput) string {
 	s, _ := in.(pulumi.String)
 	return string(s)
+}
+
+// TestRestoreByRunArgs: a restore entry with fromRun gives the component
+// fromRun (and fromServer) with no archive or checksum, a run ID of its
+// own per entry, and the server's S3 store when it has one.
+func TestRestoreByRunArgs(t *testing.T) {
+	cl := Cluster{Name: "eu"}
+	cfg := Config{Image: "img:1", BackupClaim: "backups", RunID: "r1", Servers: []Server{{Name: "lobby"}}}
+	for _, tt := range []struct {
+		name    string
+		r       Restore
+		wantRun string
+	}{
+		{"latest", Restore{Server: "lobby", FromRun: "latest"}, "eu.lobby.restore-latest"},
+		{"latest again, a new runId", Restore{Server: "lobby", FromRun: "latest", RunID: "2"}, "eu.lobby.restore-2"},
+		{"a run ID of another server", Restore{Server: "lobby", FromRun: "eu.hub.r7", FromServer: "hub"}, "eu.lobby.restore-eu.hub.r7"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cfg
+			c.Restores = []Restore{tt.r}
+			if err := c.Validate(); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			a := restoreArgs(c, cl, tt.r, pulumi.String(tt.r.FromRun))
+			j, err := a.Job()
+			if err != nil {
+				t.Fatalf("Job: %v", err)
+			}
+			if j.FromRun != tt.r.FromRun || j.FromServer != tt.r.FromServer || j.ArchiveRef != "" || j.SHA256 != "" || j.RunID != tt.wantRun {
+				t.Fatalf("restore %+v: want fromRun %q of %q, run ID %q, no archive", j, tt.r.FromRun, tt.r.FromServer, tt.wantRun)
+			}
+		})
+	}
 }
