@@ -40,9 +40,9 @@ type WorldRestoreArgs struct {
 	FromServer       pulumi.StringInput `pulumi:"fromServer,optional"`
 	ConfigSecretName pulumi.StringInput `pulumi:"configSecretName,optional"`
 	ConfigMountPath  pulumi.StringInput `pulumi:"configMountPath,optional"`
-	Replace    pulumi.BoolInput   `pulumi:"replace,optional"`
-	MaxBytes   pulumi.StringInput `pulumi:"maxBytes,optional"`
-	MaxEntries pulumi.IntInput    `pulumi:"maxEntries,optional"`
+	Replace          pulumi.BoolInput   `pulumi:"replace,optional"`
+	MaxBytes         pulumi.StringInput `pulumi:"maxBytes,optional"`
+	MaxEntries       pulumi.IntInput    `pulumi:"maxEntries,optional"`
 	// Store is the S3 store archiveRef is in, in place of the backup claim;
 	// whether it is set is plain (it decides the Job's volumes), its
 	// settings are inputs.
