@@ -104,3 +104,16 @@ func TestResolvedRunFile(t *testing.T) {
 		}
 	})
 }
+
+func TestRedactHookURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://hooks.slack.com/services/T0/B0/secret":      "https://hooks.slack.com/<redacted>",
+		"https://discord.com/api/webhooks/1/token?wait=true": "https://discord.com/<redacted>",
+		"http://user:pw@127.0.0.1:8080/x#f":                  "http://<redacted>@127.0.0.1:8080/<redacted>",
+		"no-scheme/secret":                                   "<redacted>",
+	} {
+		if got := RedactHookURL(in); got != want || strings.Contains(got, "secret") || strings.Contains(got, "token") {
+			t.Errorf("RedactHookURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
