@@ -19,6 +19,7 @@ type Restore struct {
 	S3          S3    // with an s3:// Archive
 
 	LogFormat LogFormat // "" = LogAuto
+	Notify    Notify    // the webhook of the run's outcome
 }
 
 // Kind returns KindRestore.
@@ -36,6 +37,7 @@ func (r Restore) WithDefaults() Restore {
 	if r.LogFormat == "" {
 		r.LogFormat = LogAuto
 	}
+	r.Notify = r.Notify.withDefaults()
 	return r
 }
 
@@ -55,6 +57,7 @@ func (r Restore) Args() []string {
 	a.int(FlagMaxBytes, r.MaxBytes)
 	a.int(FlagMaxEntries, r.MaxEntries)
 	r.S3.args(&a)
+	r.Notify.args(&a)
 	a.str(FlagLogFormat, string(r.LogFormat))
 	return a
 }
@@ -70,6 +73,7 @@ func (r *Restore) Bind(fs *flag.FlagSet) {
 	fs.Int64Var(&r.MaxBytes, FlagMaxBytes, DefaultMaxBytes, "refuse the archive when its files hold more bytes than this")
 	fs.Int64Var(&r.MaxEntries, FlagMaxEntries, DefaultMaxEntries, "refuse the archive when it has more entries than this")
 	bindLogFormat(fs, &r.LogFormat)
+	r.Notify.Bind(fs)
 	r.S3.Bind(fs)
 }
 

@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "backup":
-		return cmdBackup(ctx, args[1:], stdout, stderr)
+		return withNotify(ctx, args[0], args[1:], stderr, func() int { return cmdBackup(ctx, args[1:], stdout, stderr) })
 	case "migrate":
 		return cmdMigrate(ctx, args[1:], stdout, stderr)
 	case "list":
@@ -97,11 +97,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "export":
 		return cmdExport(ctx, args[1:], stdout, stderr)
 	case "restore":
-		return cmdRestore(ctx, args[1:], stdout, stderr)
+		return withNotify(ctx, args[0], args[1:], stderr, func() int { return cmdRestore(ctx, args[1:], stdout, stderr) })
 	case jobapi.KindResolve:
 		return cmdResolve(ctx, args[1:], stdout, stderr)
 	case "prune":
-		return cmdPrune(ctx, args[1:], stdout, stderr)
+		return withNotify(ctx, args[0], args[1:], stderr, func() int { return cmdPrune(ctx, args[1:], stdout, stderr) })
 	case "status":
 		return cmdStatus(ctx, args[1:], stdout, stderr)
 	case jobapi.Flag("version"), "-version", "version":
