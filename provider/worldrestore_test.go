@@ -442,10 +442,26 @@ func TestWorldRestoreSchemaThroughInfer(t *testing.T) {
 			"memoryLimit", "securityMode", "runAsUser", "runAsGroup", "fsGroup", "ttlAfterFinished",
 			"backoffLimit", "maxBytes", "maxEntries", "nodeName", "nodeSelector", "labels", "annotations",
 			"skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "replaceUnready", "preflight",
-			"store", "kubeContext", "fromRun", "fromServer", "configSecretName", "configMountPath"},
+			"store", "kubeContext", "fromRun", "fromServer", "configSecretName", "configMountPath", "notify"},
 		[]string{"image", "runId", "server"},
 		[]string{"jobName", "namespace", "runId", "archiveRef", "status"})
 	if !strings.Contains(res.InputProperties["replace"].Description, "Default: true") {
 		t.Errorf("replace's description does not give its default: %q", res.InputProperties["replace"].Description)
 	}
+}
+
+// TestNotifyInput: notify gives the Job its webhook Secret; a bad key is an
+// input error naming notify.key.
+func TestNotifyInput(t *testing.T) {
+	a := validRestoreArgs()
+	a.Notify = &NotifyArgs{SecretName: "felis-notify", Key: "url", OnSuccess: true}
+	r, err := a.Job()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Notify == nil || *r.Notify != (jobspec.Notify{SecretName: "felis-notify", Key: "url", Always: true}) {
+		t.Fatalf("notify = %+v", r.Notify)
+	}
+	a.Notify = &NotifyArgs{SecretName: "felis-notify", Key: "a/b"}
+	checkRestoreInputError(t, a, []string{"notify.key"}, []string{"is not a Secret key"})
 }

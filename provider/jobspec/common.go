@@ -232,6 +232,42 @@ type Job struct {
 	Labels      map[string]string // extra labels, Job and pod
 	Annotations map[string]string // extra annotations, Job and pod
 	Await       Await             // pulumi.com/skipAwait, pulumi.com/replaceUnready on the Job
+
+	// Notify is the webhook the run posts its outcome to; nil: none.
+	Notify *Notify
+}
+
+// NotifyVolumeName is the volume of the webhook URL Secret.
+const NotifyVolumeName = "notify"
+
+// Notify is a Job's webhook: the Secret key SecretName/Key holds its URL,
+// mounted read-only (0400) at jobapi.NotifyMountPath/jobapi.NotifyURLFile;
+// Always notifies after every run, not only a failed one.
+type Notify struct {
+	SecretName string
+	Key        string
+	Always     bool
+}
+
+// Request returns the archiver's notification request of n: the URL
+// file's path, never the URL.
+func (n *Notify) Request() jobapi.Notify {
+	if n == nil {
+		return jobapi.Notify{}
+	}
+	on := jobapi.NotifyFailure
+	if n.Always {
+		on = jobapi.NotifyAlways
+	}
+	return jobapi.Notify{URLFile: jobapi.NotifyMountPath + "/" + jobapi.NotifyURLFile, On: on}
+}
+
+// Volume returns the webhook Secret's volume, only its key, as
+// jobapi.NotifyURLFile with mode 0400, and its read-only mount.
+func (n *Notify) Volume() (corev1.Volume, corev1.VolumeMount) {
+	v := SecretVolume(NotifyVolumeName, n.SecretName)
+	v.Secret.Items = []corev1.KeyToPath{{Key: n.Key, Path: jobapi.NotifyURLFile}}
+	return v, corev1.VolumeMount{Name: NotifyVolumeName, MountPath: jobapi.NotifyMountPath, ReadOnly: true}
 }
 
 // Pod is what one Job kind adds to the shared Job: its component (the
@@ -263,6 +299,11 @@ type InitContainer struct {
 // of j.Identity, a read-only root filesystem. Every Job kind's builder
 // calls it.
 func BuildJob(j Job, p Pod) *batchv1.Job {
+	if j.Notify != nil {
+		v, m := j.Notify.Volume()
+		p.Mounts = append(append([]corev1.VolumeMount(nil), p.Mounts...), m)
+		p.Volumes = append(append([]corev1.Volume(nil), p.Volumes...), v)
+	}
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{

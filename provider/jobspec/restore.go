@@ -76,6 +76,7 @@ func (r Restore) Request() jobapi.Restore {
 		MaxEntries: r.MaxEntries,
 		LogFormat:  jobapi.LogJSON,
 	}
+	req.Notify = r.Notify.Request()
 	if r.FromRun != "" {
 		req.Archive, req.SHA256, req.ArchiveFrom = "", "", jobapi.ResolvedPath
 	}
