@@ -42,6 +42,16 @@ type Config struct {
 	// Format is the stack-wide archive format, tar or chunked ("": the
 	// component's default, tar); a server's own format replaces it.
 	Format string
+	// Notify is the webhook every Job posts its failures (or, with
+	// onSuccess, every outcome) to; nil: none.
+	Notify *Notify
+}
+
+// Notify is worldbackup:notify: the Secret key holding a webhook URL.
+type Notify struct {
+	SecretName string `json:"secretName"`
+	Key        string `json:"key"`
+	OnSuccess  bool   `json:"onSuccess,omitempty"`
 }
 
 // Store is an S3-compatible archive store (see provider.StoreArgs for the
@@ -188,7 +198,7 @@ var clusterName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
 
 // keys are the worldbackup: keys the program reads, as declared in Pulumi.yaml.
 func keys() []string {
-	return []string{"image", "backupClaim", "servers", "runId", "clusters", "restores", "renderDir", "securityMode", "skipAwait", "retention", "store", "format"}
+	return []string{"image", "backupClaim", "servers", "runId", "clusters", "restores", "renderDir", "securityMode", "skipAwait", "retention", "store", "format", "notify"}
 }
 
 // ParseConfig reads the program's config through get, which returns a fully
@@ -238,6 +248,17 @@ func ParseConfig(get func(key string) (string, bool), present []string) (Config,
 		}
 		if *c.Retention == (Retention{}) { // the project's default, {}: no prune
 			c.Retention = nil
+		}
+	}
+	if v := str("notify"); v != "" {
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.DisallowUnknownFields()
+		c.Notify = new(Notify)
+		if err := dec.Decode(c.Notify); err != nil {
+			errs = append(errs, fmt.Errorf("%s:notify must be an object such as {secretName: felis-notify, key: url} (set it with `pulumi config set --path 'worldbackup:notify.secretName' felis-notify`): %w", Namespace, err))
+		}
+		if *c.Notify == (Notify{}) {
+			c.Notify = nil
 		}
 	}
 	if v := str("store"); v != "" {

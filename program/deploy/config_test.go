@@ -444,3 +444,27 @@ func TestRestoreByRunArgs(t *testing.T) {
 		})
 	}
 }
+
+// TestNotifyConfig: worldbackup:notify reaches every Job's notify input.
+func TestNotifyConfig(t *testing.T) {
+	c, err := ParseConfig(getter(map[string]string{
+		"worldbackup:image":       "img:1",
+		"worldbackup:backupClaim": "backups",
+		"worldbackup:servers":     `[{"name":"lobby"}]`,
+		"worldbackup:notify":      `{"secretName":"felis-notify","key":"url","onSuccess":true}`,
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := backupArgs(c, c.Clusters[0], c.Servers[0]).Job()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Notify == nil || b.Notify.SecretName != "felis-notify" || b.Notify.Key != "url" || !b.Notify.Always {
+		t.Fatalf("backup notify = %+v", b.Notify)
+	}
+	if _, err := ParseConfig(getter(map[string]string{"worldbackup:notify": `{"url":"https://x"}`}), nil); err == nil ||
+		!strings.Contains(err.Error(), "notify must be an object") {
+		t.Fatalf("a URL in the config: %v", err)
+	}
+}

@@ -251,7 +251,12 @@ func jobInputs(cfg Config, cl Cluster, s Server, runID string) provider.JobInput
 	if s.SecurityMode != "" {
 		mode = provider.SecurityMode(s.SecurityMode)
 	}
+	var notify *provider.NotifyArgs
+	if n := cfg.Notify; n != nil {
+		notify = &provider.NotifyArgs{SecretName: n.SecretName, Key: n.Key, OnSuccess: n.OnSuccess}
+	}
 	return provider.JobInputs{
+		Notify:          notify,
 		Server:          s.Name,
 		RunID:           pulumi.String(runID),
 		Image:           pulumi.String(cfg.Image),
