@@ -30,6 +30,7 @@ type Backup struct {
 	Retention *Retention // nil: no prune after the run
 
 	LogFormat LogFormat // "" = LogAuto
+	Notify    Notify    // the webhook of the run's outcome
 }
 
 // Rcon says how the backup reaches the game server to quiesce it.
@@ -50,6 +51,7 @@ func (b Backup) WithDefaults() Backup {
 	if b.LogFormat == "" {
 		b.LogFormat = LogAuto
 	}
+	b.Notify = b.Notify.withDefaults()
 	if b.Retention != nil {
 		r := b.Retention.withDefaults()
 		b.Retention = &r
@@ -93,6 +95,7 @@ func (b Backup) Args() []string {
 	if b.Retention != nil {
 		b.Retention.args(&a)
 	}
+	b.Notify.args(&a)
 	a.str(FlagLogFormat, string(b.LogFormat))
 	return a
 }
@@ -118,6 +121,7 @@ func (b *Backup) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&b.Store, FlagStore, "", "s3://bucket/prefix: archive into this S3 store (settings: the --s3-* flags over [archive]); overrides [archive] store and local_path")
 	b.S3.Bind(fs)
 	bindLogFormat(fs, &b.LogFormat)
+	b.Notify.Bind(fs)
 }
 
 // Parsed finishes b after fs.Parse: Retention is nil unless a retention

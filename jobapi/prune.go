@@ -19,6 +19,7 @@ type Prune struct {
 	DryRun    bool // report, change nothing
 
 	LogFormat LogFormat // "" = LogAuto
+	Notify    Notify    // the webhook of the run's outcome
 }
 
 // Kind returns KindPrune.
@@ -31,6 +32,7 @@ func (p Prune) WithDefaults() Prune {
 	if p.LogFormat == "" {
 		p.LogFormat = LogAuto
 	}
+	p.Notify = p.Notify.withDefaults()
 	p.Retention = p.Retention.withDefaults()
 	return p
 }
@@ -48,6 +50,7 @@ func (p Prune) Args() []string {
 	}
 	p.Retention.args(&a)
 	a.bool(FlagDryRun, p.DryRun)
+	p.Notify.args(&a)
 	a.str(FlagLogFormat, string(p.LogFormat))
 	return a
 }
@@ -62,6 +65,7 @@ func (p *Prune) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&p.Store, FlagStore, "", "s3://bucket/prefix: prune this S3 store (settings: the --s3-* flags over [archive]); overrides [archive] store and local_path")
 	p.S3.Bind(fs)
 	bindLogFormat(fs, &p.LogFormat)
+	p.Notify.Bind(fs)
 }
 
 // Parsed finishes p after fs.Parse (nothing to do: every field is a flag).

@@ -93,3 +93,18 @@ func RedactURL(s string) string {
 	}
 	return out
 }
+
+// RedactHookURL returns the webhook URL s as it may be logged: its scheme
+// and host only (a Slack or Discord hook's secret is its path, and
+// RedactURL's userinfo rule applies too), e.g. "https://hooks.slack.com/<redacted>".
+func RedactHookURL(s string) string {
+	s = RedactURL(s)
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return "<redacted>"
+	}
+	host, _, _ := strings.Cut(rest, "/")
+	host, _, _ = strings.Cut(host, "?")
+	host, _, _ = strings.Cut(host, "#")
+	return scheme + "://" + host + "/<redacted>"
+}

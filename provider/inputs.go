@@ -58,6 +58,7 @@ type JobInputs struct {
 	ReplaceUnready     *bool                   `pulumi:"replaceUnready,optional"`
 	Preflight          *bool                   `pulumi:"preflight,optional"`
 	KubeContext        string                  `pulumi:"kubeContext,optional"`
+	Notify             *NotifyArgs             `pulumi:"notify,optional"`
 	// Kubeconfig is the kubeconfig the preflight and the pod watchdog use,
 	// a path or the file's contents, in place of the Kubernetes provider's
 	// ("" = the provider's kubeconfig input, else the ambient one). Go
@@ -150,6 +151,8 @@ func (a *JobInputs) Annotate(an infer.Annotator) {
 	an.Describe(&a.ReplaceUnready, descReplaceUnready)
 	an.Describe(&a.Preflight, descPreflight)
 	an.Describe(&a.KubeContext, descKubeContext)
+	an.Describe(&a.Notify, "A webhook (Slack- or Discord-compatible) the Job posts its outcome to, on failure or, with "+
+		"onSuccess, always: {secretName, key} of the Secret that holds its URL, mounted as a file. Default: none.")
 }
 
 // shared returns the shared inputs of a, which must be settled (every input
@@ -210,6 +213,7 @@ func (a JobInputs) job(j jobSettings, w worldPaths) jobspec.Job {
 		Labels:             j.Labels,
 		Annotations:        j.Annotations,
 		Await:              j.Await,
+		Notify:             j.Notify,
 	}
 }
 
@@ -246,7 +250,37 @@ func (p *problems) common(a JobInputs, st *StoreArgs, role storeRole, w worldPat
 	if w.WorldClaimName != naming.WorldClaim(a.Server) { // the derived name is as valid as server
 		p.dnsSubdomain("worldClaimName", w.WorldClaimName)
 	}
+	if n := a.Notify; n != nil {
+		p.dnsSubdomain("notify.secretName", n.SecretName)
+		if p.required("notify.key", n.Key, "set it to the Secret's key that holds the webhook URL, e.g. url") && !secretKeyRE.MatchString(n.Key) {
+			p.addf("notify.key", "%q is not a Secret key: use letters, digits, '-', '_' and '.'", n.Key)
+		}
+		j.Notify = &jobspec.Notify{SecretName: n.SecretName, Key: n.Key, Always: n.OnSuccess}
+	}
 	return j, store
+}
+
+// NotifyArgs is the webhook a Job posts its run's outcome to (Slack- and
+// Discord-compatible JSON): the Secret SecretName's key Key holds the URL,
+// which the Job mounts as a file; the URL never reaches the Job's
+// arguments, environment, log or the Pulumi state.
+type NotifyArgs struct {
+	SecretName string `pulumi:"secretName"`
+	Key        string `pulumi:"key"`
+	OnSuccess  bool   `pulumi:"onSuccess,optional"`
+}
+
+// Annotate names the type worldbackup:index:Notify and describes it.
+func (n *NotifyArgs) Annotate(a infer.Annotator) {
+	a.SetToken("index", "Notify")
+	a.Describe(n, "A webhook the Job posts its run's outcome to: one JSON object with the same text under "+
+		"\"text\" (Slack incoming webhooks) and \"content\" (Discord webhooks). Sent on failure, and with "+
+		"onSuccess after every run; bounded to a few seconds, it never fails or delays the run beyond that.")
+	a.Describe(&n.SecretName, "The Secret holding the webhook URL, in the Job's namespace, e.g. "+
+		"`kubectl create secret generic felis-notify --from-literal=url=https://hooks.slack.com/services/...`.")
+	a.Describe(&n.Key, "The Secret's key that holds the URL, e.g. url. Mounted read-only (0400) as a file; "+
+		"the URL is never an argument or an environment variable.")
+	a.Describe(&n.OnSuccess, "Notify after a successful run too. Default: false, failures only.")
 }
 
 // backupClaim checks backupClaimName and the user-given backupRoot (""

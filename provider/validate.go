@@ -158,6 +158,7 @@ type jobSettings struct {
 	Annotations        map[string]string
 	Await              jobspec.Await
 	Preflight          preflightSettings
+	Notify             *jobspec.Notify
 }
 
 // preflightSettings say whether and against which cluster the component

@@ -86,6 +86,9 @@ func restoreOutputs(out jobOutputs) pulumi.Map { return pulumi.Map{"archiveRef":
 // credentials Secret.
 func restoreRequirements(job *batchv1.Job, r jobspec.Restore) preflight.Requirements {
 	st := r.Store
+	if r.FromRun != "" {
+		return configRequirements(job, r.ConfigSecretName, st, nil)
+	}
 	if st == nil {
 		return preflight.FromJob(job, nil)
 	}
@@ -104,7 +107,8 @@ func (w *WorldRestore) Annotate(a infer.Annotator) {
 		"world, devices, duplicates, tar bombs past maxBytes/maxEntries) and, only when the whole archive "+
 		"extracted cleanly, swaps it into place; a refused archive leaves the world untouched. The Job mounts "+
 		"the backup claim read-only and the world claim read-write, and has no database access, no config "+
-		"Secret and no service-account token. Stop the game server (scale it to 0) before restoring, and "+
+		"Secret and no service-account token (a restore by run, fromRun, resolves the run in an init container "+
+		"that alone mounts the config Secret). Stop the game server (scale it to 0) before restoring, and "+
 		"pin the Job with nodeName/nodeSelector when the world volume is ReadWriteOnce. A new runId "+
 		"replaces the Job and performs a new restore; `pulumi up` with nothing changed performs none.")
 	a.Describe(&w.JobName, "The Job's metadata.name: <server>-restore-<suffix>, the suffix derived from runId.")
@@ -139,6 +143,20 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 		"restoring over the existing world is what a restore is for; the old world is kept aside until the "+
 		"new one is completely in place, then removed. Set false to restore only into an empty world "+
 		"volume: the Job then fails, touching nothing, when the world is not empty.")
+	an.Describe(&a.FromRun, "Restore a recorded run instead of archiveRef and sha256 (then not allowed): a run ID "+
+		"of fromServer as `archiver list` shows it, or "+jobapi.RunLatest+", the server's newest successful run, looked up when the "+
+		"Job runs. An init container of the same image, the only container that mounts the config Secret, finds "+
+		"the run in the catalog (`archiver resolve`) and hands its archive ref and SHA-256 to the extractor through "+
+		"a small emptyDir; the extractor still has no database access and checks every byte against that checksum. "+
+		"An unknown run ID, a run of another server or a server without a run fails the Job before the world is "+
+		"touched, the log saying which. The world's marker then names this runId alone: a rerun of the same "+
+		"restore does nothing even when "+jobapi.RunLatest+" has moved on; give a new runId to restore again. The run's "+
+		"archive must be on this Job's store: under backupRoot, or with store an s3:// object.")
+	an.Describe(&a.FromServer, "The server whose run fromRun names. Default: server. Only with fromRun.")
+	an.Describe(&a.ConfigSecretName, "The archiver's config Secret (key "+jobapi.ConfigFileName+", the catalog's URL), "+
+		"mounted read-only in the init container of a restore by run only. Default: "+DefaultConfigSecretName+". Only with fromRun.")
+	an.Describe(&a.ConfigMountPath, "Where the init container of a restore by run mounts the config Secret. "+
+		"Default: "+DefaultConfigMountPath+". Only with fromRun.")
 	an.Describe(&a.BackupClaimName, "The PersistentVolumeClaim that holds the archives, mounted read-only "+
 		"(at the volume and at the mount) at backupRoot. Required unless store is set (then not allowed: the "+
 		"Job mounts no backup claim).")

@@ -31,11 +31,18 @@ const maxMaxEntries = 1 << 40
 // (see Annotate).
 type WorldRestoreArgs struct {
 	JobInputs
-	ArchiveRef pulumi.StringInput `pulumi:"archiveRef"`
-	SHA256     pulumi.StringInput `pulumi:"sha256"`
-	Replace    pulumi.BoolInput   `pulumi:"replace,optional"`
-	MaxBytes   pulumi.StringInput `pulumi:"maxBytes,optional"`
-	MaxEntries pulumi.IntInput    `pulumi:"maxEntries,optional"`
+	ArchiveRef pulumi.StringInput `pulumi:"archiveRef,optional"`
+	SHA256     pulumi.StringInput `pulumi:"sha256,optional"`
+	// FromRun restores a recorded run (a run ID, or latest) of FromServer
+	// (default: Server) in place of ArchiveRef and SHA256: the Job's init
+	// container finds it in the catalog through the config Secret.
+	FromRun          pulumi.StringInput `pulumi:"fromRun,optional"`
+	FromServer       pulumi.StringInput `pulumi:"fromServer,optional"`
+	ConfigSecretName pulumi.StringInput `pulumi:"configSecretName,optional"`
+	ConfigMountPath  pulumi.StringInput `pulumi:"configMountPath,optional"`
+	Replace          pulumi.BoolInput   `pulumi:"replace,optional"`
+	MaxBytes         pulumi.StringInput `pulumi:"maxBytes,optional"`
+	MaxEntries       pulumi.IntInput    `pulumi:"maxEntries,optional"`
 	// Store is the S3 store archiveRef is in, in place of the backup claim;
 	// whether it is set is plain (it decides the Job's volumes), its
 	// settings are inputs.
@@ -76,21 +83,53 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 		replace = new(DefaultReplace)
 	}
 
+	fromRun, fromServer := str(a.FromRun), str(a.FromServer)
+	configSecret, configMount := str(a.ConfigSecretName), str(a.ConfigMountPath)
 	p.server("server", a.Server, jobapi.KindRestore)
 	p.runID("runId", str(a.RunID))
-	if sum == "" && a.sha256FromOutput {
-		p.addf("sha256", "is empty, and it is another resource's output: a WorldBackup's sha256 is empty when no cluster "+
-			"reported its run (the Kubernetes provider renders, preflight is false or skipAwait is set), so there is no "+
-			"checksum to check the archive against. Give the checksum of a recorded run instead (the sha256 column of "+
-			"`archiver list --server %s --json`), or declare this restore once that backup has run on a cluster", a.Server)
+	rules := jobRules{run: "restore", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"}
+	mounts := []mount{{"worldRoot", w.WorldRoot}}
+	if fromRun != "" {
+		// The init container reads the config Secret: restricted mode needs
+		// the fsGroup that lets it.
+		rules.fsGroupNeed = fsGroupForSecret
+		setDefault(&configSecret, DefaultConfigSecretName)
+		setDefault(&configMount, DefaultConfigMountPath)
+		if err := jobapi.CheckRunRef(fromRun); err != nil {
+			p.addf("fromRun", "%s", err)
+		}
+		if fromServer != "" {
+			p.server("fromServer", fromServer, jobapi.KindRestore)
+		}
+		p.dnsSubdomain("configSecretName", configSecret)
+		mounts = append(mounts, mount{"configMountPath", configMount}, mount{"the resolved-run folder", jobapi.ResolvedMountPath})
+		for _, in := range []struct{ input, v string }{{"archiveRef", archiveRef}, {"sha256", sum}} {
+			if in.v != "" {
+				p.addf(in.input, "is set, but so is fromRun %q, whose archive and checksum the catalog gives: remove %s, or remove fromRun to restore this archive", fromRun, in.input)
+			}
+		}
 	} else {
-		p.sha256("sha256", sum)
+		for _, in := range []struct{ input, v string }{{"fromServer", fromServer}, {"configSecretName", configSecret}, {"configMountPath", configMount}} {
+			if in.v != "" {
+				p.addf(in.input, "is set, but fromRun is not: it is used only by a restore by run (fromRun: a run ID or %s); set fromRun, or remove %s", jobapi.RunLatest, in.input)
+			}
+		}
+		if sum == "" && a.sha256FromOutput {
+			p.addf("sha256", "is empty, and it is another resource's output: a WorldBackup's sha256 is empty when no cluster "+
+				"reported its run (the Kubernetes provider renders, preflight is false or skipAwait is set), so there is no "+
+				"checksum to check the archive against. Give the checksum of a recorded run instead (the sha256 column of "+
+				"`archiver list --server %s --json`), or declare this restore once that backup has run on a cluster", a.Server)
+		} else {
+			p.sha256("sha256", sum)
+		}
 	}
-	// The restore needs no config Secret, so restricted mode needs no
-	// fsGroup, but for the S3 credentials Secret (common adds that need).
-	j, store := p.common(a.JobInputs, a.Store, storeObject, w, jobRules{run: "restore", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"})
-	p.mountPaths(storeMounts(store, w.BackupRoot, mount{"worldRoot", w.WorldRoot})...)
+	// Without fromRun the restore needs no config Secret, so restricted
+	// mode needs no fsGroup, but for the S3 credentials Secret (common adds
+	// that need).
+	j, store := p.common(a.JobInputs, a.Store, storeObject, w, rules)
+	p.mountPaths(storeMounts(store, w.BackupRoot, mounts...)...)
 	switch {
+	case fromRun != "":
 	case store != nil:
 		if p.required("archiveRef", archiveRef, "set it to the archive's s3:// URL: a WorldBackup's archiveRef output or the archive_ref column of `archiver list`") {
 			p.s3ArchiveRef("archiveRef", archiveRef, store.URL)
@@ -129,6 +168,11 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 			MaxBytes:   maxBytes,
 			MaxEntries: maxEntries,
 			Store:      store,
+
+			FromRun:          fromRun,
+			FromServer:       fromServer,
+			ConfigSecretName: configSecret,
+			ConfigMountPath:  configMount,
 		},
 		Timeout:   j.Timeout,
 		Preflight: j.Preflight,
@@ -145,7 +189,7 @@ type resolvedRestore struct {
 
 // sha256 checks a required SHA-256 in lowercase hex.
 func (p *problems) sha256(input, sum string) {
-	if !p.required(input, sum, "set it to the archive's SHA-256 as the catalog recorded it (the sha256 column of `archiver list`): 64 lowercase hex digits") {
+	if !p.required(input, sum, "set it to the archive's SHA-256 as the catalog recorded it (the sha256 column of `archiver list`): 64 lowercase hex digits; or restore by run instead: set fromRun to a run ID or "+jobapi.RunLatest+" and remove archiveRef") {
 		return
 	}
 	switch lower := strings.ToLower(sum); {
@@ -163,7 +207,7 @@ func (p *problems) sha256(input, sum string) {
 func (p *problems) archiveRef(input, ref, root string) {
 	rootOK := strings.HasPrefix(root, "/") && root != "/" && path.Clean(root) == root
 	const example = "/backups/survival/2025-06-01T0300Z.tar.zst"
-	if !p.required(input, ref, "set it to the archive's path in the pod, under backupRoot: a WorldBackup's archiveRef output or the archive_ref column of `archiver list`, e.g. "+example) {
+	if !p.required(input, ref, "set it to the archive's path in the pod, under backupRoot: a WorldBackup's archiveRef output or the archive_ref column of `archiver list`, e.g. "+example+"; or restore by run instead: set fromRun to a run ID or "+jobapi.RunLatest) {
 		return
 	}
 	switch {

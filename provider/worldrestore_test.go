@@ -287,6 +287,22 @@ func TestWorldRestoreInvalidInputs(t *testing.T) {
 		{"annotation reserved", func(a *WorldRestoreArgs) {
 			a.Annotations = pulumi.ToStringMap(map[string]string{"worldbackup.dev/run-id": "x"})
 		}, []string{"annotations"}, "set by the component"},
+		{"fromRun with archiveRef and sha256", func(a *WorldRestoreArgs) { a.FromRun = pulumi.String("latest") }, []string{"archiveRef", "sha256"},
+			`but so is fromRun "latest"`},
+		{"fromRun not a run reference", func(a *WorldRestoreArgs) {
+			a.FromRun, a.ArchiveRef, a.SHA256 = pulumi.String("../x"), nil, nil
+		}, []string{"fromRun"}, `neither "latest" nor a run ID`},
+		{"fromServer without fromRun", func(a *WorldRestoreArgs) { a.FromServer = pulumi.String("lobby") }, []string{"fromServer"}, "fromRun is not"},
+		{"configSecretName without fromRun", func(a *WorldRestoreArgs) { a.ConfigSecretName = pulumi.String("c") }, []string{"configSecretName"}, "only by a restore by run"},
+		{"fromRun in restricted mode without fsGroup", func(a *WorldRestoreArgs) {
+			a.FromRun, a.ArchiveRef, a.SHA256 = pulumi.String("latest"), nil, nil
+			a.SecurityMode = new(SecurityMode("restricted"))
+			a.FSGroup = pulumi.Int(0)
+		}, []string{"fsGroup"}, "read the config Secret"},
+		{"fromRun with the config on the world", func(a *WorldRestoreArgs) {
+			a.FromRun, a.ArchiveRef, a.SHA256 = pulumi.String("latest"), nil, nil
+			a.ConfigMountPath = pulumi.String("/world/etc")
+		}, []string{"worldRoot"}, "overlaps configMountPath"},
 		{"several problems listed together", func(a *WorldRestoreArgs) {
 			a.SHA256 = pulumi.String("abc")
 			a.Deadline = pulumi.String("forever")
@@ -313,6 +329,26 @@ func checkRestoreInputError(t *testing.T, args WorldRestoreArgs, wantInputs, wan
 func TestWorldRestoreValidArgs(t *testing.T) {
 	if err := validRestoreArgs().Validate(); err != nil {
 		t.Fatalf("Validate() = %v", err)
+	}
+}
+
+// TestWorldRestoreByRun: fromRun in place of archiveRef and sha256 gives the
+// restore Job with the resolve init container and the config Secret's
+// defaults.
+func TestWorldRestoreByRun(t *testing.T) {
+	a := validRestoreArgs()
+	a.ArchiveRef, a.SHA256 = nil, nil
+	a.FromRun, a.FromServer = pulumi.String("latest"), pulumi.String("lobby")
+	r, err := a.Job()
+	if err != nil {
+		t.Fatalf("Job() = %v", err)
+	}
+	if r.FromRun != "latest" || r.FromServer != "lobby" || r.ConfigSecretName != DefaultConfigSecretName || r.ConfigMountPath != DefaultConfigMountPath {
+		t.Fatalf("restore %+v: want fromRun latest of lobby, the default config Secret and mount", r)
+	}
+	pod := jobspec.BuildRestore(r).Spec.Template.Spec
+	if len(pod.InitContainers) != 1 || !slices.Contains(pod.InitContainers[0].Args, "lobby") {
+		t.Fatalf("init containers %+v: want the resolve of lobby", pod.InitContainers)
 	}
 }
 
@@ -406,10 +442,26 @@ func TestWorldRestoreSchemaThroughInfer(t *testing.T) {
 			"memoryLimit", "securityMode", "runAsUser", "runAsGroup", "fsGroup", "ttlAfterFinished",
 			"backoffLimit", "maxBytes", "maxEntries", "nodeName", "nodeSelector", "labels", "annotations",
 			"skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "tolerations", "priorityClassName", "imagePullSecrets", "replaceUnready", "preflight",
-			"store", "kubeContext"},
-		[]string{"archiveRef", "image", "runId", "server", "sha256"},
+			"store", "kubeContext", "fromRun", "fromServer", "configSecretName", "configMountPath", "notify"},
+		[]string{"image", "runId", "server"},
 		[]string{"jobName", "namespace", "runId", "archiveRef", "status"})
 	if !strings.Contains(res.InputProperties["replace"].Description, "Default: true") {
 		t.Errorf("replace's description does not give its default: %q", res.InputProperties["replace"].Description)
 	}
+}
+
+// TestNotifyInput: notify gives the Job its webhook Secret; a bad key is an
+// input error naming notify.key.
+func TestNotifyInput(t *testing.T) {
+	a := validRestoreArgs()
+	a.Notify = &NotifyArgs{SecretName: "felis-notify", Key: "url", OnSuccess: true}
+	r, err := a.Job()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Notify == nil || *r.Notify != (jobspec.Notify{SecretName: "felis-notify", Key: "url", Always: true}) {
+		t.Fatalf("notify = %+v", r.Notify)
+	}
+	a.Notify = &NotifyArgs{SecretName: "felis-notify", Key: "a/b"}
+	checkRestoreInputError(t, a, []string{"notify.key"}, []string{"is not a Secret key"})
 }

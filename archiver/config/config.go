@@ -54,6 +54,7 @@ type Config struct {
 	Database Database `toml:"database"`
 	Archive  Archive  `toml:"archive"`
 	Rcon     Rcon     `toml:"rcon"`
+	Notify   Notify   `toml:"notify"`
 
 	path string          // the file it was read from, for errors
 	set  map[string]bool // the keys the file sets, e.g. "archive.compression"
@@ -126,6 +127,15 @@ type Rcon struct {
 	PasswordFile string `toml:"password_file"`
 	// Required: an unreachable server fails the backup (default true).
 	Required *bool `toml:"required"`
+}
+
+// Notify is the [notify] table: the webhook a run posts its outcome to.
+// The URL is never in this file: it is read from URLFile, a mounted
+// Secret's key (--notify-url-file overrides it).
+type Notify struct {
+	URLFile string `toml:"url_file"`
+	// On is "failure" (the default) or "always".
+	On string `toml:"on"`
 }
 
 // Enabled reports whether a game server is to be quiesced.

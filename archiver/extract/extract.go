@@ -103,6 +103,11 @@ type Options struct {
 	// MarkerName of the restored world; a restore whose marker in DIR names
 	// the same run and checksum does nothing (already restored).
 	RunID string
+	// MarkerRunOnly: a marker naming RunID means already restored, whatever
+	// checksum it records (a restore by run, whose archive the catalog
+	// resolves when the Job runs: a rerun of it must not restore a newer
+	// run).
+	MarkerRunOnly bool
 
 	MaxBytes         int64  // cap on total content bytes; 0 means DefaultMaxBytes
 	MaxEntries       int64  // cap on archive members; 0 means DefaultMaxEntries
@@ -318,7 +323,7 @@ func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 		return Result{}, err
 	}
 	if o.RunID != "" {
-		if m, bound, ok := t.readMarker(); ok && m.RunID == o.RunID && m.SHA256 == o.SHA256 {
+		if m, bound, ok := t.readMarker(); ok && m.RunID == o.RunID && (m.SHA256 == o.SHA256 || o.MarkerRunOnly) {
 			if !bound {
 				return Result{}, fmt.Errorf("%w: %s names this run (%s) and checksum, but is not the marker this restore wrote "+
 					"there (written by hand, by an older archiver, or copied from another world): if %s is the restored world, "+

@@ -42,6 +42,16 @@ type Config struct {
 	// Format is the stack-wide archive format, tar or chunked ("": the
 	// component's default, tar); a server's own format replaces it.
 	Format string
+	// Notify is the webhook every Job posts its failures (or, with
+	// onSuccess, every outcome) to; nil: none.
+	Notify *Notify
+}
+
+// Notify is worldbackup:notify: the Secret key holding a webhook URL.
+type Notify struct {
+	SecretName string `json:"secretName"`
+	Key        string `json:"key"`
+	OnSuccess  bool   `json:"onSuccess,omitempty"`
 }
 
 // Store is an S3-compatible archive store (see provider.StoreArgs for the
@@ -170,9 +180,21 @@ func (c Config) server(name string) Server {
 type Restore struct {
 	Server     string `json:"server"`
 	Cluster    string `json:"cluster,omitempty"` // required when there are several clusters
-	ArchiveRef string `json:"archiveRef"`
-	SHA256     string `json:"sha256"`
+	ArchiveRef string `json:"archiveRef,omitempty"`
+	SHA256     string `json:"sha256,omitempty"`
+	// FromRun restores a recorded run in place of ArchiveRef and SHA256: a
+	// run ID of FromServer (default Server), or latest, the newest
+	// successful run when the restore Job runs (after this run's backup of
+	// the server, when it makes one).
+	FromRun    string `json:"fromRun,omitempty"`
+	FromServer string `json:"fromServer,omitempty"`
+	// RunID is the restore's own trigger: a new one restores again (default:
+	// the archive's checksum, or fromRun).
+	RunID string `json:"runId,omitempty"`
 }
+
+// byRun reports whether r restores a recorded run (fromRun).
+func (r Restore) byRun() bool { return r.FromRun != "" }
 
 // Cluster is one Kubernetes cluster the backups run in (or, in render mode,
 // one sub-folder of rendered manifests).
@@ -187,7 +209,7 @@ var clusterName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
 
 // keys are the worldbackup: keys the program reads, as declared in Pulumi.yaml.
 func keys() []string {
-	return []string{"image", "backupClaim", "servers", "runId", "clusters", "restores", "renderDir", "securityMode", "skipAwait", "retention", "store", "format"}
+	return []string{"image", "backupClaim", "servers", "runId", "clusters", "restores", "renderDir", "securityMode", "skipAwait", "retention", "store", "format", "notify"}
 }
 
 // ParseConfig reads the program's config through get, which returns a fully
@@ -237,6 +259,17 @@ func ParseConfig(get func(key string) (string, bool), present []string) (Config,
 		}
 		if *c.Retention == (Retention{}) { // the project's default, {}: no prune
 			c.Retention = nil
+		}
+	}
+	if v := str("notify"); v != "" {
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.DisallowUnknownFields()
+		c.Notify = new(Notify)
+		if err := dec.Decode(c.Notify); err != nil {
+			errs = append(errs, fmt.Errorf("%s:notify must be an object such as {secretName: felis-notify, key: url} (set it with `pulumi config set --path 'worldbackup:notify.secretName' felis-notify`): %w", Namespace, err))
+		}
+		if *c.Notify == (Notify{}) {
+			c.Notify = nil
 		}
 	}
 	if v := str("store"); v != "" {
@@ -331,7 +364,7 @@ func (c Config) needsClaim() bool {
 		}
 	}
 	for _, r := range c.Restores {
-		if !strings.HasPrefix(r.ArchiveRef, "s3://") {
+		if r.byRun() && c.storeOf(c.server(r.Server)) == nil || !r.byRun() && !strings.HasPrefix(r.ArchiveRef, "s3://") {
 			return true
 		}
 	}
@@ -386,8 +419,23 @@ func (c Config) Validate() error {
 	}
 	restored := map[string]bool{}
 	for i, r := range c.Restores {
-		if r.Server == "" || r.ArchiveRef == "" || r.SHA256 == "" {
-			add("restores[%d] needs server, archiveRef and sha256 (from `archiver list`, or a backup's archiveRef output and its row)", i)
+		switch {
+		case r.Server == "":
+			add("restores[%d] needs server: the server whose world is restored", i)
+		case r.byRun() && (r.ArchiveRef != "" || r.SHA256 != ""):
+			add("restores[%d] (%s) sets fromRun and archiveRef or sha256: the catalog gives the run's archive and checksum, remove archiveRef and sha256 (or fromRun)", i, r.Server)
+		case !r.byRun() && (r.ArchiveRef == "" || r.SHA256 == ""):
+			add("restores[%d] (%s) needs fromRun (a run ID, or %s for the server's newest run), or archiveRef and sha256 (from `archiver list`, or a backup's archiveRef output and its row)", i, r.Server, jobapi.RunLatest)
+		case !r.byRun() && r.FromServer != "":
+			add("restores[%d] (%s) sets fromServer without fromRun: set fromRun, or remove fromServer", i, r.Server)
+		}
+		if r.byRun() {
+			if err := jobapi.CheckRunRef(r.FromRun); err != nil {
+				add("restores[%d].fromRun: %s", i, err)
+			}
+		}
+		if r.RunID != "" && jobapi.CheckRunID(r.RunID) != nil {
+			add("restores[%d].runId %q: use 1 to %d characters from A-Z a-z 0-9 . _ -, starting with a letter or digit", i, r.RunID, jobapi.MaxRunIDLen)
 		}
 		if r.Cluster == "" && len(c.Clusters) > 1 {
 			add("restores[%d] (%s) must name its cluster: there are %d clusters", i, r.Server, len(c.Clusters))

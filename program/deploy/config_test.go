@@ -53,7 +53,13 @@ func TestParseConfig(t *testing.T) {
 		{"bad skipAwait", func(m map[string]string) { m["worldbackup:skipAwait"] = "sometimes" }, []string{"skipAwait must be true or false"}},
 		{"restore without checksum", func(m map[string]string) {
 			m["worldbackup:restores"] = `[{"server":"lobby","archiveRef":"/backups/lobby/a.tar.zst"}]`
-		}, []string{"restores[0] needs server, archiveRef and sha256"}},
+		}, []string{"restores[0] (lobby) needs fromRun (a run ID, or latest", "or archiveRef and sha256"}},
+		{"restore by run with a checksum", func(m map[string]string) {
+			m["worldbackup:restores"] = `[{"server":"lobby","fromRun":"latest","sha256":"` + strings.Repeat("a", 64) + `"}]`
+		}, []string{"restores[0] (lobby) sets fromRun and archiveRef or sha256"}},
+		{"restore by run, bad reference", func(m map[string]string) {
+			m["worldbackup:restores"] = `[{"server":"lobby","fromRun":"a/b"}]`
+		}, []string{"restores[0].fromRun: run \"a/b\" is neither"}},
 		{"restore without cluster among several", func(m map[string]string) {
 			m["worldbackup:clusters"] = `[{"name":"eu"},{"name":"us"}]`
 			m["worldbackup:restores"] = `[{"server":"lobby","archiveRef":"/backups/a","sha256":"ab"}]`
@@ -419,4 +425,61 @@ func TestPruneIsDeclared(t *testing.T) {
 func promptString(in pulumi.StringInput) string {
 	s, _ := in.(pulumi.String)
 	return string(s)
+}
+
+// TestRestoreByRunArgs: a restore entry with fromRun gives the component
+// fromRun (and fromServer) with no archive or checksum, a run ID of its
+// own per entry, and the server's S3 store when it has one.
+func TestRestoreByRunArgs(t *testing.T) {
+	cl := Cluster{Name: "eu"}
+	cfg := Config{Image: "img:1", BackupClaim: "backups", RunID: "r1", Servers: []Server{{Name: "lobby"}}}
+	for _, tt := range []struct {
+		name    string
+		r       Restore
+		wantRun string
+	}{
+		{"latest", Restore{Server: "lobby", FromRun: "latest"}, "eu.lobby.restore-latest"},
+		{"latest again, a new runId", Restore{Server: "lobby", FromRun: "latest", RunID: "2"}, "eu.lobby.restore-2"},
+		{"a run ID of another server", Restore{Server: "lobby", FromRun: "eu.hub.r7", FromServer: "hub"}, "eu.lobby.restore-eu.hub.r7"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cfg
+			c.Restores = []Restore{tt.r}
+			if err := c.Validate(); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			a := restoreArgs(c, cl, tt.r, pulumi.String(tt.r.FromRun))
+			j, err := a.Job()
+			if err != nil {
+				t.Fatalf("Job: %v", err)
+			}
+			if j.FromRun != tt.r.FromRun || j.FromServer != tt.r.FromServer || j.ArchiveRef != "" || j.SHA256 != "" || j.RunID != tt.wantRun {
+				t.Fatalf("restore %+v: want fromRun %q of %q, run ID %q, no archive", j, tt.r.FromRun, tt.r.FromServer, tt.wantRun)
+			}
+		})
+	}
+}
+
+// TestNotifyConfig: worldbackup:notify reaches every Job's notify input.
+func TestNotifyConfig(t *testing.T) {
+	c, err := ParseConfig(getter(map[string]string{
+		"worldbackup:image":       "img:1",
+		"worldbackup:backupClaim": "backups",
+		"worldbackup:servers":     `[{"name":"lobby"}]`,
+		"worldbackup:notify":      `{"secretName":"felis-notify","key":"url","onSuccess":true}`,
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := backupArgs(c, c.Clusters[0], c.Servers[0]).Job()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Notify == nil || b.Notify.SecretName != "felis-notify" || b.Notify.Key != "url" || !b.Notify.Always {
+		t.Fatalf("backup notify = %+v", b.Notify)
+	}
+	if _, err := ParseConfig(getter(map[string]string{"worldbackup:notify": `{"url":"https://x"}`}), nil); err == nil ||
+		!strings.Contains(err.Error(), "notify must be an object") {
+		t.Fatalf("a URL in the config: %v", err)
+	}
 }

@@ -108,13 +108,19 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			if r.Cluster != "" && r.Cluster != cl.Name {
 				continue
 			}
-			var ref pulumi.StringInput = pulumi.String(r.ArchiveRef)
+			v := r.ArchiveRef
+			if r.byRun() {
+				v = r.FromRun
+			}
+			var ref pulumi.StringInput = pulumi.String(v)
 			if b, ok := saved[r.Server]; ok {
-				// The restore's archive comes through this run's backup's
-				// archiveRef Output, so the restore waits for the backup
-				// (which saves the world it replaces): a data dependency, not
-				// DependsOn. The archive is the entry's, not the new one.
-				ref = b.ArchiveRef.ApplyT(func(string) string { return r.ArchiveRef }).(pulumi.StringOutput)
+				// The restore's archive (or run) comes through this run's
+				// backup's archiveRef Output, so the restore waits for the
+				// backup (which saves the world it replaces): a data
+				// dependency, not DependsOn. The archive is the entry's, not
+				// the new one; latest is resolved when the restore Job runs,
+				// after the backup.
+				ref = b.ArchiveRef.ApplyT(func(string) string { return v }).(pulumi.StringOutput)
 			}
 			w, err := provider.NewWorldRestore(ctx, cl.Name+"-"+r.Server+"-restore", restoreArgs(cfg, cl, r, ref), pulumi.Provider(k8s))
 			if err != nil {
@@ -188,10 +194,11 @@ func clusterProvider(ctx *pulumi.Context, cfg Config, cl Cluster) (*kubernetes.P
 	return p, nil
 }
 
-// restoreArgs: the restore's run ID is derived from the archive's checksum,
-// so the same restore entry performs no second restore and a new archive a
-// new one. archiveRef is the entry's archive as an input: a plain value, or
-// an Output that carries a dependency (see Deploy).
+// restoreArgs: the restore's run ID is derived from the archive's checksum
+// (or the entry's runId), so the same restore entry performs no second
+// restore and a new archive a new one. archiveRef is the entry's archive
+// (with fromRun: its run) as an input: a plain value, or an Output that
+// carries a dependency (see Deploy).
 //
 // An s3:// archive is read with the settings and credentials of the
 // server's store (its own or the stack-wide one), whatever its bucket and
@@ -199,6 +206,9 @@ func clusterProvider(ctx *pulumi.Context, cfg Config, cl Cluster) (*kubernetes.P
 func restoreArgs(cfg Config, cl Cluster, r Restore, archiveRef pulumi.StringInput) provider.WorldRestoreArgs {
 	server := cfg.server(r.Server)
 	var store *provider.StoreArgs
+	if r.byRun() {
+		return restoreByRunArgs(cfg, cl, r, server, archiveRef)
+	}
 	if strings.HasPrefix(r.ArchiveRef, "s3://") {
 		if store = cfg.storeOf(server).args(); store != nil {
 			store.URL = nil
@@ -208,13 +218,41 @@ func restoreArgs(cfg Config, cl Cluster, r Restore, archiveRef pulumi.StringInpu
 	if len(sum) > 12 {
 		sum = sum[:12]
 	}
+	trigger := "restore-" + sum
+	if r.RunID != "" {
+		trigger = "restore-" + r.RunID
+	}
 	a := provider.WorldRestoreArgs{
-		JobInputs:  jobInputs(cfg, cl, server, RunID(cl.Name, r.Server, "restore-"+sum)),
+		JobInputs:  jobInputs(cfg, cl, server, RunID(cl.Name, r.Server, trigger)),
 		Store:      store,
 		ArchiveRef: archiveRef,
 		SHA256:     pulumi.String(r.SHA256),
 	}
 	if store != nil {
+		a.BackupClaimName = nil // an S3 restore mounts no backup claim
+	}
+	return a
+}
+
+// restoreByRunArgs: a restore of a recorded run (fromRun), resolved by the
+// Job's init container from the server's store (its own or the stack-wide
+// one; else the backup claim). Its run ID is derived from fromRun, or the
+// entry's runId: the same entry restores once, also for latest.
+func restoreByRunArgs(cfg Config, cl Cluster, r Restore, server Server, fromRun pulumi.StringInput) provider.WorldRestoreArgs {
+	trigger := "restore-" + r.FromRun
+	if r.RunID != "" {
+		trigger = "restore-" + r.RunID
+	}
+	a := provider.WorldRestoreArgs{
+		JobInputs: jobInputs(cfg, cl, server, RunID(cl.Name, r.Server, trigger)),
+		FromRun:   fromRun,
+	}
+	if r.FromServer != "" {
+		a.FromServer = pulumi.String(r.FromServer)
+	}
+	if store := cfg.storeOf(server).args(); store != nil {
+		store.URL = nil
+		a.Store = store
 		a.BackupClaimName = nil // an S3 restore mounts no backup claim
 	}
 	return a
@@ -227,7 +265,12 @@ func jobInputs(cfg Config, cl Cluster, s Server, runID string) provider.JobInput
 	if s.SecurityMode != "" {
 		mode = provider.SecurityMode(s.SecurityMode)
 	}
+	var notify *provider.NotifyArgs
+	if n := cfg.Notify; n != nil {
+		notify = &provider.NotifyArgs{SecretName: n.SecretName, Key: n.Key, OnSuccess: n.OnSuccess}
+	}
 	return provider.JobInputs{
+		Notify:          notify,
 		Server:          s.Name,
 		RunID:           pulumi.String(runID),
 		Image:           pulumi.String(cfg.Image),

@@ -81,6 +81,7 @@ func (b Backup) Request() jobapi.Backup {
 		Retention:   b.Retention,
 		LogFormat:   jobapi.LogJSON,
 	}
+	req.Notify = b.Notify.Request()
 	if b.Store != nil {
 		req.Store, req.S3 = b.Store.URL, b.Store.Settings()
 	} else {

@@ -253,6 +253,42 @@ type Job struct {
 	Labels      map[string]string // extra labels, Job and pod
 	Annotations map[string]string // extra annotations, Job and pod
 	Await       Await             // pulumi.com/skipAwait, pulumi.com/replaceUnready on the Job
+
+	// Notify is the webhook the run posts its outcome to; nil: none.
+	Notify *Notify
+}
+
+// NotifyVolumeName is the volume of the webhook URL Secret.
+const NotifyVolumeName = "notify"
+
+// Notify is a Job's webhook: the Secret key SecretName/Key holds its URL,
+// mounted read-only (0400) at jobapi.NotifyMountPath/jobapi.NotifyURLFile;
+// Always notifies after every run, not only a failed one.
+type Notify struct {
+	SecretName string
+	Key        string
+	Always     bool
+}
+
+// Request returns the archiver's notification request of n: the URL
+// file's path, never the URL.
+func (n *Notify) Request() jobapi.Notify {
+	if n == nil {
+		return jobapi.Notify{}
+	}
+	on := jobapi.NotifyFailure
+	if n.Always {
+		on = jobapi.NotifyAlways
+	}
+	return jobapi.Notify{URLFile: jobapi.NotifyMountPath + "/" + jobapi.NotifyURLFile, On: on}
+}
+
+// Volume returns the webhook Secret's volume, only its key, as
+// jobapi.NotifyURLFile with mode 0400, and its read-only mount.
+func (n *Notify) Volume() (corev1.Volume, corev1.VolumeMount) {
+	v := SecretVolume(NotifyVolumeName, n.SecretName)
+	v.Secret.Items = []corev1.KeyToPath{{Key: n.Key, Path: jobapi.NotifyURLFile}}
+	return v, corev1.VolumeMount{Name: NotifyVolumeName, MountPath: jobapi.NotifyMountPath, ReadOnly: true}
 }
 
 // Pod is what one Job kind adds to the shared Job: its component (the
@@ -265,6 +301,17 @@ type Pod struct {
 	Capabilities []corev1.Capability
 	Mounts       []corev1.VolumeMount
 	Volumes      []corev1.Volume
+	// Init are the init containers that run the archiver before the main
+	// container, in order, with the pod's identity and no capability.
+	Init []InitContainer
+}
+
+// InitContainer is an init container of a Job's pod: the same image and
+// binary as the main container, its own arguments and mounts.
+type InitContainer struct {
+	Name   string
+	Args   []string
+	Mounts []corev1.VolumeMount
 }
 
 // BuildJob returns the Job of j running the archiver as p says: one pod,
@@ -273,6 +320,11 @@ type Pod struct {
 // of j.Identity, a read-only root filesystem. Every Job kind's builder
 // calls it.
 func BuildJob(j Job, p Pod) *batchv1.Job {
+	if j.Notify != nil {
+		v, m := j.Notify.Volume()
+		p.Mounts = append(append([]corev1.VolumeMount(nil), p.Mounts...), m)
+		p.Volumes = append(append([]corev1.Volume(nil), p.Volumes...), v)
+	}
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -315,11 +367,32 @@ func BuildJob(j Job, p Pod) *batchv1.Job {
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 						VolumeMounts:             p.Mounts,
 					}},
-					Volumes: p.Volumes,
+					InitContainers: initContainers(j, p.Init),
+					Volumes:        p.Volumes,
 				},
 			},
 		},
 	}
+}
+
+// initContainers returns the init containers of inits: the archiver of
+// j.Image with its resources, every capability dropped (in both modes) and
+// a read-only root filesystem; nil when there is none.
+func initContainers(j Job, inits []InitContainer) []corev1.Container {
+	var cs []corev1.Container
+	for _, in := range inits {
+		cs = append(cs, corev1.Container{
+			Name:                     in.Name,
+			Image:                    j.Image,
+			Command:                  []string{ArchiverPath},
+			Args:                     in.Args,
+			Resources:                ContainerResources(j.Resources),
+			SecurityContext:          ContainerSecurityContext(j.Identity, nil),
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			VolumeMounts:             in.Mounts,
+		})
+	}
+	return cs
 }
 
 // TTLSeconds returns ttlSecondsAfterFinished for d, or nil (keep the finished

@@ -3,12 +3,14 @@ package jobspec_test
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/worldbackup/worldbackup/provider/internal/jobtest"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
 
@@ -220,5 +222,28 @@ func TestBuildJob(t *testing.T) {
 		t.Errorf("capabilities %v", c.SecurityContext.Capabilities)
 	case len(job.Spec.Template.Spec.Volumes) != 1 || len(c.VolumeMounts) != 1:
 		t.Errorf("volumes %v mounts %v", job.Spec.Template.Spec.Volumes, c.VolumeMounts)
+	}
+}
+
+// TestNotifyMountsTheURLFile: a Job with a webhook mounts only the Secret's
+// key, read-only, and passes the file's path, never the URL; every kind.
+func TestNotifyMountsTheURLFile(t *testing.T) {
+	n := &jobspec.Notify{SecretName: "felis-notify", Key: "url", Always: true}
+	b, r, p := jobtest.DefaultBackup(), jobtest.DefaultRestore(), jobtest.DefaultPrune()
+	b.Notify, r.Notify, p.Notify = n, n, n
+	for name, job := range map[string]*batchv1.Job{"backup": jobspec.BuildBackup(b), "restore": jobspec.BuildRestore(r), "prune": jobspec.BuildPrune(p)} {
+		t.Run(name, func(t *testing.T) {
+			v := volume(t, job, jobspec.NotifyVolumeName)
+			eq(t, "items", v.Secret.Items, []corev1.KeyToPath{{Key: "url", Path: "url"}})
+			eq(t, "secret", v.Secret.SecretName, "felis-notify")
+			eq(t, "mount", mountAt(t, job, jobspec.NotifyVolumeName), corev1.VolumeMount{Name: "notify", MountPath: "/etc/felis-notify", ReadOnly: true})
+			args := strings.Join(container(t, job).Args, " ")
+			if !strings.Contains(args, "--notify-url-file /etc/felis-notify/url --notify-on always") {
+				t.Errorf("args %q lack the notification flags", args)
+			}
+		})
+	}
+	if args := strings.Join(jobspec.BuildBackup(jobtest.DefaultBackup()).Spec.Template.Spec.Containers[0].Args, " "); strings.Contains(args, "notify") {
+		t.Errorf("a Job without notify passes %q", args)
 	}
 }

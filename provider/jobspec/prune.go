@@ -53,6 +53,7 @@ func (p Prune) Request() jobapi.Prune {
 		DryRun:    p.DryRun,
 		LogFormat: jobapi.LogJSON,
 	}
+	req.Notify = p.Notify.Request()
 	if p.Store != nil {
 		req.Store, req.S3 = p.Store.URL, p.Store.Settings()
 	} else {

@@ -1,8 +1,11 @@
 package jobspec
 
 import (
+	"path"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/naming"
@@ -30,6 +33,19 @@ type Restore struct {
 	Replace    bool   // pass --replace: replace a world that is not empty
 	MaxBytes   int64  // --max-bytes; 0 = the archiver's default
 	MaxEntries int64  // --max-entries; 0 = the archiver's default
+
+	// FromRun, when set, restores a recorded run in place of ArchiveRef
+	// and SHA256 (both then unused): a run ID of FromServer ("" = Server),
+	// or jobapi.RunLatest, its newest successful run. An init container
+	// (ContainerResolve), the only one that mounts the config Secret
+	// ConfigSecretName (at ConfigMountPath), finds the run in the catalog
+	// and writes its archive ref and checksum to a small emptyDir; the
+	// extractor reads them there, mounts no Secret but the S3 store's, and
+	// checks every byte against the checksum as before.
+	FromRun          string
+	FromServer       string
+	ConfigSecretName string
+	ConfigMountPath  string
 
 	// Store holds the settings and credentials of the S3 store ArchiveRef
 	// is an object of (its URL is unused); nil: ArchiveRef is a file on the
@@ -60,11 +76,49 @@ func (r Restore) Request() jobapi.Restore {
 		MaxEntries: r.MaxEntries,
 		LogFormat:  jobapi.LogJSON,
 	}
+	req.Notify = r.Notify.Request()
+	if r.FromRun != "" {
+		req.Archive, req.SHA256, req.ArchiveFrom = "", "", jobapi.ResolvedPath
+	}
 	if r.Store != nil {
 		// The credentials are read from the mounted Secret, never passed here.
 		req.S3 = r.Store.Settings()
 	}
 	return req
+}
+
+// ContainerResolve is the name of the restore Job's init container that
+// resolves FromRun.
+const ContainerResolve = jobapi.KindResolve
+
+// ResolvedVolumeName is the emptyDir the resolve init container writes the
+// run's archive ref and checksum to; ResolvedSizeLimit bounds it.
+const ResolvedVolumeName = "resolved"
+
+// ResolvedSizeLimit caps the resolved-run emptyDir.
+var ResolvedSizeLimit = resource.MustParse("1Mi")
+
+// ResolveRequest returns the request of the init container of a restore by
+// run (FromRun set): find the run of FromServer (or Server), refuse an
+// archive the Job cannot read (not under BackupRoot, or with Store not an
+// s3:// object), and write it to jobapi.ResolvedPath.
+func (r Restore) ResolveRequest() jobapi.Resolve {
+	from := r.FromServer
+	if from == "" {
+		from = r.Server
+	}
+	within := r.BackupRoot
+	if r.Store != nil {
+		within = jobapi.S3URLPrefix
+	}
+	return jobapi.Resolve{
+		Server:    from,
+		FromRun:   r.FromRun,
+		Config:    path.Join(r.ConfigMountPath, ConfigFileName),
+		Within:    within,
+		Out:       jobapi.ResolvedPath,
+		LogFormat: jobapi.LogJSON,
+	}
 }
 
 // RestoreArgs returns the archiver's command-line arguments for r (after the
@@ -77,7 +131,10 @@ func RestoreArgs(r Restore) []string { return r.Request().Args() }
 // /tmp, no config Secret (the restore needs no database), no
 // service-account token, and the identity of r.Identity.Mode. With an S3
 // store it mounts the credentials Secret's two keys read-only (0400) in
-// place of the backup claim.
+// place of the backup claim. A restore by run (FromRun) adds the resolve
+// init container: the config Secret read-only and the resolved-run emptyDir
+// read-write, no world and no backup claim, no capability; the extractor
+// mounts that emptyDir read-only and still no config Secret.
 func BuildRestore(r Restore) *batchv1.Job {
 	tmpVolume, tmpMount := TmpVolume()
 	mounts := []corev1.VolumeMount{{Name: WorldVolumeName, MountPath: r.WorldRoot}}
@@ -92,11 +149,30 @@ func BuildRestore(r Restore) *batchv1.Job {
 		mounts, volumes = append(mounts, m), append(volumes, v)
 	}
 
+	var inits []InitContainer
+	if r.FromRun != "" {
+		volumes = append(volumes,
+			corev1.Volume{Name: ResolvedVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+				SizeLimit: new(ResolvedSizeLimit.DeepCopy()),
+			}}},
+			SecretVolume(ConfigVolumeName, r.ConfigSecretName))
+		mounts = append(mounts, corev1.VolumeMount{Name: ResolvedVolumeName, MountPath: jobapi.ResolvedMountPath, ReadOnly: true})
+		inits = append(inits, InitContainer{
+			Name: ContainerResolve,
+			Args: r.ResolveRequest().Args(),
+			Mounts: []corev1.VolumeMount{
+				{Name: ConfigVolumeName, MountPath: r.ConfigMountPath, ReadOnly: true},
+				{Name: ResolvedVolumeName, MountPath: jobapi.ResolvedMountPath},
+			},
+		})
+	}
+
 	return BuildJob(r.Job, Pod{
 		Component:    ComponentRestore,
 		Args:         RestoreArgs(r),
 		Capabilities: RestoreCapabilities,
 		Mounts:       mounts,
 		Volumes:      volumes,
+		Init:         inits,
 	})
 }

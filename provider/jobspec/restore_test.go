@@ -303,3 +303,112 @@ func TestRestoreAndBackupShareHardening(t *testing.T) {
 		})
 	}
 }
+
+func restoreByRun(from string) jobspec.Restore {
+	r := jobtest.DefaultRestore()
+	r.ArchiveRef, r.SHA256 = "", ""
+	r.FromRun, r.ConfigSecretName, r.ConfigMountPath = from, "felis-config", "/etc/felis"
+	return r
+}
+
+// TestBuildRestoreByRun checks the restore by run: the resolve init
+// container alone mounts the config Secret and no world or backup claim;
+// the extractor mounts no Secret and reads the resolved run read-only.
+func TestBuildRestoreByRun(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		restore  jobspec.Restore
+		wantInit []string
+		wantMain []string
+	}{
+		{
+			name: "latest, folder store", restore: restoreByRun("latest"),
+			wantInit: []string{"resolve", "--server", "survival", "--from-run", "latest", "--config", "/etc/felis/felis.toml",
+				"--within", "/backups", "--out", "/run/worldbackup/run.json", "--log-format", "json"},
+			wantMain: []string{"restore", "--run-id", "restore-20250601", "--archive-from", "/run/worldbackup/run.json",
+				"--into", "/world", "--replace", "--log-format", "json"},
+		},
+		{
+			name: "a run ID of another server, S3 store", restore: func() jobspec.Restore {
+				r := restoreByRun("2025-06-01T0300Z")
+				r.FromServer = "lobby"
+				r.Store = &jobspec.S3Store{Endpoint: "http://minio:9000", SecretName: "felis-s3", AccessKeyKey: "ak", SecretKeyKey: "sk"}
+				return r
+			}(),
+			wantInit: []string{"resolve", "--server", "lobby", "--from-run", "2025-06-01T0300Z", "--config", "/etc/felis/felis.toml",
+				"--within", "s3://", "--out", "/run/worldbackup/run.json", "--log-format", "json"},
+			wantMain: []string{"restore", "--run-id", "restore-20250601", "--archive-from", "/run/worldbackup/run.json",
+				"--into", "/world", "--replace", "--s3-endpoint", "http://minio:9000", "--s3-access-key-file", "/etc/felis-s3/access-key",
+				"--s3-secret-key-file", "/etc/felis-s3/secret-key", "--log-format", "json"},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			job := jobspec.BuildRestore(tt.restore)
+			pod := job.Spec.Template.Spec
+			if len(pod.InitContainers) != 1 {
+				t.Fatalf("init containers = %d, want 1", len(pod.InitContainers))
+			}
+			init, main := pod.InitContainers[0], container(t, job)
+			eq(t, "init name", init.Name, "resolve")
+			eq(t, "init image", init.Image, main.Image)
+			eq(t, "init args", init.Args, tt.wantInit)
+			eq(t, "main args", main.Args, tt.wantMain)
+			secretVolumes := map[string]bool{}
+			for _, v := range pod.Volumes {
+				if v.Secret != nil {
+					secretVolumes[v.Name] = true
+				}
+			}
+			configMounted := false
+			for _, m := range init.VolumeMounts {
+				switch m.Name {
+				case jobspec.WorldVolumeName, jobspec.BackupVolumeName, jobspec.S3VolumeName:
+					t.Errorf("the init container mounts %q: it reads only the catalog", m.Name)
+				case jobspec.ConfigVolumeName:
+					configMounted = true
+					eq(t, "config mount", m, corev1.VolumeMount{Name: "config", MountPath: "/etc/felis", ReadOnly: true})
+				case jobspec.ResolvedVolumeName:
+					eq(t, "init resolved mount", m, corev1.VolumeMount{Name: "resolved", MountPath: "/run/worldbackup"})
+				default:
+					t.Errorf("unexpected init mount %+v", m)
+				}
+			}
+			if !configMounted {
+				t.Error("the init container does not mount the config Secret")
+			}
+			for _, m := range main.VolumeMounts {
+				if m.Name == jobspec.ConfigVolumeName || (secretVolumes[m.Name] && m.Name != jobspec.S3VolumeName) {
+					t.Errorf("the extractor mounts the Secret volume %q: it must stay DB-blind", m.Name)
+				}
+				if m.Name == jobspec.ResolvedVolumeName {
+					eq(t, "main resolved mount", m, corev1.VolumeMount{Name: "resolved", MountPath: "/run/worldbackup", ReadOnly: true})
+				}
+			}
+			for _, c := range []corev1.Container{init, main} {
+				if slices.Contains(c.Args, "--config") && c.Name != "resolve" {
+					t.Errorf("%s passes --config", c.Name)
+				}
+				eq(t, c.Name+" env", len(c.Env)+len(c.EnvFrom), 0)
+			}
+			eq(t, "init capabilities", init.SecurityContext.Capabilities, &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}})
+			eq(t, "init read-only root", *init.SecurityContext.ReadOnlyRootFilesystem, true)
+			v := volume(t, job, jobspec.ResolvedVolumeName)
+			if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.Cmp(resource.MustParse("1Mi")) != 0 {
+				t.Errorf("resolved volume %+v: want an emptyDir of at most 1Mi", v.VolumeSource)
+			}
+			eq(t, "config volume", volume(t, job, jobspec.ConfigVolumeName).Secret.SecretName, "felis-config")
+		})
+	}
+	t.Run("restricted mode passes restricted", func(t *testing.T) {
+		r := restoreByRun("latest")
+		r.Identity = restrictedRestore().Identity
+		if agg := jobtest.PodSecurity(t, jobspec.BuildRestore(r).Spec.Template, api.LevelRestricted); !agg.Allowed {
+			t.Fatalf("forbidden: %v %v", agg.ForbiddenReasons, agg.ForbiddenDetails)
+		}
+	})
+	t.Run("by archive: no init container", func(t *testing.T) {
+		if n := len(jobspec.BuildRestore(jobtest.DefaultRestore()).Spec.Template.Spec.InitContainers); n != 0 {
+			t.Fatalf("init containers = %d, want 0", n)
+		}
+	})
+}

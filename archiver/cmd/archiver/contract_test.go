@@ -84,6 +84,14 @@ func TestContractRoundTrip(t *testing.T) {
 		{name: "verify, S3, chunk sample", req: jobspec.Verify{Job: job, ArchiveRef: "s3://felis-backups/worlds/survival/r.tar.gz",
 			SHA256: strings.Repeat("0f", 32), Chunks: "10%", Store: store}.Request()},
 		{name: "verify by hand", req: jobapi.Verify{Archive: "/b/s/r.tar", SHA256: strings.Repeat("1", 64), LogFormat: jobapi.LogText}},
+		{name: "restore by run, folder store", req: byRun(jobspec.Restore{Job: job}, "latest").Request()},
+		{name: "restore by run: its resolve, folder store", req: byRun(jobspec.Restore{Job: job}, "latest").ResolveRequest()},
+		{name: "restore by run: its resolve, S3, another server", req: func() jobspec.Restore {
+			r := byRun(jobspec.Restore{Job: job, Store: store}, "2025-06-01T0300Z")
+			r.FromServer = "lobby"
+			return r
+		}().ResolveRequest()},
+		{name: "resolve by hand", req: jobapi.Resolve{Server: "s", FromRun: "latest"}},
 		{name: "prune, folder store", req: jobspec.Prune{Job: job, ConfigMountPath: "/etc/felis",
 			Retention: jobspec.Retention{KeepDaily: 7, MinKeep: 3}}.Request()},
 		{name: "prune, S3, dry run", req: jobspec.Prune{Job: job, ConfigMountPath: "/etc/felis", Store: store,
@@ -101,6 +109,12 @@ func TestContractRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// byRun returns r restoring run from of its server (the restore by run).
+func byRun(r jobspec.Restore, from string) jobspec.Restore {
+	r.FromRun, r.ConfigSecretName, r.ConfigMountPath = from, "felis-config", "/etc/felis"
+	return r
 }
 
 // TestSubcommandFlags shows that each Job subcommand's flags are exactly
@@ -122,7 +136,7 @@ func TestSubcommandFlags(t *testing.T) {
 		return names(fs)
 	}
 	cmds := jobCommands()
-	for _, kind := range jobapi.Kinds() {
+	for _, kind := range append(jobapi.Kinds(), jobapi.KindResolve) {
 		t.Run(kind, func(t *testing.T) {
 			cmd, ok := cmds[kind]
 			if !ok {

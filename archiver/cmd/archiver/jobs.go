@@ -23,7 +23,7 @@ type jobCommand struct {
 	local []string
 }
 
-// jobCommands are the subcommands the Jobs run, by kind. A new kind adds
+// jobCommands are the subcommands the Jobs' containers run, by kind. A new kind adds
 // its entry; the contract tests take every entry.
 func jobCommands() map[string]jobCommand {
 	return map[string]jobCommand{
@@ -43,5 +43,9 @@ func jobCommands() map[string]jobCommand {
 			fs, f := newVerifyFlags(w)
 			return fs, &f.Verify
 		}, verifyLocalFlags()},
+		// Not a Job kind: the restore Job's init container (restore by run).
+		jobapi.KindResolve: {func(w io.Writer) (*flag.FlagSet, jobRequest) {
+			return newResolveFlags(w)
+		}, nil},
 	}
 }

@@ -46,6 +46,8 @@ Usage:
   archiver verify (--run-id R | --archive REF)   check an archive against its row
   archiver restore --archive REF --sha256 HEX --into DIR [--replace]
                                                  restore a world from an archive (no database)
+  archiver resolve --server S --from-run (R | latest) [--out FILE]
+                                                 find a run's archive and checksum in the catalog
   archiver export --archive REF --sha256 HEX     write a chunked run's tar stream to stdout (no database)
   archiver prune --server S --min-keep K [--keep-last N] [--keep-daily D] ...
                                                  expire old archives (restic's forget rules)
@@ -88,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "backup":
-		return cmdBackup(ctx, args[1:], stdout, stderr)
+		return withNotify(ctx, args[0], args[1:], stderr, func() int { return cmdBackup(ctx, args[1:], stdout, stderr) })
 	case "migrate":
 		return cmdMigrate(ctx, args[1:], stdout, stderr)
 	case "list":
@@ -98,9 +100,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "export":
 		return cmdExport(ctx, args[1:], stdout, stderr)
 	case "restore":
-		return cmdRestore(ctx, args[1:], stdout, stderr)
+		return withNotify(ctx, args[0], args[1:], stderr, func() int { return cmdRestore(ctx, args[1:], stdout, stderr) })
+	case jobapi.KindResolve:
+		return cmdResolve(ctx, args[1:], stdout, stderr)
 	case "prune":
-		return cmdPrune(ctx, args[1:], stdout, stderr)
+		return withNotify(ctx, args[0], args[1:], stderr, func() int { return cmdPrune(ctx, args[1:], stdout, stderr) })
 	case "status":
 		return cmdStatus(ctx, args[1:], stdout, stderr)
 	case jobapi.KindMetrics:

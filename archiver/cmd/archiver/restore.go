@@ -14,7 +14,7 @@ import (
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
-const restoreHelp = `Usage: archiver restore --archive PATH --sha256 HEX --into DIR [--replace] [--run-id R] [flags]
+const restoreHelp = `Usage: archiver restore (--archive PATH --sha256 HEX | --archive-from FILE) --into DIR [--replace] [--run-id R] [flags]
 
 Restores a world from an archive that may have been tampered with. The
 archive's SHA-256 is checked before anything is extracted; the archive is then
@@ -28,7 +28,10 @@ leaves DIR, hard links to anything but an earlier file of the archive, entries
 written through a symlink, duplicate entries, devices and fifos, and archives
 past --max-bytes or --max-entries, and bytes after the end of the archive.
 Restore needs no database and no config file: take the checksum from the
-catalog (archiver list) beforehand.
+catalog (archiver list) beforehand, or give --archive-from, the file archiver
+resolve wrote for a run ID or latest (the restore Job's init container runs
+it): the archive and checksum are read from it, at most 16 KiB, checked as
+the catalog's rules say, and the marker then names the run ID alone.
 
 A chunked run (backup --format chunked) is named by its manifest,
 <root>/_chunked/runs/<server>/<run id>.manifest or its s3:// URL, and --sha256
@@ -89,6 +92,17 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	archive, sum, into, runID, maxBytes, maxEntries := &f.Archive, &f.SHA256, &f.Into, &f.RunID, &f.MaxBytes, &f.MaxEntries
 	replace, format, termPath := &f.Replace, f.LogFormat, &f.terminationLog
 	var problems []string
+	if f.ArchiveFrom != "" {
+		if *archive != "" || *sum != "" {
+			return usageError(stderr, jobapi.KindRestore, "%s replaces %s and %s: give one or the other",
+				jobapi.Flag(jobapi.FlagArchiveFrom), jobapi.Flag(jobapi.FlagArchive), jobapi.Flag(jobapi.FlagSHA256))
+		}
+		res, err := resolvedArchive(f.ArchiveFrom)
+		if err != nil {
+			return usageError(stderr, jobapi.KindRestore, "%s", err)
+		}
+		*archive, *sum = res.ArchiveRef, res.SHA256
+	}
 	if *archive == "" {
 		problems = append(problems, jobapi.Flag(jobapi.FlagArchive)+" is required: the archive file to restore")
 	}
@@ -121,6 +135,9 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		RunID:      *runID,
 		MaxBytes:   *maxBytes,
 		MaxEntries: *maxEntries,
+		// A restore by run names its run alone in the marker: a rerun of
+		// it must not restore a newer run the catalog now calls latest.
+		MarkerRunOnly: f.ArchiveFrom != "",
 	}
 	if st, key, ok, err := chunkedStore(s3Over(fs, f.S3, config.S3{}), *archive); ok {
 		if err != nil {

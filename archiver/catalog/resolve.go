@@ -1,0 +1,55 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/worldbackup/worldbackup/jobapi"
+)
+
+// ErrOtherServer is wrapped by Resolve's error when the run ID names a run
+// of another server.
+var ErrOtherServer = errors.New("the run belongs to another server")
+
+// ErrNoRun is wrapped by Resolve's error for RunLatest when the server has
+// no successful run (none at all, or only runs finished in the future).
+var ErrNoRun = errors.New("the server has no successful run")
+
+// Resolve returns the run that ref (a run reference, jobapi.CheckRunRef)
+// names among server's runs: the row of that run ID, or for
+// jobapi.RunLatest the server's newest run that finished at most
+// FutureTolerance after now (what status judges fresh). The errors wrap
+// ErrNotFound (no such run ID), ErrOtherServer (a run of another server)
+// and ErrNoRun (latest of a server without a run).
+func (db *DB) Resolve(ctx context.Context, server, ref string, now time.Time) (Record, error) {
+	if err := jobapi.CheckRunRef(ref); err != nil {
+		return Record{}, err
+	}
+	if ref != jobapi.RunLatest {
+		r, err := db.Lookup(ctx, ref)
+		if err != nil {
+			return Record{}, err
+		}
+		if r.Server != server {
+			return Record{}, fmt.Errorf("run %q is a run of server %q, not of %q: %w", ref, r.Server, server, ErrOtherServer)
+		}
+		return r, nil
+	}
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
+	rows, _ := db.pool.Query(ctx, `SELECT `+columns+` FROM world_backups
+		WHERE server = $1 AND finished_at <= $2
+		ORDER BY finished_at DESC, id DESC LIMIT 1`, server, now.Add(FutureTolerance))
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Record])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Record{}, fmt.Errorf("server %q: %w", server, ErrNoRun)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("finding the newest run of %q: %w", server, err)
+	}
+	return r, nil
+}

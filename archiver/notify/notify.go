@@ -1,0 +1,162 @@
+// Package notify posts a run's outcome to a webhook: one JSON object that
+// Slack's incoming webhooks ("text") and Discord's webhooks ("content") both
+// accept. The URL is read from a file (a mounted Secret's key), never from
+// a flag or the environment, and never logged: log lines name the hook by
+// jobapi.RedactHookURL. A notification is bounded in time (Options.Timeout
+// for the whole attempt: file read, connection, request and response) and
+// in size (the message, the URL file, the response read), and it never
+// fails the run: Send logs what went wrong and returns.
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/worldbackup/worldbackup/jobapi"
+)
+
+// Limits of one notification.
+const (
+	// DefaultTimeout bounds the whole attempt.
+	DefaultTimeout = 5 * time.Second
+	// MaxText is the longest message text in bytes: within Discord's 2000
+	// characters of content (Slack takes far more).
+	MaxText = 1800
+	// maxURLFile bounds the read of the URL file.
+	maxURLFile = 4096
+	// maxResponse bounds what is read of the hook's answer.
+	maxResponse = 4096
+)
+
+// Options say where and how to notify.
+type Options struct {
+	URLFile string        // the file holding the webhook URL (a Secret key)
+	Timeout time.Duration // 0 = DefaultTimeout
+	// Client is the HTTP client; nil: one without proxies from the
+	// environment, its own timeout Timeout.
+	Client *http.Client
+}
+
+func (o Options) withDefaults() Options {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{
+			Timeout: o.Timeout,
+			// No redirects: a hook that redirects elsewhere is not followed
+			// with the message.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	return o
+}
+
+// Payload is the JSON body: the same text under Slack's and Discord's keys.
+type Payload struct {
+	Text    string `json:"text"`
+	Content string `json:"content"`
+}
+
+// NewPayload returns the body of text, cut to MaxText bytes (at a rune
+// boundary, with an ellipsis).
+func NewPayload(text string) Payload {
+	if len(text) > MaxText {
+		cut := MaxText - len("…")
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut] + "…"
+	}
+	return Payload{Text: text, Content: text}
+}
+
+// Send posts text to the hook of o.URLFile, within o.Timeout. It returns
+// whether the hook answered 2xx; every failure is logged (the URL
+// redacted) and none is returned: a notification never fails a run.
+func Send(ctx context.Context, log hclog.Logger, o Options, text string) bool {
+	o = o.withDefaults()
+	log = log.Named("notify")
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	hook, err := readURL(o.URLFile)
+	if err != nil {
+		log.Warn("notification not sent: the webhook URL file is unusable", "url_file", o.URLFile, "error", err)
+		return false
+	}
+	shown := jobapi.RedactHookURL(hook)
+	body, _ := json.Marshal(NewPayload(text)) // strings only: cannot fail
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook, bytes.NewReader(body))
+	if err != nil {
+		log.Warn("notification not sent: bad webhook URL", "hook", shown)
+		return false
+	}
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := o.Client.Do(req)
+	if err != nil {
+		log.Warn("notification failed: the webhook did not answer", "hook", shown, "timeout", o.Timeout.String(),
+			"error", redactErr(err, hook, shown))
+		return false
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponse)) //nolint:errcheck // drained for reuse only
+	if resp.StatusCode/100 != 2 {
+		log.Warn("notification refused by the webhook", "hook", shown, "status", resp.StatusCode)
+		return false
+	}
+	log.Info("notification sent", "hook", shown, "status", resp.StatusCode, "duration", time.Since(start).String())
+	return true
+}
+
+// readURL reads and checks the webhook URL file: at most maxURLFile bytes,
+// one http(s) URL with a host, surrounding white space trimmed.
+func readURL(name string) (string, error) {
+	if name == "" {
+		return "", fmt.Errorf("no file given")
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxURLFile+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > maxURLFile {
+		return "", fmt.Errorf("larger than %d bytes: not a webhook URL", maxURLFile)
+	}
+	s := strings.TrimSpace(string(b))
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.ContainsAny(s, " \n\r\t") {
+		return "", fmt.Errorf("not an http(s) URL with a host, e.g. https://hooks.slack.com/services/... or https://discord.com/api/webhooks/...")
+	}
+	return s, nil
+}
+
+// redactErr returns err's text with the hook URL (and its escaped forms)
+// replaced by its redacted form: net/http's errors quote the URL.
+func redactErr(err error, hook, shown string) string {
+	s := err.Error()
+	for _, v := range []string{hook, url.QueryEscape(hook), strings.TrimPrefix(strings.TrimPrefix(hook, "https://"), "http://")} {
+		if v != "" {
+			s = strings.ReplaceAll(s, v, shown)
+		}
+	}
+	if u, perr := url.Parse(hook); perr == nil && len(u.EscapedPath()) > 1 {
+		s = strings.ReplaceAll(s, u.EscapedPath(), "/<redacted>")
+	}
+	return s
+}

@@ -1,0 +1,162 @@
+package notify
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// hookFile writes url into a file as a mounted Secret key holds it.
+func hookFile(t *testing.T, url string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "url")
+	if err := os.WriteFile(p, []byte(url+"\n"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// logger returns a JSON logger into buf.
+func logger(buf *bytes.Buffer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Output: buf, JSONFormat: true, Level: hclog.Info})
+}
+
+const secretPath = "/services/T000/B000/XXXXSECRETXXXX"
+
+func TestSendPostsSlackAndDiscordJSON(t *testing.T) {
+	var mu sync.Mutex
+	var got Payload
+	var ctype string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		ctype = r.Header.Get("Content-Type")
+		if r.URL.Path != secretPath || r.Method != http.MethodPost {
+			http.Error(w, "wrong hook", http.StatusNotFound)
+			return
+		}
+		if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		}
+	}))
+	defer srv.Close()
+	var log bytes.Buffer
+	if !Send(t.Context(), logger(&log), Options{URLFile: hookFile(t, srv.URL+secretPath)}, "backup of survival failed") {
+		t.Fatalf("Send = false:\n%s", log.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got.Text != "backup of survival failed" || got.Content != got.Text || ctype != "application/json" {
+		t.Errorf("payload %+v, content type %q", got, ctype)
+	}
+	if strings.Contains(log.String(), "SECRET") {
+		t.Errorf("the log holds the hook's secret path:\n%s", log.String())
+	}
+}
+
+func TestSendNeverFailsTheRun(t *testing.T) {
+	hang := make(chan struct{})
+	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hanging.Close()
+	defer close(hang)
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		http.Error(w, strings.Repeat("x", 1<<20), http.StatusInternalServerError)
+	}))
+	defer failing.Close()
+	// Accepts connections and never reads or answers.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedURL := "http://" + closed.Addr().String()
+	closed.Close()
+
+	for _, tt := range []struct {
+		name, url, want string
+	}{
+		{"hangs", hanging.URL + secretPath, "did not answer"},
+		{"accepts and never answers", "http://" + silent.Addr().String() + secretPath, "did not answer"},
+		{"returns 500", failing.URL + secretPath, "refused by the webhook"},
+		{"down", closedURL + secretPath, "did not answer"},
+		{"not a URL", "hooks.slack.com" + secretPath, "unusable"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var log bytes.Buffer
+			start := time.Now()
+			ok := Send(t.Context(), logger(&log), Options{URLFile: hookFile(t, tt.url), Timeout: 500 * time.Millisecond}, "prune failed")
+			if ok {
+				t.Fatal("Send = true")
+			}
+			// A bound, not a timing assertion: a Send that waited for the
+			// hook would block until the test's own deadline.
+			if d := time.Since(start); d > 30*time.Second {
+				t.Fatalf("Send took %s", d)
+			}
+			out := log.String()
+			if !strings.Contains(out, tt.want) {
+				t.Errorf("log lacks %q:\n%s", tt.want, out)
+			}
+			if strings.Contains(out, "SECRET") {
+				t.Errorf("the log holds the hook's secret path:\n%s", out)
+			}
+		})
+	}
+	t.Run("missing URL file", func(t *testing.T) {
+		var log bytes.Buffer
+		if Send(t.Context(), logger(&log), Options{URLFile: filepath.Join(t.TempDir(), "none")}, "x") || !strings.Contains(log.String(), "unusable") {
+			t.Fatalf("log:\n%s", log.String())
+		}
+	})
+	t.Run("oversized URL file", func(t *testing.T) {
+		var log bytes.Buffer
+		if Send(t.Context(), logger(&log), Options{URLFile: hookFile(t, "https://h/"+strings.Repeat("a", maxURLFile))}, "x") ||
+			!strings.Contains(log.String(), "larger than") {
+			t.Fatalf("log:\n%s", log.String())
+		}
+	})
+}
+
+func TestNewPayloadBoundsTheText(t *testing.T) {
+	p := NewPayload(strings.Repeat("é", MaxText))
+	if len(p.Text) > MaxText || !strings.HasSuffix(p.Text, "…") || p.Content != p.Text {
+		t.Fatalf("text of %d bytes, suffix %q", len(p.Text), p.Text[len(p.Text)-4:])
+	}
+	if !json.Valid([]byte(`"` + p.Text + `"`)) {
+		t.Fatal("cut inside a rune")
+	}
+	if p := NewPayload("short"); p.Text != "short" {
+		t.Fatalf("short text changed: %q", p.Text)
+	}
+}

@@ -1,0 +1,216 @@
+package jobapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+	"unicode"
+)
+
+// A run reference names a recorded run of one server for a restore (or a
+// verify) in place of an archive ref and its checksum: a run ID, or
+// RunLatest for the server's newest successful run. The catalog resolves it
+// (archiver resolve); CheckRunRef is the one rule of its form.
+
+// RunLatest is the run reference of a server's newest successful run: the
+// newest row of the server in the catalog that did not finish in the
+// future (see the catalog's FutureTolerance).
+const RunLatest = "latest"
+
+// CheckRunRef reports whether ref is a valid run reference: RunLatest or a
+// run ID (CheckRunID).
+func CheckRunRef(ref string) error {
+	if ref == RunLatest {
+		return nil
+	}
+	if CheckRunID(ref) != nil {
+		return fmt.Errorf("run %q is neither %q nor a run ID: use %q for the server's newest successful run, or a run ID as `archiver list` shows it (1 to %d characters from A-Z a-z 0-9 . _ -, starting with a letter or digit)",
+			ref, RunLatest, RunLatest, MaxRunIDLen)
+	}
+	return nil
+}
+
+// Where the restore Job hands a resolved run from its init container to the
+// extractor: an emptyDir mounted at ResolvedMountPath in both, the file
+// ResolvedFileName in it, at most MaxResolvedBytes.
+const (
+	ResolvedMountPath = "/run/worldbackup"
+	ResolvedFileName  = "run.json"
+	ResolvedPath      = ResolvedMountPath + "/" + ResolvedFileName
+	MaxResolvedBytes  = 16 << 10
+)
+
+// ResolvedRun is what archiver resolve writes for a run reference: the run
+// it found and its archive, one JSON object. The restore's extractor reads it
+// (ReadResolvedRun) instead of --archive and --sha256.
+type ResolvedRun struct {
+	Server     string `json:"server"`
+	RunID      string `json:"run_id"`
+	ArchiveRef string `json:"archive_ref"`
+	SHA256     string `json:"sha256"`
+}
+
+// Validate checks r: a valid server and run ID, a SHA-256 in lowercase hex,
+// and an archive ref that is an s3:// URL or an absolute, clean path without
+// control characters.
+func (r ResolvedRun) Validate() error {
+	var errs []error
+	if err := CheckServer(r.Server); err != nil {
+		errs = append(errs, err)
+	}
+	if err := CheckRunID(r.RunID); err != nil {
+		errs = append(errs, err)
+	}
+	if !IsSHA256(r.SHA256) {
+		errs = append(errs, fmt.Errorf("sha256 %q: want 64 lowercase hex digits", r.SHA256))
+	}
+	if err := checkRef(r.ArchiveRef); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func checkRef(ref string) error {
+	switch {
+	case ref == "":
+		return errors.New("archive_ref is empty")
+	case strings.IndexFunc(ref, unicode.IsControl) >= 0:
+		return fmt.Errorf("archive_ref %q holds control characters", ref)
+	case IsS3URL(ref):
+		if _, key, _ := SplitS3Ref(ref); CheckKey(key) != nil {
+			return fmt.Errorf("archive_ref %q: not an object of an S3 store", ref)
+		}
+		return nil
+	case !strings.HasPrefix(ref, "/") || path.Clean(ref) != ref:
+		return fmt.Errorf("archive_ref %q: want an absolute, clean path or an s3:// URL", ref)
+	}
+	return nil
+}
+
+// RefWithin reports whether ref lies where a restore can read it: within is
+// a folder (the backup claim's mount: ref is below it) or an s3:// URL
+// prefix (s3:// alone: any object of the store); "" accepts any ref.
+func RefWithin(ref, within string) bool {
+	switch {
+	case within == "":
+		return true
+	case IsS3URL(within):
+		return strings.HasPrefix(ref, strings.TrimSuffix(within, "/")+"/") || within == S3URLPrefix && IsS3URL(ref)
+	default:
+		return !IsS3URL(ref) && strings.HasPrefix(ref, strings.TrimSuffix(within, "/")+"/")
+	}
+}
+
+// Encode returns r as the file's content: one JSON line.
+func (r ResolvedRun) Encode() []byte {
+	b, _ := json.Marshal(r) // strings only: cannot fail
+	return append(b, '\n')
+}
+
+// ReadResolvedRun reads and validates the file archiver resolve wrote at
+// name: at most MaxResolvedBytes, one JSON object of ResolvedRun's fields
+// only.
+func ReadResolvedRun(name string) (ResolvedRun, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return ResolvedRun{}, fmt.Errorf("reading the resolved run: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxResolvedBytes+1))
+	if err != nil {
+		return ResolvedRun{}, fmt.Errorf("reading the resolved run %s: %w", name, err)
+	}
+	return ParseResolvedRun(b)
+}
+
+// ParseResolvedRun decodes and validates the resolved run's file content b.
+func ParseResolvedRun(b []byte) (ResolvedRun, error) {
+	if len(b) > MaxResolvedBytes {
+		return ResolvedRun{}, fmt.Errorf("the resolved run is larger than %d bytes: not archiver resolve's output", MaxResolvedBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var r ResolvedRun
+	if err := dec.Decode(&r); err != nil {
+		return ResolvedRun{}, fmt.Errorf("the resolved run is not archiver resolve's JSON: %w", err)
+	}
+	if dec.More() {
+		return ResolvedRun{}, errors.New("the resolved run holds more than one JSON object")
+	}
+	if err := r.Validate(); err != nil {
+		return ResolvedRun{}, fmt.Errorf("the resolved run is invalid: %w", err)
+	}
+	return r, nil
+}
+
+// Resolve is the request of `archiver resolve`: find run FromRun (a run
+// reference) of Server in the catalog of the config file Config, check that
+// its archive lies Within (see RefWithin), and write it to Out as a
+// ResolvedRun. The restore Job's init container runs it, the only container
+// of the pod that mounts the config Secret.
+type Resolve struct {
+	Server  string
+	FromRun string // a run ID or RunLatest
+	Config  string // "" = DefaultConfigPath
+	Within  string // "" = anywhere
+	Out     string // "" = stdout
+
+	LogFormat LogFormat // "" = LogAuto
+}
+
+// KindResolve is the archiver subcommand of Resolve (not a Job kind: the
+// restore Job's init container runs it).
+const KindResolve = "resolve"
+
+// Kind returns KindResolve.
+func (Resolve) Kind() string { return KindResolve }
+
+// WithDefaults returns r as the archiver sees it.
+func (r Resolve) WithDefaults() Resolve {
+	if r.Config == "" {
+		r.Config = DefaultConfigPath
+	}
+	if r.LogFormat == "" {
+		r.LogFormat = LogAuto
+	}
+	return r
+}
+
+// Args returns the archiver's command line of r, the subcommand first.
+func (r Resolve) Args() []string {
+	a := args{KindResolve}
+	a.always(FlagServer, r.Server)
+	a.always(FlagFromRun, r.FromRun)
+	a.str(FlagConfig, r.Config)
+	a.str(FlagWithin, r.Within)
+	a.str(FlagOut, r.Out)
+	a.str(FlagLogFormat, string(r.LogFormat))
+	return a
+}
+
+// Bind registers the resolve's flags on fs, storing into r.
+func (r *Resolve) Bind(fs *flag.FlagSet) {
+	fs.StringVar(&r.Server, FlagServer, "", "the server whose run it is (required)")
+	fs.StringVar(&r.FromRun, FlagFromRun, "", "a run ID of the server, or "+RunLatest+" for its newest successful run (required)")
+	fs.StringVar(&r.Config, FlagConfig, DefaultConfigPath, "felis.toml")
+	fs.StringVar(&r.Within, FlagWithin, "", "refuse a run whose archive is not below this folder or s3:// URL prefix (s3:// alone: any S3 object)")
+	fs.StringVar(&r.Out, FlagOut, "", "write the run's archive ref and checksum to this file as JSON (default: stdout)")
+	bindLogFormat(fs, &r.LogFormat)
+}
+
+// Parsed finishes r after fs.Parse (nothing to do).
+func (r *Resolve) Parsed(*flag.FlagSet) {}
+
+// The flags of resolve and of a restore by run.
+const (
+	FlagFromRun     = "from-run"
+	FlagWithin      = "within"
+	FlagOut         = "out"
+	FlagArchiveFrom = "archive-from"
+)
