@@ -17,6 +17,7 @@ import (
 	"github.com/worldbackup/worldbackup/provider/internal/kubeobj"
 	"github.com/worldbackup/worldbackup/provider/internal/settle"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/naming"
 )
 
 // WorldBackupScheduleType is the Pulumi type token of WorldBackupSchedule.
@@ -38,8 +39,15 @@ type WorldBackupScheduleArgs struct {
 	// runId, skipAwait, timeout, replaceUnready, preflight and kubeContext
 	// are ignored (and not in the plugin's schema: InputsNotTaken).
 	WorldBackupArgs
-	// Schedule is the cron expression, e.g. "0 4 * * *" (required).
+	// Schedule is the cron expression, e.g. "0 4 * * *", or a spread macro
+	// such as @daily-random (required; see naming.SpreadSchedule).
 	Schedule string `pulumi:"schedule"`
+	// Spread shifts Schedule by a stable offset within this window, a Go
+	// duration of whole minutes up to 24h ("" = none).
+	Spread string `pulumi:"spread,optional"`
+	// SpreadKey is what the offset is derived from (default
+	// naming.SpreadKey(namespace, server)); the program gives its cluster.
+	SpreadKey string `pulumi:"spreadKey,optional"`
 	// TimeZone is an IANA time zone, e.g. Europe/Berlin ("" = the
 	// controller's, usually UTC).
 	TimeZone string `pulumi:"timeZone,optional"`
@@ -61,6 +69,8 @@ type WorldBackupSchedule struct {
 	// CronJobName is the CronJob's name, <server>-sched.
 	CronJobName pulumi.StringOutput `pulumi:"cronJobName"`
 	Namespace   pulumi.StringOutput `pulumi:"namespace"`
+	// CronSchedule is the CronJob's schedule: Schedule with its spread.
+	CronSchedule pulumi.StringOutput `pulumi:"cronSchedule"`
 }
 
 // NewWorldBackupSchedule validates args and registers a WorldBackupSchedule
@@ -71,7 +81,7 @@ func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args WorldBackupSc
 		return nil, fmt.Errorf("resolving the inputs of WorldBackupSchedule %q: %w", name, err)
 	}
 	var props pulumi.Map
-	var cjName, cjNamespace pulumi.StringOutput
+	var cjName, cjNamespace, cjSchedule pulumi.StringOutput
 	if st.Known {
 		args.WorldBackupArgs = st.Args
 		b, s, err := args.resolve()
@@ -86,6 +96,7 @@ func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args WorldBackupSc
 			props["spec"] = pulumi.ToSecret(props["spec"])
 		}
 		cjName, cjNamespace = pulumi.String(cj.Name).ToStringOutput(), pulumi.String(cj.Namespace).ToStringOutput()
+		cjSchedule = pulumi.String(cj.Spec.Schedule).ToStringOutput()
 	} else {
 		later := settle.Later(args.WorldBackupArgs, func(b WorldBackupArgs) (any, error) {
 			a := args
@@ -99,6 +110,7 @@ func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args WorldBackupSc
 		props = kubeobj.Later(later, "CronJob", func(v any) any { return v })
 		cjName = later.ApplyT(func(v any) string { return v.(*batchv1.CronJob).Name }).(pulumi.StringOutput)
 		cjNamespace = later.ApplyT(func(v any) string { return v.(*batchv1.CronJob).Namespace }).(pulumi.StringOutput)
+		cjSchedule = later.ApplyT(func(v any) string { return v.(*batchv1.CronJob).Spec.Schedule }).(pulumi.StringOutput)
 	}
 	comp := &WorldBackupSchedule{}
 	if err := ctx.RegisterComponentResource(WorldBackupScheduleType, name, comp, opts...); err != nil {
@@ -116,8 +128,9 @@ func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args WorldBackupSc
 	after := func(o pulumi.StringOutput) pulumi.StringOutput {
 		return pulumi.All(res.URN(), o).ApplyT(func(v []any) string { return v[1].(string) }).(pulumi.StringOutput)
 	}
-	comp.CronJobName, comp.Namespace = after(cjName), after(cjNamespace)
-	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"cronJobName": comp.CronJobName, "namespace": comp.Namespace}); err != nil {
+	comp.CronJobName, comp.Namespace, comp.CronSchedule = after(cjName), after(cjNamespace), after(cjSchedule)
+	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"cronJobName": comp.CronJobName, "namespace": comp.Namespace,
+		"cronSchedule": comp.CronSchedule}); err != nil {
 		return nil, fmt.Errorf("registering outputs of WorldBackupSchedule %q: %w", name, err)
 	}
 	return comp, nil
@@ -153,8 +166,24 @@ func (a WorldBackupScheduleArgs) resolve() (jobspec.Backup, jobspec.Schedule, er
 	}
 	s := jobspec.Schedule{Cron: strings.TrimSpace(a.Schedule), TimeZone: a.TimeZone, Suspend: a.Suspend,
 		SuccessfulJobs: DefaultJobsHistory, FailedJobs: DefaultJobsHistory}
-	if p.required("schedule", s.Cron, `set a cron expression, e.g. "0 4 * * *" (04:00 every day)`) && !validCron(s.Cron) {
-		p.addf("schedule", "%q is not a cron expression: use five fields (minute hour day-of-month month day-of-week), e.g. \"0 4 * * *\", or @hourly, @daily, @weekly, @monthly", s.Cron)
+	var window time.Duration
+	if a.Spread != "" {
+		window, _ = p.duration("spread", a.Spread, time.Minute, naming.MaxSpread)
+	}
+	if p.required("schedule", s.Cron, `set a cron expression, e.g. "0 4 * * *" (04:00 every day), or `+naming.DailyRandom) {
+		key := a.SpreadKey
+		if key == "" {
+			key = naming.SpreadKey(r.Job.Namespace, b.Server)
+		}
+		cron, err := naming.SpreadSchedule(s.Cron, window, key)
+		switch {
+		case err != nil:
+			p.addf("spread", "%s", err)
+		case !validCron(cron):
+			p.addf("schedule", "%q is not a cron expression: use five fields (minute hour day-of-month month day-of-week), e.g. \"0 4 * * *\", or @hourly, @daily, @weekly, @monthly, or one of %s (a stable minute per server)", s.Cron, strings.Join(naming.SpreadMacros(), ", "))
+		default:
+			s.Cron = cron
+		}
 	}
 	if a.TimeZone != "" {
 		if _, err := time.LoadLocation(a.TimeZone); err != nil || a.TimeZone == "Local" {
@@ -221,11 +250,19 @@ func (w *WorldBackupSchedule) Annotate(a infer.Annotator) {
 		"and alert with `archiver status --max-age`.")
 	a.Describe(&w.CronJobName, "The CronJob's metadata.name, <server>-sched.")
 	a.Describe(&w.Namespace, "The namespace of the CronJob.")
+	a.Describe(&w.CronSchedule, "The CronJob's schedule: schedule with its spread applied (a *-random schedule as five fields).")
 }
 
 // Annotate describes the schedule's inputs in the plugin's schema.
 func (a *WorldBackupScheduleArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Schedule, "The cron expression (five fields, or @hourly, @daily, @weekly, @monthly), e.g. \"0 4 * * *\".")
+	an.Describe(&a.Schedule, "The cron expression (five fields, or @hourly, @daily, @weekly, @monthly), e.g. \"0 4 * * *\"; or "+
+		strings.Join(naming.SpreadMacros(), ", ")+": once per hour, day, week or month at a minute derived from spreadKey "+
+		"(stable for a server, different across servers), like k8up's.")
+	an.Describe(&a.Spread, "Shift the schedule by a stable offset within this window, a duration like 30m or 2h, in whole minutes up to 24h, "+
+		"e.g. 2h with \"0 2 * * *\" fires between 02:00 and 03:59, at the same minute for the same spreadKey every time. "+
+		"The schedule's minute and hour must be single numbers (or its minute, for an hourly one with a spread of at most 1h). Default: none.")
+	an.Describe(&a.SpreadKey, "What the spread's offset (or a *-random schedule's minute) is derived from, by SHA-256. "+
+		"Default: <namespace>/<server>; give <cluster>/<server> when the same namespace and server exist in several clusters.")
 	an.Describe(&a.TimeZone, "An IANA time zone the schedule is read in, e.g. Europe/Berlin. Default: the controller's (usually UTC).")
 	an.Describe(&a.StartingDeadline, "A run that could not start within this long of its time is skipped, a duration like 10m or 1h "+
 		"(startingDeadlineSeconds). Default: 10m.")

@@ -4,10 +4,14 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/worldbackup/worldbackup/provider/naming"
 )
 
 func validSchedule() WorldBackupScheduleArgs {
@@ -65,6 +69,59 @@ func TestWorldBackupScheduleChunked(t *testing.T) {
 	}
 }
 
+// TestWorldBackupScheduleSpread: a spread macro or a spread window gives the
+// CronJob the schedule naming.SpreadSchedule derives from spreadKey (default
+// <namespace>/<server>), and the cronSchedule output says it.
+func TestWorldBackupScheduleSpread(t *testing.T) {
+	for _, tc := range []struct {
+		name, schedule, spread, key string
+		wantKey                     string
+	}{
+		{"daily-random, default key", "@daily-random", "", "", naming.SpreadKey("minecraft", "survival")},
+		{"window, cluster key", "0 2 * * *", "2h", naming.SpreadKey("eu", "survival"), naming.SpreadKey("eu", "survival")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := validSchedule()
+			a.Namespace = pulumi.String("minecraft")
+			a.Schedule, a.Spread, a.SpreadKey = tc.schedule, tc.spread, tc.key
+			window, _ := time.ParseDuration(tc.spread)
+			want, err := naming.SpreadSchedule(tc.schedule, window, tc.wantKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			var wg sync.WaitGroup
+			m, err := runMocked(t, func(ctx *pulumi.Context) error {
+				sc, err := NewWorldBackupSchedule(ctx, "nightly", a)
+				if err == nil {
+					wg.Add(1)
+					sc.CronSchedule.ApplyT(func(v string) string { defer wg.Done(); got = v; return v })
+				}
+				return err
+			})
+			wg.Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			regs := m.ofType("kubernetes:batch/v1:CronJob")
+			if len(regs) != 1 {
+				t.Fatalf("%d CronJobs registered, want one", len(regs))
+			}
+			b, _ := json.Marshal(regs[0].Inputs.Mappable())
+			var cj batchv1.CronJob
+			if err := json.Unmarshal(b, &cj); err != nil {
+				t.Fatal(err)
+			}
+			if cj.Spec.Schedule != want || !validCron(cj.Spec.Schedule) || strings.HasPrefix(cj.Spec.Schedule, "@") {
+				t.Fatalf("CronJob schedule %q, want %q (five fields)", cj.Spec.Schedule, want)
+			}
+			if got != want {
+				t.Errorf("cronSchedule output %q, want %q", got, want)
+			}
+		})
+	}
+}
+
 func TestWorldBackupScheduleInvalidInputs(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -77,6 +134,9 @@ func TestWorldBackupScheduleInvalidInputs(t *testing.T) {
 		{"bad time zone", func(a *WorldBackupScheduleArgs) { a.TimeZone = "Mars/Olympus" }, []string{"timeZone"}, "IANA"},
 		{"bad history", func(a *WorldBackupScheduleArgs) { a.FailedJobsHistory = new(-1) }, []string{"failedJobsHistory"}, "out of range"},
 		{"starting deadline too short", func(a *WorldBackupScheduleArgs) { a.StartingDeadline = "1s" }, []string{"startingDeadline"}, "too short"},
+		{"spread too long", func(a *WorldBackupScheduleArgs) { a.Spread = "25h" }, []string{"spread"}, "too long"},
+		{"spread of a random schedule", func(a *WorldBackupScheduleArgs) { a.Schedule, a.Spread = "@daily-random", "1h" }, []string{"spread"}, "whole period"},
+		{"spread of a stepped schedule", func(a *WorldBackupScheduleArgs) { a.Schedule, a.Spread = "*/5 * * * *", "1h" }, []string{"spread"}, "single numbers"},
 		{"backup input and schedule together", func(a *WorldBackupScheduleArgs) {
 			a.Image = pulumi.String("")
 			a.Schedule = "daily"

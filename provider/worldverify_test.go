@@ -114,7 +114,8 @@ func TestWorldVerifySchemaThroughInfer(t *testing.T) {
 			"image", "backupClaimName", "namespace", "serviceAccountName", "backupRoot", "worldRoot", "worldClaimName",
 			"deadline", "cpuLimit", "memoryLimit", "securityMode", "runAsUser", "runAsGroup", "fsGroup", "ttlAfterFinished",
 			"backoffLimit", "nodeName", "nodeSelector", "labels", "annotations", "skipAwait", "timeout", "gamePodSelector",
-			"gamePodAffinity", "replaceUnready", "preflight", "store", "kubeContext"},
+			"gamePodAffinity", "replaceUnready", "preflight", "store", "kubeContext", "imagePullSecrets", "tolerations",
+			"priorityClassName", "notify"},
 		[]string{"archiveRef", "image", "runId", "server", "sha256"},
 		[]string{"jobName", "namespace", "runId", "archiveRef", "status", "chunksChecked", "problems"})
 }

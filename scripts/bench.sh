@@ -55,9 +55,16 @@
 # In the alternated pairs, each world is read once before timing and every
 # tool reads it from the page cache. The archiver fsyncs its archive and
 # records a row; the pipeline does neither.
+#
+# BENCH_FLEET=1 measures the fleet instead (issue 27): scripts/bench-fleet.sh,
+# render mode at 10, 100 and 1,000 servers, with and without schedules and
+# prunes, one stack against the fleet's shards.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+if [ "${BENCH_FLEET:-0}" = 1 ]; then
+  exec scripts/bench-fleet.sh
+fi
 
 BENCH_SIZES=${BENCH_SIZES:-192MiB 1GiB}
 BENCH_PAIRS=${BENCH_PAIRS:-7}

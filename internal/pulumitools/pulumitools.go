@@ -5,12 +5,15 @@
 package pulumitools
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
@@ -133,25 +136,91 @@ func (t Tools) ProjectStack(ctx context.Context, projectDir, stack string, progr
 }
 
 // SetConfig replaces the stack's config with cfg, keys taken as paths.
+//
+// The keys go to `pulumi config set-all --path` in PathOrder, not in map
+// order: the CLI sets them one after the other, and an array element can
+// only be set once the one before it exists (servers[2] before servers[1]
+// fails with "array index out of range"). The Automation API's
+// SetAllConfigWithOptions ranges over its map, so the CLI is run directly,
+// with the workspace's command, folder and environment.
 func SetConfig(ctx context.Context, s auto.Stack, cfg map[string]string) error {
 	old, err := s.GetAllConfig(ctx)
 	if err != nil {
 		return fmt.Errorf("reading config: %w", err)
 	}
-	for k := range old {
-		if err := s.RemoveConfig(ctx, k); err != nil {
-			return fmt.Errorf("removing config %s: %w", k, err)
+	if len(old) > 0 {
+		if err := s.RemoveAllConfig(ctx, slices.Collect(maps.Keys(old))); err != nil {
+			return fmt.Errorf("removing the old config: %w", err)
 		}
 	}
-	m := auto.ConfigMap{}
-	for k, v := range cfg {
-		m[k] = auto.ConfigValue{Value: v}
+	if len(cfg) == 0 {
+		return nil
 	}
-	if err := s.SetAllConfigWithOptions(ctx, m, &auto.ConfigOptions{Path: true}); err != nil {
-		return fmt.Errorf("setting config: %w", err)
+	args := []string{"config", "set-all", "--stack", s.Name(), "--path"}
+	for _, k := range PathOrder(slices.Collect(maps.Keys(cfg))) {
+		args = append(args, "--plaintext", k+"="+cfg[k])
+	}
+	ws := s.Workspace()
+	env := []string{}
+	if ws.PulumiHome() != "" {
+		env = append(env, "PULUMI_HOME="+ws.PulumiHome())
+	}
+	for k, v := range ws.GetEnvVars() {
+		env = append(env, k+"="+v)
+	}
+	stdout, stderr, code, err := ws.PulumiCommand().Run(ctx, ws.WorkDir(), nil, nil, nil, env, args...)
+	if err != nil {
+		return fmt.Errorf("setting config (pulumi config set-all exited %d): %w\n%s%s", code, err, stdout, stderr)
 	}
 	return nil
 }
+
+// PathOrder sorts config paths so that the elements of every array come in
+// ascending index order (servers[2] after servers[1], servers[10] after
+// servers[9]): paths compare part by part, a run of digits by its number.
+func PathOrder(keys []string) []string {
+	keys = slices.Clone(keys)
+	slices.SortFunc(keys, comparePaths)
+	return keys
+}
+
+// comparePaths compares a and b as runs of digits (by value) and of other
+// bytes (byte-wise).
+func comparePaths(a, b string) int {
+	for a != "" && b != "" {
+		ra, rb := leadingRun(a), leadingRun(b)
+		if c := compareRuns(a[:ra], b[:rb]); c != 0 {
+			return c
+		}
+		a, b = a[ra:], b[rb:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// leadingRun is the length of s's first run of digits or of non-digits.
+func leadingRun(s string) int {
+	digit := isDigit(s[0])
+	n := 1
+	for n < len(s) && isDigit(s[n]) == digit {
+		n++
+	}
+	return n
+}
+
+func compareRuns(a, b string) int {
+	if isDigit(a[0]) && isDigit(b[0]) {
+		ta, tb := strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
+		if c := cmp.Compare(len(ta), len(tb)); c != 0 {
+			return c
+		}
+		if c := strings.Compare(ta, tb); c != 0 {
+			return c
+		}
+	}
+	return strings.Compare(a, b)
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // CLI runs the pulumi CLI non-interactively in dir with env added to this
 // process's environment, and returns its combined output.

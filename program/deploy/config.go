@@ -115,6 +115,9 @@ type Server struct {
 	// CronJob backs the server up on this schedule (in TimeZone).
 	Schedule string `json:"schedule,omitempty"`
 	TimeZone string `json:"timeZone,omitempty"`
+	// Spread shifts Schedule by a stable offset within this window (a Go
+	// duration), derived from the cluster and the server's name.
+	Spread string `json:"spread,omitempty"`
 	// Rcon quiesces the server while its world is read.
 	Rcon *Rcon `json:"rcon,omitempty"`
 	// Retention replaces the stack-wide worldbackup:retention for this server.

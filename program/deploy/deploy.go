@@ -19,6 +19,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/worldbackup/worldbackup/provider"
+	"github.com/worldbackup/worldbackup/provider/naming"
 )
 
 // Program is the Pulumi program: config in, components out, stack outputs.
@@ -44,8 +45,8 @@ func configKeys() []string {
 // `backups` (one entry per backup with its cluster, server, runId, namespace,
 // jobName, archiveRef and what the run reported: status, sha256, sizeBytes)
 // and `restores` (the same for each restore, with its status), and, when
-// servers ask for them, `schedules` (cluster, server, schedule, namespace,
-// cronJobName) and `prunes` (cluster, server, runId, namespace, jobName,
+// servers ask for them, `schedules` (cluster, server, schedule, cronSchedule
+// (the schedule with its spread), namespace, cronJobName) and `prunes` (cluster, server, runId, namespace, jobName,
 // status).
 //
 // A restore of a server that is also backed up in the same cluster waits for
@@ -74,13 +75,14 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			out["status"], out["sha256"], out["sizeBytes"] = b.Status, b.SHA256, b.SizeBytes
 			backups = append(backups, out)
 			if s.Schedule != "" {
-				sched := provider.WorldBackupScheduleArgs{WorldBackupArgs: backupArgs(cfg, cl, s), Schedule: s.Schedule, TimeZone: s.TimeZone}
+				sched := provider.WorldBackupScheduleArgs{WorldBackupArgs: backupArgs(cfg, cl, s), Schedule: s.Schedule, TimeZone: s.TimeZone,
+					Spread: s.Spread, SpreadKey: naming.SpreadKey(cl.Name, s.Name)}
 				sc, err := provider.NewWorldBackupSchedule(ctx, cl.Name+"-"+s.Name+"-schedule", sched, pulumi.Provider(k8s))
 				if err != nil {
 					return fmt.Errorf("cluster %s, server %s, schedule: %w", cl.Name, s.Name, err)
 				}
 				schedules = append(schedules, pulumi.Map{"cluster": pulumi.String(cl.Name), "server": pulumi.String(s.Name),
-					"schedule": pulumi.String(s.Schedule), "namespace": sc.Namespace, "cronJobName": sc.CronJobName})
+					"schedule": pulumi.String(s.Schedule), "cronSchedule": sc.CronSchedule, "namespace": sc.Namespace, "cronJobName": sc.CronJobName})
 			}
 			if s.Prune != nil {
 				// After this run's backup, so the prune sees it.

@@ -6,9 +6,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/worldbackup/worldbackup/provider/naming"
 )
 
 // recorder records every resource registration of a mocked program.
@@ -72,5 +75,41 @@ func TestRestoreAfterBackupTakesItsArchiveRef(t *testing.T) {
 				t.Errorf("restore Job dependencies = %q, want the backup's Job", deps)
 			}
 		})
+	}
+}
+
+// TestScheduleSpreadByCluster: a @daily-random schedule reaches each
+// cluster's CronJob as the minute naming.SpreadSchedule derives from that
+// cluster and server: the same server in two clusters fires at two minutes
+// (for these names), and a spread window shifts a fixed schedule.
+func TestScheduleSpreadByCluster(t *testing.T) {
+	cfg := Config{Image: "img:1", BackupClaim: "backups", RunID: "r1", SecurityMode: "baseline",
+		Servers:   []Server{{Name: "lobby", Schedule: "@daily-random"}, {Name: "survival", Schedule: "0 2 * * *", Spread: "2h"}},
+		Clusters:  []Cluster{{Name: "eu"}, {Name: "us"}},
+		RenderDir: "/tmp/unused"}
+	rec := &recorder{}
+	if err := pulumi.RunErr(func(ctx *pulumi.Context) error { return Deploy(ctx, cfg) }, pulumi.WithMocks("project", "stack", rec)); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range rec.regs {
+		if r.TypeToken == "kubernetes:batch/v1:CronJob" {
+			got[r.Name] = r.Inputs["spec"].ObjectValue()["schedule"].StringValue()
+		}
+	}
+	for _, cl := range []string{"eu", "us"} {
+		for _, s := range cfg.Servers {
+			window := map[string]time.Duration{"2h": 2 * time.Hour}[s.Spread]
+			want, err := naming.SpreadSchedule(s.Schedule, window, naming.SpreadKey(cl, s.Name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name := cl + "-" + s.Name + "-schedule-cronjob"; got[name] != want {
+				t.Errorf("%s: schedule %q, want %q (all: %v)", name, got[name], want, got)
+			}
+		}
+	}
+	if got["eu-lobby-schedule-cronjob"] == got["us-lobby-schedule-cronjob"] {
+		t.Errorf("lobby fires at %q in both clusters", got["eu-lobby-schedule-cronjob"])
 	}
 }

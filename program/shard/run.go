@@ -1,0 +1,380 @@
+package shard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optrefresh"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"golang.org/x/sync/errgroup"
+	"sigs.k8s.io/yaml"
+)
+
+// Operations the fleet runs on every shard.
+const (
+	OpPreview = "preview"
+	OpUp      = "up"
+	OpRefresh = "refresh"
+	OpDestroy = "destroy"
+)
+
+// Defaults of Options.
+const (
+	DefaultSize     = 50
+	DefaultParallel = 2
+	DefaultWorkDir  = ".fleet"
+)
+
+// Options say which stack to shard and how.
+type Options struct {
+	ProjectDir string // the folder of Pulumi.yaml (and of the stack's Pulumi.<stack>.yaml)
+	Stack      string // the stack whose config lists the fleet
+	Op         string // preview, up, refresh or destroy
+	Size       int    // servers per shard (DefaultSize)
+	Parallel   int    // shards run at once (DefaultParallel)
+	// WorkDir holds the shards' Pulumi.<shard>.yaml and logs
+	// (default ProjectDir/.fleet).
+	WorkDir string
+	// Config values (plain text) replacing the stack's in every shard, e.g.
+	// worldbackup:runId for a nightly run.
+	Config  map[string]string
+	Program pulumi.RunFunc // the program every shard runs (deploy.Program)
+	// Pulumi, PulumiHome and Env are the CLI, its home and the environment
+	// of every command (the backend, the passphrase).
+	Pulumi     auto.PulumiCommand
+	PulumiHome string
+	Env        map[string]string
+	Out        io.Writer // one progress line per shard (os.Stdout)
+}
+
+func (o *Options) withDefaults() {
+	if o.Size == 0 {
+		o.Size = DefaultSize
+	}
+	if o.Parallel == 0 {
+		o.Parallel = DefaultParallel
+	}
+	if o.WorkDir == "" {
+		o.WorkDir = filepath.Join(o.ProjectDir, DefaultWorkDir)
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+}
+
+// Validate reports what is wrong with o.
+func (o Options) Validate() error {
+	var errs []error
+	if !slices.Contains([]string{OpPreview, OpUp, OpRefresh, OpDestroy}, o.Op) {
+		errs = append(errs, fmt.Errorf("operation %q: use preview, up, refresh or destroy", o.Op))
+	}
+	if o.Stack == "" {
+		errs = append(errs, errors.New("a stack is required: the one whose config lists the servers"))
+	}
+	if o.Size < 1 || o.Parallel < 1 {
+		errs = append(errs, fmt.Errorf("the shard size (%d) and parallelism (%d) must be at least 1", o.Size, o.Parallel))
+	}
+	if o.Program == nil || o.Pulumi == nil {
+		errs = append(errs, errors.New("a program and a Pulumi CLI are required"))
+	}
+	return errors.Join(errs...)
+}
+
+// Result is what one shard's operation did.
+type Result struct {
+	Stack   string
+	Servers int
+	Changes map[string]int // by operation: create, same, replace, delete, ...
+	Elapsed time.Duration
+	Log     string // the CLI's output
+	Err     error
+}
+
+// Run plans the shards of o.Stack's servers and runs o.Op on each, at most
+// o.Parallel at once, printing a line as each starts and ends. A shard left
+// without servers is destroyed and removed by up and destroy (preview only
+// says so). The error joins every shard's.
+func Run(ctx context.Context, o Options) ([]Result, error) {
+	o.withDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	ws, err := o.workspace(ctx)
+	if err != nil {
+		return nil, err
+	}
+	parent, err := o.parentConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range o.Config {
+		parent[k] = Value{Value: &v}
+	}
+	servers, err := ParseServers(parent.Text(KeyServers))
+	if err != nil {
+		return nil, err
+	}
+	prev, err := o.existingShards(ctx, ws)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, s := range servers {
+		names = append(names, s.Name)
+	}
+	plan := Plan(names, prev, o.Size)
+	if o.Op == OpDestroy {
+		for i := range plan {
+			plan[i] = nil // every shard goes
+		}
+	}
+	idx := Indices(plan)
+	first := -1
+	for _, i := range idx {
+		if len(plan[i]) > 0 {
+			first = i
+			break
+		}
+	}
+	fmt.Fprintf(o.Out, "fleet: %s %s: %d servers in %d shards of at most %d, %d at once\n",
+		o.Op, o.Stack, len(servers), len(idx), o.Size, o.Parallel)
+	results := make([]Result, len(idx))
+	var mu sync.Mutex
+	done := 0
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(o.Parallel)
+	start := time.Now()
+	for n, i := range idx {
+		g.Go(func() error {
+			name := StackName(o.Stack, i)
+			r := Result{Stack: name, Servers: len(plan[i])}
+			t0 := time.Now()
+			if len(plan[i]) == 0 {
+				r.Changes, r.Log, r.Err = o.retire(gctx, ws, name)
+			} else {
+				var cfg Config
+				if cfg, r.Err = For(parent, servers, plan[i], i == first, o.ProjectDir); r.Err == nil {
+					r.Changes, r.Log, r.Err = o.runShard(gctx, ws, name, cfg)
+				}
+			}
+			r.Elapsed = time.Since(t0)
+			mu.Lock()
+			done++
+			results[n] = r
+			fmt.Fprintln(o.Out, progressLine(o.Op, r, done, len(idx), time.Since(start)))
+			mu.Unlock()
+			return nil // one shard's failure does not stop the others
+		})
+	}
+	_ = g.Wait()
+	var errs []error
+	for _, r := range results {
+		if r.Err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.Stack, r.Err))
+		}
+	}
+	return results, errors.Join(errs...)
+}
+
+// progressLine is the line printed when a shard is done.
+func progressLine(op string, r Result, done, total int, since time.Duration) string {
+	var ch []string
+	for _, k := range slices.Sorted(maps.Keys(r.Changes)) {
+		if r.Changes[k] > 0 {
+			ch = append(ch, fmt.Sprintf("%s %d", k, r.Changes[k]))
+		}
+	}
+	state := "ok"
+	if r.Err != nil {
+		state = "FAILED: " + firstLine(r.Err.Error())
+	}
+	if len(ch) == 0 {
+		ch = []string{"no changes"}
+	}
+	return fmt.Sprintf("fleet: [%d/%d %5.1fs] %s %s: %d servers, %s, in %.1fs: %s",
+		done, total, since.Seconds(), op, r.Stack, r.Servers, strings.Join(ch, ", "), r.Elapsed.Seconds(), state)
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
+
+// workspace is the shards' workspace: o.WorkDir with the project of
+// o.ProjectDir/Pulumi.yaml, its program o.Program.
+func (o Options) workspace(ctx context.Context) (auto.Workspace, error) {
+	proj, err := workspace.LoadProject(filepath.Join(o.ProjectDir, "Pulumi.yaml"))
+	if err != nil {
+		return nil, fmt.Errorf("loading the project: %w", err)
+	}
+	proj.Main = "" // the shards run the program inline
+	if err := os.MkdirAll(o.WorkDir, 0o755); err != nil {
+		return nil, err
+	}
+	return auto.NewLocalWorkspace(ctx, auto.WorkDir(o.WorkDir), auto.Project(*proj), auto.Program(o.Program),
+		auto.Pulumi(o.Pulumi), auto.PulumiHome(o.PulumiHome), auto.EnvVars(o.Env))
+}
+
+// cli runs the Pulumi CLI in dir with o's environment.
+func (o Options) cli(ctx context.Context, dir string, args ...string) (string, error) {
+	env := []string{}
+	if o.PulumiHome != "" {
+		env = append(env, "PULUMI_HOME="+o.PulumiHome)
+	}
+	for k, v := range o.Env {
+		env = append(env, k+"="+v)
+	}
+	stdout, stderr, code, err := o.Pulumi.Run(ctx, dir, nil, nil, nil, env, args...)
+	if err != nil {
+		return stdout, fmt.Errorf("pulumi %s exited %d: %w\n%s", strings.Join(args[:min(2, len(args))], " "), code, err, stderr)
+	}
+	return stdout, nil
+}
+
+// parentConfig is o.Stack's config, secrets in the clear (they are set as
+// secrets again in each shard).
+func (o Options) parentConfig(ctx context.Context) (Config, error) {
+	out, err := o.cli(ctx, o.ProjectDir, "config", "--json", "--show-secrets", "--stack", o.Stack)
+	if err != nil {
+		return nil, fmt.Errorf("reading the config of stack %s: %w", o.Stack, err)
+	}
+	c := Config{}
+	if err := json.Unmarshal([]byte(out), &c); err != nil {
+		return nil, fmt.Errorf("reading the config of stack %s: %w", o.Stack, err)
+	}
+	return c, nil
+}
+
+// existingShards reads which servers each shard of o.Stack holds, from the
+// shards' own stack files (Pulumi.<shard>.yaml in the work folder), for
+// the shards the backend lists.
+func (o Options) existingShards(ctx context.Context, ws auto.Workspace) (map[int][]string, error) {
+	stacks, err := ws.ListStacks(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing the shards: %w", err)
+	}
+	prev := map[int][]string{}
+	for _, st := range stacks {
+		name := st.Name[strings.LastIndex(st.Name, "/")+1:]
+		if name == o.Stack && st.ResourceCount != nil && *st.ResourceCount > 0 {
+			// Its Jobs would be managed by two stacks at once.
+			return nil, fmt.Errorf("stack %s holds %d resources: it is deployed with `pulumi up` itself. Keep doing that, or `pulumi destroy` it before running its servers as a fleet", o.Stack, *st.ResourceCount)
+		}
+		i, ok := ShardIndex(o.Stack, name)
+		if !ok {
+			continue
+		}
+		prev[i] = nil
+		b, err := os.ReadFile(filepath.Join(o.WorkDir, "Pulumi."+name+".yaml"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var f struct {
+			Config map[string]json.RawMessage `json:"config"`
+		}
+		if err := yaml.Unmarshal(b, &f); err != nil {
+			return nil, fmt.Errorf("reading shard %s: %w", name, err)
+		}
+		var list []struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(f.Config[KeyServers], &list)
+		for _, s := range list {
+			prev[i] = append(prev[i], s.Name)
+		}
+	}
+	return prev, nil
+}
+
+// runShard sets the config of the shard name (its stack made when new) and
+// runs o.Op on it.
+func (o Options) runShard(ctx context.Context, ws auto.Workspace, name string, cfg Config) (map[string]int, string, error) {
+	st, err := auto.UpsertStack(ctx, name, ws)
+	if err != nil {
+		return nil, "", err
+	}
+	old, err := st.GetAllConfig(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	var stale []string
+	for k := range old {
+		if _, ok := cfg[k]; !ok {
+			stale = append(stale, k)
+		}
+	}
+	if len(stale) > 0 {
+		if err := st.RemoveAllConfig(ctx, stale); err != nil {
+			return nil, "", err
+		}
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := o.cli(ctx, o.WorkDir, "config", "set-all", "--stack", name, "--json", string(b)); err != nil {
+		return nil, "", err
+	}
+	var log strings.Builder
+	switch o.Op {
+	case OpPreview:
+		res, err := st.Preview(ctx, optpreview.ProgressStreams(&log))
+		ch := map[string]int{}
+		for k, v := range res.ChangeSummary {
+			ch[string(k)] = v
+		}
+		return ch, log.String(), err
+	case OpRefresh:
+		res, err := st.Refresh(ctx, optrefresh.ProgressStreams(&log))
+		return changes(res.Summary), log.String(), err
+	default:
+		res, err := st.Up(ctx, optup.ProgressStreams(&log))
+		return changes(res.Summary), log.String(), err
+	}
+}
+
+// retire destroys the shard name, which holds no server any more, and
+// removes its stack; preview and refresh leave it.
+func (o Options) retire(ctx context.Context, ws auto.Workspace, name string) (map[string]int, string, error) {
+	if o.Op != OpUp && o.Op != OpDestroy {
+		return map[string]int{"retire": 1}, "", nil
+	}
+	st, err := auto.SelectStack(ctx, name, ws)
+	if err != nil {
+		return nil, "", err
+	}
+	var log strings.Builder
+	res, err := st.Destroy(ctx, optdestroy.ProgressStreams(&log))
+	if err != nil {
+		return nil, log.String(), err
+	}
+	if err := ws.RemoveStack(ctx, name); err != nil {
+		return nil, log.String(), err
+	}
+	return changes(res.Summary), log.String(), nil
+}
+
+func changes(s auto.UpdateSummary) map[string]int {
+	if s.ResourceChanges == nil {
+		return nil
+	}
+	return *s.ResourceChanges
+}
