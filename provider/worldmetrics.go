@@ -270,7 +270,7 @@ func (a *WorldMetricsArgs) Annotate(an infer.Annotator) {
 		"read. Least privilege: a Secret of its own whose url logs in as the read-only role of archiver/README.md. Default: "+DefaultConfigSecretName+".")
 	an.Describe(&a.ConfigMountPath, "Where the config Secret is mounted. Default: "+DefaultConfigMountPath+".")
 	an.Describe(&a.Cluster, "The cluster label of every series, e.g. eu-1. Default: none (empty).")
-	an.Describe(&a.MaxAge, "Every server's allowed age of its newest successful run, a Go duration (e.g. 36h: a daily "+
+	an.Describe(&a.MaxAge, "Every server's allowed age of its newest successful run, a duration like 36h (a daily "+
 		"schedule's interval x 1.5); served as worldbackup_backup_max_age_seconds for the stale alert. Default: none.")
 	an.Describe(&a.ServerMaxAges, "Allowed ages per server, over maxAge, e.g. {survival: 26h}. A server named here is "+
 		"expected: it shows as stale before its first run.")

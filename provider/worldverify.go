@@ -124,7 +124,7 @@ func (a *WorldVerifyArgs) Annotate(an infer.Annotator) {
 		"Not allowed with store.")
 	an.Describe(&a.WorldRoot, "Not used: a verify mounts no world (refused when set).")
 	an.Describe(&a.WorldClaimName, "Not used: a verify mounts no world (refused when set).")
-	an.Describe(&a.Deadline, "How long the verify may run, a Go duration (activeDeadlineSeconds). Default: 30m.")
+	an.Describe(&a.Deadline, "How long the verify may run, a duration like 30m or 2h (activeDeadlineSeconds). Default: 30m.")
 	an.Describe(&a.SecurityMode, "baseline or restricted, as in WorldRestore. baseline (default): root with every capability "+
 		"dropped except CHOWN, DAC_OVERRIDE and FOWNER, so it restores the files with their owners and reads those the "+
 		"game wrote 0600. restricted: runs as runAsUser/runAsGroup (default 1000/1000); it must be able to read the "+
