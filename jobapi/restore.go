@@ -14,6 +14,9 @@ type Restore struct {
 	MaxBytes   int64 // 0 = DefaultMaxBytes
 	MaxEntries int64 // 0 = DefaultMaxEntries
 	S3         S3    // with an s3:// Archive
+	// EncryptionKeyFile holds the age identity of an encrypted archive
+	// (a mounted Secret); "" = the archive is not encrypted.
+	EncryptionKeyFile string
 
 	LogFormat LogFormat // "" = LogAuto
 }
@@ -48,6 +51,7 @@ func (r Restore) Args() []string {
 	a.int(FlagMaxBytes, r.MaxBytes)
 	a.int(FlagMaxEntries, r.MaxEntries)
 	r.S3.args(&a)
+	a.str(FlagEncryptionKeyFile, r.EncryptionKeyFile)
 	a.str(FlagLogFormat, string(r.LogFormat))
 	return a
 }
@@ -63,6 +67,7 @@ func (r *Restore) Bind(fs *flag.FlagSet) {
 	fs.Int64Var(&r.MaxEntries, FlagMaxEntries, DefaultMaxEntries, "refuse the archive when it has more entries than this")
 	bindLogFormat(fs, &r.LogFormat)
 	r.S3.Bind(fs)
+	BindEncryptionKeyFile(fs, &r.EncryptionKeyFile)
 }
 
 // Parsed finishes r after fs.Parse (nothing to do: every field is a flag).
