@@ -40,6 +40,9 @@ type WorldRestoreArgs struct {
 	// whether it is set is plain (it decides the Job's volumes), its
 	// settings are inputs.
 	Store *StoreArgs `pulumi:"store,optional"`
+	// Encryption is the Secret key of the age identity an encrypted
+	// archive is read with; whether it is set is plain.
+	Encryption *EncryptionArgs `pulumi:"encryption,optional"`
 }
 
 // Validate reports every missing or invalid input of a (after defaults) in
@@ -77,8 +80,13 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 	p.sha256("sha256", sum)
 	// The restore needs no config Secret, so restricted mode needs no
 	// fsGroup, but for the S3 credentials Secret (common adds that need).
-	j, store := p.common(a.JobInputs, a.Store, storeObject, w, jobRules{run: "restore", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"})
-	p.mountPaths(storeMounts(store, w.BackupRoot, mount{"worldRoot", w.WorldRoot})...)
+	rules := jobRules{run: "restore", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"}
+	if a.Encryption != nil {
+		rules.fsGroupNeed = fsGroupForEncryptionSecret
+	}
+	j, store := p.common(a.JobInputs, a.Store, storeObject, w, rules)
+	enc := a.Encryption.resolve(p)
+	p.mountPaths(encryptionMounts(enc, storeMounts(store, w.BackupRoot, mount{"worldRoot", w.WorldRoot}))...)
 	switch {
 	case store != nil:
 		if p.required("archiveRef", archiveRef, "set it to the archive's s3:// URL: a WorldBackup's archiveRef output or the archive_ref column of `archiver list`") {
@@ -118,6 +126,7 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 			MaxBytes:   maxBytes,
 			MaxEntries: maxEntries,
 			Store:      store,
+			Encryption: enc,
 		},
 		Timeout:   j.Timeout,
 		Preflight: j.Preflight,
