@@ -50,6 +50,12 @@ The archive root must exist (a missing one is an unmounted volume: exit 2);
 that is the archive root is refused (exit 2). A world without files (empty,
 or everything excluded) fails (exit 1) unless --allow-empty.
 
+With --encryption-key-file (or [archive] encryption_key_file), an age identity
+file, the run is encrypted on the client: a tar archive is an age file,
+<run id>.tar.zst.age (its row's checksum the ciphertext's); a chunked run's
+blobs and manifest are sealed with the server's data key, made on its first
+encrypted run and wrapped by the identity in _chunked/keys/<server>.key.
+
 With --rcon (or [rcon] in felis.toml) the game server is quiesced while the
 world is read: save-off and save-all flush before, save-on after the archive
 is written and before the row, on every exit path.
