@@ -406,7 +406,7 @@ func TestWorldRestoreSchemaThroughInfer(t *testing.T) {
 			"memoryLimit", "securityMode", "runAsUser", "runAsGroup", "fsGroup", "ttlAfterFinished",
 			"backoffLimit", "maxBytes", "maxEntries", "nodeName", "nodeSelector", "labels", "annotations",
 			"skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "replaceUnready", "preflight",
-			"store", "kubeContext"},
+			"store", "encryption", "kubeContext"},
 		[]string{"archiveRef", "image", "runId", "server", "sha256"},
 		[]string{"jobName", "namespace", "runId", "archiveRef", "status"})
 	if !strings.Contains(res.InputProperties["replace"].Description, "Default: true") {
