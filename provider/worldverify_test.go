@@ -114,7 +114,7 @@ func TestWorldVerifySchemaThroughInfer(t *testing.T) {
 			"image", "backupClaimName", "namespace", "serviceAccountName", "backupRoot", "worldRoot", "worldClaimName",
 			"deadline", "cpuLimit", "memoryLimit", "securityMode", "runAsUser", "runAsGroup", "fsGroup", "ttlAfterFinished",
 			"backoffLimit", "nodeName", "nodeSelector", "labels", "annotations", "skipAwait", "timeout", "gamePodSelector",
-			"gamePodAffinity", "replaceUnready", "preflight", "store", "kubeContext"},
+			"gamePodAffinity", "tolerations", "priorityClassName", "imagePullSecrets", "replaceUnready", "preflight", "store", "kubeContext", "notify"},
 		[]string{"archiveRef", "image", "runId", "server", "sha256"},
 		[]string{"jobName", "namespace", "runId", "archiveRef", "status", "chunksChecked", "problems"})
 }
