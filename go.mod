@@ -3,6 +3,7 @@ module github.com/worldbackup/worldbackup
 go 1.26.5
 
 require (
+	filippo.io/age v1.3.2
 	github.com/BurntSushi/toml v1.6.0
 	github.com/Tnze/go-mc v1.20.2
 	github.com/aws/aws-sdk-go-v2 v1.48.0
@@ -32,6 +33,8 @@ require (
 	k8s.io/pod-security-admission v0.34.4
 	sigs.k8s.io/yaml v1.6.0
 )
+
+require filippo.io/hpke v0.4.0 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -133,7 +136,7 @@ require (
 	github.com/pulumi/appdash v0.0.0-20231130102222-75f619a67231 // indirect
 	github.com/pulumi/pulumi/pkg/v3 v3.256.0 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
-	github.com/rogpeppe/go-internal v1.14.1 // indirect
+	github.com/rogpeppe/go-internal v1.16.0 // indirect
 	github.com/sabhiram/go-gitignore v0.0.0-20210923224102-525f6e181f06 // indirect
 	github.com/santhosh-tekuri/jsonschema/v5 v5.3.1 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect

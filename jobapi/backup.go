@@ -26,6 +26,11 @@ type Backup struct {
 	FullRead    bool     // chunked: read every file, even unchanged ones
 	Excludes    []string // nil = [archive] excludes; empty = none
 
+	// EncryptionKeyFile is the file holding the age identity the run
+	// encrypts to (a mounted Secret); "" = [archive] encryption_key_file,
+	// or no encryption.
+	EncryptionKeyFile string
+
 	Rcon      Rcon       // Address "": [rcon] of felis.toml, or none
 	Retention *Retention // nil: no prune after the run
 
@@ -79,6 +84,7 @@ func (b Backup) Args() []string {
 	if b.FullRead {
 		a = append(a, Flag(FlagFullRead))
 	}
+	a.str(FlagEncryptionKeyFile, b.EncryptionKeyFile)
 	for _, e := range b.Excludes {
 		a.always(FlagExclude, e)
 	}
@@ -116,6 +122,7 @@ func (b *Backup) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&b.Rcon.Address, FlagRcon, "", "host:port of the game server's RCON: autosave off while the world is read; overrides [rcon] address")
 	fs.StringVar(&b.Rcon.PasswordFile, FlagRconPasswordFile, "", "file holding the RCON password (a mounted Secret); overrides [rcon] password_file")
 	fs.Var(notBool{&b.Rcon.Optional}, FlagRconRequired, "fail when the game server cannot be reached (false: warn and back up without quiescing); overrides [rcon] required")
+	BindEncryptionKeyFile(fs, &b.EncryptionKeyFile)
 	b.Retention = new(Retention)
 	b.Retention.Bind(fs)
 	fs.StringVar(&b.Store, FlagStore, "", "s3://bucket/prefix: archive into this S3 store (settings: the --s3-* flags over [archive]); overrides [archive] store and local_path")
@@ -136,4 +143,11 @@ func setDefault(v *string, def string) {
 	if *v == "" {
 		*v = def
 	}
+}
+
+// BindEncryptionKeyFile registers --encryption-key-file on fs (backup,
+// restore, verify, export), storing into p.
+func BindEncryptionKeyFile(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, FlagEncryptionKeyFile, "", "file holding the age identity (AGE-SECRET-KEY-1..., as age-keygen writes it; a mounted Secret): "+
+		"archives are encrypted to its first identity and read with any of them; overrides [archive] encryption_key_file")
 }

@@ -55,6 +55,9 @@ const (
 	FlagRconRequired     = "rcon-required"
 	FlagLogFormat        = "log-format"
 
+	FlagEncryptionKeyFile    = "encryption-key-file"
+	FlagNewEncryptionKeyFile = "new-encryption-key-file"
+
 	FlagS3Endpoint      = "s3-endpoint"
 	FlagS3Region        = "s3-region"
 	FlagS3PathStyle     = "s3-path-style"

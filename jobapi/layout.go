@@ -163,6 +163,32 @@ func ArchiveRef(root, server, runID, format, compression string) (string, error)
 	return path.Join(root, key), nil
 }
 
+// EncryptedExt ends the name of an encrypted tar archive, after its
+// compression's extension: "<run id>.tar.zst.age", an age file (see
+// archiver/crypt) that `age -d` turns back into the archive. A chunked
+// run's manifest keeps its name: the manifest says it is encrypted.
+const EncryptedExt = ".age"
+
+// SealedRunKey is RunKey for a run written with encryption on or off: an
+// encrypted tar run's key ends in EncryptedExt.
+func SealedRunKey(server, runID, format, compression string, encrypted bool) (string, error) {
+	key, err := RunKey(server, runID, format, compression)
+	if err == nil && encrypted && format != FormatChunked {
+		key += EncryptedExt
+	}
+	return key, err
+}
+
+// SealedArchiveRef is ArchiveRef for a run written with encryption on or
+// off (see SealedRunKey).
+func SealedArchiveRef(root, server, runID, format, compression string, encrypted bool) (string, error) {
+	ref, err := ArchiveRef(root, server, runID, format, compression)
+	if err == nil && encrypted && format != FormatChunked {
+		ref += EncryptedExt
+	}
+	return ref, err
+}
+
 // RunLockKey returns the store key of a run's lock, "<server>/<runID>": the
 // lock a backup holds from its second catalog lookup to its row, and a prune
 // holds while it removes the run's archive, so neither removes nor records
@@ -171,10 +197,12 @@ func ArchiveRef(root, server, runID, format, compression string) (string, error)
 func RunLockKey(server, runID string) string { return server + "/" + runID }
 
 // ParseArchiveName is the inverse of ArchiveName for one file name inside a
-// server's folder: "<runID><ext>" gives the run ID and the compression. ok
+// server's folder: "<runID><ext>" (and "<runID><ext>.age", EncryptedExt)
+// gives the run ID and the compression. ok
 // is false for any other name (temp and lock files start with '.', which no
 // run ID does).
 func ParseArchiveName(name string) (runID, compression string, ok bool) {
+	name = strings.TrimSuffix(name, EncryptedExt) // an encrypted archive is its run's too
 	for _, c := range Compressions() {
 		ext, _ := Extension(c)
 		// A name ends in at most one of the extensions, so this is unambiguous.
@@ -227,6 +255,8 @@ const (
 	ChunkedDir     = "_chunked"
 	chunkedPacks   = ChunkedDir + "/packs"
 	chunkedRuns    = ChunkedDir + "/runs"
+	chunkedKeys    = ChunkedDir + "/keys"
+	dataKeySuffix  = ".key"
 	manifestSuffix = ".manifest"
 )
 
@@ -317,6 +347,35 @@ func SplitManifestRef(ref string) (root, key string, ok bool) {
 		return "", "", false
 	}
 	return root, key, true
+}
+
+// DataKeyKey returns the store key of server's data key object, which
+// holds the key of its encrypted chunked runs wrapped by the age identity:
+// "_chunked/keys/<server>.key". Removing it makes every encrypted chunked
+// run of the server unreadable (crypto-shredding).
+func DataKeyKey(server string) (string, error) {
+	if err := CheckServer(server); err != nil {
+		return "", err
+	}
+	return chunkedKeys + "/" + server + dataKeySuffix, nil
+}
+
+// SplitManifestKey splits a manifest's key (ManifestKey's form) into its
+// server and run ID; ok is false for any other key.
+func SplitManifestKey(key string) (server, runID string, ok bool) {
+	rest, found := strings.CutPrefix(key, chunkedRuns+"/")
+	if !found {
+		return "", "", false
+	}
+	server, name, found := strings.Cut(rest, "/")
+	if !found || CheckServer(server) != nil {
+		return "", "", false
+	}
+	runID, found = strings.CutSuffix(name, manifestSuffix)
+	if !found || CheckRunID(runID) != nil {
+		return "", "", false
+	}
+	return server, runID, true
 }
 
 // ManifestDir returns the store folder of server's chunked-run manifests,

@@ -16,6 +16,11 @@ const (
 	S3MountPath     = "/etc/felis-s3"
 	S3AccessKeyFile = "access-key"
 	S3SecretKeyFile = "secret-key"
+	// EncryptionMountPath is where a Job mounts the encryption Secret: its
+	// key (the age identity) under the fixed file name EncryptionKeyFile,
+	// which --encryption-key-file names.
+	EncryptionMountPath = "/etc/felis-encryption"
+	EncryptionKeyFile   = "age-identity"
 )
 
 // The archiver's defaults, which the components' schema quotes.

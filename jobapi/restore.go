@@ -17,6 +17,9 @@ type Restore struct {
 	MaxBytes    int64 // 0 = DefaultMaxBytes
 	MaxEntries  int64 // 0 = DefaultMaxEntries
 	S3          S3    // with an s3:// Archive
+	// EncryptionKeyFile holds the age identity of an encrypted archive
+	// (a mounted Secret); "" = the archive is not encrypted.
+	EncryptionKeyFile string
 
 	LogFormat LogFormat // "" = LogAuto
 	Notify    Notify    // the webhook of the run's outcome
@@ -58,6 +61,7 @@ func (r Restore) Args() []string {
 	a.int(FlagMaxEntries, r.MaxEntries)
 	r.S3.args(&a)
 	r.Notify.args(&a)
+	a.str(FlagEncryptionKeyFile, r.EncryptionKeyFile)
 	a.str(FlagLogFormat, string(r.LogFormat))
 	return a
 }
@@ -75,6 +79,7 @@ func (r *Restore) Bind(fs *flag.FlagSet) {
 	bindLogFormat(fs, &r.LogFormat)
 	r.Notify.Bind(fs)
 	r.S3.Bind(fs)
+	BindEncryptionKeyFile(fs, &r.EncryptionKeyFile)
 }
 
 // Parsed finishes r after fs.Parse (nothing to do: every field is a flag).

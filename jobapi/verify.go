@@ -20,6 +20,9 @@ type Verify struct {
 	Chunks     string // the chunk sample, 10% or 0.1; "" = every chunk
 	Scratch    string // "" = the system temp folder
 	S3         S3     // with an s3:// Archive
+	// EncryptionKeyFile holds the age identity of an encrypted archive
+	// (a mounted Secret); "" = the archive is not encrypted.
+	EncryptionKeyFile string
 
 	LogFormat LogFormat // "" = LogAuto
 }
@@ -45,6 +48,7 @@ func (v Verify) Args() []string {
 	a.str(FlagChunks, v.Chunks)
 	a.str(FlagScratch, v.Scratch)
 	v.S3.args(&a)
+	a.str(FlagEncryptionKeyFile, v.EncryptionKeyFile)
 	a.str(FlagLogFormat, string(v.LogFormat))
 	return a
 }
@@ -57,6 +61,7 @@ func (v *Verify) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&v.Chunks, FlagChunks, "", "with "+Flag(FlagWorldCheck)+": check about this share of each region's chunks (10% or 0.1; default all; each region's newest always)")
 	fs.StringVar(&v.Scratch, FlagScratch, "", "with "+Flag(FlagWorldCheck)+": folder under which the archive is restored for the check, removed after (default the system temp folder)")
 	v.S3.Bind(fs)
+	BindEncryptionKeyFile(fs, &v.EncryptionKeyFile)
 	bindLogFormat(fs, &v.LogFormat)
 }
 

@@ -34,11 +34,13 @@ type secretNeed struct {
 // reads the config Secret configSecret, the credentials Secret of store
 // (when not nil) and extra (when not nil): its claims, service account and
 // those Secrets with their keys.
-func configRequirements(job *batchv1.Job, configSecret string, store *jobspec.S3Store, extra *secretNeed) preflight.Requirements {
+func configRequirements(job *batchv1.Job, configSecret string, store *jobspec.S3Store, extra ...*secretNeed) preflight.Requirements {
 	needs := []secretNeed{{configSecret, []string{jobspec.ConfigFileName},
 		fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", job.Namespace, configSecret, jobspec.ConfigFileName)}}
-	if extra != nil {
-		needs = append(needs, *extra)
+	for _, e := range extra {
+		if e != nil {
+			needs = append(needs, *e)
+		}
 	}
 	if store != nil {
 		needs = append(needs, secretNeed{store.SecretName, []string{store.AccessKeyKey, store.SecretKeyKey}, s3SecretHint(job.Namespace, store)})

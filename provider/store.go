@@ -155,9 +155,9 @@ func (p *problems) s3ArchiveRef(input, ref, store string) {
 
 // s3ArchiveRefOf returns the s3:// URL of the archive (tar) or manifest
 // (chunked) a backup of server and runID writes into the store at storeURL
-// (canonical, validated).
-func s3ArchiveRefOf(storeURL, server, runID, format, compression string) (string, error) {
-	name, err := jobapi.RunKey(server, runID, format, compression)
+// (canonical, validated); encrypted: the tar archive's .age name.
+func s3ArchiveRefOf(storeURL, server, runID, format, compression string, encrypted bool) (string, error) {
+	name, err := jobapi.SealedRunKey(server, runID, format, compression, encrypted)
 	if err != nil {
 		return "", fmt.Errorf("naming the archive in %s: %w", storeURL, err)
 	}

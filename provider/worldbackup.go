@@ -94,7 +94,7 @@ func backupRequirements(job *batchv1.Job, b jobspec.Backup) preflight.Requiremen
 		rcon = &secretNeed{name: rc.SecretName, keys: []string{rc.SecretKey},
 			hint: fmt.Sprintf("kubectl -n %s create secret generic %s --from-literal=%s=<the server's rcon.password>", job.Namespace, rc.SecretName, rc.SecretKey)}
 	}
-	return configRequirements(job, b.ConfigSecretName, b.Store, rcon)
+	return configRequirements(job, b.ConfigSecretName, b.Store, rcon, encryptionNeed(job.Namespace, b.Encryption))
 }
 
 // Annotate describes WorldBackup and its outputs in the plugin's schema and
@@ -170,6 +170,11 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 		"replace the config file's list (default "+strings.Join(jobapi.DefaultExcludes(), ", ")+").")
 	an.Describe(&a.SkipAwait, "Do not wait for the Job to finish (annotation pulumi.com/skipAwait); "+
 		"`pulumi up` then does not report the backup's result. Default: false.")
+	an.Describe(&a.Encryption, "Encrypt the archive on the client with the age identity of this Secret key, mounted read-only "+
+		"as a file (passed as "+descFlag(jobapi.FlagEncryptionKeyFile)+", never in arguments, environment or state): a tar run "+
+		"is an age file, archiveRef <...>.tar.zst.age (age -d -i key.txt | tar --zstd -x restores it); a chunked run's blobs and "+
+		"manifest are sealed with the server's data key, which the identity wraps. A WorldRestore of it needs the same encryption. "+
+		"Default: none (or the config file's [archive] encryption_key_file).")
 	an.Describe(&a.Rcon, "Quiesce the game server over RCON while the world is read: save-off and save-all flush before, "+
 		"save-on after the archive is written (on every exit path). Needs the server's RCON password in a Secret.")
 	an.Describe(&a.Store, "Archive into an S3-compatible object store instead of the backup claim: the Job passes "+

@@ -35,6 +35,10 @@ type WorldBackupArgs struct {
 	// Store is the S3 store in place of the backup claim; whether it is set
 	// is plain (it decides the Job's volumes), its settings are inputs.
 	Store *StoreArgs `pulumi:"store,optional"`
+	// Encryption is the Secret key of the age identity the archive is
+	// encrypted to; whether it is set is plain (it decides the Job's
+	// volumes and the archive's name).
+	Encryption *EncryptionArgs `pulumi:"encryption,optional"`
 }
 
 // backupValues are the settled inputs of a WorldBackup that only it has, as
@@ -100,10 +104,11 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 	}
 	j, store := p.common(a.JobInputs, a.Store, storeWhole, v.World, jobRules{run: "backup", baselineCaps: "DAC_OVERRIDE", fsGroupNeed: fsGroupForSecret})
 	p.dnsSubdomain("configSecretName", v.ConfigSecretName)
-	p.mountPaths(storeMounts(store, v.World.BackupRoot,
+	enc := a.Encryption.resolve(p)
+	p.mountPaths(encryptionMounts(enc, storeMounts(store, v.World.BackupRoot,
 		mount{"worldRoot", v.World.WorldRoot},
 		mount{"configMountPath", v.ConfigMountPath},
-	)...)
+	))...)
 	if _, err := jobapi.Extension(v.Compression); err != nil {
 		p.addf("compression", "%q is not supported: use zstd, gzip or none", v.Compression)
 	}
@@ -130,9 +135,9 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 	if err := p.err(); err != nil {
 		return resolvedBackup{}, err
 	}
-	archiveRef, err := jobapi.ArchiveRef(v.World.BackupRoot, a.Server, runID, v.Format, v.Compression)
+	archiveRef, err := jobapi.SealedArchiveRef(v.World.BackupRoot, a.Server, runID, v.Format, v.Compression, enc != nil)
 	if store != nil {
-		archiveRef, err = s3ArchiveRefOf(store.URL, a.Server, runID, v.Format, v.Compression)
+		archiveRef, err = s3ArchiveRefOf(store.URL, a.Server, runID, v.Format, v.Compression, enc != nil)
 	}
 	if err != nil { // unreachable: every part was validated above
 		return resolvedBackup{}, err
@@ -149,6 +154,7 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 			Store:            store,
 			Rcon:             rcon,
 			Retention:        retention,
+			Encryption:       enc,
 		},
 		Timeout:    j.Timeout,
 		ArchiveRef: archiveRef,

@@ -63,7 +63,7 @@ func NewWorldPrune(ctx *pulumi.Context, name string, args WorldPruneArgs, opts .
 // of p: its claim, service account, config Secret and S3 credentials
 // Secret.
 func pruneRequirements(job *batchv1.Job, p jobspec.Prune) preflight.Requirements {
-	return configRequirements(job, p.ConfigSecretName, p.Store, nil)
+	return configRequirements(job, p.ConfigSecretName, p.Store)
 }
 
 // Annotate describes WorldPrune and its outputs in the plugin's schema and

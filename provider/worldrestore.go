@@ -86,14 +86,26 @@ func restoreOutputs(out jobOutputs) pulumi.Map { return pulumi.Map{"archiveRef":
 // credentials Secret.
 func restoreRequirements(job *batchv1.Job, r jobspec.Restore) preflight.Requirements {
 	st := r.Store
+	enc := encryptionNeed(job.Namespace, r.Encryption)
 	if r.FromRun != "" {
-		return configRequirements(job, r.ConfigSecretName, st, nil)
+		return configRequirements(job, r.ConfigSecretName, st, enc)
 	}
-	if st == nil {
+	secrets, hints := map[string][]string{}, map[string]string{}
+	if st != nil {
+		secrets[st.SecretName] = []string{st.AccessKeyKey, st.SecretKeyKey}
+		hints[st.SecretName] = s3SecretHint(job.Namespace, st)
+	}
+	if n := enc; n != nil {
+		secrets[n.name] = append(secrets[n.name], n.keys...)
+		if _, ok := hints[n.name]; !ok {
+			hints[n.name] = n.hint
+		}
+	}
+	if len(secrets) == 0 {
 		return preflight.FromJob(job, nil)
 	}
-	req := preflight.FromJob(job, map[string][]string{st.SecretName: {st.AccessKeyKey, st.SecretKeyKey}})
-	req.SecretHints = map[string]string{st.SecretName: s3SecretHint(job.Namespace, st)}
+	req := preflight.FromJob(job, secrets)
+	req.SecretHints = hints
 	return req
 }
 
@@ -188,6 +200,10 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 		"quantity, e.g. 64Gi ("+descFlag(jobapi.FlagMaxBytes)+"): a guard against tar bombs. Default: the archiver's, "+descMaxBytes+".")
 	an.Describe(&a.MaxEntries, "Refuse the archive when it has more than this many entries ("+descFlag(jobapi.FlagMaxEntries)+"). "+
 		"Default: the archiver's, "+strconv.FormatInt(jobapi.DefaultMaxEntries, 10)+".")
+	an.Describe(&a.Encryption, "Read an encrypted archive (a WorldBackup with encryption) with the age identity of this Secret "+
+		"key, mounted read-only as a file (passed as "+descFlag(jobapi.FlagEncryptionKeyFile)+"; never in arguments, environment or state). "+
+		"A key that does not open the archive fails the Job (exit 2) with the world untouched. In restricted mode, fsGroup must be "+
+		"non-zero so the non-root archiver can read the mounted key.")
 	an.Describe(&a.Store, "Restore from an S3-compatible object store: archiveRef is then the object's s3:// URL. "+
 		"The Job passes the "+descFlag("s3-")+"* settings and mounts the credentials Secret read-only (0400) in place of the "+
 		"backup claim; it still has no database access and no service-account token. Default: none, archiveRef "+

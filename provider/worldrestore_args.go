@@ -47,6 +47,9 @@ type WorldRestoreArgs struct {
 	// whether it is set is plain (it decides the Job's volumes), its
 	// settings are inputs.
 	Store *StoreArgs `pulumi:"store,optional"`
+	// Encryption is the Secret key of the age identity an encrypted
+	// archive is read with; whether it is set is plain.
+	Encryption *EncryptionArgs `pulumi:"encryption,optional"`
 
 	// sha256FromOutput: the sha256 given is another resource's output (a
 	// WorldBackup's), set by NewWorldRestore, so that an empty one says why.
@@ -88,10 +91,13 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 	p.server("server", a.Server, jobapi.KindRestore)
 	p.runID("runId", str(a.RunID))
 	rules := jobRules{run: "restore", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"}
+	if a.Encryption != nil {
+		rules.fsGroupNeed = fsGroupForEncryptionSecret
+	}
 	mounts := []mount{{"worldRoot", w.WorldRoot}}
 	if fromRun != "" {
 		// The init container reads the config Secret: restricted mode needs
-		// the fsGroup that lets it.
+		// the fsGroup that lets it (the same as the encryption Secret's).
 		rules.fsGroupNeed = fsGroupForSecret
 		setDefault(&configSecret, DefaultConfigSecretName)
 		setDefault(&configMount, DefaultConfigMountPath)
@@ -124,10 +130,11 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 		}
 	}
 	// Without fromRun the restore needs no config Secret, so restricted
-	// mode needs no fsGroup, but for the S3 credentials Secret (common adds
-	// that need).
+	// mode needs no fsGroup, but for the encryption Secret or the S3
+	// credentials Secret (common adds that need).
 	j, store := p.common(a.JobInputs, a.Store, storeObject, w, rules)
-	p.mountPaths(storeMounts(store, w.BackupRoot, mounts...)...)
+	enc := a.Encryption.resolve(p)
+	p.mountPaths(encryptionMounts(enc, storeMounts(store, w.BackupRoot, mounts...))...)
 	switch {
 	case fromRun != "":
 	case store != nil:
@@ -168,6 +175,7 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 			MaxBytes:   maxBytes,
 			MaxEntries: maxEntries,
 			Store:      store,
+			Encryption: enc,
 
 			FromRun:          fromRun,
 			FromServer:       fromServer,

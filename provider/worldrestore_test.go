@@ -442,7 +442,7 @@ func TestWorldRestoreSchemaThroughInfer(t *testing.T) {
 			"memoryLimit", "securityMode", "runAsUser", "runAsGroup", "fsGroup", "ttlAfterFinished",
 			"backoffLimit", "maxBytes", "maxEntries", "nodeName", "nodeSelector", "labels", "annotations",
 			"skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "tolerations", "priorityClassName", "imagePullSecrets", "replaceUnready", "preflight",
-			"store", "kubeContext", "fromRun", "fromServer", "configSecretName", "configMountPath", "notify"},
+			"store", "encryption", "kubeContext", "fromRun", "fromServer", "configSecretName", "configMountPath", "notify"},
 		[]string{"image", "runId", "server"},
 		[]string{"jobName", "namespace", "runId", "archiveRef", "status"})
 	if !strings.Contains(res.InputProperties["replace"].Description, "Default: true") {

@@ -36,6 +36,9 @@
 #                              store, a local versitygw (scripts/versitygw.sh builds
 #                              it); 0 to skip
 #   BENCH_PEERS=1              the side-by-side section (restic, kopia, a day of play); 0 to skip
+#   BENCH_CRYPT_PAIRS=5        the encryption section: alternated pairs per size and format of a
+#                              first backup + restore without and with --encryption-key-file
+#                              (an age identity made by age-keygen in $BENCH_DIR); 0 to skip
 #   BENCH_CACHE="cold warm"    its cache modes, in order; cold needs root (else it is skipped, saying so)
 #   BENCH_MUTATE_SEED=1        the day of play's seed (worldgen mutate -seed)
 #   BENCH_SEED=1               world seed
@@ -72,6 +75,7 @@ BENCH_GZIP=${BENCH_GZIP:-0}
 BENCH_S3=${BENCH_S3:-1}
 BENCH_SEED=${BENCH_SEED:-1}
 BENCH_PEERS=${BENCH_PEERS:-1}
+BENCH_CRYPT_PAIRS=${BENCH_CRYPT_PAIRS:-5}
 BENCH_CACHE=${BENCH_CACHE:-cold warm}
 BENCH_MUTATE_SEED=${BENCH_MUTATE_SEED:-1}
 BENCH_DIR=${BENCH_DIR:-$root/.bench}
@@ -91,7 +95,7 @@ for s in "${sizes[@]}"; do
 done
 [[ $BENCH_PAIRS =~ ^[0-9]+$ ]] || die "BENCH_PAIRS=$BENCH_PAIRS: want a non-negative integer"
 [[ $BENCH_PEERS == 0 || $BENCH_PEERS == 1 ]] || die "BENCH_PEERS=$BENCH_PEERS: want 0 or 1"
-((BENCH_PAIRS > 0 || BENCH_PEERS == 1)) || die "BENCH_PAIRS=0 and BENCH_PEERS=0: nothing to measure"
+((BENCH_PAIRS > 0 || BENCH_PEERS == 1 || BENCH_CRYPT_PAIRS > 0)) || die "BENCH_PAIRS=0, BENCH_PEERS=0 and BENCH_CRYPT_PAIRS=0: nothing to measure"
 ((BENCH_PAIRS > 0)) || BENCH_S3=0 # the S3 run belongs to the rounds
 read -r -a cache_modes <<<"$BENCH_CACHE"
 for m in "${cache_modes[@]}"; do
@@ -272,6 +276,34 @@ run_gzip() {
   t1=$(now)
   echo "$(elapsed "$t0" "$t1") $(rss "$out/time") $(cpu "$out/time") $(stat -c %s "$g")" >>"$out/gzip.$size"
   rm -f "$g"
+}
+
+# run_crypt SIZE WORLD FORMAT MODE: one first backup (a server of its own in
+# an empty store, so a chunked run stores everything) and its restore into
+# an empty folder, MODE plain or enc (--encryption-key-file); appends
+# "backup_wall restore_wall backup_rss restore_rss" to $out/crypt.SIZE.FORMAT.MODE.
+crypt_key="$BENCH_DIR/crypt-key.txt"
+run_crypt() {
+  local size=$1 w=$2 format=$3 mode=$4 croot="$BENCH_DIR/crypt-archives" into="$BENCH_DIR/crypt-restore" t0 t1 t2 kf=() brss
+  run=$((run + 1))
+  local server="crypt-$run" rid="crypt-$size-$(date -u +%Y%m%dT%H%M%S)-$$-$run"
+  [[ $mode == enc ]] && kf=(--encryption-key-file "$crypt_key")
+  rm -rf -- "$croot" "$into"
+  mkdir -p "$croot"
+  t0=$(now)
+  /usr/bin/time -f "$TIMEFMT" -o "$out/time" "$archiver" backup --server "$server" --run-id "$rid" --world "$w" \
+    --config "$config" --archive-root "$croot" --format "$format" "${kf[@]}" --log-format text \
+    --termination-log "$out/crypt-termination.json" 2>"$out/crypt.log" || { tail -20 "$out/crypt.log" >&2; die "archiver backup ($format, $mode) failed"; }
+  t1=$(now)
+  brss=$(rss "$out/time")
+  local ref sum
+  ref=$(jq -r .archive_ref "$out/crypt-termination.json") sum=$(jq -r .sha256 "$out/crypt-termination.json")
+  /usr/bin/time -f "$TIMEFMT" -o "$out/time" "$archiver" restore --archive "$ref" --sha256 "$sum" --into "$into" \
+    "${kf[@]}" --log-format text --termination-log "" >/dev/null 2>"$out/crypt.log" || { tail -20 "$out/crypt.log" >&2; die "archiver restore ($format, $mode) failed"; }
+  sync
+  t2=$(now)
+  echo "$(elapsed "$t0" "$t1") $(elapsed "$t1" "$t2") $brss $(rss "$out/time")" >>"$out/crypt.$size.$format.$mode"
+  rm -rf -- "$croot" "$into"
 }
 
 # cleanup: stops the S3 gateway and removes the side-by-side temp folder.
@@ -544,6 +576,21 @@ for size in "${sizes[@]}"; do
     done
   fi
 done
+if ((BENCH_CRYPT_PAIRS > 0)); then
+  [[ -f $crypt_key ]] || { say "making an age identity for the encryption section (age-keygen)"; rm -f "$crypt_key"; (umask 077; go run filippo.io/age/cmd/age-keygen -o "$crypt_key" 2>/dev/null); }
+  for size in "${sizes[@]}"; do
+    w=$(world "$size")
+    find "$w" -type f -exec cat {} + >/dev/null
+    for format in tar chunked; do
+      : >"$out/crypt.$size.$format.plain"; : >"$out/crypt.$size.$format.enc"
+      for ((i = 1; i <= BENCH_CRYPT_PAIRS; i++)); do
+        if ((i % 2)); then run_crypt "$size" "$w" "$format" plain; run_crypt "$size" "$w" "$format" enc
+        else run_crypt "$size" "$w" "$format" enc; run_crypt "$size" "$w" "$format" plain; fi
+        say "$size $format: round $i/$BENCH_CRYPT_PAIRS: backup $(tail -1 "$out/crypt.$size.$format.plain" | cut -d' ' -f1) s plain, $(tail -1 "$out/crypt.$size.$format.enc" | cut -d' ' -f1) s encrypted; restore $(tail -1 "$out/crypt.$size.$format.plain" | cut -d' ' -f2) s, $(tail -1 "$out/crypt.$size.$format.enc" | cut -d' ' -f2) s"
+      done
+    done
+  done
+fi
 load_after=$(uptime)
 
 # --- report -------------------------------------------------------------------
@@ -616,6 +663,26 @@ report="$BENCH_DIR/results/$(date -u +%Y%m%dT%H%M%SZ).txt"
       done
     done
     ((${#archiver_formats[@]} > 1)) || echo "(the chunked row is not available yet: this archiver's backup has no --format)"
+  fi
+  if ((BENCH_CRYPT_PAIRS > 0)); then
+    echo
+    echo "encryption: a first backup (an empty store) and its restore + sync, without and with --encryption-key-file,"
+    echo "$BENCH_CRYPT_PAIRS alternated pairs per size and format, world in the page cache; ratio = median of the pairwise"
+    echo "encrypted / plain wall times (goal <= 1.05)."
+    printf '%-8s %-8s %-8s %9s %9s %7s  %-26s %9s %9s\n' world format step "plain s" "enc s" ratio "pairwise ratios" "plain MiB" "enc MiB"
+    for s in "${sizes[@]}"; do
+      for format in tar chunked; do
+        for step in 1:backup 2:restore; do
+          c=${step%%:*} name=${step#*:}
+          pl=$(cut -d' ' -f"$c" "$out/crypt.$s.$format.plain" | median) en=$(cut -d' ' -f"$c" "$out/crypt.$s.$format.enc" | median)
+          pr=$(paste -d' ' "$out/crypt.$s.$format.enc" "$out/crypt.$s.$format.plain" | awk -v c="$c" '{ printf "%.3f\n", $c / $(c + 4) }')
+          printf '%-8s %-8s %-8s %9.3f %9.3f %7.3f  %-26s %9.1f %9.1f\n' "$s" "$format" "$name" "$pl" "$en" "$(echo "$pr" | median)" \
+            "$(echo "$pr" | awk '{ printf "%.2f ", $1 }')" "$(cut -d' ' -f$((c + 2)) "$out/crypt.$s.$format.plain" | maxof | awk '{ print $1 / 1024 }')" \
+            "$(cut -d' ' -f$((c + 2)) "$out/crypt.$s.$format.enc" | maxof | awk '{ print $1 / 1024 }')"
+        done
+      done
+    done
+    echo "(MiB: peak RSS, the largest of the runs.)"
   fi
   for c in "${checks[@]}"; do echo "check: $c"; done
 } | tee "$report"

@@ -28,6 +28,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/worldbackup/worldbackup/archiver/catalog"
+	"github.com/worldbackup/worldbackup/archiver/crypt"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
@@ -95,6 +96,10 @@ type Params struct {
 	// FullReadEvery > 0 makes every Nth chunked run of the server a full
 	// read.
 	FullReadEvery int
+	// Keys, when set, encrypt the run (package crypt): a tar archive with
+	// age to the key file's identity, <run id>.tar.zst.age; a chunked run's
+	// blobs and manifest with the server's data key, which Keys wrap.
+	Keys *crypt.Keys
 }
 
 // DefaultProgressInterval is the default time between progress log lines.
@@ -212,7 +217,7 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 
 	// The run's key, whose store Ref is its row's archive_ref: the one rule
 	// the components predict their archiveRef output by.
-	key, err := jobapi.RunKey(p.Server, p.RunID, p.Format, string(p.Compression))
+	key, err := jobapi.SealedRunKey(p.Server, p.RunID, p.Format, string(p.Compression), p.Keys != nil)
 	if err != nil {
 		return err
 	}
@@ -237,7 +242,7 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 		if err != nil {
 			return err
 		}
-		keys = append(keys, k)
+		keys = append(keys, k, k+jobapi.EncryptedExt)
 	}
 	if p.Format == jobapi.FormatChunked {
 		keys = append(keys, key) // the manifest's

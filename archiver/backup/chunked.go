@@ -27,7 +27,11 @@ type written struct {
 // writeTar writes the run as one tar archive under key.
 func (r *Runner) writeTar(ctx context.Context, log hclog.Logger, p Params, key string, prog *tarstream.Progress) (written, error) {
 	ref := r.store.Ref(key)
-	log.Info("backup started", "world", p.World, "archive", ref, "compression", p.Compression)
+	log.Info("backup started", "world", p.World, "archive", ref, "compression", p.Compression, "encrypted", p.Keys != nil)
+	var seal func(io.Writer) (io.WriteCloser, error)
+	if p.Keys != nil {
+		seal = p.Keys.Encrypt
+	}
 	var res tarstream.Result
 	size, err := r.store.Put(ctx, key, func(w io.Writer) error {
 		var err error
@@ -37,6 +41,7 @@ func (r *Runner) writeTar(ctx context.Context, log hclog.Logger, p Params, key s
 			Log:         log.Named("tar"),
 			Progress:    prog,
 			Avoid:       p.Avoid,
+			Seal:        seal,
 		})
 		if err == nil {
 			err = checkEmpty(p, res)
@@ -57,11 +62,22 @@ func (r *Runner) writeTar(ctx context.Context, log hclog.Logger, p Params, key s
 // server's previous chunked run lacks, then its manifest under key.
 func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, key string, prog *tarstream.Progress) (written, error) {
 	ref := r.store.Ref(key)
-	prev, err := r.previous(ctx, log, p.Server)
+	var sl *chunked.Sealer
+	if p.Keys != nil {
+		// The server's data key, made on its first encrypted run and
+		// wrapped by the key file's identity beside the manifests.
+		dk, err := p.Keys.DataKey(ctx, r.store, p.Server, true)
+		if err != nil {
+			return written{}, fmt.Errorf("the server's data key: %w", err)
+		}
+		sl = chunked.NewSealer(dk)
+		clear(dk[:])
+	}
+	prev, err := r.previous(ctx, log, p.Server, sl)
 	if err != nil {
 		return written{}, err
 	}
-	log.Info("backup started", "world", p.World, "archive", ref, "format", jobapi.FormatChunked)
+	log.Info("backup started", "world", p.World, "archive", ref, "format", jobapi.FormatChunked, "encrypted", sl != nil)
 	res, err := chunked.Write(ctx, r.store, p.World, chunked.Options{
 		Server:        p.Server,
 		RunID:         p.RunID,
@@ -77,6 +93,7 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 		Register: func(ctx context.Context, id chunked.ID) error { return r.cat.RegisterPack(ctx, id.String()) },
 		Log:      log.Named("chunked"),
 		Now:      r.now,
+		Sealer:   sl,
 	})
 	if err != nil {
 		return written{}, fmt.Errorf("writing chunked run %s: %w", ref, err)
@@ -106,7 +123,7 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 // previous returns the server's newest chunked run, checked against its
 // row, or nil when it has none. A previous run that cannot be read is a
 // warning: this run then reads and stores everything.
-func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string) (*chunked.Manifest, error) {
+func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string, sl *chunked.Sealer) (*chunked.Manifest, error) {
 	rec, err := r.cat.LatestChunked(ctx, server)
 	if errors.Is(err, catalog.ErrNotFound) {
 		return nil, nil
@@ -118,7 +135,7 @@ func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string) 
 	if err != nil {
 		return nil, err
 	}
-	m, err := chunked.Open(ctx, r.store, key, rec.SHA256)
+	m, err := chunked.OpenSealed(ctx, r.store, key, rec.SHA256, sl)
 	if err != nil {
 		log.Warn("the previous chunked run cannot be read; every file is read and stored again",
 			"previous_run", rec.RunID, "error", err)

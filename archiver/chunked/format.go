@@ -57,6 +57,14 @@ const (
 // ID is the SHA-256 of a blob's raw bytes, or a pack's random name.
 type ID [32]byte
 
+// sealedExtra is what sealing adds to a stored blob of a run of cipher c.
+func sealedExtra(c byte) int {
+	if c == cipherNone {
+		return 0
+	}
+	return sealOverhead
+}
+
 func (id ID) String() string { return hex.EncodeToString(id[:]) }
 
 // ParseID parses a 64-digit lowercase hex ID.
@@ -105,6 +113,9 @@ type decoder struct {
 	r   io.ByteReader
 	rd  io.Reader
 	err error
+	// cipher is the cipher nibble every stored blob of the run has (0:
+	// none; cipherAESGCM in a sealed run).
+	cipher byte
 }
 
 func newDecoder(r interface {
@@ -196,8 +207,10 @@ func (d *decoder) ref(packs int) Ref {
 	r.Raw = uint32(d.uvarint("raw length", MaxBlob))
 	r.Flags = d.byte("blob flags")
 	if d.err == nil {
-		if r.Flags&cipherMask != cipherNone {
-			d.fail("blob %s is encrypted (cipher %d), which this version cannot read", r.ID, r.Flags>>4)
+		if c := r.Flags & cipherMask; r.Flags&compMask == compZero && c != cipherNone {
+			d.fail("a zero run has cipher %d", c>>4)
+		} else if r.Flags&compMask != compZero && c != d.cipher {
+			d.fail("blob %s has cipher %d in a run of cipher %d", r.ID, c>>4, d.cipher>>4)
 		}
 		switch c := r.Flags & compMask; {
 		case c == compZero:
@@ -208,14 +221,13 @@ func (d *decoder) ref(packs int) Ref {
 			d.fail("a blob names a pack, but the pack table is empty")
 		case c != compNone && c != compZstd:
 			d.fail("blob %s has unknown compression %d", r.ID, c)
-		case c == compNone && r.Stored != r.Raw:
+		case c == compNone && int(r.Stored) != int(r.Raw)+sealedExtra(d.cipher):
 			d.fail("blob %s is stored uncompressed, but its stored length %d differs from its raw length %d", r.ID, r.Stored, r.Raw)
 		}
 	}
 	return r
 }
 
-// maxOverhead is what zstd may add to a blob it could not shrink; such a
-// blob is stored uncompressed, so a stored length never exceeds MaxBlob by
-// more than this.
-const maxOverhead = 0
+// maxOverhead is the most a stored blob exceeds MaxBlob by: zstd adds
+// nothing (a blob it cannot shrink is stored uncompressed), sealing its tag.
+const maxOverhead = sealOverhead // a sealed blob's GCM tag

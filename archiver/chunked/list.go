@@ -29,13 +29,18 @@ func (l *list) encode() []byte {
 	return e.b
 }
 
-// decodeList parses a list blob.
-func decodeList(b []byte) (*list, error) {
+// decodeList parses a list blob of a run in the clear.
+func decodeList(b []byte) (*list, error) { return decodeListCipher(b, cipherNone) }
+
+// decodeListCipher parses a list blob of a run whose blobs have the
+// cipher nibble c.
+func decodeListCipher(b []byte, c byte) (*list, error) {
 	if len(b) < 4 || string(b[:4]) != listMagic {
 		return nil, fmt.Errorf("%w: not a list blob", ErrCorrupt)
 	}
 	r := bytes.NewReader(b[4:])
 	d := newDecoder(r)
+	d.cipher = c
 	l := &list{}
 	np := d.uvarint("list pack count", maxListEntries)
 	for i := uint64(0); i < np && d.err == nil; i++ {

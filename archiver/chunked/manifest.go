@@ -27,7 +27,8 @@ type Manifest struct {
 	// SinceFullRead counts the runs since the last one that read every
 	// file: 0 when this run did.
 	SinceFullRead uint64
-	// KeyID names the key of encrypted blobs; empty (no encryption) now.
+	// KeyID names the data key of a sealed run (Sealer.KeyID); empty in
+	// the clear.
 	KeyID []byte
 	// Packs is the pack table: every pack a blob of the run is in,
 	// directly or through a list blob.
@@ -38,8 +39,13 @@ type Manifest struct {
 	// OpenStream: once its segments were walked to the end).
 	StreamSize int64
 
+	// sl opens the blobs of a sealed run (the Sealer it was decoded
+	// with); nil in the clear.
+	sl *Sealer
+
 	// body is the whole manifest of OpenStream, whose Segments are nil:
-	// eachSegment decodes them from it one at a time.
+	// eachSegment decodes them from it one at a time (opening it with sl
+	// again when sealed).
 	body []byte
 }
 
@@ -55,7 +61,7 @@ func (m *Manifest) eachSegment(fn func(Segment) error) error {
 		}
 		return nil
 	}
-	_, sr, err := decodeHead(m.body)
+	_, sr, err := decodeHead(m.body, m.sl)
 	if err != nil {
 		return err
 	}
@@ -74,6 +80,9 @@ func (m *Manifest) eachSegment(fn func(Segment) error) error {
 		}
 	}
 }
+
+// Sealed reports whether the run is encrypted.
+func (m *Manifest) Sealed() bool { return m.sl != nil }
 
 // Segment is a part of the tar stream: tar metadata (Meta), or the data of
 // a regular file (File).
@@ -99,8 +108,15 @@ type FileRecord struct {
 	DataPacks []uint32
 }
 
-// Encode returns the manifest's bytes.
-func (m *Manifest) Encode() ([]byte, error) {
+// Encode returns the manifest's bytes, in the clear.
+func (m *Manifest) Encode() ([]byte, error) { return m.EncodeSealed(nil) }
+
+// EncodeSealed returns the manifest's bytes, its body sealed by sl (in the
+// clear when sl is nil; its KeyID is then ignored, else sl's).
+func (m *Manifest) EncodeSealed(sl *Sealer) ([]byte, error) {
+	if sl != nil {
+		m.KeyID = sl.KeyID()
+	}
 	if len(m.KeyID) > maxKeyID {
 		return nil, fmt.Errorf("key ID of %d bytes: at most %d", len(m.KeyID), maxKeyID)
 	}
@@ -146,14 +162,19 @@ func (m *Manifest) Encode() ([]byte, error) {
 	body.uvarint(uint64(len(m.Segments)))
 
 	out := []byte(manifestMagic)
-	out = append(out, Version, cipherNone, manifestZst, byte(len(m.KeyID)))
-	out = append(out, m.KeyID...)
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
 	if err != nil {
 		return nil, err
 	}
 	defer enc.Close()
-	return enc.EncodeAll(body.b, out), nil
+	if sl == nil {
+		out = append(out, Version, cipherNone, manifestZst, byte(len(m.KeyID)))
+		out = append(out, m.KeyID...)
+		return enc.EncodeAll(body.b, out), nil
+	}
+	out = append(out, sealedVersion, manifestAES, manifestZst, byte(len(m.KeyID)))
+	out = append(out, m.KeyID...)
+	return sl.sealManifest(out, enc.EncodeAll(body.b, nil))
 }
 
 // Sum returns the lowercase hex SHA-256 of b: a manifest's name in the
@@ -163,10 +184,16 @@ func Sum(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// DecodeManifest parses a manifest's bytes. It checks the structure, not
-// the hash: see Open.
-func DecodeManifest(b []byte) (*Manifest, error) {
-	m, sr, err := decodeHead(b)
+// DecodeManifest parses a manifest's bytes, in the clear. It checks the
+// structure, not the hash: see Open.
+func DecodeManifest(b []byte) (*Manifest, error) { return DecodeManifestSealed(b, nil) }
+
+// DecodeManifestSealed parses a manifest's bytes, opening a sealed one
+// with sl: one without sl wraps ErrNeedKey, one of another key (its key ID
+// is not sl's) ErrWrongKey, one that does not authenticate ErrCorrupt. A
+// manifest in the clear is read whatever sl.
+func DecodeManifestSealed(b []byte, sl *Sealer) (*Manifest, error) {
+	m, sr, err := decodeHead(b, sl)
 	if err != nil {
 		return nil, err
 	}
@@ -197,20 +224,23 @@ type segmentReader struct {
 	end        bool
 }
 
-// decodeHead parses a manifest's header and pack table, and returns a
-// reader of its segments (to close).
-func decodeHead(b []byte) (*Manifest, *segmentReader, error) {
+// decodeHead parses a manifest's header and pack table, opening a sealed
+// one with sl (see DecodeManifestSealed), and returns a reader of its
+// segments (to close).
+func decodeHead(b []byte, sl *Sealer) (*Manifest, *segmentReader, error) {
 	if len(b) > MaxManifest {
 		return nil, nil, fmt.Errorf("%w: manifest of %d bytes is larger than %d", ErrCorrupt, len(b), MaxManifest)
 	}
 	if len(b) < 8 || string(b[:4]) != manifestMagic {
 		return nil, nil, fmt.Errorf("%w: not a chunked manifest (no %q magic)", ErrCorrupt, manifestMagic)
 	}
-	if b[4] != Version {
-		return nil, nil, fmt.Errorf("%w: manifest version %d; this archiver reads version %d", ErrCorrupt, b[4], Version)
-	}
-	if b[5] != cipherNone {
-		return nil, nil, fmt.Errorf("%w: manifest is encrypted (cipher %d), which this version cannot read", ErrCorrupt, b[5])
+	switch {
+	case b[4] == Version && b[5] == cipherNone:
+	case b[4] == sealedVersion && b[5] == manifestAES:
+	case b[4] != Version && b[4] != sealedVersion:
+		return nil, nil, fmt.Errorf("%w: manifest version %d; this archiver reads versions %d and %d", ErrCorrupt, b[4], Version, sealedVersion)
+	default:
+		return nil, nil, fmt.Errorf("%w: manifest version %d with cipher %d is unknown", ErrCorrupt, b[4], b[5])
 	}
 	if b[6] != manifestZst {
 		return nil, nil, fmt.Errorf("%w: manifest body compression %d is unknown", ErrCorrupt, b[6])
@@ -223,7 +253,21 @@ func decodeHead(b []byte) (*Manifest, *segmentReader, error) {
 	if k > 0 {
 		m.KeyID = bytes.Clone(b[8 : 8+k])
 	}
-	dec, err := zstd.NewReader(bytes.NewReader(b[8+k:]), zstd.WithDecoderConcurrency(1),
+	zbody := b[8+k:]
+	if b[5] == manifestAES {
+		switch {
+		case sl == nil:
+			return nil, nil, ErrNeedKey
+		case !bytes.Equal(m.KeyID, sl.KeyID()):
+			return nil, nil, fmt.Errorf("%w: the manifest names data key %x, the key given is %x", ErrWrongKey, m.KeyID, sl.KeyID())
+		}
+		var err error
+		if zbody, err = sl.openManifest(b[:8+k], zbody); err != nil {
+			return nil, nil, err
+		}
+		m.sl = sl
+	}
+	dec, err := zstd.NewReader(bytes.NewReader(zbody), zstd.WithDecoderConcurrency(1),
 		zstd.WithDecoderMaxMemory(64<<20), zstd.WithDecoderMaxWindow(8<<20))
 	if err != nil {
 		return nil, nil, err
@@ -231,6 +275,7 @@ func decodeHead(b []byte) (*Manifest, *segmentReader, error) {
 	lr := &io.LimitedReader{R: dec, N: maxManifestBody}
 	br := bufio.NewReaderSize(lr, 64<<10)
 	d := newDecoder(br)
+	d.cipher = m.sl.cipherFlag()
 	m.Server = d.str("server", 63)
 	m.RunID = d.str("run ID", 128)
 	m.Created = d.varint("creation time")

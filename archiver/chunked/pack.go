@@ -25,8 +25,12 @@ const (
 	typeList = 1 // a list blob
 )
 
-// packHeader is the fixed start of a pack.
-var packHeader = []byte{'W', 'B', 'P', 'K', Version, 0, 0, 0}
+// packHeader is the fixed start of a pack; sealedPackHeader that of a
+// pack of a sealed run (version 2: its blobs are encrypted).
+var (
+	packHeader       = []byte{'W', 'B', 'P', 'K', Version, 0, 0, 0}
+	sealedPackHeader = []byte{'W', 'B', 'P', 'K', sealedVersion, 0, 0, 0}
+)
 
 // packFooter is the size of a pack's footer: the index length (u32 LE) and
 // packEndMagic.
@@ -67,8 +71,8 @@ func ParsePackIndex(pack []byte) ([]packEntry, error) {
 	if len(pack) < len(packHeader)+packFooter || !bytes.Equal(pack[:4], packHeader[:4]) {
 		return nil, fmt.Errorf("%w: not a pack (no %q magic)", ErrCorrupt, packMagic)
 	}
-	if pack[4] != Version {
-		return nil, fmt.Errorf("%w: pack version %d; this archiver reads version %d", ErrCorrupt, pack[4], Version)
+	if pack[4] != Version && pack[4] != sealedVersion {
+		return nil, fmt.Errorf("%w: pack version %d; this archiver reads versions %d and %d", ErrCorrupt, pack[4], Version, sealedVersion)
 	}
 	end := pack[len(pack)-packFooter:]
 	if string(end[4:]) != packEndMagic {
@@ -86,7 +90,7 @@ func ParsePackIndex(pack []byte) ([]packEntry, error) {
 	for i := uint64(0); i < count && d.err == nil; i++ {
 		p := packEntry{ID: d.id("blob ID"), Type: d.byte("blob type"), Flags: d.byte("blob flags")}
 		p.Offset = uint32(d.uvarint("blob offset", uint64(idxStart)))
-		p.Stored = uint32(d.uvarint("stored length", MaxBlob))
+		p.Stored = uint32(d.uvarint("stored length", MaxBlob+maxOverhead))
 		p.Raw = uint32(d.uvarint("raw length", MaxBlob))
 		if d.err != nil {
 			break
@@ -136,6 +140,12 @@ func newPackID() (ID, error) {
 }
 
 func newPackWriter(ctx context.Context, st Store, id ID) (*packWriter, error) {
+	return newPackWriterHeader(ctx, st, id, packHeader)
+}
+
+// newPackWriterHeader is newPackWriter with the pack's header (a sealed
+// run's: sealedPackHeader).
+func newPackWriterHeader(ctx context.Context, st Store, id ID, header []byte) (*packWriter, error) {
 	key, err := jobapi.PackKey(id.String())
 	if err != nil {
 		return nil, err
@@ -144,7 +154,7 @@ func newPackWriter(ctx context.Context, st Store, id ID) (*packWriter, error) {
 	go func() {
 		size, err := st.Put(ctx, key, func(w io.Writer) error {
 			var werr error
-			if _, werr = w.Write(packHeader); werr != nil {
+			if _, werr = w.Write(header); werr != nil {
 				werr = fmt.Errorf("writing pack %s: %w", key, werr)
 			}
 			aborted := true

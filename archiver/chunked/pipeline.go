@@ -25,6 +25,7 @@ const (
 type job struct {
 	path   string // the file the blob belongs to, "" for tar metadata
 	key    string // its pack's key
+	pack   ID     // its pack
 	ref    Ref
 	stored []byte
 	raw    []byte // checked, once done is closed
@@ -66,7 +67,7 @@ func stream(ctx context.Context, st Store, m *Manifest, want func(Ref) bool, emi
 				case ctx.Err() != nil:
 					j.err = ctx.Err()
 				default:
-					j.raw, j.err = check(dec, j.key, j.ref, j.stored)
+					j.raw, j.err = checkSealed(dec, m.sl, j.pack, j.key, j.ref, j.stored)
 				}
 				j.stored = nil
 				close(j.done)
@@ -118,6 +119,7 @@ func readAhead(ctx context.Context, st Store, m *Manifest, want func(Ref) bool, 
 	defer close(order)
 	defer close(work)
 	rd := newReader(st)
+	rd.sl = m.sl
 	defer rd.close()
 	send := func(ch chan<- *job, j *job) error {
 		select {
@@ -156,7 +158,7 @@ func readAhead(ctx context.Context, st Store, m *Manifest, want func(Ref) bool, 
 			budget.Release(j.cost)
 			return err
 		}
-		j.key, j.stored = key, stored
+		j.key, j.pack, j.stored = key, pack, stored
 		if c := int(r.Raw) + seenOverhead; int(r.Raw) <= cacheBlobMax && cached+c <= cacheBytesMax {
 			seen[r.ID] = j
 			cached += c

@@ -19,11 +19,18 @@ import (
 // SHA-256, the catalog row's) and parses it. A mismatch or a malformed
 // manifest wraps ErrCorrupt; a missing one ErrMissing.
 func Open(ctx context.Context, st Store, key, sum string) (*Manifest, error) {
+	return OpenSealed(ctx, st, key, sum, nil)
+}
+
+// OpenSealed is Open for a run that may be sealed: sl opens it (see
+// DecodeManifestSealed). The manifest is checked against sum first, so a
+// tampered object is refused as corrupt before any key is tried.
+func OpenSealed(ctx context.Context, st Store, key, sum string, sl *Sealer) (*Manifest, error) {
 	b, err := readManifest(ctx, st, key, sum)
 	if err != nil {
 		return nil, err
 	}
-	m, err := DecodeManifest(b)
+	m, err := DecodeManifestSealed(b, sl)
 	if err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", key, err)
 	}
@@ -38,11 +45,18 @@ func Open(ctx context.Context, st Store, key, sum string) (*Manifest, error) {
 // record (a few hundred bytes per file and its list refs). Its Segments
 // are nil; a malformed record fails the walk when it is reached.
 func OpenStream(ctx context.Context, st Store, key, sum string) (*Manifest, error) {
+	return OpenStreamSealed(ctx, st, key, sum, nil)
+}
+
+// OpenStreamSealed is OpenStream for a run that may be sealed: sl opens
+// the manifest (see DecodeManifestSealed) and, as the stream is walked,
+// its blobs. The manifest is checked against sum before any key is tried.
+func OpenStreamSealed(ctx context.Context, st Store, key, sum string, sl *Sealer) (*Manifest, error) {
 	b, err := readManifest(ctx, st, key, sum)
 	if err != nil {
 		return nil, err
 	}
-	m, sr, err := decodeHead(b)
+	m, sr, err := decodeHead(b, sl)
 	if err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", key, err)
 	}
@@ -175,6 +189,7 @@ func packOf(packs []ID, r Ref) ID {
 // are kept for repeats (a zero padding shared by many chunks).
 type reader struct {
 	st      Store
+	sl      *Sealer   // opens the blobs of a sealed run
 	open    []*cursor // most recently used last
 	cache   map[ID][]byte
 	cached  int
@@ -218,7 +233,7 @@ func (r *reader) list(ctx context.Context, pack ID, ref Ref) (*list, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := decodeList(b)
+	l, err := decodeListCipher(b, r.sl.cipherFlag())
 	if err != nil {
 		return nil, fmt.Errorf("list blob %s: %w", ref.ID, err)
 	}
@@ -244,7 +259,7 @@ func (r *reader) blob(ctx context.Context, pack ID, ref Ref) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := check(r.dec, key, ref, stored)
+	raw, err := checkSealed(r.dec, r.sl, pack, key, ref, stored)
 	if err != nil {
 		return nil, err
 	}
@@ -281,6 +296,19 @@ func (r *reader) read(ctx context.Context, pack ID, ref Ref, buf []byte) (string
 // checks them against ref.ID; it returns the raw bytes (stored itself for
 // an uncompressed blob).
 func check(dec *zstd.Decoder, key string, ref Ref, stored []byte) ([]byte, error) {
+	return checkSealed(dec, nil, ID{}, key, ref, stored)
+}
+
+// checkSealed is check for a blob of a run sealed by sl (in the clear when
+// nil): the stored bytes are opened first (in place), then decoded, then
+// named by sl's keyed hash.
+func checkSealed(dec *zstd.Decoder, sl *Sealer, pack ID, key string, ref Ref, stored []byte) ([]byte, error) {
+	if sl != nil {
+		var err error
+		if stored, err = sl.openBlob(pack, key, ref, stored); err != nil {
+			return nil, err
+		}
+	}
 	raw := stored
 	if ref.Flags&compMask == compZstd {
 		var err error
@@ -289,7 +317,7 @@ func check(dec *zstd.Decoder, key string, ref Ref, stored []byte) ([]byte, error
 			return nil, fmt.Errorf("%w: blob %s in pack %s at %d does not decompress: %v", ErrCorrupt, ref.ID, key, ref.Offset, err)
 		}
 	}
-	if len(raw) != int(ref.Raw) || ID(sha256.Sum256(raw)) != ref.ID {
+	if len(raw) != int(ref.Raw) || sl.blobID(raw) != ref.ID {
 		return nil, fmt.Errorf("%w: blob %s in pack %s at %d does not match its hash", ErrCorrupt, ref.ID, key, ref.Offset)
 	}
 	return raw, nil

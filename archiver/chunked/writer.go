@@ -1,10 +1,8 @@
 package chunked
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -50,6 +48,11 @@ type Options struct {
 	Log hclog.Logger
 	// Now stamps the manifest; nil is time.Now.
 	Now func() time.Time
+	// Sealer, when set, encrypts the run (its blobs, their names, its
+	// manifest) with the server's data key. A Previous sealed otherwise
+	// (in the clear, or with another key) is not reused: every file is
+	// read and stored again.
+	Sealer *Sealer
 
 	indexMax int // test seam: the bound of the run's own blob index
 }
@@ -100,8 +103,17 @@ func Write(ctx context.Context, st WriteStore, root string, o Options) (Result, 
 		return Result{}, err
 	}
 	defer enc.Close()
+	if p := o.Previous; p != nil && !sameKey(p.sl, o.Sealer) {
+		o.Log.Info("the previous chunked run is sealed with another key (or encryption was turned on or off): every file is read and stored again")
+		o.Previous = nil
+	}
 	rd := newReader(st)
+	rd.sl = o.Sealer
 	defer rd.close()
+	header := packHeader
+	if o.Sealer != nil {
+		header = sealedPackHeader
+	}
 	s := &sink{
 		newPack: func() (*packWriter, error) {
 			id, err := newPackID()
@@ -113,7 +125,7 @@ func Write(ctx context.Context, st WriteStore, root string, o Options) (Result, 
 					return nil, err
 				}
 			}
-			return newPackWriter(ctx, st, id)
+			return newPackWriterHeader(ctx, st, id, header)
 		},
 		loadList: func(l Ref, packs []ID) (*list, error) {
 			return rd.list(ctx, packs[l.Pack], l)
@@ -125,6 +137,7 @@ func Write(ctx context.Context, st WriteStore, root string, o Options) (Result, 
 		fullRead: o.FullRead,
 		indexMax: cmp.Or(o.indexMax, IndexMax),
 		log:      o.Log,
+		sl:       o.Sealer,
 		chunk:    chunker.NewWithBoundaries(nil, cdcPol, cdcMin, cdcMax),
 	}
 	if p := o.Previous; p != nil && o.FullReadEvery > 0 && p.SinceFullRead+1 >= uint64(o.FullReadEvery) {
@@ -181,6 +194,7 @@ type sink struct {
 	log      hclog.Logger
 	fullRead bool
 	indexMax int
+	sl       *Sealer // nil: blobs in the clear
 
 	prev      *Manifest
 	prevFiles map[string]*FileRecord
@@ -255,7 +269,7 @@ func (s *sink) run(ctx context.Context, st WriteStore, root, key string, o Optio
 	if !s.fullRead && s.prev != nil {
 		m.SinceFullRead = s.prev.SinceFullRead + 1
 	}
-	b, err := m.Encode()
+	b, err := m.EncodeSealed(s.sl)
 	if err != nil {
 		return Result{}, err
 	}
@@ -334,7 +348,7 @@ func (s *sink) storeHint(typ byte, raw []byte, try bool) (Ref, error) {
 		// stored: a zero run says how many.
 		return Ref{Raw: uint32(len(raw)), Flags: compZero}, nil
 	}
-	id := ID(sha256.Sum256(raw))
+	id := s.sl.blobID(raw)
 	if l, ok := s.index[id]; ok {
 		return l.ref(id), nil
 	}
@@ -347,19 +361,20 @@ func (s *sink) storeHint(typ byte, raw []byte, try bool) (Ref, error) {
 		return r, nil
 	}
 	flags, stored := byte(compNone), []byte(nil)
+	ov := s.sl.overhead()
 	if try && len(raw) >= 64 && !deflated(raw) {
-		if c := s.enc.EncodeAll(raw, make([]byte, 0, len(raw))); len(c) < len(raw)-len(raw)/32 {
+		if c := s.enc.EncodeAll(raw, make([]byte, 0, len(raw)+ov)); len(c) < len(raw)-len(raw)/32 {
 			flags, stored = compZstd, c
 		}
 	}
 	if stored == nil {
-		stored = bytes.Clone(raw)
+		stored = append(make([]byte, 0, len(raw)+ov), raw...)
 	}
 	p := &s.data
 	if typ == typeList {
 		p = &s.lists
 	}
-	if *p != nil && (*p).size+int64(len(stored)) > PackTarget {
+	if *p != nil && (*p).size+int64(len(stored)+ov) > PackTarget {
 		if err := s.closePack(p); err != nil {
 			return Ref{}, err
 		}
@@ -370,6 +385,11 @@ func (s *sink) storeHint(typ byte, raw []byte, try bool) (Ref, error) {
 			return Ref{}, err
 		}
 		*p = pw
+	}
+	if s.sl != nil {
+		// Sealed for its place: the pack's key, its offset the nonce.
+		flags |= s.sl.cipherFlag()
+		stored = s.sl.sealBlob((*p).id, uint32((*p).size), id, flags, stored)
 	}
 	off := (*p).add(id, typ, flags, stored, len(raw))
 	l := loc{pack: s.packIndex((*p).id), offset: off, stored: uint32(len(stored)), raw: uint32(len(raw)), flags: flags}

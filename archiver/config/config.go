@@ -97,6 +97,9 @@ type Archive struct {
 	// server read every file, even those unchanged since its previous
 	// run; 0 never does.
 	FullReadEvery int `toml:"full_read_every"`
+	// EncryptionKeyFile is the file (of a mounted Secret) holding the age
+	// identity archives are encrypted to; empty: no encryption.
+	EncryptionKeyFile string `toml:"encryption_key_file"`
 	S3
 }
 
@@ -236,6 +239,9 @@ func (c Config) Validate() error {
 	}
 	if n := c.Archive.FullReadEvery; n < 0 {
 		bad("[archive] full_read_every", "%d is negative: give the number of runs between full reads, or 0 for never", n)
+	}
+	if p := c.Archive.EncryptionKeyFile; p != "" && !filepath.IsAbs(p) {
+		bad("[archive] encryption_key_file", "%q is not an absolute path", p)
 	}
 	if r := c.Rcon; r.Enabled() || r.PasswordFile != "" || r.Required != nil {
 		if err := jobapi.CheckRconAddress(r.Address); err != nil {

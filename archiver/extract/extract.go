@@ -124,6 +124,10 @@ type Options struct {
 	// manifest, each blob checked against its hash): the checksum pass is
 	// skipped, and SHA256 (the manifest's) is only recorded in the marker.
 	Verified bool
+	// Decrypt opens an encrypted (age) archive, after its checksum is
+	// verified (crypt.Keys.Decrypt); nil: an encrypted archive is refused
+	// with crypt.ErrNoKey.
+	Decrypt func(io.Reader) (io.Reader, error)
 }
 
 var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -187,6 +191,7 @@ type Result struct {
 	Bytes        int64         // file content bytes written
 	ArchiveBytes int64         // size of the archive file
 	Compression  string        // zstd | gzip | none
+	Encrypted    bool          // the archive was an age file
 	Layout       Layout        // beside | inside
 	Replaced     bool          // DIR had contents, now replaced
 	Duration     time.Duration // whole run, checksum pass included

@@ -22,6 +22,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 
+	"github.com/worldbackup/worldbackup/archiver/crypt"
 	"github.com/worldbackup/worldbackup/archiver/safelink"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 )
@@ -180,6 +181,29 @@ func extractFrom(ctx context.Context, f io.Reader, st *staging, o Options, res *
 			return fmt.Errorf("reading archive: %w", perr)
 		}
 		return &RefusedError{Reason: "at the start of the archive: " + perr.Error()}
+	}
+	if crypt.IsEncrypted(head) {
+		// An age file: the checksum covered its ciphertext; open it, then
+		// read what it holds by the same rules.
+		if o.Decrypt == nil {
+			return crypt.ErrNoKey
+		}
+		pr, err := o.Decrypt(br)
+		if errors.Is(err, crypt.ErrCorrupt) {
+			return &RefusedError{Reason: err.Error()}
+		}
+		if err != nil {
+			return err
+		}
+		pbr := bufio.NewReaderSize(pr, copyBufSize)
+		if head, err = pbr.Peek(tarstream.HeadSize); err != nil && err != io.EOF && err != bufio.ErrBufferFull {
+			if errors.Is(err, crypt.ErrCorrupt) {
+				return &RefusedError{Reason: err.Error()}
+			}
+			return fmt.Errorf("reading archive: %w", err)
+		}
+		br = pbr
+		res.Encrypted = true
 	}
 	comp, err := tarstream.Detect(head)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -502,6 +503,9 @@ func keyOf(r catalog.Record) string {
 	key, err := jobapi.ArchiveName(r.Server, r.RunID, r.Compression)
 	if err != nil {
 		return ""
+	}
+	if strings.HasSuffix(r.ArchiveRef, jobapi.EncryptedExt) {
+		key += jobapi.EncryptedExt // an encrypted tar run: its ref says so
 	}
 	return key
 }

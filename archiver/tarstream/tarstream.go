@@ -55,6 +55,11 @@ type Options struct {
 	// paths are ignored.
 	Avoid []string
 
+	// Seal, when set, wraps the compressed stream before it is hashed and
+	// written (the age encryption of package crypt): Size and SHA256 are
+	// then the sealed bytes'. Its Close finishes the sealed stream.
+	Seal func(io.Writer) (io.WriteCloser, error)
+
 	// afterHeader is a test seam: called with the entry's relative path after
 	// a regular file's header is written and before its data is read.
 	afterHeader func(rel string)
@@ -107,7 +112,15 @@ func Write(ctx context.Context, dst io.Writer, root string, o Options) (Result, 
 	hw := hashWriter{w: dst, h: h, n: &o.Progress.OutputBytes}
 	sk := newStage(stageBuffer, bufferAlign, hw.hash, hw.write)
 	defer sk.abort() // stops the goroutine on the error paths
-	cw, err := newCompressor(sk, o.Compression)
+	var out io.Writer = sk
+	var sw io.WriteCloser = nopWriteCloser{}
+	if o.Seal != nil {
+		if sw, err = o.Seal(sk); err != nil {
+			return Result{}, err
+		}
+		out = sw
+	}
+	cw, err := newCompressor(out, o.Compression)
 	if err != nil {
 		return Result{}, err
 	}
@@ -144,6 +157,9 @@ func Write(ctx context.Context, dst io.Writer, root string, o Options) (Result, 
 	}
 	if err := cw.Close(); err != nil {
 		return Result{}, fmt.Errorf("finishing %s stream: %w", o.Compression, err)
+	}
+	if err := sw.Close(); err != nil {
+		return Result{}, fmt.Errorf("finishing the encrypted stream: %w", err)
 	}
 	if err := sk.close(); err != nil {
 		return Result{}, fmt.Errorf("writing the archive: %w", err)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/worldbackup/worldbackup/archiver/crypt"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 )
 
@@ -32,6 +33,9 @@ type Want struct {
 	SHA256 string
 	// Compression of the tar stream.
 	Compression tarstream.Compression
+	// Decrypt opens an encrypted (age) archive (crypt.Keys.Decrypt); nil:
+	// an encrypted archive fails with crypt.ErrNoKey.
+	Decrypt func(io.Reader) (io.Reader, error)
 }
 
 // Report describes the archive as read.
@@ -48,7 +52,7 @@ func Archive(ctx context.Context, r io.Reader, want Want) (Report, error) {
 	h := sha256.New()
 	hr := &countReader{r: io.TeeReader(r, h)}
 	buf := make([]byte, copyBuffer)
-	rep, parseErr := parse(ctx, hr, want.Compression, buf)
+	rep, parseErr := parse(ctx, hr, want, buf)
 	// Read what the decompressor left, so size and digest cover the file.
 	if err := drain(ctx, hr, buf); err != nil {
 		return rep, fmt.Errorf("reading archive: %w", err)
@@ -95,9 +99,24 @@ func drain(ctx context.Context, r io.Reader, buf []byte) error {
 // does: the compression told by the bytes (which must be the expected one),
 // the tar end-of-archive marker, only zero padding after it, and nothing
 // after the compressed stream.
-func parse(ctx context.Context, r io.Reader, c tarstream.Compression, buf []byte) (rep Report, err error) {
+func parse(ctx context.Context, r io.Reader, want Want, buf []byte) (rep Report, err error) {
+	c := want.Compression
 	br := bufio.NewReaderSize(r, tarstream.HeadSize)
 	head, _ := br.Peek(tarstream.HeadSize)
+	if crypt.IsEncrypted(head) {
+		if want.Decrypt == nil {
+			return rep, crypt.ErrNoKey
+		}
+		pr, err := want.Decrypt(br)
+		if errors.Is(err, crypt.ErrCorrupt) {
+			return rep, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		if err != nil {
+			return rep, err
+		}
+		br = bufio.NewReaderSize(pr, tarstream.HeadSize)
+		head, _ = br.Peek(tarstream.HeadSize)
+	}
 	got, err := tarstream.Detect(head)
 	if err != nil {
 		return rep, fmt.Errorf("%w: %w", ErrCorrupt, err)

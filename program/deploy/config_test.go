@@ -415,6 +415,10 @@ func TestPruneIsDeclared(t *testing.T) {
 		t.Fatalf("a verify with skipAwait: %v", err)
 	}
 	delete(m, "worldbackup:skipAwait")
+	m["worldbackup:servers"] = `[{"name":"lobby","encryption":{"secretName":"lobby-age","secretKey":"key.txt"},"verify":{"chunkSample":"10%"}}]`
+	if _, err := ParseConfig(getter(m), nil); err == nil || !strings.Contains(err.Error(), "servers[0].verify cannot check an encrypted backup") {
+		t.Fatalf("a verify of an encrypted server: %v", err)
+	}
 	m["worldbackup:servers"] = `[{"name":"lobby","verify":{"schedule":"0 5 * * *"}}]`
 	if _, err := ParseConfig(getter(m), nil); err == nil {
 		t.Fatal("servers[0].verify.schedule (not built yet) was accepted")

@@ -229,6 +229,7 @@ func restoreArgs(cfg Config, cl Cluster, r Restore, archiveRef pulumi.StringInpu
 		Store:      store,
 		ArchiveRef: archiveRef,
 		SHA256:     pulumi.String(r.SHA256),
+		Encryption: server.Encryption.args(),
 	}
 	if store != nil {
 		a.BackupClaimName = nil // an S3 restore mounts no backup claim
@@ -310,6 +311,7 @@ func backupArgs(cfg Config, cl Cluster, s Server) provider.WorldBackupArgs {
 		FormerOwner: pulumi.String(s.FormerOwner),
 		Excludes:    stringArray(s.Excludes),
 		Store:       cfg.storeOf(s).args(),
+		Encryption:  s.Encryption.args(),
 	}
 	if a.Store != nil {
 		a.BackupClaimName = nil // an S3 backup mounts no backup claim
@@ -408,6 +410,15 @@ func (r *Rcon) args() *provider.RconArgs {
 		a.Required = pulumi.Bool(*r.Required)
 	}
 	return a
+}
+
+// args converts the config's encryption to the component's input (nil:
+// none).
+func (e *Encryption) args() *provider.EncryptionArgs {
+	if e == nil {
+		return nil
+	}
+	return &provider.EncryptionArgs{SecretName: pulumi.String(e.SecretName), SecretKey: pulumi.String(e.SecretKey)}
 }
 
 // args converts the config's store to the component's input (nil: none).

@@ -58,6 +58,10 @@ type Backup struct {
 
 	Rcon      *Rcon      // nil: the world is read without quiescing the server
 	Retention *Retention // nil: no prune after the run
+	// Encryption is the Secret key of the age identity the archive is
+	// encrypted to; nil: the config file's [archive] encryption_key_file,
+	// or none.
+	Encryption *Encryption
 }
 
 // BackupJobName returns the backup Job's name for server and runID.
@@ -86,6 +90,9 @@ func (b Backup) Request() jobapi.Backup {
 		req.Store, req.S3 = b.Store.URL, b.Store.Settings()
 	} else {
 		req.ArchiveRoot = b.BackupRoot
+	}
+	if e := b.Encryption; e != nil {
+		req.EncryptionKeyFile = e.KeyFile()
 	}
 	if r := b.Rcon; r != nil {
 		req.Rcon = jobapi.Rcon{Address: r.Address, PasswordFile: path.Join(RconMountPath, r.SecretKey), Optional: !r.Required}
@@ -122,6 +129,10 @@ func BuildBackup(b Backup) *batchv1.Job {
 		v := SecretVolume(RconVolumeName, r.SecretName)
 		v.Secret.Items = []corev1.KeyToPath{{Key: r.SecretKey, Path: r.SecretKey}}
 		volumes = append(volumes, v)
+	}
+	if e := b.Encryption; e != nil {
+		v, m := e.Volume()
+		mounts, volumes = append(mounts, m), append(volumes, v)
 	}
 
 	return BuildJob(b.Job, Pod{

@@ -52,6 +52,9 @@ type Restore struct {
 	// backup claim. With a store, BackupClaimName and BackupRoot are
 	// unused: the Job mounts no backup claim.
 	Store *S3Store
+	// Encryption is the Secret key of the age identity an encrypted
+	// archive is read with; nil: the archive is not encrypted.
+	Encryption *Encryption
 }
 
 // RestoreJobName returns the restore Job's name for server and runID.
@@ -83,6 +86,9 @@ func (r Restore) Request() jobapi.Restore {
 	if r.Store != nil {
 		// The credentials are read from the mounted Secret, never passed here.
 		req.S3 = r.Store.Settings()
+	}
+	if e := r.Encryption; e != nil {
+		req.EncryptionKeyFile = e.KeyFile()
 	}
 	return req
 }
@@ -146,6 +152,10 @@ func BuildRestore(r Restore) *batchv1.Job {
 	mounts, volumes = append(mounts, tmpMount), append(volumes, tmpVolume)
 	if r.Store != nil {
 		v, m := r.Store.Volume()
+		mounts, volumes = append(mounts, m), append(volumes, v)
+	}
+	if e := r.Encryption; e != nil {
+		v, m := e.Volume()
 		mounts, volumes = append(mounts, m), append(volumes, v)
 	}
 

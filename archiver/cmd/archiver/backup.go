@@ -18,6 +18,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/backup"
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/config"
+	"github.com/worldbackup/worldbackup/archiver/crypt"
 	"github.com/worldbackup/worldbackup/archiver/prune"
 	"github.com/worldbackup/worldbackup/archiver/rcon"
 	"github.com/worldbackup/worldbackup/archiver/store"
@@ -48,6 +49,12 @@ The archive root must exist (a missing one is an unmounted volume: exit 2);
 (the same device and inode: a bind mount) is skipped with a warning; a world
 that is the archive root is refused (exit 2). A world without files (empty,
 or everything excluded) fails (exit 1) unless --allow-empty.
+
+With --encryption-key-file (or [archive] encryption_key_file), an age identity
+file, the run is encrypted on the client: a tar archive is an age file,
+<run id>.tar.zst.age (its row's checksum the ciphertext's); a chunked run's
+blobs and manifest are sealed with the server's data key, made on its first
+encrypted run and wrapped by the identity in _chunked/keys/<server>.key.
 
 With --rcon (or [rcon] in felis.toml) the game server is quiesced while the
 world is read: save-off and save-all flush before, save-on after the archive
@@ -119,6 +126,19 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitUsage
 	}
 
+	if err == nil {
+		keyFile := cfg.Archive.EncryptionKeyFile
+		if flagSet(fs, jobapi.FlagEncryptionKeyFile) {
+			keyFile = f.EncryptionKeyFile
+		}
+		if p.Keys, err = loadKeys(keyFile); err != nil {
+			err = fmt.Errorf("%s (or %s): %w", cfg.Path()+": [archive] encryption_key_file", jobapi.Flag(jobapi.FlagEncryptionKeyFile), err)
+			fmt.Fprintf(stderr, "archiver backup: %s\n", err)
+			tlog.write(log, jobapi.BackupResult{BackupRun: backup.Summary{Status: backup.StatusFailed, Server: f.Server, RunID: f.RunID, Error: err.Error()}})
+			return exitUsage
+		}
+	}
+
 	spec.limitMemory()
 	s, err := runBackup(ctx, log, cfg, spec, p, !f.noMigrate, quiescer, pruneOpts)
 	tlog.write(log, s)
@@ -126,6 +146,9 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		log.Error("backup failed", "server", p.Server, "run_id", p.RunID, "error", err)
 		if errors.Is(err, store.ErrNoRoot) || errors.Is(err, store.ErrDenied) || errors.Is(err, tarstream.ErrSelfContaining) {
 			return exitUsage // no retry can help: the volumes are wrong
+		}
+		if keyProblem(err) || errors.Is(err, crypt.ErrCorrupt) {
+			return exitUsage // the key file does not open the server's data key, or that object is damaged
 		}
 		if errors.Is(err, backup.ErrRunIDTaken) {
 			return exitUsage // no retry can help: choose another run ID

@@ -12,6 +12,7 @@ import (
 
 	"github.com/worldbackup/worldbackup/archiver/chunked"
 	"github.com/worldbackup/worldbackup/archiver/config"
+	"github.com/worldbackup/worldbackup/archiver/crypt"
 	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
@@ -49,8 +50,8 @@ func chunkedStore(s config.S3, ref string) (st chunked.Store, key string, ok boo
 // is read. Damage ends the stream with an error wrapping chunked.ErrCorrupt
 // or chunked.ErrMissing; any other failure (the store) as an *fs.PathError,
 // which the extractor reports as an I/O failure, not a refusal.
-func chunkedStream(ctx context.Context, st chunked.Store, ref, key, sum string) (io.ReadCloser, error) {
-	m, err := chunked.OpenStream(ctx, st, key, sum)
+func chunkedStream(ctx context.Context, st chunked.Store, ref, key, sum string, keys *crypt.Keys) (io.ReadCloser, error) {
+	m, err := openChunked(ctx, st, key, sum, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -117,8 +118,14 @@ func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.Var(&format, jobapi.FlagLogFormat, "json, text or auto (json when stderr is not a terminal)")
 	var s3f jobapi.S3
 	s3f.Bind(fs)
+	var keyFile string
+	jobapi.BindEncryptionKeyFile(fs, &keyFile)
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
+	}
+	keys, err := loadKeys(keyFile)
+	if err != nil {
+		return usageError(stderr, "export", "%s", flagErrorf(jobapi.FlagEncryptionKeyFile, ": %s", err))
 	}
 	switch {
 	case *archive == "":
@@ -134,12 +141,15 @@ func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return usageError(stderr, "export", "%s", flagErrorf(jobapi.FlagArchive, ": %s", err))
 	}
 	log := newLogger(format, stderr)
-	m, err := chunked.OpenStream(ctx, st, key, *sum)
+	m, err := openChunked(ctx, st, key, *sum, keys)
 	if err == nil {
 		err = chunked.Rebuild(ctx, st, m, stdout)
 	}
 	if err != nil {
 		log.Error("export failed", "archive", *archive, "error", err)
+		if keyProblem(err) {
+			return exitUsage
+		}
 		if chunkedDamage(err) {
 			return exitRefused
 		}
@@ -155,14 +165,14 @@ func parseShare(s string) (float64, error) { return jobapi.ParseShare(s) }
 
 // verifyChunked checks every blob of the chunked run at ref (or share of
 // its data blobs) against its hash, after its manifest against sum.
-func verifyChunked(ctx context.Context, log hclog.Logger, rep *jobapi.VerifyResult, s config.S3, ref, sum string, share float64, seed uint64, stdout io.Writer) int {
+func verifyChunked(ctx context.Context, log hclog.Logger, rep *jobapi.VerifyResult, s config.S3, ref, sum string, keys *crypt.Keys, share float64, seed uint64, stdout io.Writer) int {
 	st, key, _, err := chunkedStore(s, ref)
 	if err != nil {
 		log.Error("cannot open the chunked run's store", "archive", ref, "error", err)
 		rep.Error = "cannot open the chunked run's store: " + err.Error()
 		return exitUsage
 	}
-	m, err := chunked.OpenStream(ctx, st, key, sum)
+	m, err := openChunked(ctx, st, key, sum, keys)
 	var res chunked.VerifyResult
 	if err == nil {
 		res, err = chunked.Verify(ctx, st, m, share, seed)
@@ -170,6 +180,9 @@ func verifyChunked(ctx context.Context, log hclog.Logger, rep *jobapi.VerifyResu
 	if err != nil {
 		log.Error("archive verification failed", "archive", ref, "error", err)
 		rep.Error = "archive verification failed: " + err.Error()
+		if keyProblem(err) {
+			return exitUsage
+		}
 		if chunkedDamage(err) {
 			return exitRefused
 		}

@@ -54,6 +54,8 @@ Usage:
   archiver status --max-age 26h [--server S]...  exit 1 when a server's newest archive is older
   archiver metrics [--listen :9090] [--cluster C] [--max-age 36h] [--server-max-age S=26h]...
                                                  serve the catalog's Prometheus metrics and status page
+  archiver rekey --server S --encryption-key-file OLD --new-encryption-key-file NEW
+                                                 rewrap a server's data key to a new identity
   archiver --version                             print the version
 
 REF is an archive file's path or an S3 store's s3://bucket/key URL; for a
@@ -68,7 +70,9 @@ Exit codes:
   2  usage or configuration error: a bad flag, run ID, server name, felis.toml,
      a missing archive root, a world that is the archive root, or a restore
      --into that is not a folder; an S3 bucket that does not exist, refused
-     S3 credentials or an unknown access key
+     S3 credentials or an unknown access key; an encryption key file that is
+     missing, not a regular file or too large, a key that does not open the
+     archive, an encrypted archive without --encryption-key-file
   3  archive refused (verify, restore, export): checksum or size mismatch, a
      malicious or corrupt entry, bytes after the end of the archive, a chunked
      run's damaged blob or missing pack; the log names the entry (or pack) and
@@ -103,6 +107,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return withNotify(ctx, args[0], args[1:], stderr, func() int { return cmdRestore(ctx, args[1:], stdout, stderr) })
 	case jobapi.KindResolve:
 		return cmdResolve(ctx, args[1:], stdout, stderr)
+	case "rekey":
+		return cmdRekey(ctx, args[1:], stdout, stderr)
 	case "prune":
 		return withNotify(ctx, args[0], args[1:], stderr, func() int { return cmdPrune(ctx, args[1:], stdout, stderr) })
 	case "status":

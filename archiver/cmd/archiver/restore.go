@@ -39,6 +39,12 @@ is the manifest's: it is checked first, then every blob against its hash while
 the tar stream is rebuilt and extracted; a damaged blob or a missing pack
 refuses the run (exit 3, naming the pack) before anything is swapped in.
 
+An encrypted archive (backup with --encryption-key-file: <run>.tar.zst.age, an
+age file; or an encrypted chunked run) needs --encryption-key-file: the
+checksum covers the ciphertext and is checked first, then it is decrypted
+(every piece authenticated) and extracted as any other. A key that does not
+open it exits 2, a tampered or truncated ciphertext 3; the world is untouched.
+
 An s3://bucket/key archive is read from the S3 store named by the --s3-*
 flags, with the credentials of the files of a mounted Secret. It is streamed
 twice, nothing is downloaded to disk: once to check its SHA-256, once to
@@ -121,6 +127,10 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if *maxEntries <= 0 {
 		problems = append(problems, flagErrorf(jobapi.FlagMaxEntries, "%d: must be positive", *maxEntries).Error())
 	}
+	keys, err := loadKeys(f.EncryptionKeyFile)
+	if err != nil {
+		problems = append(problems, flagErrorf(jobapi.FlagEncryptionKeyFile, ": %s", err).Error())
+	}
 	if len(problems) > 0 {
 		for _, p := range problems {
 			fmt.Fprintf(stderr, "archiver restore: %s\n", p)
@@ -138,6 +148,7 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		// A restore by run names its run alone in the marker: a rerun of
 		// it must not restore a newer run the catalog now calls latest.
 		MarkerRunOnly: f.ArchiveFrom != "",
+		Decrypt:       decryptOf(keys),
 	}
 	if st, key, ok, err := chunkedStore(s3Over(fs, f.S3, config.S3{}), *archive); ok {
 		if err != nil {
@@ -149,7 +160,9 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			}
 		}
 		ref := *archive
-		o.Open = func(ctx context.Context) (io.ReadCloser, error) { return chunkedStream(ctx, st, ref, key, o.SHA256) }
+		o.Open = func(ctx context.Context) (io.ReadCloser, error) {
+			return chunkedStream(ctx, st, ref, key, o.SHA256, keys)
+		}
 		o.Verified = true
 	} else if jobapi.IsS3URL(*archive) {
 		open, err := openS3Ref(s3Over(fs, f.S3, config.S3{}), *archive)
@@ -182,6 +195,10 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		state := extract.WorldState(err)
 		var refused *extract.RefusedError
 		switch {
+		case keyProblem(err):
+			log.Error("restore refused: the encryption key does not open the archive", "archive", *archive, "into", *into,
+				"world_state", state, "error", err)
+			return exitUsage
 		case errors.As(err, &refused):
 			log.Error("archive refused", "entry", refused.Name, "index", refused.Index, "reason", refused.Reason,
 				"archive", *archive, "into", *into, "world_state", state, "error", err)

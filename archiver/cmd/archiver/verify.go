@@ -15,6 +15,7 @@ import (
 
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/config"
+	"github.com/worldbackup/worldbackup/archiver/crypt"
 	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 	"github.com/worldbackup/worldbackup/archiver/verify"
@@ -29,7 +30,8 @@ the catalog, and that it decompresses and parses as tar to the end. With
 --sha256 too, the catalog is not consulted. A chunked run (its manifest as
 --archive, or its --run-id) is checked blob by blob: the manifest against its
 SHA-256, then every blob against its hash (or about --read-data-subset of the
-data blobs); a missing pack is named. The archive is read as a
+data blobs); a missing pack is named. An encrypted archive needs
+--encryption-key-file (a key that does not open it exits 2). The archive is read as a
 restore reads it: the compression its bytes tell, and nothing after the end
 of the tar and compressed streams. Exits 3 with the reason on any mismatch or
 corruption, 1 when the archive or the catalog cannot be read, 2 when the S3
@@ -87,6 +89,10 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	f.Parsed(fs)
 	format, configPath, runID, archive, sha, subset, s3f := f.LogFormat, &f.config, &f.runID, &f.Archive, &f.SHA256, &f.subset, f.S3
+	keys, err := loadKeys(f.EncryptionKeyFile)
+	if err != nil {
+		return usageError(stderr, "verify", "%s", flagErrorf(jobapi.FlagEncryptionKeyFile, ": %s", err))
+	}
 	wc := worldCheckFlags{enabled: f.WorldCheck, chunks: f.Chunks, world: f.world, scratch: f.Scratch, json: f.json}
 	if wc.scratch == "" {
 		wc.scratch = os.TempDir()
@@ -170,7 +176,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if err != nil {
 			return usageError(stderr, "verify", "%s", err)
 		}
-		return checked(verifyChunked(ctx, log, rep, s3s, *archive, *sha, share, seed, okOut), chunkedSource(s3s, *archive, *sha))
+		return checked(verifyChunked(ctx, log, rep, s3s, *archive, *sha, keys, share, seed, okOut), chunkedSource(s3s, *archive, *sha, keys))
 	}
 
 	var path string
@@ -193,7 +199,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if !ok {
 			return usageError(stderr, "verify", "%s", flagErrorf(jobapi.FlagArchive, "%q: want a <run id>.tar.zst, .tar.gz or .tar file", *archive))
 		}
-		want = verify.Want{Size: -1, SHA256: *sha, Compression: tarstream.Compression(c)}
+		want = verify.Want{Size: -1, SHA256: *sha, Compression: tarstream.Compression(c), Decrypt: decryptOf(keys)}
 		*runID = run
 	}
 	if *sha == "" {
@@ -222,14 +228,14 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			if err != nil {
 				return usageError(stderr, "verify", "%s", err)
 			}
-			return checked(verifyChunked(ctx, log, rep, s3s, path, rec.SHA256, share, seed, okOut), chunkedSource(s3s, path, rec.SHA256))
+			return checked(verifyChunked(ctx, log, rep, s3s, path, rec.SHA256, keys, share, seed, okOut), chunkedSource(s3s, path, rec.SHA256, keys))
 		}
 		c, err := tarstream.ParseCompression(rec.Compression)
 		if err != nil {
 			log.Error("the row names an unknown compression", "run_id", *runID, "error", err)
 			return exitFailed
 		}
-		want = verify.Want{Size: rec.SizeBytes, SHA256: rec.SHA256, Compression: c}
+		want = verify.Want{Size: rec.SizeBytes, SHA256: rec.SHA256, Compression: c, Decrypt: decryptOf(keys)}
 	}
 	open := func(context.Context) (io.ReadCloser, error) { return os.Open(path) }
 	if jobapi.IsS3URL(path) {
@@ -244,7 +250,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *subset != "" {
 		return usageError(stderr, "verify", "%s", flagErrorf(flagReadDataSubset, "goes with chunked runs; a tar archive is read whole"))
 	}
-	src := restoreSource{archive: path, sha256: want.SHA256}
+	src := restoreSource{archive: path, sha256: want.SHA256, decrypt: decryptOf(keys)}
 	if jobapi.IsS3URL(path) {
 		src.open = open
 	}
@@ -253,13 +259,13 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 // chunkedSource is how the world check restores the chunked run at ref:
 // rebuilt from its store, each blob checked while it is read.
-func chunkedSource(s config.S3, ref, sum string) restoreSource {
+func chunkedSource(s config.S3, ref, sum string, keys *crypt.Keys) restoreSource {
 	return restoreSource{archive: ref, sha256: sum, verified: true, open: func(ctx context.Context) (io.ReadCloser, error) {
 		st, key, _, err := chunkedStore(s, ref)
 		if err != nil {
 			return nil, err
 		}
-		return chunkedStream(ctx, st, ref, key, sum)
+		return chunkedStream(ctx, st, ref, key, sum, keys)
 	}}
 }
 
@@ -281,6 +287,9 @@ func verifyFile(ctx context.Context, log hclog.Logger, rep *jobapi.VerifyResult,
 	if err != nil {
 		log.Error("archive verification failed", "archive", path, "error", err)
 		rep.Error = "archive verification failed: " + err.Error()
+		if keyProblem(err) && !errors.Is(err, verify.ErrMismatch) {
+			return exitUsage
+		}
 		if errors.Is(err, verify.ErrMismatch) || errors.Is(err, verify.ErrCorrupt) {
 			return exitRefused
 		}

@@ -67,6 +67,7 @@ type restoreSource struct {
 	archive, sha256 string
 	open            func(context.Context) (io.ReadCloser, error)
 	verified        bool
+	decrypt         func(io.Reader) (io.Reader, error)
 }
 
 // checkArchiveWorld restores src into a fresh folder under the scratch
@@ -89,12 +90,15 @@ func checkArchiveWorld(ctx context.Context, log hclog.Logger, w *worldCheckFlags
 	}()
 	into := filepath.Join(tmp, "world")
 	_, err = extract.Restore(ctx, log.Named("extract"), extract.Options{
-		Archive: src.archive, SHA256: src.sha256, Into: into, Open: src.open, Verified: src.verified,
+		Archive: src.archive, SHA256: src.sha256, Into: into, Open: src.open, Verified: src.verified, Decrypt: src.decrypt,
 		Layout: extract.LayoutBeside,
 	})
 	if err != nil {
 		log.Error("cannot restore the archive for the world check", "archive", src.archive, "error", err)
 		rep.Error = "cannot restore the archive for the world check: " + err.Error()
+		if keyProblem(err) {
+			return exitUsage
+		}
 		if errors.Is(err, extract.ErrRefused) || errors.Is(err, extract.ErrChecksum) || chunkedDamage(err) {
 			return exitRefused
 		}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/worldbackup/worldbackup/archiver/catalog"
+	"github.com/worldbackup/worldbackup/archiver/chunked"
+	"github.com/worldbackup/worldbackup/archiver/crypt"
+	"github.com/worldbackup/worldbackup/jobapi"
+)
+
+// loadKeys reads the key file path (nil, nil when path is empty). Its
+// errors wrap crypt.ErrKeyFile (exit 2) and never hold the file's content.
+func loadKeys(path string) (*crypt.Keys, error) {
+	if path == "" {
+		return nil, nil
+	}
+	return crypt.LoadKeyFile(path)
+}
+
+// decryptOf returns keys' Decrypt, or nil without keys.
+func decryptOf(keys *crypt.Keys) func(io.Reader) (io.Reader, error) {
+	if keys == nil {
+		return nil
+	}
+	return keys.Decrypt
+}
+
+// keyProblem reports whether err is about the key (exit 2): an unusable
+// key file, a key that opens neither the archive nor the server's data
+// key, an encrypted archive read without one, a server whose data key is
+// gone. The world and the store are untouched; no retry can help.
+func keyProblem(err error) bool {
+	for _, e := range []error{crypt.ErrKeyFile, crypt.ErrWrongKey, crypt.ErrNoKey, crypt.ErrNoDataKey,
+		chunked.ErrNeedKey, chunked.ErrWrongKey} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// openChunked opens the chunked run at key for reading its stream
+// (chunked.OpenStreamSealed: the file records are decoded as the stream is
+// walked), checked against sum: with keys, a sealed run is opened with its
+// server's data key (read from the store's key object).
+func openChunked(ctx context.Context, st chunked.Store, key, sum string, keys *crypt.Keys) (*chunked.Manifest, error) {
+	var sl *chunked.Sealer
+	var noKey error
+	if keys != nil {
+		server, _, ok := jobapi.SplitManifestKey(key)
+		if !ok {
+			return nil, fmt.Errorf("%q is not a chunked run's manifest key", key)
+		}
+		dk, err := keys.OpenDataKey(ctx, st, server)
+		switch {
+		case errors.Is(err, crypt.ErrNoDataKey):
+			noKey = err // a run in the clear needs none
+		case err != nil:
+			return nil, err
+		default:
+			sl = chunked.NewSealer(dk)
+			clear(dk[:])
+		}
+	}
+	m, err := chunked.OpenStreamSealed(ctx, st, key, sum, sl)
+	if errors.Is(err, chunked.ErrNeedKey) && noKey != nil {
+		return nil, fmt.Errorf("%w (%w: removed, or crypto-shredded: the run cannot be read)", err, noKey)
+	}
+	return m, err
+}
+
+const rekeyHelp = `Usage: archiver rekey --server S --encryption-key-file OLD --new-encryption-key-file NEW
+                     [--archive-root DIR | --store s3://bucket/prefix [--s3-* flags]] [--config FILE]
+
+Rotates the key of a server's encrypted chunked runs: its data key object
+(<root>/_chunked/keys/<server>.key) is opened with an identity of OLD and
+rewrapped to the first identity of NEW, atomically, then read back with NEW.
+No pack or manifest is touched. Until it is replaced, OLD opens it; after,
+NEW does. Put NEW in the Secret first with OLD on a later line (an age
+identity file may hold several; archives are written for the first, read with
+any), run rekey, then drop OLD once no tar archive encrypted to it is kept:
+a tar archive is an age file encrypted to the identity itself.
+`
+
+func cmdRekey(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	format := jobapi.LogAuto
+	fs := newFlagSet("rekey", rekeyHelp, stderr)
+	server := fs.String(jobapi.FlagServer, "", "the server whose data key is rewrapped (required)")
+	configPath := fs.String(jobapi.FlagConfig, jobapi.DefaultConfigPath, jobapi.ConfigFileName)
+	root := fs.String(jobapi.FlagArchiveRoot, "", "archive root folder; overrides [archive] local_path")
+	storeURL := fs.String(jobapi.FlagStore, "", "s3://bucket/prefix: the S3 store (settings: the --s3-* flags over [archive])")
+	var oldFile, newFile string
+	jobapi.BindEncryptionKeyFile(fs, &oldFile)
+	fs.StringVar(&newFile, jobapi.FlagNewEncryptionKeyFile, "", "file holding the new age identity: the data key is rewrapped to its first identity (required)")
+	fs.Var(&format, jobapi.FlagLogFormat, "json, text or auto (json when stderr is not a terminal)")
+	var s3f jobapi.S3
+	s3f.Bind(fs)
+	if code := parseFlags(fs, args, stdout); code >= 0 {
+		return code
+	}
+	switch {
+	case jobapi.CheckServer(*server) != nil:
+		return usageError(stderr, "rekey", "%s", flagErrorf(jobapi.FlagServer, "%q: a server name is required", *server))
+	case oldFile == "" || newFile == "":
+		return usageError(stderr, "rekey", "%s and %s are both required", jobapi.Flag(jobapi.FlagEncryptionKeyFile), jobapi.Flag(jobapi.FlagNewEncryptionKeyFile))
+	}
+	old, err := loadKeys(oldFile)
+	if err != nil {
+		return usageError(stderr, "rekey", "%s", flagErrorf(jobapi.FlagEncryptionKeyFile, ": %s", err))
+	}
+	next, err := loadKeys(newFile)
+	if err != nil {
+		return usageError(stderr, "rekey", "%s", flagErrorf(jobapi.FlagNewEncryptionKeyFile, ": %s", err))
+	}
+	cfg, spec, err := loadArchiveConfig(fs, *configPath, *root, *storeURL, s3f)
+	if err != nil {
+		return usageError(stderr, "rekey", "%s", err)
+	}
+	log := newLogger(format, stderr)
+	var db *catalog.DB
+	if spec.S3 != nil { // the S3 store locks through the catalog
+		if db, err = catalog.Open(ctx, cfg.Database.URL, log); err != nil {
+			log.Error("cannot open the catalog", "error", err)
+			return exitFailed
+		}
+		defer db.Close()
+	}
+	st, err := spec.open(db)
+	if err != nil {
+		log.Error("cannot open the archive store", "error", err)
+		return exitUsage
+	}
+	if err := crypt.Rewrap(ctx, st, *server, old, next); err != nil {
+		log.Error("rekey failed", "server", *server, "error", err)
+		if keyProblem(err) {
+			return exitUsage
+		}
+		return exitFailed
+	}
+	key, _ := jobapi.DataKeyKey(*server)
+	log.Info("data key rewrapped", "server", *server, "key_object", st.Ref(key), "new_key_file", newFile)
+	fmt.Fprintf(stdout, "rewrapped %s to %s\n", st.Ref(key), newFile)
+	return exitOK
+}

@@ -1,0 +1,410 @@
+package main
+
+// End-to-end tests of encryption (issue 28): both formats, the folder and
+// the S3 store, the red-team cases (a wrong key, a tampered or truncated
+// ciphertext, a hostile key file), rotation and crypto-shredding, and the
+// key never in any output.
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"filippo.io/age"
+
+	"github.com/worldbackup/worldbackup/internal/pgtest"
+)
+
+// keyFile writes an age identity file as age-keygen does and returns its
+// path and the secret key's text.
+func keyFile(t *testing.T) (path, secret string) {
+	t.Helper()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(t.TempDir(), "key.txt")
+	writeConfig(t, path, "# created: 2026-12-02T00:00:00Z\n# public key: "+id.Recipient().String()+"\n"+id.String()+"\n")
+	return path, id.String()
+}
+
+// outputs collects what the archiver printed, to check no key is in it.
+type outputs struct{ all []string }
+
+func (o *outputs) run(t *testing.T, args ...string) result {
+	t.Helper()
+	r := archiver(t, args...)
+	o.all = append(o.all, r.stdout, r.stderr)
+	return r
+}
+
+// noKeyIn fails when a secret, or any age secret key, is in the outputs
+// or the files given (termination logs).
+func (o *outputs) noKeyIn(t *testing.T, secrets []string, files ...string) {
+	t.Helper()
+	texts := append([]string(nil), o.all...)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err == nil {
+			texts = append(texts, string(b))
+		}
+	}
+	for _, s := range texts {
+		for _, k := range secrets {
+			if strings.Contains(s, k) || strings.Contains(strings.ToUpper(s), k[len("AGE-SECRET-KEY-1"):len("AGE-SECRET-KEY-1")+12]) {
+				t.Fatalf("a secret key is in the output:\n%s", s)
+			}
+		}
+		if strings.Contains(s, "AGE-SECRET-KEY-1") && !strings.Contains(s, "AGE-SECRET-KEY-1...") {
+			t.Fatalf("an age secret key is in the output:\n%s", s)
+		}
+	}
+}
+
+// TestEncryptedEndToEnd: for each format, an encrypted backup restores
+// with its key and only with it; verify and export need it; a tampered or
+// truncated ciphertext is refused (exit 3), a wrong key or none is a
+// usage error (exit 2), the world untouched either way; the key is never
+// in any output.
+func TestEncryptedEndToEnd(t *testing.T) {
+	for _, format := range []string{"tar", "chunked"} {
+		t.Run(format, func(t *testing.T) {
+			e := newEnv(t, pgtest.URL(t))
+			generateWorld(t, e.world)
+			if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
+				t.Fatal(err)
+			}
+			want := snapshot(t, e.world, defaultExcluded)
+			key, secret := keyFile(t)
+			wrong, wrongSecret := keyFile(t)
+			var out outputs
+			if r := out.run(t, e.backupArgs("e1", "--format", format, "--encryption-key-file", key)...); r.code != 0 {
+				t.Fatalf("backup exited %d:\n%s", r.code, r.stderr)
+			}
+			rs := rows(t, e.url)
+			if len(rs) != 1 {
+				t.Fatalf("rows %+v", rs)
+			}
+			ref, sum := rs[0].ArchiveRef, rs[0].SHA256
+			if format == "tar" {
+				if ref != e.archivePath("e1", ".tar.zst.age") {
+					t.Fatalf("archive_ref %s, want <run>.tar.zst.age", ref)
+				}
+				b, err := os.ReadFile(ref)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s := sha256.Sum256(b); hex.EncodeToString(s[:]) != sum || !bytes.HasPrefix(b, []byte("age-encryption.org/v1\n")) {
+					t.Fatalf("the row's checksum is not the age file's")
+				}
+			}
+
+			// populated is a world a refused restore must leave as it is.
+			populated := func(t *testing.T) (string, []string) {
+				into := filepath.Join(t.TempDir(), "world")
+				writeFile := func(rel, s string) {
+					if err := os.MkdirAll(filepath.Dir(filepath.Join(into, rel)), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					writeConfig(t, filepath.Join(into, rel), s)
+				}
+				writeFile("level.dat", "the old world")
+				return into, files(t, into)
+			}
+			// untouched fails unless into holds what populated wrote.
+			untouched := func(t *testing.T, into string, before []string) {
+				t.Helper()
+				b, err := os.ReadFile(filepath.Join(into, "level.dat"))
+				if got := files(t, into); err != nil || string(b) != "the old world" || strings.Join(got, ",") != strings.Join(before, ",") {
+					t.Errorf("the world was touched: %v, level.dat %q (%v)", got, b, err)
+				}
+			}
+
+			t.Run("restore", func(t *testing.T) {
+				into := filepath.Join(t.TempDir(), "restored")
+				if r := out.run(t, restoreArgs(ref, sum, into, "--encryption-key-file", key)...); r.code != 0 {
+					t.Fatalf("restore exited %d:\n%s", r.code, r.stderr)
+				}
+				compareTrees(t, snapshot(t, into, nil), want)
+			})
+			t.Run("verify", func(t *testing.T) {
+				if r := out.run(t, "verify", "--run-id", "e1", "--config", e.config, "--encryption-key-file", key); r.code != 0 {
+					t.Fatalf("verify exited %d:\n%s%s", r.code, r.stdout, r.stderr)
+				}
+				if r := out.run(t, "verify", "--run-id", "e1", "--config", e.config); r.code != 2 {
+					t.Fatalf("verify without the key exited %d, want 2:\n%s%s", r.code, r.stdout, r.stderr)
+				}
+			})
+			for name, args := range map[string][]string{
+				"wrong key": {"--encryption-key-file", wrong},
+				"no key":    nil,
+			} {
+				t.Run(name, func(t *testing.T) {
+					into, before := populated(t)
+					r := out.run(t, restoreArgs(ref, sum, into, append(args, "--replace")...)...)
+					if r.code != 2 {
+						t.Fatalf("restore exited %d, want 2:\n%s", r.code, r.stderr)
+					}
+					untouched(t, into, before)
+				})
+			}
+			t.Run("tampered", func(t *testing.T) {
+				victim := ref
+				if format == "chunked" {
+					victim = packsOf(t, e.root)[0]
+				}
+				orig, err := os.ReadFile(victim)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer writeConfig(t, victim, string(orig))
+				cases := map[string][]byte{
+					"flipped":   append(append([]byte(nil), orig[:len(orig)/2]...), append([]byte{orig[len(orig)/2] ^ 1}, orig[len(orig)/2+1:]...)...),
+					"truncated": orig[:len(orig)/2],
+				}
+				for name, bad := range cases {
+					t.Run(name, func(t *testing.T) {
+						if err := os.WriteFile(victim, bad, 0o644); err != nil {
+							t.Fatal(err)
+						}
+						sums := []string{sum}
+						if format == "tar" {
+							// Someone who can write the catalog too: the checksum
+							// of the tampered bytes; age refuses them.
+							s := sha256.Sum256(bad)
+							sums = append(sums, hex.EncodeToString(s[:]))
+						}
+						for _, s := range sums {
+							into, before := populated(t)
+							r := out.run(t, restoreArgs(ref, s, into, "--replace", "--encryption-key-file", key)...)
+							if r.code != 3 {
+								t.Fatalf("restore of a %s ciphertext exited %d, want 3:\n%s", name, r.code, r.stderr)
+							}
+							untouched(t, into, before)
+						}
+					})
+				}
+			})
+			if format == "chunked" {
+				t.Run("export needs the key", func(t *testing.T) {
+					cmd := exec.CommandContext(t.Context(), archiverBin, "export", "--archive", ref, "--sha256", sum, "--encryption-key-file", key)
+					var stdout, stderr bytes.Buffer
+					cmd.Stdout, cmd.Stderr = &stdout, &stderr
+					if err := cmd.Run(); err != nil || stdout.Len() < 1024 {
+						t.Fatalf("export: %v\n%s", err, stderr.String())
+					}
+					out.all = append(out.all, stderr.String())
+					if r := out.run(t, "export", "--archive", ref, "--sha256", sum); r.code != 2 {
+						t.Fatalf("export without the key exited %d, want 2:\n%s", r.code, r.stderr)
+					}
+				})
+				t.Run("rekey then shred", func(t *testing.T) {
+					next, nextSecret := keyFile(t)
+					before := packDigest(t, e.root)
+					if r := out.run(t, "rekey", "--server", "survival", "--config", e.config, "--archive-root", e.root,
+						"--encryption-key-file", key, "--new-encryption-key-file", next); r.code != 0 {
+						t.Fatalf("rekey exited %d:\n%s%s", r.code, r.stdout, r.stderr)
+					}
+					if packDigest(t, e.root) != before {
+						t.Error("rekey changed a pack")
+					}
+					into := filepath.Join(t.TempDir(), "restored")
+					if r := out.run(t, restoreArgs(ref, sum, into, "--encryption-key-file", next)...); r.code != 0 {
+						t.Fatalf("restore with the new key exited %d:\n%s", r.code, r.stderr)
+					}
+					into2, before2 := populated(t)
+					if r := out.run(t, restoreArgs(ref, sum, into2, "--replace", "--encryption-key-file", key)...); r.code != 2 {
+						t.Fatalf("restore with the old key after the rotation exited %d, want 2:\n%s", r.code, r.stderr)
+					}
+					untouched(t, into2, before2)
+					// A second run with the new key deduplicates against the first.
+					if r := out.run(t, e.backupArgs("e2", "--format", format, "--encryption-key-file", next)...); r.code != 0 {
+						t.Fatalf("backup after the rotation exited %d:\n%s", r.code, r.stderr)
+					}
+					if s := summary(t, e.tlog); s["added_bytes"].(float64) > 2<<20 {
+						t.Errorf("the run after the rotation added %v bytes: no dedup", s["added_bytes"])
+					}
+
+					// Crypto-shredding: the key object gone, every run is unreadable;
+					// list and prune still work on the rows.
+					if err := os.Remove(filepath.Join(e.root, "_chunked/keys/survival.key")); err != nil {
+						t.Fatal(err)
+					}
+					into3, before3 := populated(t)
+					if r := out.run(t, restoreArgs(ref, sum, into3, "--replace", "--encryption-key-file", next)...); r.code != 2 ||
+						!strings.Contains(r.stderr, "shredded") {
+						t.Fatalf("restore of a shredded run exited %d, want 2:\n%s", r.code, r.stderr)
+					}
+					untouched(t, into3, before3)
+					if r := out.run(t, "list", "--server", "survival", "--config", e.config); r.code != 0 || !strings.Contains(r.stdout, "e2") {
+						t.Fatalf("list exited %d:\n%s%s", r.code, r.stdout, r.stderr)
+					}
+					if r := out.run(t, "prune", "--server", "survival", "--keep-last", "1", "--min-keep", "1", "--grace", "1ns",
+						"--config", e.config, "--archive-root", e.root, "--termination-log", ""); r.code != 0 {
+						t.Fatalf("prune exited %d:\n%s%s", r.code, r.stdout, r.stderr)
+					}
+					if rs := rows(t, e.url); len(rs) != 1 || rs[0].RunID != "e2" {
+						t.Fatalf("rows after prune: %+v", rs)
+					}
+					out.noKeyIn(t, []string{nextSecret}, e.tlog)
+				})
+			}
+			if format == "tar" {
+				t.Run("age CLI restores without our tools", func(t *testing.T) {
+					ageBin := buildAge(t)
+					into := t.TempDir()
+					cmd := exec.CommandContext(t.Context(), "sh", "-c", `"$0" -d -i "$1" "$2" | tar --zstd -x -C "$3"`, ageBin, key, ref, into)
+					if b, err := cmd.CombinedOutput(); err != nil {
+						t.Fatalf("age -d | tar --zstd -x: %v\n%s", err, b)
+					}
+					compareTrees(t, snapshot(t, into, nil), want)
+				})
+				t.Run("prune removes encrypted archives", func(t *testing.T) {
+					if r := out.run(t, e.backupArgs("e2", "--encryption-key-file", key)...); r.code != 0 {
+						t.Fatalf("backup exited %d:\n%s", r.code, r.stderr)
+					}
+					if r := out.run(t, "prune", "--server", "survival", "--keep-last", "1", "--min-keep", "1", "--grace", "1ns",
+						"--config", e.config, "--archive-root", e.root, "--termination-log", ""); r.code != 0 {
+						t.Fatalf("prune exited %d:\n%s%s", r.code, r.stdout, r.stderr)
+					}
+					if _, err := os.Stat(ref); !os.IsNotExist(err) {
+						t.Errorf("the pruned run's archive %s is still there (%v)", ref, err)
+					}
+				})
+			}
+			out.noKeyIn(t, []string{secret, wrongSecret}, e.tlog)
+		})
+	}
+}
+
+// packDigest hashes every pack's bytes below root.
+func packDigest(t *testing.T, root string) string {
+	t.Helper()
+	h := sha256.New()
+	for _, p := range packsOf(t, root) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Write([]byte(p))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// buildAge builds the age CLI (filippo.io/age/cmd/age, the module's own
+// version) into a temp folder. Outside CI, a machine that cannot fetch it
+// skips; in CI it fails.
+func buildAge(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), "go", "install", "filippo.io/age/cmd/age@v1.3.2")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-buildvcs=false")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("building the age CLI: %v\n%s", err, b)
+		}
+		t.Skipf("cannot build the age CLI: %v\n%s", err, b)
+	}
+	return filepath.Join(dir, "age")
+}
+
+// TestEncryptionKeyFileRefused: a key file that is a device, a FIFO, too
+// large, empty or not an identity is a usage error (exit 2) naming the
+// file, read at most MaxKeyFile bytes, never quoted.
+func TestEncryptionKeyFileRefused(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateWorld(t, e.world)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge")
+	writeConfig(t, huge, strings.Repeat("#", 5000))
+	typo := filepath.Join(dir, "typo")
+	writeConfig(t, typo, "AGE-SECRET-KEY-1NOTAKEYXYZZY\n")
+	empty := filepath.Join(dir, "empty")
+	writeConfig(t, empty, "# nothing\n")
+	for name, tc := range map[string]struct{ path, says string }{
+		"device":       {"/dev/zero", "not a regular file"},
+		"fifo":         {fifo, "not a regular file"},
+		"huge":         {huge, "larger than 4096 bytes"},
+		"not a key":    {typo, "line 1 is not an age identity"},
+		"no identity":  {empty, "holds no age identity"},
+		"missing file": {filepath.Join(dir, "missing"), "no such file"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, args := range [][]string{
+				e.backupArgs("k1", "--encryption-key-file", tc.path),
+				restoreArgs(filepath.Join(e.root, "x.tar.zst.age"), strings.Repeat("0", 64), t.TempDir(), "--encryption-key-file", tc.path),
+				{"verify", "--archive", filepath.Join(e.root, "x.tar.zst.age"), "--sha256", strings.Repeat("0", 64), "--encryption-key-file", tc.path},
+			} {
+				r := archiver(t, args...)
+				if r.code != 2 || !strings.Contains(r.stderr, tc.says) || !strings.Contains(r.stderr, tc.path) {
+					t.Errorf("%s exited %d, want 2 saying %q:\n%s", args[0], r.code, tc.says, r.stderr)
+				}
+				if strings.Contains(r.stderr, "NOTAKEYXYZZY") {
+					t.Errorf("%s quoted the key file:\n%s", args[0], r.stderr)
+				}
+			}
+		})
+	}
+	if len(rows(t, e.url)) != 0 {
+		t.Error("a refused backup recorded a run")
+	}
+}
+
+// TestS3Encrypted: both formats round-trip through the S3 store
+// encrypted; a wrong key is refused (exit 2).
+func TestS3Encrypted(t *testing.T) {
+	e := newS3Env(t)
+	generateWorld(t, e.world)
+	if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
+		t.Fatal(err)
+	}
+	want := snapshot(t, e.world, defaultExcluded)
+	key, secret := keyFile(t)
+	wrong, _ := keyFile(t)
+	var out outputs
+	for _, format := range []string{"tar", "chunked"} {
+		t.Run(format, func(t *testing.T) {
+			run := "s3e-" + format
+			if r := out.run(t, e.args(run, "--format", format, "--encryption-key-file", key)...); r.code != 0 {
+				t.Fatalf("backup exited %d:\n%s", r.code, r.stderr)
+			}
+			var ref, sum string
+			for _, r := range rows(t, e.url) {
+				if r.RunID == run {
+					ref, sum = r.ArchiveRef, r.SHA256
+				}
+			}
+			if format == "tar" && ref != e.ref(run)+".age" {
+				t.Fatalf("archive_ref %s, want %s.age", ref, e.ref(run))
+			}
+			into := filepath.Join(t.TempDir(), "restored")
+			if r := out.run(t, append(restoreArgs(ref, sum, into, "--encryption-key-file", key), e.s3Flags()...)...); r.code != 0 {
+				t.Fatalf("restore exited %d:\n%s", r.code, r.stderr)
+			}
+			compareTrees(t, snapshot(t, into, nil), want)
+			into2 := filepath.Join(t.TempDir(), "refused")
+			if r := out.run(t, append(restoreArgs(ref, sum, into2, "--encryption-key-file", wrong), e.s3Flags()...)...); r.code != 2 {
+				t.Fatalf("restore with a wrong key exited %d, want 2:\n%s", r.code, r.stderr)
+			}
+			if got := files(t, into2); len(got) != 0 {
+				t.Errorf("a refused restore left %v", got)
+			}
+			if r := out.run(t, "verify", "--run-id", run, "--config", e.config, "--encryption-key-file", key); r.code != 0 {
+				t.Fatalf("verify exited %d:\n%s%s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+	out.noKeyIn(t, []string{secret}, e.tlog)
+}

@@ -1,0 +1,215 @@
+// Package crypt is the archiver's client-side encryption: the key file (an
+// age identity, as age-keygen writes it, a file of a mounted Secret), the
+// tar format's age encryption (a "<run>.tar.zst.age" archive is a plain age
+// file: `age -d -i key.txt run.tar.zst.age | tar --zstd -x` restores it
+// without our tools), and the chunked format's envelope: a random data key
+// per server, wrapped by the identity in a small key object beside the
+// manifests (jobapi.DataKeyKey), so rotating the identity rewraps that
+// object and touches no pack (Rewrap), and removing it makes every chunked
+// run of the server unreadable (crypto-shredding). The chunked format seals
+// its blobs and manifests with the data key itself (chunked.NewSealer).
+//
+// Key material never reaches a log, an error or an argument: errors name
+// the file and what is wrong with it, never its bytes.
+package crypt
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+
+	"filippo.io/age"
+)
+
+// MaxKeyFile bounds the key file: an identity is 74 bytes, age-keygen's
+// file with its comments about 190; a few old identities kept for reading
+// fit too.
+const MaxKeyFile = 4096
+
+// ErrKeyFile is wrapped by the errors of a key file that cannot be used
+// (missing, not a regular file, too large, no identity in it): a usage
+// error, no retry can help.
+var ErrKeyFile = errors.New("encryption key file unusable")
+
+// ErrWrongKey is wrapped by the errors of an archive (or data key object)
+// that none of the key file's identities opens: a usage error, the world
+// is left untouched.
+var ErrWrongKey = errors.New("the encryption key does not open this archive")
+
+// ErrNoKey is wrapped by the error of an encrypted archive read without a
+// key file.
+var ErrNoKey = errors.New("the archive is encrypted: pass --encryption-key-file")
+
+// ErrCorrupt is wrapped by the errors of an encrypted stream whose bytes
+// do not authenticate (tampered, truncated): the archive is refused.
+var ErrCorrupt = errors.New("encrypted archive is corrupt")
+
+// Keys are the identities of a key file: the first is the one archives are
+// encrypted to, every one is tried to read them (an old identity kept
+// while a rotation finishes).
+type Keys struct {
+	path       string
+	identities []age.Identity
+	recipient  age.Recipient
+}
+
+// Path returns the key file's path (never its content).
+func (k *Keys) Path() string { return k.path }
+
+// String names the key file only, so a Keys logged by mistake leaks
+// nothing.
+func (k *Keys) String() string { return "age identity file " + k.path }
+
+// GoString is String: %#v leaks nothing either.
+func (k *Keys) GoString() string { return k.String() }
+
+// LoadKeyFile reads and parses the key file at path: a regular file (a
+// symbolic link to one, as Kubernetes mounts Secrets) of at most
+// MaxKeyFile bytes, so that a device or a FIFO cannot make the archiver
+// read forever, holding one age identity per line (AGE-SECRET-KEY-1...,
+// or a hybrid AGE-SECRET-KEY-PQ-1...; empty lines and lines starting with
+// '#' are skipped, as age does). Its errors wrap ErrKeyFile and never
+// hold the file's content.
+func LoadKeyFile(path string) (*Keys, error) {
+	b, err := readBounded(path)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(b)
+	k := &Keys{path: path}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 0, MaxKeyFile), MaxKeyFile)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		var id age.Identity
+		var r age.Recipient
+		switch {
+		case strings.HasPrefix(line, "AGE-SECRET-KEY-PQ-1"):
+			h, err := age.ParseHybridIdentity(line)
+			if err == nil {
+				id, r = h, h.Recipient()
+			}
+		case strings.HasPrefix(line, "AGE-SECRET-KEY-1"):
+			x, err := age.ParseX25519Identity(line)
+			if err == nil {
+				id, r = x, x.Recipient()
+			}
+		}
+		if id == nil {
+			// The line is never quoted: it may be a key with a typo.
+			return nil, fmt.Errorf("%w: %s: line %d is not an age identity (AGE-SECRET-KEY-1..., as age-keygen writes it)", ErrKeyFile, path, n)
+		}
+		k.identities = append(k.identities, id)
+		if k.recipient == nil {
+			k.recipient = r
+		}
+	}
+	if len(k.identities) == 0 {
+		return nil, fmt.Errorf("%w: %s holds no age identity: put the output of age-keygen there (AGE-SECRET-KEY-1...)", ErrKeyFile, path)
+	}
+	return k, nil
+}
+
+// readBounded reads path: a regular file of at most MaxKeyFile bytes.
+func readBounded(path string) ([]byte, error) {
+	// O_NONBLOCK: opening a FIFO must not wait for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w (mount the encryption Secret there)", ErrKeyFile, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrKeyFile, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file (a device, FIFO or folder): mount the Secret's key there", ErrKeyFile, path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxKeyFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading %s: %w", ErrKeyFile, path, err)
+	}
+	if len(b) > MaxKeyFile {
+		clear(b)
+		return nil, fmt.Errorf("%w: %s is larger than %d bytes: is it the right file?", ErrKeyFile, path, MaxKeyFile)
+	}
+	return b, nil
+}
+
+// Encrypt returns a writer that encrypts what it is written to the key
+// file's first identity, as age does, into w; Close finishes the age
+// stream (it does not close w).
+func (k *Keys) Encrypt(w io.Writer) (io.WriteCloser, error) {
+	return age.Encrypt(w, k.recipient)
+}
+
+// Decrypt returns the plaintext of the age stream r, read with any of the
+// key file's identities. None opens it: ErrWrongKey. A header that does
+// not parse or authenticate: ErrCorrupt. The reader's errors on a payload
+// that does not authenticate or is cut wrap ErrCorrupt.
+func (k *Keys) Decrypt(r io.Reader) (io.Reader, error) {
+	src := &readErr{r: r}
+	pr, err := age.Decrypt(src, k.identities...)
+	if err != nil {
+		if src.err != nil {
+			return nil, src.err // the source failed: I/O, not the archive
+		}
+		var nm *age.NoIdentityMatchError
+		if errors.As(err, &nm) {
+			return nil, fmt.Errorf("%w: none of the identities of %s is a recipient of it (is it the server's key?)", ErrWrongKey, k.path)
+		}
+		return nil, fmt.Errorf("%w: age header: %v", ErrCorrupt, err)
+	}
+	return &payload{r: pr, src: src}, nil
+}
+
+// IsEncrypted reports whether head (the first bytes of an archive) starts
+// an age file.
+func IsEncrypted(head []byte) bool { return bytes.HasPrefix(head, []byte(ageMagic)) }
+
+// ageMagic starts every age file (its header's version line).
+const ageMagic = "age-encryption.org/v1\n"
+
+// HeadSize is how many bytes IsEncrypted needs.
+const HeadSize = len(ageMagic)
+
+// readErr remembers the error of the source, so a failure to read is
+// told from ciphertext that does not authenticate.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErr) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}
+
+// payload wraps age's reader: its errors are the source's when reading
+// failed, else ErrCorrupt.
+type payload struct {
+	r   io.Reader
+	src *readErr
+}
+
+func (p *payload) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if err != nil && err != io.EOF {
+		if p.src.err != nil {
+			return n, p.src.err
+		}
+		return n, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return n, err
+}

@@ -1,0 +1,74 @@
+package provider
+
+import (
+	"fmt"
+
+	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/worldbackup/worldbackup/jobapi"
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+)
+
+// DefaultEncryptionSecretKey is the default key of the age identity in the
+// encryption Secret.
+const DefaultEncryptionSecretKey = "age-identity"
+
+// fsGroupForEncryptionSecret is why a restricted-mode restore of an
+// encrypted archive needs a non-zero fsGroup.
+const fsGroupForEncryptionSecret = "so that the non-root archiver can read the encryption Secret (files owned by root, mode 0400)"
+
+// EncryptionArgs name the Secret key holding the age identity (as
+// age-keygen writes it) a backup encrypts its archive to, or a restore
+// reads an encrypted archive with. The Job mounts that one key read-only
+// (0400) as a file; the identity never reaches arguments, environment or
+// state.
+type EncryptionArgs struct {
+	SecretName pulumi.StringInput `pulumi:"secretName"`
+	SecretKey  pulumi.StringInput `pulumi:"secretKey,optional"`
+}
+
+// Annotate names the type worldbackup:index:Encryption and describes its
+// inputs in the plugin's schema.
+func (e *EncryptionArgs) Annotate(a infer.Annotator) {
+	a.SetToken("index", "Encryption")
+	a.Describe(&e.SecretName, "The Secret holding the age identity (the output of age-keygen, AGE-SECRET-KEY-1...), in the Job's "+
+		"namespace; its key is mounted read-only (0400) at "+jobapi.EncryptionMountPath+"/"+jobapi.EncryptionKeyFile+
+		" and passed as "+descFlag(jobapi.FlagEncryptionKeyFile)+"; it never reaches arguments, environment or state.")
+	a.Describe(&e.SecretKey, "The key of the identity in the Secret. Default: "+DefaultEncryptionSecretKey+".")
+}
+
+// resolve validates the settled inputs of e; nil e gives nil. Problems name
+// the inputs encryption.<field>.
+func (e *EncryptionArgs) resolve(p *problems) *jobspec.Encryption {
+	if e == nil {
+		return nil
+	}
+	out := jobspec.Encryption{SecretName: str(e.SecretName), SecretKey: str(e.SecretKey)}
+	setDefault(&out.SecretKey, DefaultEncryptionSecretKey)
+	if p.required("encryption.secretName", out.SecretName,
+		"set it to the Secret holding the age identity, e.g. survival-encryption (kubectl create secret generic survival-encryption --from-file="+DefaultEncryptionSecretKey+"=key.txt)") {
+		p.dnsSubdomain("encryption.secretName", out.SecretName)
+	}
+	if !secretKeyRE.MatchString(out.SecretKey) {
+		p.addf("encryption.secretKey", "%q is not a valid Secret key: use letters, digits, '-', '_' and '.', e.g. %s", out.SecretKey, DefaultEncryptionSecretKey)
+	}
+	return &out
+}
+
+// encryptionMounts returns mounts with the encryption folder when e is set.
+func encryptionMounts(e *jobspec.Encryption, mounts []mount) []mount {
+	if e == nil {
+		return mounts
+	}
+	return append(mounts, mount{"the encryption key folder", jobspec.EncryptionMountPath})
+}
+
+// encryptionNeed is what the preflight looks up of e (nil: nothing).
+func encryptionNeed(namespace string, e *jobspec.Encryption) *secretNeed {
+	if e == nil {
+		return nil
+	}
+	return &secretNeed{name: e.SecretName, keys: []string{e.SecretKey},
+		hint: fmt.Sprintf("age-keygen -o key.txt && kubectl -n %s create secret generic %s --from-file=%s=key.txt", namespace, e.SecretName, e.SecretKey)}
+}
