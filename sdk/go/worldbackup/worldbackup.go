@@ -36,6 +36,8 @@ type (
 // The nested inputs, their enums and a component's input problems.
 type (
 	RconArgs       = provider.RconArgs
+	NotifyArgs     = provider.NotifyArgs
+	EncryptionArgs = provider.EncryptionArgs
 	RetentionArgs  = provider.RetentionArgs
 	StoreArgs      = provider.StoreArgs
 	TolerationArgs = provider.TolerationArgs
@@ -104,6 +106,8 @@ type WorldBackupArgs struct {
 	Rcon             *RconArgs
 	Retention        *RetentionArgs
 	Store            *StoreArgs
+	Notify           *NotifyArgs
+	Encryption       *EncryptionArgs
 }
 
 // WorldRestoreArgs are the inputs of a WorldRestore (see
@@ -144,12 +148,18 @@ type WorldRestoreArgs struct {
 	KubeContext        string
 	Kubeconfig         string
 
-	ArchiveRef pulumi.StringInput
-	Sha256     pulumi.StringInput
-	Replace    pulumi.BoolInput
-	MaxBytes   pulumi.StringInput
-	MaxEntries pulumi.IntInput
-	Store      *StoreArgs
+	ArchiveRef       pulumi.StringInput
+	Sha256           pulumi.StringInput
+	Replace          pulumi.BoolInput
+	MaxBytes         pulumi.StringInput
+	MaxEntries       pulumi.IntInput
+	Store            *StoreArgs
+	Notify           *NotifyArgs
+	Encryption       *EncryptionArgs
+	FromRun          pulumi.StringInput
+	FromServer       pulumi.StringInput
+	ConfigSecretName pulumi.StringInput
+	ConfigMountPath  pulumi.StringInput
 }
 
 // WorldPruneArgs are the inputs of a WorldPrune (see
@@ -193,6 +203,7 @@ type WorldPruneArgs struct {
 	Retention        *RetentionArgs
 	DryRun           bool
 	Store            *StoreArgs
+	Notify           *NotifyArgs
 }
 
 // WorldBackupScheduleArgs are the inputs of a WorldBackupSchedule: those of
@@ -244,6 +255,10 @@ type WorldBackupScheduleArgs struct {
 	SuccessfulJobsHistory *int
 	FailedJobsHistory     *int
 	Suspend               bool
+	Notify                *NotifyArgs
+	Encryption            *EncryptionArgs
+	Spread                string
+	SpreadKey             string
 }
 
 // NewWorldBackup registers a WorldBackup: one backup run, a Kubernetes Job
