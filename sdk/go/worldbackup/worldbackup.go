@@ -265,56 +265,41 @@ type WorldBackupScheduleArgs struct {
 // (provider.NewWorldBackup). Invalid inputs give an error naming the
 // resource that wraps a *InputError listing them all.
 func NewWorldBackup(ctx *pulumi.Context, name string, args *WorldBackupArgs, opts ...pulumi.ResourceOption) (*WorldBackup, error) {
-	var a provider.WorldBackupArgs
-	if err := convert(&a, args, "WorldBackup", name); err != nil {
-		return nil, err
-	}
-	comp, err := provider.NewWorldBackup(ctx, name, a, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("WorldBackup %q: %w", name, err)
-	}
-	return comp, nil
+	return construct(ctx, "WorldBackup", name, args, provider.NewWorldBackup, opts)
 }
 
 // NewWorldRestore registers a WorldRestore: one restore of an archive into a
 // server's world, a Kubernetes Job with no database access
 // (provider.NewWorldRestore).
 func NewWorldRestore(ctx *pulumi.Context, name string, args *WorldRestoreArgs, opts ...pulumi.ResourceOption) (*WorldRestore, error) {
-	var a provider.WorldRestoreArgs
-	if err := convert(&a, args, "WorldRestore", name); err != nil {
-		return nil, err
-	}
-	comp, err := provider.NewWorldRestore(ctx, name, a, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("WorldRestore %q: %w", name, err)
-	}
-	return comp, nil
+	return construct(ctx, "WorldRestore", name, args, provider.NewWorldRestore, opts)
 }
 
 // NewWorldPrune registers a WorldPrune: one prune of a server's archives by
 // a retention policy (provider.NewWorldPrune).
 func NewWorldPrune(ctx *pulumi.Context, name string, args *WorldPruneArgs, opts ...pulumi.ResourceOption) (*WorldPrune, error) {
-	var a provider.WorldPruneArgs
-	if err := convert(&a, args, "WorldPrune", name); err != nil {
-		return nil, err
-	}
-	comp, err := provider.NewWorldPrune(ctx, name, a, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("WorldPrune %q: %w", name, err)
-	}
-	return comp, nil
+	return construct(ctx, "WorldPrune", name, args, provider.NewWorldPrune, opts)
 }
 
 // NewWorldBackupSchedule registers a WorldBackupSchedule: backups on a
 // schedule, a Kubernetes CronJob (provider.NewWorldBackupSchedule).
 func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args *WorldBackupScheduleArgs, opts ...pulumi.ResourceOption) (*WorldBackupSchedule, error) {
-	var a provider.WorldBackupScheduleArgs
-	if err := convert(&a, args, "WorldBackupSchedule", name); err != nil {
-		return nil, err
+	return construct(ctx, "WorldBackupSchedule", name, args, provider.NewWorldBackupSchedule, opts)
+}
+
+// construct converts args (this package's Args for kind) into the provider
+// args D and calls the provider's constructor fn with them, naming the
+// resource in any error.
+func construct[S, D any, C pulumi.ComponentResource](ctx *pulumi.Context, kind, name string, args *S,
+	fn func(*pulumi.Context, string, D, ...pulumi.ResourceOption) (C, error), opts []pulumi.ResourceOption) (C, error) {
+	var a D
+	var zero C
+	if err := convert(&a, args, kind, name); err != nil {
+		return zero, err
 	}
-	comp, err := provider.NewWorldBackupSchedule(ctx, name, a, opts...)
+	comp, err := fn(ctx, name, a, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("WorldBackupSchedule %q: %w", name, err)
+		return zero, fmt.Errorf("%s %q: %w", kind, name, err)
 	}
 	return comp, nil
 }
