@@ -135,16 +135,8 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 	j, store := p.common(a.JobInputs, a.Store, storeObject, w, rules)
 	enc := a.Encryption.resolve(p)
 	p.mountPaths(encryptionMounts(enc, storeMounts(store, w.BackupRoot, mounts...))...)
-	switch {
-	case fromRun != "":
-	case store != nil:
-		if p.required("archiveRef", archiveRef, "set it to the archive's s3:// URL: a WorldBackup's archiveRef output or the archive_ref column of `archiver list`") {
-			p.s3ArchiveRef("archiveRef", archiveRef, store.URL)
-		}
-	case strings.HasPrefix(archiveRef, "s3://"):
-		p.addf("archiveRef", "%q is in an S3 store, but store is not set: set store (its endpoint, region, pathStyle and credentialsSecretName) so the Job can read it", archiveRef)
-	default:
-		p.archiveRef("archiveRef", archiveRef, w.BackupRoot)
+	if fromRun == "" {
+		p.archiveIn("archiveRef", archiveRef, store, w.BackupRoot)
 	}
 	var maxBytes int64
 	if maxBytesIn != "" {
@@ -206,6 +198,22 @@ func (p *problems) sha256(input, sum string) {
 		p.addf(input, "%q has upper-case letters: use the lower-case form %q", sum, lower)
 	default:
 		p.addf(input, "%q is not a SHA-256: use 64 hex digits (0-9, a-f), as the sha256 column of `archiver list` shows it", sum)
+	}
+}
+
+// archiveIn checks the archive ref given as input: with store an s3:// URL
+// in that store, else a path under the backup claim's root (an s3:// URL
+// without store says to set store).
+func (p *problems) archiveIn(input, ref string, store *jobspec.S3Store, root string) {
+	switch {
+	case store != nil:
+		if p.required(input, ref, "set it to the archive's s3:// URL: a WorldBackup's archiveRef output or the archive_ref column of `archiver list`") {
+			p.s3ArchiveRef(input, ref, store.URL)
+		}
+	case strings.HasPrefix(ref, "s3://"):
+		p.addf(input, "%q is in an S3 store, but store is not set: set store (its endpoint, region, pathStyle and credentialsSecretName) so the Job can read it", ref)
+	default:
+		p.archiveRef(input, ref, root)
 	}
 }
 

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"strings"
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -72,16 +71,7 @@ func (a WorldVerifyArgs) resolve() (resolvedVerify, error) {
 	p.sha256("sha256", sum)
 	j, store := p.common(a.JobInputs, a.Store, storeObject, w, jobRules{run: "verify", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"})
 	p.mountPaths(append(storeMounts(store, w.BackupRoot), mount{"the scratch volume", jobspec.ScratchPath})...)
-	switch {
-	case store != nil:
-		if p.required("archiveRef", archiveRef, "set it to the archive's s3:// URL: a WorldBackup's archiveRef output or the archive_ref column of `archiver list`") {
-			p.s3ArchiveRef("archiveRef", archiveRef, store.URL)
-		}
-	case strings.HasPrefix(archiveRef, "s3://"):
-		p.addf("archiveRef", "%q is in an S3 store, but store is not set: set store (its endpoint, region, pathStyle and credentialsSecretName) so the Job can read it", archiveRef)
-	default:
-		p.archiveRef("archiveRef", archiveRef, w.BackupRoot)
-	}
+	p.archiveIn("archiveRef", archiveRef, store, w.BackupRoot)
 	chunks := str(a.ChunkSample)
 	if chunks != "" {
 		if _, err := jobapi.ParseShare(chunks); err != nil {
