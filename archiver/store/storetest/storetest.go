@@ -326,6 +326,27 @@ func testLock(t *testing.T, s Store) {
 // lockWait bounds the wait for a lock its holder let go of.
 const lockWait = 10 * time.Second
 
+// whilePending runs fn while a Put of key has written part of its body and
+// not finished (the Put then fails, abandoned).
+func whilePending(t *testing.T, s Store, key string, fn func()) {
+	t.Helper()
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Put(t.Context(), key, func(w io.Writer) error {
+			w.Write([]byte("half"))
+			close(started)
+			<-release
+			return errors.New("abandoned")
+		})
+		done <- err
+	}()
+	<-started
+	fn()
+	close(release)
+	<-done
+}
+
 func testList(t *testing.T, s Store) {
 	ctx := t.Context()
 	if got, err := s.List(ctx, "srv"); err != nil || len(got) != 0 {
@@ -337,21 +358,9 @@ func testList(t *testing.T, s Store) {
 	put(t, s, "other/c.tar", []byte("c"))
 	put(t, s, "srv/sub/d.tar", []byte("d"))
 	// A pending Put is not listed.
-	started, release := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.Put(ctx, "srv/pending.tar", func(w io.Writer) error {
-			w.Write([]byte("half"))
-			close(started)
-			<-release
-			return errors.New("abandoned")
-		})
-		done <- err
-	}()
-	<-started
-	got, err := s.List(ctx, "srv")
-	close(release)
-	<-done
+	var got []store.Object
+	var err error
+	whilePending(t, s, "srv/pending.tar", func() { got, err = s.List(ctx, "srv") })
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
@@ -402,21 +411,8 @@ func testWalk(t *testing.T, s Store) {
 	put(t, s, "wx/e", []byte("e"))
 	put(t, s, "other/f", []byte("f"))
 	// A pending Put is not walked.
-	started, release := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.Put(ctx, "w/00/pending", func(w io.Writer) error {
-			w.Write([]byte("half"))
-			close(started)
-			<-release
-			return errors.New("abandoned")
-		})
-		done <- err
-	}()
-	<-started
-	keys, _ := walk("w")
-	close(release)
-	<-done
+	var keys []string
+	whilePending(t, s, "w/00/pending", func() { keys, _ = walk("w") })
 	slices.Sort(keys)
 	if want := []string{"w/00/a", "w/00/b", "w/d", "w/ff/c"}; !slices.Equal(keys, want) {
 		t.Fatalf("Walk(w) = %v, want %v", keys, want)
