@@ -14,6 +14,17 @@ import (
 // long-running Deployment, not a Job kind (it is not in Kinds).
 const KindMetrics = "metrics"
 
+// The exporter's Kubernetes names, which its component sets and a
+// ServiceMonitor selects: MetricsComponent is the app.kubernetes.io/component
+// label of its Deployment, pods and Service, MetricsPortName the name of its
+// container and Service port, DefaultMetricsName the Deployment's and
+// Service's name by default (and the job its series are scraped as).
+const (
+	MetricsComponent   = "metrics"
+	MetricsPortName    = "metrics"
+	DefaultMetricsName = "worldbackup-metrics"
+)
+
 // DefaultMetricsPort is the port the exporter listens on by default.
 const DefaultMetricsPort = 9090
 

@@ -94,7 +94,7 @@ func (a WorldMetricsArgs) resolve() (jobspec.Metrics, error) {
 		Labels: strMap(a.Labels), Annotations: strMap(a.Annotations),
 		Placement: jobspec.Placement{NodeSelector: strMap(a.NodeSelector)},
 	}
-	setDefault(&m.Name, jobspec.DefaultMetricsName)
+	setDefault(&m.Name, jobapi.DefaultMetricsName)
 	setDefault(&m.Namespace, DefaultNamespace)
 	setDefault(&m.ServiceAccountName, DefaultServiceAccountName)
 	setDefault(&m.ConfigSecretName, DefaultConfigSecretName)
@@ -225,7 +225,7 @@ func NewWorldMetrics(ctx *pulumi.Context, name string, args WorldMetricsArgs, op
 	comp.DeploymentName = field(func(m jobspec.Metrics) string { return m.Name })
 	comp.ServiceName = comp.DeploymentName
 	comp.Namespace = field(func(m jobspec.Metrics) string { return m.Namespace })
-	comp.PortName = pulumi.String(jobspec.MetricsPortName).ToStringOutput()
+	comp.PortName = pulumi.String(jobapi.MetricsPortName).ToStringOutput()
 	comp.Port = spec.ApplyT(func(v any) int { return int(v.(jobspec.Metrics).Port) }).(pulumi.IntOutput)
 	comp.SelectorLabels = spec.ApplyT(func(v any) map[string]string {
 		return jobspec.MetricsLabels(v.(jobspec.Metrics).Name, nil)
@@ -264,7 +264,7 @@ func (w *WorldMetrics) Annotate(a infer.Annotator) {
 func (a *WorldMetricsArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.Image, "The archiver image, e.g. ghcr.io/worldbackup/archiver:v0.1.0; the exporter is its `archiver metrics`.")
 	an.Describe(&a.Namespace, "The namespace of the Deployment and Service. Default: "+DefaultNamespace+".")
-	an.Describe(&a.Name, "The name of the Deployment and Service. Default: "+jobspec.DefaultMetricsName+".")
+	an.Describe(&a.Name, "The name of the Deployment and Service. Default: "+jobapi.DefaultMetricsName+".")
 	an.Describe(&a.ServiceAccountName, "The pod's service account (pre-existing; its token is not mounted). Default: "+DefaultServiceAccountName+".")
 	an.Describe(&a.ConfigSecretName, "The Secret holding felis.toml, mounted read-only at configMountPath; only its [database] url is "+
 		"read. Least privilege: a Secret of its own whose url logs in as the read-only role of archiver/README.md. Default: "+DefaultConfigSecretName+".")

@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/worldbackup/worldbackup/internal/promtest"
+
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 func TestGeneratedFilesUpToDate(t *testing.T) {
@@ -99,7 +101,7 @@ func TestServiceMonitor(t *testing.T) {
 		t.Fatal(err)
 	}
 	ep := sm.Spec.Endpoints[0]
-	if ep.Port != DefaultMetricsPort || ep.Path != "/metrics" || ep.Relabelings[0].Replacement != DefaultExporterJob {
+	if ep.Port != jobapi.MetricsPortName || ep.Path != "/metrics" || ep.Relabelings[0].Replacement != DefaultExporterJob {
 		t.Errorf("endpoint %+v", ep)
 	}
 	if sm.Spec.NamespaceSelector == nil || sm.Spec.NamespaceSelector.MatchNames[0] != "minecraft" {

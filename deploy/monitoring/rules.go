@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // Alert names: what a receiver routes on and README's "Alerts" explains.
@@ -27,7 +29,7 @@ const (
 	AlertStoreGrowing        = "WorldBackupStoreGrowing"
 	AlertExporterDown        = "WorldBackupExporterDown"
 	GroupName                = "worldbackup"
-	DefaultExporterJob       = "worldbackup-metrics"
+	DefaultExporterJob       = jobapi.DefaultMetricsName
 	labelSeverity            = "severity"
 	severityCritical         = "critical"
 	severityWarning          = "warning"
@@ -59,7 +61,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.DefaultMaxAge == 0 {
-		c.DefaultMaxAge = 36 * time.Hour
+		c.DefaultMaxAge = jobapi.DefaultMaxAge
 	}
 	if c.FailedWindow == 0 {
 		c.FailedWindow = time.Hour

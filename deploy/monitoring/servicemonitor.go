@@ -5,14 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"time"
-)
 
-// Defaults of the exporter's Service as the ServiceMonitor selects it.
-const (
-	DefaultMetricsPort = "metrics"
-	// DefaultMetricsComponent is the app.kubernetes.io/component label of
-	// the exporter's Service.
-	DefaultMetricsComponent = "metrics"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // ServiceMonitorConfig says which Service the ServiceMonitor scrapes.
@@ -38,10 +32,10 @@ func (c ServiceMonitorConfig) withDefaults() ServiceMonitorConfig {
 		c.Meta.Name = DefaultExporterJob
 	}
 	if c.Selector == nil {
-		c.Selector = map[string]string{"app.kubernetes.io/name": "worldbackup", "app.kubernetes.io/component": DefaultMetricsComponent}
+		c.Selector = map[string]string{"app.kubernetes.io/name": "worldbackup", "app.kubernetes.io/component": jobapi.MetricsComponent}
 	}
 	if c.Port == "" {
-		c.Port = DefaultMetricsPort
+		c.Port = jobapi.MetricsPortName
 	}
 	if c.Interval == 0 {
 		c.Interval = time.Minute

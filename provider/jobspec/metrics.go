@@ -12,18 +12,6 @@ import (
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
-// ComponentMetrics is the app.kubernetes.io/component label of the
-// exporter's Deployment, pods and Service (a ServiceMonitor selects it
-// with app.kubernetes.io/name=worldbackup).
-const ComponentMetrics = "metrics"
-
-// MetricsPortName is the name of the exporter's container and Service
-// port: the port a ServiceMonitor's endpoint names.
-const MetricsPortName = "metrics"
-
-// DefaultMetricsName is the Deployment's and Service's name by default.
-const DefaultMetricsName = "worldbackup-metrics"
-
 // HealthPath is the exporter's liveness and readiness path.
 const HealthPath = "/healthz"
 
@@ -74,14 +62,14 @@ func MetricsLabels(name string, extra map[string]string) map[string]string {
 	maps.Copy(l, extra)
 	l[LabelName] = AppName
 	l[LabelInstance] = name
-	l[LabelComponent] = ComponentMetrics
+	l[LabelComponent] = jobapi.MetricsComponent
 	l[LabelManagedBy] = ManagedBy
 	return l
 }
 
 // metricsSelector selects the exporter's pods.
 func metricsSelector(name string) map[string]string {
-	return map[string]string{LabelName: AppName, LabelInstance: name, LabelComponent: ComponentMetrics}
+	return map[string]string{LabelName: AppName, LabelInstance: name, LabelComponent: jobapi.MetricsComponent}
 }
 
 // BuildMetrics returns the exporter's Deployment and Service: one pod
@@ -91,7 +79,7 @@ func metricsSelector(name string) map[string]string {
 // escalation, a read-only root filesystem) with a non-root identity, the
 // config Secret read-only (0400, group-readable through fsGroup), a small
 // /tmp, and probes on HealthPath; the Service is ClusterIP on the port
-// named MetricsPortName.
+// named jobapi.MetricsPortName.
 func BuildMetrics(m Metrics) (*appsv1.Deployment, *corev1.Service) {
 	tmpVolume, tmpMount := TmpVolume()
 	labels := MetricsLabels(m.Name, m.Labels)
@@ -100,7 +88,7 @@ func BuildMetrics(m Metrics) (*appsv1.Deployment, *corev1.Service) {
 	probe := func(delay, period int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-				Path: HealthPath, Port: intstr.FromString(MetricsPortName),
+				Path: HealthPath, Port: intstr.FromString(jobapi.MetricsPortName),
 			}},
 			InitialDelaySeconds: delay, PeriodSeconds: period, TimeoutSeconds: 5, FailureThreshold: 3,
 		}
@@ -119,7 +107,7 @@ func BuildMetrics(m Metrics) (*appsv1.Deployment, *corev1.Service) {
 				Image:           m.Image,
 				Command:         []string{ArchiverPath},
 				Args:            m.Request().Args(),
-				Ports:           []corev1.ContainerPort{{Name: MetricsPortName, ContainerPort: m.Port, Protocol: corev1.ProtocolTCP}},
+				Ports:           []corev1.ContainerPort{{Name: jobapi.MetricsPortName, ContainerPort: m.Port, Protocol: corev1.ProtocolTCP}},
 				Resources:       ContainerResources(m.Resources),
 				SecurityContext: ContainerSecurityContext(id, nil),
 				ReadinessProbe:  probe(1, 10),
@@ -149,8 +137,8 @@ func BuildMetrics(m Metrics) (*appsv1.Deployment, *corev1.Service) {
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: metricsSelector(m.Name),
-			Ports: []corev1.ServicePort{{Name: MetricsPortName, Port: m.Port, Protocol: corev1.ProtocolTCP,
-				TargetPort: intstr.FromString(MetricsPortName)}},
+			Ports: []corev1.ServicePort{{Name: jobapi.MetricsPortName, Port: m.Port, Protocol: corev1.ProtocolTCP,
+				TargetPort: intstr.FromString(jobapi.MetricsPortName)}},
 		},
 	}
 	return dep, svc

@@ -48,7 +48,7 @@ func TestBuildMetrics(t *testing.T) {
 		{"every capability dropped", slices.Equal(c.SecurityContext.Capabilities.Drop, []corev1.Capability{"ALL"}) && len(c.SecurityContext.Capabilities.Add) == 0},
 		{"one replica, recreate", *dep.Spec.Replicas == 1 && dep.Spec.Strategy.Type == "Recreate"},
 		{"probes on /healthz", c.ReadinessProbe.HTTPGet.Path == jobspec.HealthPath && c.LivenessProbe.HTTPGet.Path == jobspec.HealthPath},
-		{"service port named metrics", svc.Spec.Ports[0].Name == jobspec.MetricsPortName && svc.Spec.Ports[0].Port == 9090},
+		{"service port named metrics", svc.Spec.Ports[0].Name == jobapi.MetricsPortName && svc.Spec.Ports[0].Port == 9090},
 		{"service selects the pods", reflect.DeepEqual(svc.Spec.Selector, dep.Spec.Selector.MatchLabels)},
 		{"service labels for a ServiceMonitor", svc.Labels[jobspec.LabelName] == "worldbackup" && svc.Labels[jobspec.LabelComponent] == "metrics"},
 	}
