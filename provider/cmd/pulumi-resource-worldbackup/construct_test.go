@@ -190,16 +190,7 @@ func constructPlugin(t *testing.T, name string, inputs map[string]any, withProvi
 // constructPluginType constructs the component of type token typ.
 func constructPluginType(t *testing.T, typ, name string, inputs map[string]any, withProvider bool) (*recorder, p.ConstructResponse, error) {
 	t.Helper()
-	prov, err := newProvider()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &recorder{}
-	server, err := integration.NewServer(t.Context(), packageName, semver.MustParse(version),
-		integration.WithProvider(prov), integration.WithMocks(pluginMocks(rec)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, server := pluginServer(t)
 	req := p.ConstructRequest{
 		Urn:    resource.NewURN("stack", "project", "", tokens.Type(typ), name),
 		Inputs: resource.FromResourcePropertyMap(resource.NewPropertyMapFromMap(inputs)),
@@ -605,21 +596,7 @@ func TestConstructOutputInputs(t *testing.T) {
 		{"invalid known output", true, known("backups/r1.tar.zst"), `archiveRef "backups/r1.tar.zst" is invalid`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			prov, err := newProvider()
-			if err != nil {
-				t.Fatal(err)
-			}
-			rec := &recorder{}
-			server, err := integration.NewServer(t.Context(), packageName, semver.MustParse(version),
-				integration.WithProvider(prov), integration.WithMocks(pluginMocks(rec)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = server.Construct(p.ConstructRequest{
-				Urn:    resource.NewURN("stack", "project", "", tokens.Type(provider.WorldRestoreType), "survival-restore"),
-				Inputs: resource.FromResourcePropertyMap(resource.NewPropertyMapFromMap(inputs(tc.ref))),
-				DryRun: tc.dryRun,
-			})
+			rec, err := constructRaw(t, provider.WorldRestoreType, resource.NewPropertyMapFromMap(inputs(tc.ref)), tc.dryRun)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Construct error = %v, want %q", err, tc.wantErr)
@@ -641,9 +618,9 @@ func TestConstructOutputInputs(t *testing.T) {
 	}
 }
 
-// constructRaw constructs the component typ through the plugin with inputs
-// in the engine's form.
-func constructRaw(t *testing.T, typ string, inputs resource.PropertyMap, dryRun bool) (*recorder, error) {
+// pluginServer serves the plugin (its provider, the mocks recording into
+// rec) to Construct requests.
+func pluginServer(t *testing.T) (*recorder, integration.Server) {
 	t.Helper()
 	prov, err := newProvider()
 	if err != nil {
@@ -655,7 +632,15 @@ func constructRaw(t *testing.T, typ string, inputs resource.PropertyMap, dryRun 
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = server.Construct(p.ConstructRequest{
+	return rec, server
+}
+
+// constructRaw constructs the component typ through the plugin with inputs
+// in the engine's form.
+func constructRaw(t *testing.T, typ string, inputs resource.PropertyMap, dryRun bool) (*recorder, error) {
+	t.Helper()
+	rec, server := pluginServer(t)
+	_, err := server.Construct(p.ConstructRequest{
 		Urn:    resource.NewURN("stack", "project", "", tokens.Type(typ), "survival"),
 		Inputs: resource.FromResourcePropertyMap(inputs),
 		DryRun: dryRun,
