@@ -9,17 +9,19 @@ import (
 
 // Verify is the request of `archiver verify` as the verify Job runs it:
 // check the archive Archive (a file, a chunked run's manifest, or an
-// s3:// object read with S3) against SHA256, then, with WorldCheck,
-// restore it into a fresh folder under Scratch and check the world it
-// holds (Chunks of each region's chunks). Like a restore it needs no
-// database and no config file.
+// s3:// object read with S3) against SHA256, or the archive of the
+// ResolvedRun file ArchiveFrom (the verify by run: archiver resolve wrote
+// it), then, with WorldCheck, restore it into a fresh folder under Scratch
+// and check the world it holds (Chunks of each region's chunks). Like a
+// restore it needs no database and no config file.
 type Verify struct {
-	Archive    string // a file, a manifest or s3://bucket/key
-	SHA256     string // 64 lowercase hex digits
-	WorldCheck bool
-	Chunks     string // the chunk sample, 10% or 0.1; "" = every chunk
-	Scratch    string // "" = the system temp folder
-	S3         S3     // with an s3:// Archive
+	Archive     string // a file, a manifest or s3://bucket/key
+	SHA256      string // 64 lowercase hex digits
+	ArchiveFrom string // a ResolvedRun file, in place of Archive and SHA256
+	WorldCheck  bool
+	Chunks      string // the chunk sample, 10% or 0.1; "" = every chunk
+	Scratch     string // "" = the system temp folder
+	S3          S3     // with an s3:// Archive
 	// EncryptionKeyFile holds the age identity of an encrypted archive
 	// (a mounted Secret); "" = the archive is not encrypted.
 	EncryptionKeyFile string
@@ -42,8 +44,12 @@ func (v Verify) WithDefaults() Verify {
 // Args returns the archiver's command line of v, the subcommand first.
 func (v Verify) Args() []string {
 	a := args{KindVerify}
-	a.always(FlagArchive, v.Archive)
-	a.always(FlagSHA256, v.SHA256)
+	if v.ArchiveFrom != "" {
+		a.always(FlagArchiveFrom, v.ArchiveFrom)
+	} else {
+		a.always(FlagArchive, v.Archive)
+		a.always(FlagSHA256, v.SHA256)
+	}
 	a.bool(FlagWorldCheck, v.WorldCheck)
 	a.str(FlagChunks, v.Chunks)
 	a.str(FlagScratch, v.Scratch)
@@ -57,6 +63,7 @@ func (v Verify) Args() []string {
 func (v *Verify) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&v.Archive, FlagArchive, "", "verify this archive: a file, a chunked run's manifest or s3://bucket/key")
 	fs.StringVar(&v.SHA256, FlagSHA256, "", "with "+Flag(FlagArchive)+": expected SHA-256 (lowercase hex); skips the catalog")
+	fs.StringVar(&v.ArchiveFrom, FlagArchiveFrom, "", "read the archive and its SHA-256 from this file, which archiver resolve wrote, in place of "+Flag(FlagArchive)+" and "+Flag(FlagSHA256)+" (the verify by run)")
 	fs.BoolVar(&v.WorldCheck, FlagWorldCheck, false, "after the archive verifies, restore it into a scratch folder and check the world it holds (level.dat, region files, chunks, player files)")
 	fs.StringVar(&v.Chunks, FlagChunks, "", "with "+Flag(FlagWorldCheck)+": check about this share of each region's chunks (10% or 0.1; default all; each region's newest always)")
 	fs.StringVar(&v.Scratch, FlagScratch, "", "with "+Flag(FlagWorldCheck)+": folder under which the archive is restored for the check, removed after (default the system temp folder)")

@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/worldbackup/worldbackup/jobapi"
+	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
 
 // Descriptions of the inputs WorldBackup and WorldRestore share, written
@@ -64,6 +65,8 @@ var (
 	descMaxServerLen = strconv.Itoa(jobapi.MaxJobServerLen)
 	descMaxRunIDLen  = strconv.Itoa(jobapi.MaxRunIDLen)
 	descMaxBytes     = resource.NewQuantity(jobapi.DefaultMaxBytes, resource.BinarySI).String()
+	// descMaxScheduleLen is the longest server of a WorldVerifySchedule.
+	descMaxScheduleLen = strconv.Itoa(jobspec.MaxScheduleNameLen - len(jobspec.VerifyScheduleName("")))
 )
 
 // descFlag is the archiver flag name as a description quotes it.

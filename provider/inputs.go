@@ -75,13 +75,17 @@ type JobInputs struct {
 // typ does not take, which the plugin's schema leaves out of it: a prune
 // and a verify mount no world (its Go args refuse them); a schedule's runs take their
 // run ID from their Job's name, are not awaited and have no preflight (its
-// Go args ignore them).
+// Go args ignore them); a scheduled verify verifies a run by reference,
+// never a given archive.
 func InputsNotTaken(typ string) []string {
 	switch typ {
 	case WorldPruneType, WorldVerifyType:
 		return []string{"worldRoot", "worldClaimName"}
 	case WorldBackupScheduleType:
 		return []string{"runId", "skipAwait", "timeout", "replaceUnready", "preflight", "kubeContext"}
+	case WorldVerifyScheduleType:
+		return []string{"worldRoot", "worldClaimName", "runId", "skipAwait", "timeout", "replaceUnready", "preflight", "kubeContext",
+			"archiveRef", "sha256"}
 	}
 	return nil
 }

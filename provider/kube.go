@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"strings"
@@ -159,6 +160,11 @@ func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.Com
 	}
 	out := pl.outputs(res)
 	out.Observed = observeJob(ctx, comp, res, pl, preflight.Client)
+	// A restore or verify by run has no archive among its inputs: its
+	// archiveRef is the one its run resolved and reported.
+	out.ArchiveRef = pulumi.All(out.ArchiveRef, out.Observed.ArchiveRef).ApplyT(func(v []any) string {
+		return cmp.Or(v[0].(string), v[1].(string))
+	}).(pulumi.StringOutput)
 	outputs := pulumi.Map{
 		"jobName":   out.JobName,
 		"namespace": out.Namespace,

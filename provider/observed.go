@@ -18,8 +18,11 @@ import (
 
 // observedOutputs are what the run reported in its termination message.
 type observedOutputs struct {
-	Status    pulumi.StringOutput
-	SHA256    pulumi.StringOutput
+	Status pulumi.StringOutput
+	// ArchiveRef is the archive the run read or wrote: what a restore or
+	// verify by run resolved.
+	ArchiveRef pulumi.StringOutput
+	SHA256     pulumi.StringOutput
 	SizeBytes pulumi.IntOutput
 	// A verify's: the chunks it checked and the problems it found.
 	ChunksChecked pulumi.IntOutput
@@ -143,6 +146,7 @@ func summaryOutputs(after pulumi.Output, sum func(any) observe.Summary) observed
 	s := after.ApplyT(sum)
 	return observedOutputs{
 		Status:        s.ApplyT(func(v any) string { return string(v.(observe.Summary).Status) }).(pulumi.StringOutput),
+		ArchiveRef:    s.ApplyT(func(v any) string { return v.(observe.Summary).ArchiveRef }).(pulumi.StringOutput),
 		SHA256:        s.ApplyT(func(v any) string { return v.(observe.Summary).SHA256 }).(pulumi.StringOutput),
 		SizeBytes:     s.ApplyT(func(v any) int { return int(v.(observe.Summary).SizeBytes) }).(pulumi.IntOutput),
 		ChunksChecked: s.ApplyT(func(v any) int { return int(v.(observe.Summary).ChunksChecked) }).(pulumi.IntOutput),

@@ -275,3 +275,71 @@ func readyObject(path string) any {
 		return nil
 	}
 }
+
+// TestByRunArchiveRefOutput: a restore or a verify by run has no archive
+// among its inputs; its archiveRef output is the archive its run resolved
+// and reported in the termination message.
+func TestByRunArchiveRefOutput(t *testing.T) {
+	const ref = "/backups/survival/20250601-0300.tar.zst"
+	sum := strings.Repeat("c0", 32)
+	msg := `{"status":"verified","run_id":"20250601-0300","archive_ref":"` + ref + `","sha256":"` + sum + `","chunks_checked":3}`
+	for _, tt := range []struct {
+		name     string
+		job      func(t *testing.T) *batchv1.Job
+		register func(ctx *pulumi.Context, kc string) (pulumi.StringOutput, error)
+	}{
+		{"verify", func(t *testing.T) *batchv1.Job {
+			a := validVerify()
+			a.ArchiveRef, a.SHA256, a.FromRun = nil, nil, pulumi.String("latest")
+			v, err := a.Job()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return jobspec.BuildVerify(v)
+		}, func(ctx *pulumi.Context, kc string) (pulumi.StringOutput, error) {
+			a := validVerify()
+			a.ArchiveRef, a.SHA256, a.FromRun, a.Kubeconfig = nil, nil, pulumi.String("latest"), kc
+			v, err := NewWorldVerify(ctx, "check", a)
+			if err != nil {
+				return pulumi.StringOutput{}, err
+			}
+			return v.ArchiveRef, nil
+		}},
+		{"restore", func(t *testing.T) *batchv1.Job {
+			a := validRestoreArgs()
+			a.ArchiveRef, a.SHA256, a.FromRun = nil, nil, pulumi.String("latest")
+			r, err := a.Job()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return jobspec.BuildRestore(r)
+		}, func(ctx *pulumi.Context, kc string) (pulumi.StringOutput, error) {
+			a := validRestoreArgs()
+			a.ArchiveRef, a.SHA256, a.FromRun, a.Kubeconfig = nil, nil, pulumi.String("latest"), kc
+			r, err := NewWorldRestore(ctx, "survival-restore", a)
+			if err != nil {
+				return pulumi.StringOutput{}, err
+			}
+			return r.ArchiveRef, nil
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			objs := finishedBackup(tt.job(t), msg)
+			kc := clusterWith(t, objs[0].(*batchv1.Job), *objs[1].(*corev1.Pod))
+			var mu sync.Mutex
+			var got string
+			if _, err := runMocked(t, func(ctx *pulumi.Context) error {
+				out, err := tt.register(ctx, kc)
+				out.ApplyT(func(s string) string { mu.Lock(); defer mu.Unlock(); got = s; return s })
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if got != ref {
+				t.Fatalf("archiveRef output = %q, want the reported %q", got, ref)
+			}
+		})
+	}
+}

@@ -45,7 +45,7 @@ func TestSchedulingOnEveryPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schedule := WorldBackupScheduleArgs{WorldBackupArgs: backup, Schedule: "0 4 * * *"}
+	schedule := WorldBackupScheduleArgs{WorldBackupArgs: backup, ScheduleInputs: ScheduleInputs{Schedule: "0 4 * * *"}}
 	sb, ss, err := schedule.resolve()
 	if err != nil {
 		t.Fatal(err)

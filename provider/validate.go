@@ -329,6 +329,10 @@ func (p *problems) text(input, value string, maxLen int) {
 // mount is a mount-path input: its schema name and value.
 type mount struct{ input, path string }
 
+// fixed reports whether m is a path of the Job's own ("the scratch
+// volume"), not an input.
+func (m mount) fixed() bool { return strings.HasPrefix(m.input, "the ") }
+
 // mountPaths checks that each path is absolute, clean and not "/", and that
 // no two of them (nor the scratch folder /tmp) are equal or nested.
 func (p *problems) mountPaths(mounts ...mount) {
@@ -352,7 +356,11 @@ func (p *problems) mountPaths(mounts ...mount) {
 	for i, a := range good {
 		for _, b := range good[i+1:] {
 			if a.path == b.path || strings.HasPrefix(a.path, b.path+"/") || strings.HasPrefix(b.path, a.path+"/") {
-				p.addf(a.input, "%q overlaps %s (%q): mount each volume at a folder of its own", a.path, b.input, b.path)
+				in, other := a, b
+				if a.fixed() && !b.fixed() { // name the input the user can change
+					in, other = b, a
+				}
+				p.addf(in.input, "%q overlaps %s (%q): mount each volume at a folder of its own", in.path, other.input, other.path)
 			}
 		}
 	}

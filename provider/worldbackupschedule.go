@@ -39,6 +39,12 @@ type WorldBackupScheduleArgs struct {
 	// runId, skipAwait, timeout, replaceUnready, preflight and kubeContext
 	// are ignored (and not in the plugin's schema: InputsNotTaken).
 	WorldBackupArgs
+	ScheduleInputs
+}
+
+// ScheduleInputs are the inputs of a CronJob beyond its Job's, the same for
+// WorldBackupSchedule and WorldVerifySchedule. They are plain values.
+type ScheduleInputs struct {
 	// Schedule is the cron expression, e.g. "0 4 * * *", or a spread macro
 	// such as @daily-random (required; see naming.SpreadSchedule).
 	Schedule string `pulumi:"schedule"`
@@ -76,45 +82,66 @@ type WorldBackupSchedule struct {
 // NewWorldBackupSchedule validates args and registers a WorldBackupSchedule
 // with its one child, a kubernetes:batch/v1:CronJob named name+"-cronjob".
 func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args WorldBackupScheduleArgs, opts ...pulumi.ResourceOption) (*WorldBackupSchedule, error) {
-	st, err := settle.Now(ctx.Context(), ctx.DryRun(), args.WorldBackupArgs)
-	if err != nil {
-		return nil, fmt.Errorf("resolving the inputs of WorldBackupSchedule %q: %w", name, err)
-	}
-	var props pulumi.Map
-	var cjName, cjNamespace, cjSchedule pulumi.StringOutput
-	if st.Known {
-		args.WorldBackupArgs = st.Args
-		b, s, err := args.resolve()
+	comp := &WorldBackupSchedule{}
+	out, err := registerCronJob(ctx, WorldBackupScheduleType, name, comp, args.WorldBackupArgs, func(b WorldBackupArgs) (*batchv1.CronJob, error) {
+		a := args
+		a.WorldBackupArgs = b
+		bj, s, err := a.resolve()
 		if err != nil {
 			return nil, err
 		}
-		cj := jobspec.BuildBackupSchedule(b, s)
+		return jobspec.BuildBackupSchedule(bj, s), nil
+	}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	comp.CronJobName, comp.Namespace, comp.CronSchedule = out.CronJobName, out.Namespace, out.CronSchedule
+	return comp, nil
+}
+
+// cronJobOutputs are the outputs of a schedule component, each known once
+// its CronJob is registered.
+type cronJobOutputs struct {
+	CronJobName, Namespace, CronSchedule pulumi.StringOutput
+}
+
+// registerCronJob settles the Job inputs job (their values known now, or
+// later), builds the CronJob from them with build, and registers the
+// component comp of type typ with its one child, the CronJob named
+// name+"-cronjob", and its outputs cronJobName, namespace and cronSchedule.
+func registerCronJob[A any](ctx *pulumi.Context, typ, name string, comp pulumi.ComponentResource, job A,
+	build func(A) (*batchv1.CronJob, error), opts ...pulumi.ResourceOption) (cronJobOutputs, error) {
+	kind := typ[strings.LastIndex(typ, ":")+1:] // e.g. WorldBackupSchedule
+	st, err := settle.Now(ctx.Context(), ctx.DryRun(), job)
+	if err != nil {
+		return cronJobOutputs{}, fmt.Errorf("resolving the inputs of %s %q: %w", kind, name, err)
+	}
+	var props pulumi.Map
+	var out cronJobOutputs
+	if st.Known {
+		cj, err := build(st.Args)
+		if err != nil {
+			return cronJobOutputs{}, err
+		}
 		if props, err = kubeobj.Inputs(cj, "CronJob", cj.Name); err != nil {
-			return nil, err
+			return cronJobOutputs{}, err
 		}
 		if st.Secret {
 			props["spec"] = pulumi.ToSecret(props["spec"])
 		}
-		cjName, cjNamespace = pulumi.String(cj.Name).ToStringOutput(), pulumi.String(cj.Namespace).ToStringOutput()
-		cjSchedule = pulumi.String(cj.Spec.Schedule).ToStringOutput()
+		out = cronJobOutputs{pulumi.String(cj.Name).ToStringOutput(), pulumi.String(cj.Namespace).ToStringOutput(),
+			pulumi.String(cj.Spec.Schedule).ToStringOutput()}
 	} else {
-		later := settle.Later(args.WorldBackupArgs, func(b WorldBackupArgs) (any, error) {
-			a := args
-			a.WorldBackupArgs = b
-			bj, s, err := a.resolve()
-			if err != nil {
-				return nil, err
-			}
-			return jobspec.BuildBackupSchedule(bj, s), nil
-		})
+		later := settle.Later(job, func(a A) (any, error) { return build(a) })
 		props = kubeobj.Later(later, "CronJob", func(v any) any { return v })
-		cjName = later.ApplyT(func(v any) string { return v.(*batchv1.CronJob).Name }).(pulumi.StringOutput)
-		cjNamespace = later.ApplyT(func(v any) string { return v.(*batchv1.CronJob).Namespace }).(pulumi.StringOutput)
-		cjSchedule = later.ApplyT(func(v any) string { return v.(*batchv1.CronJob).Spec.Schedule }).(pulumi.StringOutput)
+		get := func(f func(*batchv1.CronJob) string) pulumi.StringOutput {
+			return later.ApplyT(func(v any) string { return f(v.(*batchv1.CronJob)) }).(pulumi.StringOutput)
+		}
+		out = cronJobOutputs{get(func(c *batchv1.CronJob) string { return c.Name }), get(func(c *batchv1.CronJob) string { return c.Namespace }),
+			get(func(c *batchv1.CronJob) string { return c.Spec.Schedule })}
 	}
-	comp := &WorldBackupSchedule{}
-	if err := ctx.RegisterComponentResource(WorldBackupScheduleType, name, comp, opts...); err != nil {
-		return nil, fmt.Errorf("registering WorldBackupSchedule %q: %w", name, err)
+	if err := ctx.RegisterComponentResource(typ, name, comp, opts...); err != nil {
+		return cronJobOutputs{}, fmt.Errorf("registering %s %q: %w", kind, name, err)
 	}
 	childOpts := []pulumi.ResourceOption{pulumi.Parent(comp)}
 	if len(st.Deps) > 0 {
@@ -123,17 +150,17 @@ func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args WorldBackupSc
 	var res k8sbatchv1.CronJob
 	if err := ctx.RegisterResource("kubernetes:batch/v1:CronJob", name+"-cronjob", props, &res,
 		utilities.PkgResourceDefaultOpts(childOpts)...); err != nil {
-		return nil, fmt.Errorf("registering CronJob of WorldBackupSchedule %q: %w", name, err)
+		return cronJobOutputs{}, fmt.Errorf("registering CronJob of %s %q: %w", kind, name, err)
 	}
 	after := func(o pulumi.StringOutput) pulumi.StringOutput {
 		return pulumi.All(res.URN(), o).ApplyT(func(v []any) string { return v[1].(string) }).(pulumi.StringOutput)
 	}
-	comp.CronJobName, comp.Namespace, comp.CronSchedule = after(cjName), after(cjNamespace), after(cjSchedule)
-	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"cronJobName": comp.CronJobName, "namespace": comp.Namespace,
-		"cronSchedule": comp.CronSchedule}); err != nil {
-		return nil, fmt.Errorf("registering outputs of WorldBackupSchedule %q: %w", name, err)
+	out = cronJobOutputs{after(out.CronJobName), after(out.Namespace), after(out.CronSchedule)}
+	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"cronJobName": out.CronJobName, "namespace": out.Namespace,
+		"cronSchedule": out.CronSchedule}); err != nil {
+		return cronJobOutputs{}, fmt.Errorf("registering outputs of %s %q: %w", kind, name, err)
 	}
-	return comp, nil
+	return out, nil
 }
 
 // scheduledRunID stands in for the run ID while the backup inputs are
@@ -164,6 +191,16 @@ func (a WorldBackupScheduleArgs) resolve() (jobspec.Backup, jobspec.Schedule, er
 	} else if berr != nil {
 		return jobspec.Backup{}, jobspec.Schedule{}, berr
 	}
+	s := a.ScheduleInputs.resolve(p, r.Job.Namespace, b.Server, jobspec.ScheduleName(b.Server))
+	if err := p.err(); err != nil {
+		return jobspec.Backup{}, jobspec.Schedule{}, err
+	}
+	return r.Job, s, nil
+}
+
+// resolve validates the schedule inputs of the CronJob name of server in
+// namespace and returns them with their defaults, the spread applied.
+func (a ScheduleInputs) resolve(p *problems, namespace, server, name string) jobspec.Schedule {
 	s := jobspec.Schedule{Cron: strings.TrimSpace(a.Schedule), TimeZone: a.TimeZone, Suspend: a.Suspend,
 		SuccessfulJobs: DefaultJobsHistory, FailedJobs: DefaultJobsHistory}
 	var window time.Duration
@@ -173,7 +210,7 @@ func (a WorldBackupScheduleArgs) resolve() (jobspec.Backup, jobspec.Schedule, er
 	if p.required("schedule", s.Cron, `set a cron expression, e.g. "0 4 * * *" (04:00 every day), or `+naming.DailyRandom) {
 		key := a.SpreadKey
 		if key == "" {
-			key = naming.SpreadKey(r.Job.Namespace, b.Server)
+			key = naming.SpreadKey(namespace, server)
 		}
 		cron, err := naming.SpreadSchedule(s.Cron, window, key)
 		switch {
@@ -209,13 +246,11 @@ func (a WorldBackupScheduleArgs) resolve() (jobspec.Backup, jobspec.Schedule, er
 		}
 		*h.into = int32(*h.v)
 	}
-	if len(b.Server) > jobspec.MaxScheduleNameLen-len("-sched") {
-		p.addf("server", "%q is too long for a schedule: the CronJob <server>-sched may have at most %d characters", b.Server, jobspec.MaxScheduleNameLen)
+	if extra := len(name) - jobspec.MaxScheduleNameLen; extra > 0 && len(server) <= naming.MaxServerLen {
+		p.addf("server", "%q is too long for a schedule: the CronJob %s would have %d characters, at most %d are allowed: use a server name of at most %d characters",
+			server, name, len(name), jobspec.MaxScheduleNameLen, len(server)-extra)
 	}
-	if err := p.err(); err != nil {
-		return jobspec.Backup{}, jobspec.Schedule{}, err
-	}
-	return r.Job, s, nil
+	return s
 }
 
 // validCron reports whether s looks like a cron schedule the CronJob
@@ -253,8 +288,9 @@ func (w *WorldBackupSchedule) Annotate(a infer.Annotator) {
 	a.Describe(&w.CronSchedule, "The CronJob's schedule: schedule with its spread applied (a *-random schedule as five fields).")
 }
 
-// Annotate describes the schedule's inputs in the plugin's schema.
-func (a *WorldBackupScheduleArgs) Annotate(an infer.Annotator) {
+// Annotate describes the schedule inputs in the plugin's schema, for
+// WorldBackupSchedule and WorldVerifySchedule.
+func (a *ScheduleInputs) Annotate(an infer.Annotator) {
 	an.Describe(&a.Schedule, "The cron expression (five fields, or @hourly, @daily, @weekly, @monthly), e.g. \"0 4 * * *\"; or "+
 		strings.Join(naming.SpreadMacros(), ", ")+": once per hour, day, week or month at a minute derived from spreadKey "+
 		"(stable for a server, different across servers), like k8up's.")

@@ -15,7 +15,7 @@ import (
 )
 
 func validSchedule() WorldBackupScheduleArgs {
-	return WorldBackupScheduleArgs{WorldBackupArgs: validArgs(), Schedule: "0 4 * * *", TimeZone: "Europe/Berlin"}
+	return WorldBackupScheduleArgs{WorldBackupArgs: validArgs(), ScheduleInputs: ScheduleInputs{Schedule: "0 4 * * *", TimeZone: "Europe/Berlin"}}
 }
 
 func TestWorldBackupScheduleRegistersOneCronJob(t *testing.T) {

@@ -86,40 +86,14 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 		replace = new(DefaultReplace)
 	}
 
-	fromRun, fromServer := str(a.FromRun), str(a.FromServer)
-	configSecret, configMount := str(a.ConfigSecretName), str(a.ConfigMountPath)
 	p.server("server", a.Server, jobapi.KindRestore)
 	p.runID("runId", str(a.RunID))
 	rules := jobRules{run: "restore", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"}
 	if a.Encryption != nil {
 		rules.fsGroupNeed = fsGroupForEncryptionSecret
 	}
-	mounts := []mount{{"worldRoot", w.WorldRoot}}
-	if fromRun != "" {
-		// The init container reads the config Secret: restricted mode needs
-		// the fsGroup that lets it (the same as the encryption Secret's).
-		rules.fsGroupNeed = fsGroupForSecret
-		setDefault(&configSecret, DefaultConfigSecretName)
-		setDefault(&configMount, DefaultConfigMountPath)
-		if err := jobapi.CheckRunRef(fromRun); err != nil {
-			p.addf("fromRun", "%s", err)
-		}
-		if fromServer != "" {
-			p.server("fromServer", fromServer, jobapi.KindRestore)
-		}
-		p.dnsSubdomain("configSecretName", configSecret)
-		mounts = append(mounts, mount{"configMountPath", configMount}, mount{"the resolved-run folder", jobapi.ResolvedMountPath})
-		for _, in := range []struct{ input, v string }{{"archiveRef", archiveRef}, {"sha256", sum}} {
-			if in.v != "" {
-				p.addf(in.input, "is set, but so is fromRun %q, whose archive and checksum the catalog gives: remove %s, or remove fromRun to restore this archive", fromRun, in.input)
-			}
-		}
-	} else {
-		for _, in := range []struct{ input, v string }{{"fromServer", fromServer}, {"configSecretName", configSecret}, {"configMountPath", configMount}} {
-			if in.v != "" {
-				p.addf(in.input, "is set, but fromRun is not: it is used only by a restore by run (fromRun: a run ID or %s); set fromRun, or remove %s", jobapi.RunLatest, in.input)
-			}
-		}
+	byRun, mounts := p.byRun(jobapi.KindRestore, a.byRunInputs(), archiveRef, sum, &rules, mount{"worldRoot", w.WorldRoot})
+	if byRun.FromRun == "" {
 		if sum == "" && a.sha256FromOutput {
 			p.addf("sha256", "is empty, and it is another resource's output: a WorldBackup's sha256 is empty when no cluster "+
 				"reported its run (the Kubernetes provider renders, preflight is false or skipAwait is set), so there is no "+
@@ -135,7 +109,7 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 	j, store := p.common(a.JobInputs, a.Store, storeObject, w, rules)
 	enc := a.Encryption.resolve(p)
 	p.mountPaths(encryptionMounts(enc, storeMounts(store, w.BackupRoot, mounts...))...)
-	if fromRun == "" {
+	if byRun.FromRun == "" {
 		p.archiveIn("archiveRef", archiveRef, store, w.BackupRoot)
 	}
 	var maxBytes int64
@@ -168,15 +142,53 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 			MaxEntries: maxEntries,
 			Store:      store,
 			Encryption: enc,
-
-			FromRun:          fromRun,
-			FromServer:       fromServer,
-			ConfigSecretName: configSecret,
-			ConfigMountPath:  configMount,
+			ByRun:      byRun,
 		},
 		Timeout:   j.Timeout,
 		Preflight: j.Preflight,
 	}, nil
+}
+
+// byRunInputs are a's inputs of a restore by run, as given.
+func (a WorldRestoreArgs) byRunInputs() jobspec.ByRun {
+	return jobspec.ByRun{FromRun: str(a.FromRun), FromServer: str(a.FromServer),
+		ConfigSecretName: str(a.ConfigSecretName), ConfigMountPath: str(a.ConfigMountPath)}
+}
+
+// byRun checks the inputs of a restore or verify (kind) by run, in, against
+// the archive it was given (archiveRef and sum): with fromRun, neither may
+// be set, the config Secret and its mount take their defaults, and rules
+// need the fsGroup that lets the init container read the Secret; without
+// it, the other by-run inputs may not be set. It returns the settled
+// by-run arguments and mounts with the by-run Job's own added.
+func (p *problems) byRun(kind string, in jobspec.ByRun, archiveRef, sum string, rules *jobRules, mounts ...mount) (jobspec.ByRun, []mount) {
+	if in.FromRun == "" {
+		for _, v := range []struct{ input, v string }{{"fromServer", in.FromServer}, {"configSecretName", in.ConfigSecretName}, {"configMountPath", in.ConfigMountPath}} {
+			if v.v != "" {
+				p.addf(v.input, "is set, but fromRun is not: it is used only by a %s by run (fromRun: a run ID or %s); set fromRun, or remove %s", kind, jobapi.RunLatest, v.input)
+			}
+		}
+		return in, mounts
+	}
+	// The init container reads the config Secret: restricted mode needs
+	// the fsGroup that lets it (the same as the encryption Secret's).
+	rules.fsGroupNeed = fsGroupForSecret
+	setDefault(&in.ConfigSecretName, DefaultConfigSecretName)
+	setDefault(&in.ConfigMountPath, DefaultConfigMountPath)
+	if err := jobapi.CheckRunRef(in.FromRun); err != nil {
+		p.addf("fromRun", "%s", err)
+	}
+	if in.FromServer != "" {
+		p.server("fromServer", in.FromServer, kind)
+	}
+	p.dnsSubdomain("configSecretName", in.ConfigSecretName)
+	mounts = append(mounts, mount{"configMountPath", in.ConfigMountPath}, mount{"the resolved-run folder", jobapi.ResolvedMountPath})
+	for _, v := range []struct{ input, v string }{{"archiveRef", archiveRef}, {"sha256", sum}} {
+		if v.v != "" {
+			p.addf(v.input, "is set, but so is fromRun %q, whose archive and checksum the catalog gives: remove %s, or remove fromRun to %s this archive", in.FromRun, v.input, kind)
+		}
+	}
+	return in, mounts
 }
 
 // resolvedRestore is a validated WorldRestore: the Job builder's arguments

@@ -48,7 +48,7 @@ func NewWorldVerify(ctx *pulumi.Context, name string, args WorldVerifyArgs, opts
 			return plannedJob{}, err
 		}
 		job := jobspec.BuildVerify(r.Job)
-		req := restoreRequirements(job, jobspec.Restore{Store: r.Job.Store})
+		req := restoreRequirements(job, jobspec.Restore{Store: r.Job.Store, Encryption: r.Job.Encryption, ByRun: r.Job.ByRun})
 		req.SecurityHint = "set securityMode restricted (which can read only archives a restricted-mode backup wrote)"
 		return plannedJob{
 			jobResult:    jobResult{Job: job, RunID: r.Job.RunID, ArchiveRef: r.Job.ArchiveRef, Preflight: r.Preflight},
@@ -86,9 +86,10 @@ func (w *WorldVerify) Annotate(a infer.Annotator) {
 		"file's location table is sane, every chunk (or chunkSample of them, each region's newest always) "+
 		"decompresses and parses as NBT at its own coordinates, every player file parses. A problem fails the Job "+
 		"(exit 3), and its termination message names the file and chunk. Like a restore, the Job has no database "+
-		"access, no config Secret and no service-account token; it mounts no world claim at all (it proves the "+
+		"access, no config Secret and no service-account token (a verify by run, fromRun, resolves the run in an init "+
+		"container that alone mounts the config Secret); it mounts no world claim at all (it proves the "+
 		"archive, not the live world) and the backup claim read-only (or, with store, the S3 credentials Secret). "+
-		"A new runId replaces the Job and verifies again.")
+		"A new runId replaces the Job and verifies again; WorldVerifySchedule verifies the newest run on a schedule.")
 	a.Describe(&w.JobName, "The Job's metadata.name: <server>-verify-<suffix>, the suffix derived from runId.")
 	a.Describe(&w.Namespace, "The namespace of the Job.")
 	a.Describe(&w.RunID, "The run ID of this verify.")
@@ -106,9 +107,21 @@ func (a *WorldVerifyArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.RunID, "The run ID of this verify (not of the backup): 1 to "+descMaxRunIDLen+" characters from "+
 		"A-Z a-z 0-9 . _ -, starting with a letter or digit. It names the Job; a new runId verifies again.")
 	an.Describe(&a.ArchiveRef, "The archive to verify, as WorldRestore's archiveRef: its absolute path in the pod under "+
-		"backupRoot (a tar archive or a chunked run's manifest), or with store its s3:// URL. Passed as "+descFlag(jobapi.FlagArchive)+".")
+		"backupRoot (a tar archive or a chunked run's manifest), or with store its s3:// URL. Passed as "+descFlag(jobapi.FlagArchive)+". "+
+		"Required unless fromRun is set (then not allowed).")
 	an.Describe(&a.SHA256, "The archive's expected SHA-256, 64 lowercase hex digits: the sha256 column of `archiver list`, "+
-		"or a WorldBackup's sha256 output. Passed as "+descFlag(jobapi.FlagSHA256)+"; a mismatch fails the Job.")
+		"or a WorldBackup's sha256 output. Passed as "+descFlag(jobapi.FlagSHA256)+"; a mismatch fails the Job. "+
+		"Required unless fromRun is set (then not allowed).")
+	an.Describe(&a.FromRun, "Verify a recorded run instead of archiveRef and sha256: a run ID as `archiver list` shows it, or "+
+		jobapi.RunLatest+" for the server's newest successful run, as WorldRestore's fromRun: an init container, the only one "+
+		"that mounts the config Secret, finds it in the catalog; the verify itself stays DB-blind and checks every byte "+
+		"against the recorded checksum.")
+	an.Describe(&a.FromServer, "With fromRun: the server whose run is verified. Default: server.")
+	an.Describe(&a.ConfigSecretName, "With fromRun: the Secret holding felis.toml (the catalog's DSN), mounted read-only in the "+
+		"init container only. Default: "+DefaultConfigSecretName+".")
+	an.Describe(&a.ConfigMountPath, "With fromRun: where the init container mounts configSecretName. Default: "+DefaultConfigMountPath+".")
+	an.Describe(&a.Encryption, "The Secret key of the age identity an encrypted archive is read with, as in WorldRestore "+
+		"(mounted read-only as a file, never in args, environment or state). Default: none, the archive is not encrypted.")
 	an.Describe(&a.ChunkSample, "The share of each region file's chunks to decompress and parse, e.g. 10% or 0.1 "+
 		"("+descFlag(jobapi.FlagChunks)+"); each region's newest chunk is always checked, and every region's location "+
 		"table, level.dat and player file whatever the share. Default: every chunk.")

@@ -19,8 +19,15 @@ var maxScratchSize = resource.MustParse("1Ei")
 // WorldRestore), the chunk sample and the scratch volume.
 type WorldVerifyArgs struct {
 	JobInputs
-	ArchiveRef  pulumi.StringInput `pulumi:"archiveRef"`
-	SHA256      pulumi.StringInput `pulumi:"sha256"`
+	ArchiveRef pulumi.StringInput `pulumi:"archiveRef,optional"`
+	SHA256     pulumi.StringInput `pulumi:"sha256,optional"`
+	// FromRun verifies a recorded run (a run ID, or latest) of FromServer
+	// (default: Server) in place of ArchiveRef and SHA256, as a restore by
+	// run does.
+	FromRun          pulumi.StringInput `pulumi:"fromRun,optional"`
+	FromServer       pulumi.StringInput `pulumi:"fromServer,optional"`
+	ConfigSecretName pulumi.StringInput `pulumi:"configSecretName,optional"`
+	ConfigMountPath  pulumi.StringInput `pulumi:"configMountPath,optional"`
 	ChunkSample pulumi.StringInput `pulumi:"chunkSample,optional"`
 	ScratchSize pulumi.StringInput `pulumi:"scratchSize,optional"`
 	// ScratchStorageClassName makes the scratch volume an ephemeral claim
@@ -29,6 +36,9 @@ type WorldVerifyArgs struct {
 	ScratchStorageClassName pulumi.StringInput `pulumi:"scratchStorageClassName,optional"`
 	// Store is the S3 store archiveRef is in, as in WorldRestoreArgs.
 	Store *StoreArgs `pulumi:"store,optional"`
+	// Encryption is the Secret key of the age identity an encrypted
+	// archive is read with, as in WorldRestoreArgs.
+	Encryption *EncryptionArgs `pulumi:"encryption,optional"`
 }
 
 // Validate reports every missing or invalid input of a (after defaults) in
@@ -46,6 +56,12 @@ func (a WorldVerifyArgs) Job() (jobspec.Verify, error) {
 	}
 	r, err := a.resolve()
 	return r.Job, err
+}
+
+// byRunInputs are a's inputs of a verify by run, as given.
+func (a WorldVerifyArgs) byRunInputs() jobspec.ByRun {
+	return jobspec.ByRun{FromRun: str(a.FromRun), FromServer: str(a.FromServer),
+		ConfigSecretName: str(a.ConfigSecretName), ConfigMountPath: str(a.ConfigMountPath)}
 }
 
 // resolvedVerify is a validated WorldVerify.
@@ -68,10 +84,21 @@ func (a WorldVerifyArgs) resolve() (resolvedVerify, error) {
 	archiveRef, sum := str(a.ArchiveRef), str(a.SHA256)
 	p.server("server", a.Server, jobapi.KindVerify)
 	p.runID("runId", str(a.RunID))
-	p.sha256("sha256", sum)
-	j, store := p.common(a.JobInputs, a.Store, storeObject, w, jobRules{run: "verify", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"})
-	p.mountPaths(append(storeMounts(store, w.BackupRoot), mount{"the scratch volume", jobspec.ScratchPath})...)
-	p.archiveIn("archiveRef", archiveRef, store, w.BackupRoot)
+	rules := jobRules{run: "verify", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"}
+	if a.Encryption != nil {
+		rules.fsGroupNeed = fsGroupForEncryptionSecret
+	}
+	byRun, byRunMounts := p.byRun(jobapi.KindVerify, a.byRunInputs(), archiveRef, sum, &rules)
+	if byRun.FromRun == "" {
+		p.sha256("sha256", sum)
+	}
+	j, store := p.common(a.JobInputs, a.Store, storeObject, w, rules)
+	enc := a.Encryption.resolve(p)
+	mounts := append(storeMounts(store, w.BackupRoot), mount{"the scratch volume", jobspec.ScratchPath})
+	p.mountPaths(encryptionMounts(enc, append(mounts, byRunMounts...))...)
+	if byRun.FromRun == "" {
+		p.archiveIn("archiveRef", archiveRef, store, w.BackupRoot)
+	}
 	chunks := str(a.ChunkSample)
 	if chunks != "" {
 		if _, err := jobapi.ParseShare(chunks); err != nil {
@@ -102,7 +129,9 @@ func (a WorldVerifyArgs) resolve() (resolvedVerify, error) {
 			SHA256:     sum,
 			Chunks:     chunks,
 			Scratch:    scratch,
+			ByRun:      byRun,
 			Store:      store,
+			Encryption: enc,
 		},
 		Timeout:   j.Timeout,
 		Preflight: j.Preflight,

@@ -30,8 +30,11 @@ func TestWorldVerifyRegistersOneJob(t *testing.T) {
 		name string
 		args func() WorldVerifyArgs
 		want func() jobspec.Verify
+		// archiveRef is the output: empty by run without a cluster, which
+		// would report the run's archive.
+		archiveRef string
 	}{
-		{"required inputs take the contract's defaults", validVerify, jobtest.DefaultVerify},
+		{"required inputs take the contract's defaults", validVerify, jobtest.DefaultVerify, "/backups/survival/20250601-0300.tar.zst"},
 		{"sample, scratch claim, restricted", func() WorldVerifyArgs {
 			a := validVerify()
 			a.ChunkSample, a.ScratchSize, a.ScratchStorageClassName = pulumi.String("10%"), pulumi.String("40Gi"), pulumi.String("fast")
@@ -43,7 +46,19 @@ func TestWorldVerifyRegistersOneJob(t *testing.T) {
 			v.Scratch = jobspec.Scratch{Size: resource.MustParse("40Gi"), StorageClassName: "fast"}
 			v.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1000, RunAsGroup: 1000, FSGroup: 1000}
 			return v
-		}},
+		}, "/backups/survival/20250601-0300.tar.zst"},
+		{"by run, encrypted: the default config Secret and mount", func() WorldVerifyArgs {
+			a := validVerify()
+			a.ArchiveRef, a.SHA256, a.FromRun, a.FromServer = nil, nil, pulumi.String("latest"), pulumi.String("lobby")
+			a.Encryption = &EncryptionArgs{SecretName: pulumi.String("survival-key")}
+			return a
+		}, func() jobspec.Verify {
+			v := jobtest.DefaultVerify()
+			v.ArchiveRef, v.SHA256 = "", ""
+			v.ByRun = jobspec.ByRun{FromRun: "latest", FromServer: "lobby", ConfigSecretName: "felis-config", ConfigMountPath: "/etc/felis"}
+			v.Encryption = &jobspec.Encryption{SecretName: "survival-key", SecretKey: DefaultEncryptionSecretKey}
+			return v
+		}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,7 +78,7 @@ func TestWorldVerifyRegistersOneJob(t *testing.T) {
 			wg.Wait()
 			checkOneJob(t, m, WorldVerifyType, "check", "35m0s", jobspec.BuildVerify(tt.want()))
 			if got != (outputs{jobName: "survival-verify-verify-20250601", namespace: "minecraft", runID: "verify-20250601",
-				archiveRef: "/backups/survival/20250601-0300.tar.zst"}) {
+				archiveRef: tt.archiveRef}) {
 				t.Fatalf("outputs %+v", got)
 			}
 		})
@@ -91,6 +106,15 @@ func TestWorldVerifyInvalidInputs(t *testing.T) {
 			a.BackupRoot, a.ArchiveRef = pulumi.String("/scratch"), pulumi.String("/scratch/survival/r.tar.zst")
 		}, []string{"backupRoot"}, "overlaps the scratch volume"},
 		{"bad server", func(a *WorldVerifyArgs) { a.Server = "Survival" }, []string{"server"}, "<server>-verify-<suffix>"},
+		{"fromRun with archiveRef and sha256", func(a *WorldVerifyArgs) { a.FromRun = pulumi.String("latest") }, []string{"archiveRef", "sha256"},
+			`remove fromRun to verify this archive`},
+		{"fromRun not a run reference", func(a *WorldVerifyArgs) {
+			a.ArchiveRef, a.SHA256, a.FromRun = nil, nil, pulumi.String("../x")
+		}, []string{"fromRun"}, `neither "latest" nor a run ID`},
+		{"configMountPath without fromRun", func(a *WorldVerifyArgs) { a.ConfigMountPath = pulumi.String("/c") }, []string{"configMountPath"}, "only by a verify by run"},
+		{"fromRun with the config on the scratch", func(a *WorldVerifyArgs) {
+			a.ArchiveRef, a.SHA256, a.FromRun, a.ConfigMountPath = nil, nil, pulumi.String("latest"), pulumi.String("/scratch/c")
+		}, []string{"configMountPath"}, "overlaps"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,7 +139,7 @@ func TestWorldVerifySchemaThroughInfer(t *testing.T) {
 			"deadline", "cpuLimit", "memoryLimit", "securityMode", "runAsUser", "runAsGroup", "fsGroup", "ttlAfterFinished",
 			"backoffLimit", "nodeName", "nodeSelector", "labels", "annotations", "skipAwait", "timeout", "gamePodSelector",
 			"gamePodAffinity", "replaceUnready", "preflight", "store", "kubeContext", "imagePullSecrets", "tolerations",
-			"priorityClassName", "notify"},
-		[]string{"archiveRef", "image", "runId", "server", "sha256"},
+			"priorityClassName", "notify", "fromRun", "fromServer", "configSecretName", "configMountPath", "encryption"},
+		[]string{"image", "runId", "server"},
 		[]string{"jobName", "namespace", "runId", "archiveRef", "status", "chunksChecked", "problems"})
 }

@@ -139,17 +139,26 @@ type Server struct {
 	// any backup: a new prune runId prunes again.
 	Prune *Prune `json:"prune,omitempty"`
 	// Verify declares a WorldVerify of this run's backup: the archive it
-	// wrote, restored into scratch space and checked down to the chunks.
+	// wrote, restored into scratch space and checked down to the chunks;
+	// with a schedule, a WorldVerifySchedule of the server's newest run.
 	Verify *Verify `json:"verify,omitempty"`
 }
 
 // Verify is the verify of a server's backup of this run (see
-// provider.WorldVerifyArgs): the chunk sample and the scratch volume.
+// provider.WorldVerifyArgs): the chunk sample and the scratch volume. With
+// Schedule, the server's newest run is verified on that schedule instead
+// (provider.WorldVerifyScheduleArgs), whatever this run backs up.
 type Verify struct {
 	ChunkSample             string `json:"chunkSample,omitempty"`
 	ScratchSize             string `json:"scratchSize,omitempty"`
 	ScratchStorageClassName string `json:"scratchStorageClassName,omitempty"`
+	Schedule                string `json:"schedule,omitempty"`
+	TimeZone                string `json:"timeZone,omitempty"`
+	Spread                  string `json:"spread,omitempty"`
 }
+
+// scheduled reports whether v verifies on a schedule.
+func (v *Verify) scheduled() bool { return v != nil && v.Schedule != "" }
 
 // Prune is one prune of a server's archives by its own rules (see
 // provider.WorldPruneArgs): runId, the retention rules and dryRun.
@@ -414,11 +423,11 @@ func (c Config) Validate() error {
 		if s.Prune != nil && s.Prune.RunID == "" {
 			add("servers[%d].prune.runId is required: it names the prune's Job, and a new one prunes again, e.g. `pulumi config set --path 'worldbackup:servers[%d].prune.runId' p1`", i, i)
 		}
-		if s.Verify != nil && (c.RenderDir != "" || c.SkipAwait) {
-			add("servers[%d].verify needs the checksum this run's backup reports, which `pulumi up` reads only when it waits for the backup: unset worldbackup:renderDir and worldbackup:skipAwait, or remove servers[%d].verify", i, i)
+		if s.Verify != nil && !s.Verify.scheduled() && (c.RenderDir != "" || c.SkipAwait) {
+			add("servers[%d].verify needs the checksum this run's backup reports, which `pulumi up` reads only when it waits for the backup: unset worldbackup:renderDir and worldbackup:skipAwait, or verify the newest run on a schedule instead (servers[%d].verify.schedule, e.g. @daily-random), or remove servers[%d].verify", i, i, i)
 		}
-		if s.Verify != nil && s.Encryption != nil {
-			add("servers[%d].verify cannot check an encrypted backup yet (WorldVerify takes no encryption key): remove servers[%d].verify, or servers[%d].encryption", i, i, i)
+		if v := s.Verify; v != nil && !v.scheduled() && (v.TimeZone != "" || v.Spread != "") {
+			add("servers[%d].verify.timeZone and .spread go with servers[%d].verify.schedule: set a schedule, or remove them", i, i)
 		}
 	}
 	clusters := map[string]bool{}

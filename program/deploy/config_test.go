@@ -414,14 +414,18 @@ func TestPruneIsDeclared(t *testing.T) {
 	if _, err := ParseConfig(getter(m), nil); err == nil || !strings.Contains(err.Error(), "servers[0].verify needs the checksum") {
 		t.Fatalf("a verify with skipAwait: %v", err)
 	}
+	m["worldbackup:servers"] = `[{"name":"lobby","verify":{"schedule":"@daily-random","timeZone":"Europe/Berlin"}}]`
+	if cfg, err := ParseConfig(getter(m), nil); err != nil || !cfg.Servers[0].Verify.scheduled() {
+		t.Fatalf("a scheduled verify with skipAwait (it verifies a run by reference): %+v, %v", cfg.Servers, err)
+	}
 	delete(m, "worldbackup:skipAwait")
 	m["worldbackup:servers"] = `[{"name":"lobby","encryption":{"secretName":"lobby-age","secretKey":"key.txt"},"verify":{"chunkSample":"10%"}}]`
-	if _, err := ParseConfig(getter(m), nil); err == nil || !strings.Contains(err.Error(), "servers[0].verify cannot check an encrypted backup") {
+	if _, err := ParseConfig(getter(m), nil); err != nil {
 		t.Fatalf("a verify of an encrypted server: %v", err)
 	}
-	m["worldbackup:servers"] = `[{"name":"lobby","verify":{"schedule":"0 5 * * *"}}]`
-	if _, err := ParseConfig(getter(m), nil); err == nil {
-		t.Fatal("servers[0].verify.schedule (not built yet) was accepted")
+	m["worldbackup:servers"] = `[{"name":"lobby","verify":{"timeZone":"UTC"}}]`
+	if _, err := ParseConfig(getter(m), nil); err == nil || !strings.Contains(err.Error(), "servers[0].verify.timeZone and .spread go with servers[0].verify.schedule") {
+		t.Fatalf("a verify time zone without a schedule: %v", err)
 	}
 }
 
@@ -436,7 +440,8 @@ func promptString(in pulumi.StringInput) string {
 // own per entry, and the server's S3 store when it has one.
 func TestRestoreByRunArgs(t *testing.T) {
 	cl := Cluster{Name: "eu"}
-	cfg := Config{Image: "img:1", BackupClaim: "backups", RunID: "r1", Servers: []Server{{Name: "lobby"}}}
+	cfg := Config{Image: "img:1", BackupClaim: "backups", RunID: "r1", Servers: []Server{{Name: "lobby"},
+		{Name: "vault", Encryption: &Encryption{SecretName: "vault-age", SecretKey: "key.txt"}}}}
 	for _, tt := range []struct {
 		name    string
 		r       Restore
@@ -445,6 +450,7 @@ func TestRestoreByRunArgs(t *testing.T) {
 		{"latest", Restore{Server: "lobby", FromRun: "latest"}, "eu.lobby.restore-latest"},
 		{"latest again, a new runId", Restore{Server: "lobby", FromRun: "latest", RunID: "2"}, "eu.lobby.restore-2"},
 		{"a run ID of another server", Restore{Server: "lobby", FromRun: "eu.hub.r7", FromServer: "hub"}, "eu.lobby.restore-eu.hub.r7"},
+		{"latest of an encrypted server", Restore{Server: "vault", FromRun: "latest"}, "eu.vault.restore-latest"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := cfg
@@ -459,6 +465,10 @@ func TestRestoreByRunArgs(t *testing.T) {
 			}
 			if j.FromRun != tt.r.FromRun || j.FromServer != tt.r.FromServer || j.ArchiveRef != "" || j.SHA256 != "" || j.RunID != tt.wantRun {
 				t.Fatalf("restore %+v: want fromRun %q of %q, run ID %q, no archive", j, tt.r.FromRun, tt.r.FromServer, tt.wantRun)
+			}
+			// A restore by run of an encrypted server reads it with its key.
+			if got, want := j.Encryption != nil, tt.r.Server == "vault"; got != want {
+				t.Fatalf("restore of %s: encryption %+v", tt.r.Server, j.Encryption)
 			}
 		})
 	}

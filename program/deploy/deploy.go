@@ -18,6 +18,7 @@ import (
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider"
 	"github.com/worldbackup/worldbackup/provider/naming"
 )
@@ -58,7 +59,7 @@ func configKeys() []string {
 // its Job needs in its cluster, with the cluster's kubeconfig and context,
 // and replaces a Job that did not complete at the next up.
 func Deploy(ctx *pulumi.Context, cfg Config) error {
-	var backups, restores, schedules, prunes, verifies pulumi.MapArray
+	var backups, restores, schedules, prunes, verifies, verifySchedules pulumi.MapArray
 	for _, cl := range cfg.Clusters {
 		k8s, err := clusterProvider(ctx, cfg, cl)
 		if err != nil {
@@ -75,8 +76,8 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			out["status"], out["sha256"], out["sizeBytes"] = b.Status, b.SHA256, b.SizeBytes
 			backups = append(backups, out)
 			if s.Schedule != "" {
-				sched := provider.WorldBackupScheduleArgs{WorldBackupArgs: backupArgs(cfg, cl, s), Schedule: s.Schedule, TimeZone: s.TimeZone,
-					Spread: s.Spread, SpreadKey: naming.SpreadKey(cl.Name, s.Name)}
+				sched := provider.WorldBackupScheduleArgs{WorldBackupArgs: backupArgs(cfg, cl, s), ScheduleInputs: provider.ScheduleInputs{
+					Schedule: s.Schedule, TimeZone: s.TimeZone, Spread: s.Spread, SpreadKey: naming.SpreadKey(cl.Name, s.Name)}}
 				sc, err := provider.NewWorldBackupSchedule(ctx, cl.Name+"-"+s.Name+"-schedule", sched, pulumi.Provider(k8s))
 				if err != nil {
 					return fmt.Errorf("cluster %s, server %s, schedule: %w", cl.Name, s.Name, err)
@@ -94,7 +95,15 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 				prunes = append(prunes, pulumi.Map{"cluster": pulumi.String(cl.Name), "server": pulumi.String(s.Name),
 					"runId": p.RunID, "namespace": p.Namespace, "jobName": p.JobName, "status": p.Status})
 			}
-			if s.Verify != nil {
+			switch {
+			case s.Verify.scheduled():
+				vs, err := provider.NewWorldVerifySchedule(ctx, cl.Name+"-"+s.Name+"-verify-schedule", verifyScheduleArgs(cfg, cl, s), pulumi.Provider(k8s))
+				if err != nil {
+					return fmt.Errorf("cluster %s, server %s, verify schedule: %w", cl.Name, s.Name, err)
+				}
+				verifySchedules = append(verifySchedules, pulumi.Map{"cluster": pulumi.String(cl.Name), "server": pulumi.String(s.Name),
+					"cronJobName": vs.CronJobName, "namespace": vs.Namespace, "cronSchedule": vs.CronSchedule})
+			case s.Verify != nil:
 				// The archive and checksum are this run's backup's outputs:
 				// the verify waits for it (a data dependency).
 				v, err := provider.NewWorldVerify(ctx, cl.Name+"-"+s.Name+"-verify", verifyArgs(cfg, cl, s, b), pulumi.Provider(k8s))
@@ -143,6 +152,9 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 	}
 	if len(verifies) > 0 {
 		ctx.Export("verifies", verifies)
+	}
+	if len(verifySchedules) > 0 {
+		ctx.Export("verifySchedules", verifySchedules)
 	}
 	return nil
 }
@@ -247,8 +259,9 @@ func restoreByRunArgs(cfg Config, cl Cluster, r Restore, server Server, fromRun 
 		trigger = "restore-" + r.RunID
 	}
 	a := provider.WorldRestoreArgs{
-		JobInputs: jobInputs(cfg, cl, server, RunID(cl.Name, r.Server, trigger)),
-		FromRun:   fromRun,
+		JobInputs:  jobInputs(cfg, cl, server, RunID(cl.Name, r.Server, trigger)),
+		FromRun:    fromRun,
+		Encryption: server.Encryption.args(),
 	}
 	if r.FromServer != "" {
 		a.FromServer = pulumi.String(r.FromServer)
@@ -381,11 +394,36 @@ func verifyArgs(cfg Config, cl Cluster, s Server, b *provider.WorldBackup) provi
 		ScratchSize:             pulumi.String(s.Verify.ScratchSize),
 		ScratchStorageClassName: pulumi.String(s.Verify.ScratchStorageClassName),
 		Store:                   cfg.storeOf(s).args(),
+		Encryption:              s.Encryption.args(),
 	}
 	if a.Store != nil {
 		a.BackupClaimName = nil // an S3 verify mounts no backup claim
 	}
 	return a
+}
+
+// verifyScheduleArgs are the inputs of server s's WorldVerifySchedule in
+// cluster cl: a verify by run of its newest run (resolved by each Job's init
+// container from the server's store), with the verify's settings and the
+// schedule, spread by <cluster>/<server> as the backup schedule is.
+func verifyScheduleArgs(cfg Config, cl Cluster, s Server) provider.WorldVerifyScheduleArgs {
+	j := jobInputs(cfg, cl, s, RunID(cl.Name, s.Name, "verify-schedule"))
+	j.WorldClaimName = nil // a verify mounts no world
+	a := provider.WorldVerifyArgs{
+		JobInputs:               j,
+		FromRun:                 pulumi.String(jobapi.RunLatest),
+		ChunkSample:             pulumi.String(s.Verify.ChunkSample),
+		ScratchSize:             pulumi.String(s.Verify.ScratchSize),
+		ScratchStorageClassName: pulumi.String(s.Verify.ScratchStorageClassName),
+		Encryption:              s.Encryption.args(),
+	}
+	if store := cfg.storeOf(s).args(); store != nil {
+		store.URL = nil // the resolved run names its object
+		a.Store = store
+		a.BackupClaimName = nil // an S3 verify mounts no backup claim
+	}
+	return provider.WorldVerifyScheduleArgs{WorldVerifyArgs: a, ScheduleInputs: provider.ScheduleInputs{
+		Schedule: s.Verify.Schedule, TimeZone: s.Verify.TimeZone, Spread: s.Verify.Spread, SpreadKey: naming.SpreadKey(cl.Name, s.Name)}}
 }
 
 // replaceUnready is the components' replaceUnready for cfg: nil (their

@@ -113,3 +113,47 @@ func TestScheduleSpreadByCluster(t *testing.T) {
 		t.Errorf("lobby fires at %q in both clusters", got["eu-lobby-schedule-cronjob"])
 	}
 }
+
+// TestVerifyScheduleDeclared: servers[].verify.schedule declares a
+// WorldVerifySchedule of the server's newest run in each cluster, in
+// render mode too (each Job resolves the run itself), with the server's
+// encryption key and spread by <cluster>/<server>; no on-demand verify.
+func TestVerifyScheduleDeclared(t *testing.T) {
+	cfg := Config{Image: "img:1", BackupClaim: "backups", RunID: "r1", SecurityMode: "baseline",
+		Servers: []Server{{Name: "lobby", Encryption: &Encryption{SecretName: "lobby-age", SecretKey: "key.txt"},
+			Verify: &Verify{Schedule: "@daily-random", ChunkSample: "10%"}}},
+		Clusters:  []Cluster{{Name: "eu"}},
+		RenderDir: "/tmp/unused"}
+	rec := &recorder{}
+	if err := pulumi.RunErr(func(ctx *pulumi.Context) error { return Deploy(ctx, cfg) }, pulumi.WithMocks("project", "stack", rec)); err != nil {
+		t.Fatal(err)
+	}
+	var cronJobs, verifyJobs []string
+	var spec map[string]any
+	for _, r := range rec.regs {
+		switch {
+		case r.TypeToken == "kubernetes:batch/v1:CronJob":
+			cronJobs = append(cronJobs, r.Name)
+			if r.Name == "eu-lobby-verify-schedule-cronjob" {
+				spec = r.Inputs["spec"].Mappable().(map[string]any)
+			}
+		case r.TypeToken == "kubernetes:batch/v1:Job" && strings.Contains(r.Name, "verify"):
+			verifyJobs = append(verifyJobs, r.Name)
+		}
+	}
+	if spec == nil || len(verifyJobs) != 0 {
+		t.Fatalf("CronJobs %q, verify Jobs %q: want eu-lobby-verify-schedule-cronjob and no verify Job", cronJobs, verifyJobs)
+	}
+	want, err := naming.SpreadSchedule("@daily-random", 0, naming.SpreadKey("eu", "lobby"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(spec)
+	text := string(b)
+	for _, w := range []string{`"schedule":"` + want + `"`, `"--from-run","latest"`, `"--archive-from"`, `"--chunks","10%"`,
+		`"--encryption-key-file"`, `"secretName":"lobby-age"`} {
+		if !strings.Contains(text, w) {
+			t.Errorf("the verify CronJob's spec lacks %s:\n%s", w, text)
+		}
+	}
+}

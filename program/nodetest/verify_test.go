@@ -1,6 +1,7 @@
 package nodetest
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -10,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/worldbackup/worldbackup/internal/kubenode"
 	"github.com/worldbackup/worldbackup/internal/stacktest"
@@ -131,4 +135,68 @@ func damageChunk(t *testing.T, path string) [2]int {
 	}
 	t.Fatalf("%s has no chunks", path)
 	return [2]int{}
+}
+
+// TestVerifyScheduleOnNode: servers[].verify.schedule "* * * * *" gets a
+// CronJob through `pulumi up`; its first Job resolves the server's newest
+// run in its init container (the only container with the config Secret)
+// and verifies that archive, every chunk, DB-blind: the termination
+// message names the run `pulumi up` backed up.
+func TestVerifyScheduleOnNode(t *testing.T) {
+	node := kubenode.Require(t)
+	tools := stacktest.Require(t)
+	ns := namespace(t, node, kubenode.NamespaceOptions{})
+	cfg := stackConfig(node, ns, "r1")
+	cfg["worldbackup:servers[0].verify.schedule"] = "* * * * *"
+	cfg["worldbackup:servers[0].verify.scratchSize"] = "1Gi"
+	stack := tools.InlineStack(t, "node", deploy.Program, cfg)
+	res, backup := up(t, node, ns, stack)
+	jobComplete(t, node, ns.Name, backup.jobName)
+	vs, ok := res.Outputs["verifySchedules"].Value.([]any)
+	if !ok || len(vs) != 1 || vs[0].(map[string]any)["cronJobName"] != "lobby-vsched" {
+		t.Fatalf("stack output verifySchedules = %v, want the CronJob lobby-vsched", res.Outputs["verifySchedules"].Value)
+	}
+
+	selector := jobspec.LabelComponent + "=" + jobspec.ComponentVerifySchedule
+	var done *batchv1.Job
+	err := wait.PollUntilContextTimeout(t.Context(), 5*time.Second, scheduleBound, true, func(ctx context.Context) (bool, error) {
+		jobs, err := node.Client.BatchV1().Jobs(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err
+		}
+		for i, j := range jobs.Items {
+			for _, c := range j.Status.Conditions {
+				if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+					done = &jobs.Items[i]
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no scheduled verify finished %s after pulumi up (%v)\npods:\n%s", scheduleBound, err, node.PodLogs(t, ns.Name, selector))
+	}
+	got, code := verifyResult(t, node, ns.Name, done.Name)
+	if code != 0 || got.Status != jobapi.StatusVerified || got.RunID != backup.runID ||
+		got.ArchiveRef != backup.archiveRef || got.SHA256 != backup.sha256 || got.ChunksChecked == 0 || got.ChunksChecked != got.Chunks {
+		t.Fatalf("the scheduled verify %s reported %+v (exit %d), want every chunk of %s (run %s) verified\n%s",
+			done.Name, got, code, backup.archiveRef, backup.runID, node.PodLogs(t, ns.Name, selector))
+	}
+	pod := done.Spec.Template.Spec
+	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Name != jobspec.ContainerResolve {
+		t.Fatalf("init containers %+v, want the resolve", pod.InitContainers)
+	}
+	secrets := map[string]bool{}
+	for _, v := range pod.Volumes {
+		if v.Name == jobspec.WorldVolumeName {
+			t.Errorf("the scheduled verify mounts the world")
+		}
+		secrets[v.Name] = v.Secret != nil
+	}
+	for _, m := range pod.Containers[0].VolumeMounts {
+		if secrets[m.Name] {
+			t.Errorf("the verify container mounts the Secret volume %q: it must stay DB-blind", m.Name)
+		}
+	}
 }

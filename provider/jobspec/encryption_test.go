@@ -10,15 +10,15 @@ import (
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
 
-// TestEncryptionMount: a backup or restore with encryption mounts the one
+// TestEncryptionMount: a backup, restore or verify with encryption mounts the one
 // key of the Secret read-only (0400) under the fixed file name and passes
 // its path, never its value, as --encryption-key-file; without it there is
 // neither.
 func TestEncryptionMount(t *testing.T) {
 	enc := &jobspec.Encryption{SecretName: "survival-encryption", SecretKey: "key.txt"}
-	b, r := jobtest.DefaultBackup(), jobtest.DefaultRestore()
-	b.Encryption, r.Encryption = enc, enc
-	for name, job := range map[string]*batchv1.Job{"backup": jobspec.BuildBackup(b), "restore": jobspec.BuildRestore(r)} {
+	b, r, v := jobtest.DefaultBackup(), jobtest.DefaultRestore(), jobtest.DefaultVerify()
+	b.Encryption, r.Encryption, v.Encryption = enc, enc, enc
+	for name, job := range map[string]*batchv1.Job{"backup": jobspec.BuildBackup(b), "restore": jobspec.BuildRestore(r), "verify": jobspec.BuildVerify(v)} {
 		t.Run(name, func(t *testing.T) {
 			args := strings.Join(container(t, job).Args, " ")
 			if !strings.Contains(args, "--encryption-key-file /etc/felis-encryption/age-identity") {
@@ -39,7 +39,8 @@ func TestEncryptionMount(t *testing.T) {
 			}
 		})
 	}
-	for name, job := range map[string]*batchv1.Job{"backup": jobspec.BuildBackup(jobtest.DefaultBackup()), "restore": jobspec.BuildRestore(jobtest.DefaultRestore())} {
+	for name, job := range map[string]*batchv1.Job{"backup": jobspec.BuildBackup(jobtest.DefaultBackup()), "restore": jobspec.BuildRestore(jobtest.DefaultRestore()),
+		"verify": jobspec.BuildVerify(jobtest.DefaultVerify())} {
 		if strings.Contains(strings.Join(container(t, job).Args, " "), "encryption") {
 			t.Errorf("%s without encryption passes it", name)
 		}

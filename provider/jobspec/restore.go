@@ -1,11 +1,8 @@
 package jobspec
 
 import (
-	"path"
-
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/naming"
@@ -34,18 +31,9 @@ type Restore struct {
 	MaxBytes   int64  // --max-bytes; 0 = the archiver's default
 	MaxEntries int64  // --max-entries; 0 = the archiver's default
 
-	// FromRun, when set, restores a recorded run in place of ArchiveRef
-	// and SHA256 (both then unused): a run ID of FromServer ("" = Server),
-	// or jobapi.RunLatest, its newest successful run. An init container
-	// (ContainerResolve), the only one that mounts the config Secret
-	// ConfigSecretName (at ConfigMountPath), finds the run in the catalog
-	// and writes its archive ref and checksum to a small emptyDir; the
-	// extractor reads them there, mounts no Secret but the S3 store's, and
-	// checks every byte against the checksum as before.
-	FromRun          string
-	FromServer       string
-	ConfigSecretName string
-	ConfigMountPath  string
+	// ByRun, when its FromRun is set, restores a recorded run in place of
+	// ArchiveRef and SHA256 (both then unused).
+	ByRun
 
 	// Store holds the settings and credentials of the S3 store ArchiveRef
 	// is an object of (its URL is unused); nil: ArchiveRef is a file on the
@@ -93,38 +81,10 @@ func (r Restore) Request() jobapi.Restore {
 	return req
 }
 
-// ContainerResolve is the name of the restore Job's init container that
-// resolves FromRun.
-const ContainerResolve = jobapi.KindResolve
-
-// ResolvedVolumeName is the emptyDir the resolve init container writes the
-// run's archive ref and checksum to; ResolvedSizeLimit bounds it.
-const ResolvedVolumeName = "resolved"
-
-// ResolvedSizeLimit caps the resolved-run emptyDir.
-var ResolvedSizeLimit = resource.MustParse("1Mi")
-
 // ResolveRequest returns the request of the init container of a restore by
-// run (FromRun set): find the run of FromServer (or Server), refuse an
-// archive the Job cannot read (not under BackupRoot, or with Store not an
-// s3:// object), and write it to jobapi.ResolvedPath.
+// run (FromRun set); see ByRun.ResolveRequest.
 func (r Restore) ResolveRequest() jobapi.Resolve {
-	from := r.FromServer
-	if from == "" {
-		from = r.Server
-	}
-	within := r.BackupRoot
-	if r.Store != nil {
-		within = jobapi.S3URLPrefix
-	}
-	return jobapi.Resolve{
-		Server:    from,
-		FromRun:   r.FromRun,
-		Config:    path.Join(r.ConfigMountPath, ConfigFileName),
-		Within:    within,
-		Out:       jobapi.ResolvedPath,
-		LogFormat: jobapi.LogJSON,
-	}
+	return r.ByRun.ResolveRequest(r.Server, r.BackupRoot, r.Store)
 }
 
 // RestoreArgs returns the archiver's command-line arguments for r (after the
@@ -159,23 +119,7 @@ func BuildRestore(r Restore) *batchv1.Job {
 		mounts, volumes = append(mounts, m), append(volumes, v)
 	}
 
-	var inits []InitContainer
-	if r.FromRun != "" {
-		volumes = append(volumes,
-			corev1.Volume{Name: ResolvedVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
-				SizeLimit: new(ResolvedSizeLimit.DeepCopy()),
-			}}},
-			SecretVolume(ConfigVolumeName, r.ConfigSecretName))
-		mounts = append(mounts, corev1.VolumeMount{Name: ResolvedVolumeName, MountPath: jobapi.ResolvedMountPath, ReadOnly: true})
-		inits = append(inits, InitContainer{
-			Name: ContainerResolve,
-			Args: r.ResolveRequest().Args(),
-			Mounts: []corev1.VolumeMount{
-				{Name: ConfigVolumeName, MountPath: r.ConfigMountPath, ReadOnly: true},
-				{Name: ResolvedVolumeName, MountPath: jobapi.ResolvedMountPath},
-			},
-		})
-	}
+	volumes, mounts, inits := r.ByRun.add(r.Server, r.BackupRoot, r.Store, volumes, mounts)
 
 	return BuildJob(r.Job, Pod{
 		Component:    ComponentRestore,

@@ -342,62 +342,7 @@ func TestBuildRestoreByRun(t *testing.T) {
 				"--s3-secret-key-file", "/etc/felis-s3/secret-key", "--log-format", "json"},
 		},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			job := jobspec.BuildRestore(tt.restore)
-			pod := job.Spec.Template.Spec
-			if len(pod.InitContainers) != 1 {
-				t.Fatalf("init containers = %d, want 1", len(pod.InitContainers))
-			}
-			init, main := pod.InitContainers[0], container(t, job)
-			eq(t, "init name", init.Name, "resolve")
-			eq(t, "init image", init.Image, main.Image)
-			eq(t, "init args", init.Args, tt.wantInit)
-			eq(t, "main args", main.Args, tt.wantMain)
-			secretVolumes := map[string]bool{}
-			for _, v := range pod.Volumes {
-				if v.Secret != nil {
-					secretVolumes[v.Name] = true
-				}
-			}
-			configMounted := false
-			for _, m := range init.VolumeMounts {
-				switch m.Name {
-				case jobspec.WorldVolumeName, jobspec.BackupVolumeName, jobspec.S3VolumeName:
-					t.Errorf("the init container mounts %q: it reads only the catalog", m.Name)
-				case jobspec.ConfigVolumeName:
-					configMounted = true
-					eq(t, "config mount", m, corev1.VolumeMount{Name: "config", MountPath: "/etc/felis", ReadOnly: true})
-				case jobspec.ResolvedVolumeName:
-					eq(t, "init resolved mount", m, corev1.VolumeMount{Name: "resolved", MountPath: "/run/worldbackup"})
-				default:
-					t.Errorf("unexpected init mount %+v", m)
-				}
-			}
-			if !configMounted {
-				t.Error("the init container does not mount the config Secret")
-			}
-			for _, m := range main.VolumeMounts {
-				if m.Name == jobspec.ConfigVolumeName || (secretVolumes[m.Name] && m.Name != jobspec.S3VolumeName) {
-					t.Errorf("the extractor mounts the Secret volume %q: it must stay DB-blind", m.Name)
-				}
-				if m.Name == jobspec.ResolvedVolumeName {
-					eq(t, "main resolved mount", m, corev1.VolumeMount{Name: "resolved", MountPath: "/run/worldbackup", ReadOnly: true})
-				}
-			}
-			for _, c := range []corev1.Container{init, main} {
-				if slices.Contains(c.Args, "--config") && c.Name != "resolve" {
-					t.Errorf("%s passes --config", c.Name)
-				}
-				eq(t, c.Name+" env", len(c.Env)+len(c.EnvFrom), 0)
-			}
-			eq(t, "init capabilities", init.SecurityContext.Capabilities, &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}})
-			eq(t, "init read-only root", *init.SecurityContext.ReadOnlyRootFilesystem, true)
-			v := volume(t, job, jobspec.ResolvedVolumeName)
-			if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.Cmp(resource.MustParse("1Mi")) != 0 {
-				t.Errorf("resolved volume %+v: want an emptyDir of at most 1Mi", v.VolumeSource)
-			}
-			eq(t, "config volume", volume(t, job, jobspec.ConfigVolumeName).Secret.SecretName, "felis-config")
-		})
+		t.Run(tt.name, func(t *testing.T) { checkByRun(t, jobspec.BuildRestore(tt.restore), tt.wantInit, tt.wantMain) })
 	}
 	t.Run("restricted mode passes restricted", func(t *testing.T) {
 		r := restoreByRun("latest")
@@ -411,4 +356,66 @@ func TestBuildRestoreByRun(t *testing.T) {
 			t.Fatalf("init containers = %d, want 0", n)
 		}
 	})
+}
+
+// checkByRun checks a Job by run (a restore's or a verify's): the resolve
+// init container, with wantInit as its args, alone mounts the config Secret
+// and no world, backup claim or S3 credentials; the Job's container, with
+// wantMain, mounts no Secret but the S3 store's and reads the resolved run
+// read-only; neither has an environment.
+func checkByRun(t *testing.T, job *batchv1.Job, wantInit, wantMain []string) {
+	t.Helper()
+	pod := job.Spec.Template.Spec
+	if len(pod.InitContainers) != 1 {
+		t.Fatalf("init containers = %d, want 1", len(pod.InitContainers))
+	}
+	init, main := pod.InitContainers[0], container(t, job)
+	eq(t, "init name", init.Name, "resolve")
+	eq(t, "init image", init.Image, main.Image)
+	eq(t, "init args", init.Args, wantInit)
+	eq(t, "main args", main.Args, wantMain)
+	secretVolumes := map[string]bool{}
+	for _, v := range pod.Volumes {
+		if v.Secret != nil {
+			secretVolumes[v.Name] = true
+		}
+	}
+	configMounted := false
+	for _, m := range init.VolumeMounts {
+		switch m.Name {
+		case jobspec.WorldVolumeName, jobspec.BackupVolumeName, jobspec.S3VolumeName:
+			t.Errorf("the init container mounts %q: it reads only the catalog", m.Name)
+		case jobspec.ConfigVolumeName:
+			configMounted = true
+			eq(t, "config mount", m, corev1.VolumeMount{Name: "config", MountPath: "/etc/felis", ReadOnly: true})
+		case jobspec.ResolvedVolumeName:
+			eq(t, "init resolved mount", m, corev1.VolumeMount{Name: "resolved", MountPath: "/run/worldbackup"})
+		default:
+			t.Errorf("unexpected init mount %+v", m)
+		}
+	}
+	if !configMounted {
+		t.Error("the init container does not mount the config Secret")
+	}
+	for _, m := range main.VolumeMounts {
+		if m.Name == jobspec.ConfigVolumeName || (secretVolumes[m.Name] && m.Name != jobspec.S3VolumeName) {
+			t.Errorf("the extractor mounts the Secret volume %q: it must stay DB-blind", m.Name)
+		}
+		if m.Name == jobspec.ResolvedVolumeName {
+			eq(t, "main resolved mount", m, corev1.VolumeMount{Name: "resolved", MountPath: "/run/worldbackup", ReadOnly: true})
+		}
+	}
+	for _, c := range []corev1.Container{init, main} {
+		if slices.Contains(c.Args, "--config") && c.Name != "resolve" {
+			t.Errorf("%s passes --config", c.Name)
+		}
+		eq(t, c.Name+" env", len(c.Env)+len(c.EnvFrom), 0)
+	}
+	eq(t, "init capabilities", init.SecurityContext.Capabilities, &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}})
+	eq(t, "init read-only root", *init.SecurityContext.ReadOnlyRootFilesystem, true)
+	v := volume(t, job, jobspec.ResolvedVolumeName)
+	if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.Cmp(resource.MustParse("1Mi")) != 0 {
+		t.Errorf("resolved volume %+v: want an emptyDir of at most 1Mi", v.VolumeSource)
+	}
+	eq(t, "config volume", volume(t, job, jobspec.ConfigVolumeName).Secret.SecretName, "felis-config")
 }

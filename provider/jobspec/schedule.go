@@ -7,6 +7,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // ComponentSchedule is the app.kubernetes.io/component label of backup
@@ -26,8 +28,8 @@ const jobNameLabel = "batch.kubernetes.io/job-name"
 // "-<11 digits>" to name its Jobs, which must fit in 63.
 const MaxScheduleNameLen = 52
 
-// Schedule holds the resolved arguments of a backup CronJob beyond those of
-// its Job (Backup, whose RunID is ignored).
+// Schedule holds the resolved arguments of a CronJob beyond those of its
+// Job (a Backup or a Verify, whose RunID is ignored).
 type Schedule struct {
 	Cron             string        // e.g. "0 4 * * *"
 	TimeZone         string        // IANA name; "" = the controller's
@@ -40,6 +42,15 @@ type Schedule struct {
 // ScheduleName returns the CronJob's name for server.
 func ScheduleName(server string) string { return server + "-sched" }
 
+// ComponentVerifySchedule is the app.kubernetes.io/component label of
+// verify CronJobs.
+const ComponentVerifySchedule = "verify-schedule"
+
+// VerifyScheduleName returns the verify CronJob's name for server. Its
+// Jobs, <server>-vsched-<digits>, never take the name of a backup
+// schedule's or of an on-demand Job (<server>-<kind>-<suffix>).
+func VerifyScheduleName(server string) string { return server + "-vsched" }
+
 // BuildBackupSchedule returns the CronJob that runs b's backup Job on
 // schedule s: the same pod as the on-demand Job (mounts, identity, no
 // token), concurrencyPolicy Forbid, and the run ID of each run taken from
@@ -49,15 +60,35 @@ func BuildBackupSchedule(b Backup, s Schedule) *batchv1.CronJob {
 	b.RunID = "$(" + RunIDEnv + ")"
 	b.Await = Await{}
 	job := BuildBackup(b)
-	pod := job.Spec.Template
-	delete(pod.Annotations, AnnotationRunID)
-	pod.Labels = Labels(b.Server, ComponentSchedule, b.Labels)
-	c := &pod.Spec.Containers[0]
+	c := &job.Spec.Template.Spec.Containers[0]
 	c.Env = append(c.Env, corev1.EnvVar{Name: RunIDEnv, ValueFrom: &corev1.EnvVarSource{
 		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + jobNameLabel + "']"},
 	}})
+	return cronJob(ScheduleName(b.Server), b.Job, ComponentSchedule, job, s)
+}
+
+// BuildVerifySchedule returns the CronJob that verifies, on schedule s, the
+// newest successful run of v's server (v.FromServer's, when set; v.FromRun
+// when set, e.g. one run ID verified again and again): each Job is v's
+// verify by run, its init container resolving the run when the Job starts.
+// concurrencyPolicy Forbid; a verify that finds a problem fails its Job.
+func BuildVerifySchedule(v Verify, s Schedule) *batchv1.CronJob {
+	if v.FromRun == "" {
+		v.FromRun = jobapi.RunLatest
+	}
+	v.RunID = ComponentVerifySchedule // names nothing: the controller names the Jobs
+	v.Await = Await{}
+	return cronJob(VerifyScheduleName(v.Server), v.Job, ComponentVerifySchedule, BuildVerify(v), s)
+}
+
+// cronJob returns the CronJob name that runs job (built from j) on schedule
+// s, labelled component: job's pod, without the run ID of the on-demand
+// Job.
+func cronJob(name string, j Job, component string, job *batchv1.Job, s Schedule) *batchv1.CronJob {
+	pod := job.Spec.Template
+	delete(pod.Annotations, AnnotationRunID)
+	pod.Labels = Labels(j.Server, component, j.Labels)
 	job.Spec.Template = pod
-	jobAnnotations := maps.Clone(b.Annotations)
 	var tz *string
 	if s.TimeZone != "" {
 		tz = new(s.TimeZone)
@@ -65,10 +96,10 @@ func BuildBackupSchedule(b Backup, s Schedule) *batchv1.CronJob {
 	return &batchv1.CronJob{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        ScheduleName(b.Server),
-			Namespace:   b.Namespace,
-			Labels:      Labels(b.Server, ComponentSchedule, b.Labels),
-			Annotations: maps.Clone(b.Annotations),
+			Name:        name,
+			Namespace:   j.Namespace,
+			Labels:      Labels(j.Server, component, j.Labels),
+			Annotations: maps.Clone(j.Annotations),
 		},
 		Spec: batchv1.CronJobSpec{
 			Schedule:                   s.Cron,
@@ -80,8 +111,8 @@ func BuildBackupSchedule(b Backup, s Schedule) *batchv1.CronJob {
 			FailedJobsHistoryLimit:     new(s.FailedJobs),
 			JobTemplate: batchv1.JobTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
-					Labels:      Labels(b.Server, ComponentSchedule, b.Labels),
-					Annotations: jobAnnotations,
+					Labels:      Labels(j.Server, component, j.Labels),
+					Annotations: maps.Clone(j.Annotations),
 				},
 				Spec: job.Spec,
 			},

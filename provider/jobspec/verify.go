@@ -38,10 +38,18 @@ type Verify struct {
 
 	Scratch Scratch
 
+	// ByRun, when its FromRun is set, verifies a recorded run (a run ID or
+	// the newest) in place of ArchiveRef and SHA256 (both then unused), as
+	// a restore by run does.
+	ByRun
+
 	// Store holds the settings and credentials of the S3 store ArchiveRef
 	// is an object of; nil: ArchiveRef is a file on the backup claim (as
 	// Restore.Store).
 	Store *S3Store
+	// Encryption is the Secret key of the age identity an encrypted
+	// archive is read with; nil: the archive is not encrypted.
+	Encryption *Encryption
 }
 
 // Scratch is where the verify Job restores the archive: an emptyDir of at
@@ -58,8 +66,9 @@ func VerifyJobName(server, runID string) string {
 }
 
 // Request returns the archiver's request of v: verify the archive against
-// its checksum, restore it under the scratch mount and check the world. It
-// needs no database and no config file.
+// its checksum (by run: those the init container resolved), restore it
+// under the scratch mount and check the world. It needs no database and no
+// config file.
 func (v Verify) Request() jobapi.Verify {
 	req := jobapi.Verify{
 		Archive:    v.ArchiveRef,
@@ -69,8 +78,14 @@ func (v Verify) Request() jobapi.Verify {
 		Scratch:    ScratchPath,
 		LogFormat:  jobapi.LogJSON,
 	}
+	if v.FromRun != "" {
+		req.Archive, req.SHA256, req.ArchiveFrom = "", "", jobapi.ResolvedPath
+	}
 	if v.Store != nil {
 		req.S3 = v.Store.Settings() // the credentials are files of the mounted Secret
+	}
+	if e := v.Encryption; e != nil {
+		req.EncryptionKeyFile = e.KeyFile()
 	}
 	return req
 }
@@ -108,7 +123,9 @@ func (s Scratch) Volume() (corev1.Volume, corev1.VolumeMount) {
 // claim, no config Secret (no database), no service-account token, and
 // the identity of v.Identity.Mode with the restore's capabilities in
 // baseline mode (the check restores the archive with its owners, then
-// reads files the game wrote 0600).
+// reads files the game wrote 0600). With Encryption it mounts the key's
+// Secret read-only; by run (FromRun) it adds the resolve init container,
+// the only one with the config Secret, as BuildRestore does.
 func BuildVerify(v Verify) *batchv1.Job {
 	tmpVolume, tmpMount := TmpVolume()
 	scratchVolume, scratchMount := v.Scratch.Volume()
@@ -123,11 +140,17 @@ func BuildVerify(v Verify) *batchv1.Job {
 		vol, m := v.Store.Volume()
 		mounts, volumes = append(mounts, m), append(volumes, vol)
 	}
+	if e := v.Encryption; e != nil {
+		vol, m := e.Volume()
+		mounts, volumes = append(mounts, m), append(volumes, vol)
+	}
+	volumes, mounts, inits := v.ByRun.add(v.Server, v.BackupRoot, v.Store, volumes, mounts)
 	return BuildJob(v.Job, Pod{
 		Component:    ComponentVerify,
 		Args:         VerifyArgs(v),
 		Capabilities: RestoreCapabilities,
 		Mounts:       mounts,
 		Volumes:      volumes,
+		Init:         inits,
 	})
 }

@@ -1,11 +1,14 @@
 package jobspec_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/pod-security-admission/api"
 
 	"github.com/worldbackup/worldbackup/provider/internal/jobtest"
@@ -143,5 +146,61 @@ func TestBuildVerifyPodSecurity(t *testing.T) {
 				t.Fatalf("allowed = %v, want %v; forbidden: %v %v", agg.Allowed, tt.allowed, agg.ForbiddenReasons, agg.ForbiddenDetails)
 			}
 		})
+	}
+}
+
+// TestBuildVerifyByRun: a verify by run resolves the run in its init
+// container, as a restore by run does, and verifies the resolved archive.
+func TestBuildVerifyByRun(t *testing.T) {
+	v := jobtest.DefaultVerify()
+	v.ArchiveRef, v.SHA256 = "", ""
+	v.ByRun = jobspec.ByRun{FromRun: "latest", ConfigSecretName: "felis-config", ConfigMountPath: "/etc/felis"}
+	checkByRun(t, jobspec.BuildVerify(v),
+		[]string{"resolve", "--server", "survival", "--from-run", "latest", "--config", "/etc/felis/felis.toml",
+			"--within", "/backups", "--out", "/run/worldbackup/run.json", "--log-format", "json"},
+		[]string{"verify", "--archive-from", "/run/worldbackup/run.json", "--world-check", "--scratch", "/scratch", "--log-format", "json"})
+	t.Run("restricted mode passes restricted", func(t *testing.T) {
+		r := v
+		r.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1000, RunAsGroup: 1000, FSGroup: 1000}
+		if agg := jobtest.PodSecurity(t, jobspec.BuildVerify(r).Spec.Template, api.LevelRestricted); !agg.Allowed {
+			t.Fatalf("forbidden: %v %v", agg.ForbiddenReasons, agg.ForbiddenDetails)
+		}
+	})
+}
+
+// TestBuildVerifySchedule: the verify CronJob's Jobs are verifies by run
+// of the server's newest run, with the on-demand verify's pod otherwise.
+func TestBuildVerifySchedule(t *testing.T) {
+	v := jobtest.DefaultVerify()
+	v.ArchiveRef, v.SHA256 = "", ""
+	v.ByRun = jobspec.ByRun{ConfigSecretName: "felis-config", ConfigMountPath: "/etc/felis"}
+	v.Await = jobspec.Await{ReplaceUnready: true}
+	cj := jobspec.BuildVerifySchedule(v, schedule())
+	eq(t, "name", cj.Name, "survival-vsched")
+	if errs := validation.IsDNS1123Label(cj.Name); len(errs) > 0 || len(cj.Name) > jobspec.MaxScheduleNameLen {
+		t.Fatalf("name %q: %v", cj.Name, errs)
+	}
+	eq(t, "schedule", cj.Spec.Schedule, "0 4 * * *")
+	eq(t, "concurrency", cj.Spec.ConcurrencyPolicy, batchv1.ForbidConcurrent)
+	eq(t, "component", cj.Spec.JobTemplate.Spec.Template.Labels[jobspec.LabelComponent], jobspec.ComponentVerifySchedule)
+	for k := range cj.Spec.JobTemplate.Annotations {
+		if strings.HasPrefix(k, "pulumi.com/") {
+			t.Fatalf("the Job template has %s: Pulumi does not await scheduled Jobs", k)
+		}
+	}
+	if _, ok := cj.Spec.JobTemplate.Spec.Template.Annotations[jobspec.AnnotationRunID]; ok {
+		t.Fatal("the pod template carries the on-demand run ID")
+	}
+	job := &batchv1.Job{Spec: cj.Spec.JobTemplate.Spec}
+	checkByRun(t, job,
+		[]string{"resolve", "--server", "survival", "--from-run", "latest", "--config", "/etc/felis/felis.toml",
+			"--within", "/backups", "--out", "/run/worldbackup/run.json", "--log-format", "json"},
+		[]string{"verify", "--archive-from", "/run/worldbackup/run.json", "--world-check", "--scratch", "/scratch", "--log-format", "json"})
+	v.FromRun = "survival-r7"
+	if args := jobspec.BuildVerifySchedule(v, schedule()).Spec.JobTemplate.Spec.Template.Spec.InitContainers[0].Args; !slices.Contains(args, "survival-r7") {
+		t.Errorf("a schedule of one run ID: resolve args %q", args)
+	}
+	if agg := jobtest.PodSecurity(t, cj.Spec.JobTemplate.Spec.Template, api.LevelBaseline); !agg.Allowed {
+		t.Fatalf("baseline mode's CronJob pod fails baseline: %v", agg.ForbiddenReasons)
 	}
 }

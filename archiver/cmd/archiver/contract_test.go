@@ -92,6 +92,9 @@ func TestContractRoundTrip(t *testing.T) {
 			return r
 		}().ResolveRequest()},
 		{name: "resolve by hand", req: jobapi.Resolve{Server: "s", FromRun: "latest"}},
+		{name: "verify by run, encrypted", req: jobspec.Verify{Job: job, ByRun: byRun(jobspec.Restore{}, "latest").ByRun,
+			Encryption: &jobspec.Encryption{SecretName: "k", SecretKey: "age"}}.Request()},
+		{name: "verify by run: its resolve, S3", req: jobspec.Verify{Job: job, ByRun: byRun(jobspec.Restore{}, "r7").ByRun, Store: store}.ByRun.ResolveRequest(job.Server, job.BackupRoot, store)},
 		{name: "prune, folder store", req: jobspec.Prune{Job: job, ConfigMountPath: "/etc/felis",
 			Retention: jobspec.Retention{KeepDaily: 7, MinKeep: 3}}.Request()},
 		{name: "prune, S3, dry run", req: jobspec.Prune{Job: job, ConfigMountPath: "/etc/felis", Store: store,

@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/worldbackup/worldbackup/internal/pgtest"
+	"github.com/worldbackup/worldbackup/internal/worldgen"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
@@ -189,6 +191,76 @@ func TestRestoreByRunEndToEnd(t *testing.T) {
 		res := archiver(t, "restore", "--archive-from", handoff, "--archive", "/x", "--into", into)
 		if res.code != exitUsage || !strings.Contains(res.stderr, "one or the other") {
 			t.Errorf("--archive-from with --archive: exit %d:\n%s", res.code, res.stderr)
+		}
+	})
+}
+
+// TestVerifyByRunEndToEnd runs the verify by run as the verify Job (and the
+// scheduled verify) does: archiver resolve writes the newest run's archive
+// and checksum, archiver verify --archive-from --world-check (no config, no
+// database) checks it, and its termination message names the run it
+// verified. A good world verifies; after a chunk is damaged and backed up
+// again, latest is the damaged run and its verify exits 3; a forged
+// checksum in the file exits 3; --archive-from with --archive is refused.
+func TestVerifyByRunEndToEnd(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	if _, err := worldgen.Generate(e.world, worldgen.Options{Size: 2 << 20, Seed: 11}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	handoff, tlog := filepath.Join(dir, "run.json"), filepath.Join(dir, "tlog")
+	backupAndResolve := func(runID string, extra ...string) {
+		t.Helper()
+		if res := archiver(t, append(e.backupArgs(runID), extra...)...); res.code != 0 {
+			t.Fatalf("backup %s exited %d:\n%s", runID, res.code, res.stderr)
+		}
+		if res := archiver(t, "resolve", "--server", "survival", "--from-run", jobapi.RunLatest, "--config", e.config,
+			"--within", e.root, "--out", handoff); res.code != 0 {
+			t.Fatalf("resolve exited %d:\n%s", res.code, res.stderr)
+		}
+	}
+	verify := func() (result, map[string]any) {
+		t.Helper()
+		res := archiver(t, "verify", "--archive-from", handoff, "--world-check", "--scratch", t.TempDir(),
+			"--log-format", "json", "--termination-log", tlog)
+		return res, summary(t, tlog)
+	}
+	for _, format := range []string{"tar", "chunked"} {
+		t.Run("a good world, "+format, func(t *testing.T) {
+			backupAndResolve("good-"+format, "--format", format)
+			res, s := verify()
+			if res.code != 0 || s["status"] != string(jobapi.StatusVerified) || s["run_id"] != "good-"+format || s["chunks_checked"].(float64) == 0 {
+				t.Fatalf("exit %d, summary %v:\n%s", res.code, s, res.stderr)
+			}
+		})
+	}
+	t.Run("latest is the damaged run", func(t *testing.T) {
+		chunk := flipChunk(t, e.world)
+		backupAndResolve("damaged")
+		res, s := verify()
+		want := fmt.Sprintf("world/region/r.0.0.mca: chunk (%d, %d)", chunk[0], chunk[1])
+		if res.code != exitRefused || s["status"] != string(jobapi.StatusFailed) || s["run_id"] != "damaged" ||
+			!strings.HasPrefix(fmt.Sprint(s["problem"]), want) {
+			t.Fatalf("exit %d, summary %v, want exit %d naming %q:\n%s", res.code, s, exitRefused, want, res.stderr)
+		}
+	})
+	t.Run("a forged checksum", func(t *testing.T) {
+		r, err := jobapi.ReadResolvedRun(handoff)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.SHA256 = strings.Repeat("0", 64)
+		if err := os.WriteFile(handoff, r.Encode(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if res, _ := verify(); res.code != exitRefused {
+			t.Fatalf("exit %d, want %d:\n%s", res.code, exitRefused, res.stderr)
+		}
+	})
+	t.Run("--archive-from with --archive", func(t *testing.T) {
+		res := archiver(t, "verify", "--archive-from", handoff, "--archive", "/x.tar.zst")
+		if res.code != exitUsage || !strings.Contains(res.stderr, "one or the other") {
+			t.Fatalf("exit %d:\n%s", res.code, res.stderr)
 		}
 	})
 }

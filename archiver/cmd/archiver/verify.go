@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -22,12 +23,13 @@ import (
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
-const verifyHelp = `Usage: archiver verify (--run-id R | --archive PATH [--sha256 HEX]) [flags]
+const verifyHelp = `Usage: archiver verify (--run-id R | --archive PATH [--sha256 HEX] | --archive-from FILE) [flags]
 
 Re-reads an archive and checks its size and SHA-256 against the run's row in
 the catalog, and that it decompresses and parses as tar to the end. With
 --archive, the run is the one named by the file (<run id>.tar.zst); with
---sha256 too, the catalog is not consulted. A chunked run (its manifest as
+--sha256 too, the catalog is not consulted; --archive-from reads both from
+the file archiver resolve wrote (the verify Job by run). A chunked run (its manifest as
 --archive, or its --run-id) is checked blob by blob: the manifest against its
 SHA-256, then every blob against its hash (or about --read-data-subset of the
 data blobs); a missing pack is named. An encrypted archive needs
@@ -93,6 +95,18 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return usageError(stderr, "verify", "%s", flagErrorf(jobapi.FlagEncryptionKeyFile, ": %s", err))
 	}
+	var resolvedRun string // the run archiver resolve found, with --archive-from
+	if f.ArchiveFrom != "" {
+		if *archive != "" || *sha != "" || *runID != "" {
+			return usageError(stderr, jobapi.KindVerify, "%s replaces %s, %s and %s: give one or the other",
+				jobapi.Flag(jobapi.FlagArchiveFrom), jobapi.Flag(jobapi.FlagArchive), jobapi.Flag(jobapi.FlagSHA256), jobapi.Flag(jobapi.FlagRunID))
+		}
+		res, err := resolvedArchive(f.ArchiveFrom)
+		if err != nil {
+			return usageError(stderr, jobapi.KindVerify, "%s", err)
+		}
+		*archive, *sha, resolvedRun = res.ArchiveRef, res.SHA256, res.RunID
+	}
 	wc := worldCheckFlags{enabled: f.WorldCheck, chunks: f.Chunks, world: f.world, scratch: f.Scratch, json: f.json}
 	if wc.scratch == "" {
 		wc.scratch = os.TempDir()
@@ -127,7 +141,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}()
 	// checked runs the world check after the archive verified as src.
 	checked := func(code int, src restoreSource) int {
-		rep.ArchiveRef, rep.SHA256, rep.RunID = src.archive, src.sha256, *runID
+		rep.ArchiveRef, rep.SHA256, rep.RunID = src.archive, src.sha256, cmp.Or(*runID, resolvedRun)
 		rep.Status = jobapi.StatusFailed
 		if code != exitOK || !wc.enabled {
 			if code == exitOK {

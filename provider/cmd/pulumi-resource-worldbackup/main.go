@@ -191,6 +191,7 @@ func components() []component {
 		serve(provider.WorldPruneType, provider.NewWorldPrune),
 		serve(provider.WorldBackupScheduleType, provider.NewWorldBackupSchedule),
 		serve(provider.WorldVerifyType, provider.NewWorldVerify),
+		serve(provider.WorldVerifyScheduleType, provider.NewWorldVerifySchedule),
 		serve(provider.WorldMetricsType, provider.NewWorldMetrics),
 	}
 }

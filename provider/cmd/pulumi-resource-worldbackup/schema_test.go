@@ -107,8 +107,9 @@ func TestSchemaServesTheComponents(t *testing.T) {
 		{"worldbackup:index:WorldRestore", []string{"server", "runId", "image"}, []string{"jobName", "namespace", "runId", "archiveRef"}},
 		{"worldbackup:index:WorldPrune", []string{"server", "runId", "image", "retention"}, []string{"jobName", "namespace", "runId"}},
 		{"worldbackup:index:WorldBackupSchedule", []string{"server", "image", "schedule"}, []string{"cronJobName", "namespace", "cronSchedule"}},
-		{"worldbackup:index:WorldVerify", []string{"server", "runId", "image", "archiveRef", "sha256"},
+		{"worldbackup:index:WorldVerify", []string{"server", "runId", "image"},
 			[]string{"jobName", "namespace", "runId", "archiveRef", "status", "chunksChecked", "problems"}},
+		{"worldbackup:index:WorldVerifySchedule", []string{"server", "image", "schedule"}, []string{"cronJobName", "namespace", "cronSchedule"}},
 		{"worldbackup:index:WorldMetrics", []string{"image"}, []string{"deploymentName", "serviceName", "namespace", "portName", "port", "selectorLabels", "url"}},
 	}
 	if len(schema.Resources) != len(tests) {

@@ -88,3 +88,43 @@ func ExampleNewWorldPrune() {
 		return err
 	})
 }
+
+// Verify the newest backup of a server every night, down to a tenth of
+// each region's chunks, in an emptyDir of 20Gi.
+func ExampleNewWorldVerifySchedule() {
+	pulumi.Run(func(ctx *pulumi.Context) error {
+		_, err := worldbackup.NewWorldVerifySchedule(ctx, "survival-check", &worldbackup.WorldVerifyScheduleArgs{
+			Server:          "survival",
+			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			BackupClaimName: pulumi.String("world-backups"),
+			ChunkSample:     pulumi.String("10%"),
+			ScratchSize:     pulumi.String("20Gi"),
+			Schedule:        "@daily-random",
+		})
+		return err
+	})
+}
+
+// Verify the archive a backup of this run just wrote.
+func ExampleNewWorldVerify() {
+	pulumi.Run(func(ctx *pulumi.Context) error {
+		backup, err := worldbackup.NewWorldBackup(ctx, "survival", &worldbackup.WorldBackupArgs{
+			Server:          "survival",
+			RunId:           pulumi.String("2026-12-02"),
+			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			BackupClaimName: pulumi.String("world-backups"),
+		})
+		if err != nil {
+			return err
+		}
+		_, err = worldbackup.NewWorldVerify(ctx, "survival-verify", &worldbackup.WorldVerifyArgs{
+			Server:          "survival",
+			RunId:           pulumi.String("2026-12-02.verify"),
+			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			BackupClaimName: pulumi.String("world-backups"),
+			ArchiveRef:      backup.ArchiveRef,
+			Sha256:          backup.SHA256,
+		})
+		return err
+	})
+}

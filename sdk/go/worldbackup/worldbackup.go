@@ -31,6 +31,9 @@ type (
 	WorldRestore        = provider.WorldRestore
 	WorldPrune          = provider.WorldPrune
 	WorldBackupSchedule = provider.WorldBackupSchedule
+	WorldVerify         = provider.WorldVerify
+	WorldVerifySchedule = provider.WorldVerifySchedule
+	WorldMetrics        = provider.WorldMetrics
 )
 
 // The nested inputs, their enums and a component's input problems.
@@ -261,6 +264,132 @@ type WorldBackupScheduleArgs struct {
 	SpreadKey             string
 }
 
+// WorldVerifyArgs are the inputs of a WorldVerify (see
+// provider.WorldVerifyArgs). Server, RunId and Image are required, and
+// ArchiveRef with Sha256, or FromRun. A verify mounts no world: it has no
+// WorldRoot or WorldClaimName.
+type WorldVerifyArgs struct {
+	Server             string
+	RunId              pulumi.StringInput
+	Image              pulumi.StringInput
+	BackupClaimName    pulumi.StringInput
+	Namespace          pulumi.StringInput
+	ServiceAccountName pulumi.StringInput
+	BackupRoot         pulumi.StringInput
+	Deadline           pulumi.StringInput
+	CpuLimit           pulumi.StringInput
+	MemoryLimit        pulumi.StringInput
+	SecurityMode       SecurityMode
+	RunAsUser          pulumi.IntInput
+	RunAsGroup         pulumi.IntInput
+	FsGroup            pulumi.IntInput
+	TtlAfterFinished   pulumi.StringInput
+	BackoffLimit       pulumi.IntInput
+	NodeName           pulumi.StringInput
+	NodeSelector       pulumi.StringMapInput
+	GamePodSelector    pulumi.StringMapInput
+	GamePodAffinity    pulumi.StringInput
+	Tolerations        []TolerationArgs
+	PriorityClassName  pulumi.StringInput
+	ImagePullSecrets   pulumi.StringArrayInput
+	Labels             pulumi.StringMapInput
+	Annotations        pulumi.StringMapInput
+	SkipAwait          bool
+	Timeout            string
+	ReplaceUnready     *bool
+	Preflight          *bool
+	KubeContext        string
+	Kubeconfig         string
+	Notify             *NotifyArgs
+
+	ArchiveRef              pulumi.StringInput
+	Sha256                  pulumi.StringInput
+	FromRun                 pulumi.StringInput
+	FromServer              pulumi.StringInput
+	ConfigSecretName        pulumi.StringInput
+	ConfigMountPath         pulumi.StringInput
+	ChunkSample             pulumi.StringInput
+	ScratchSize             pulumi.StringInput
+	ScratchStorageClassName pulumi.StringInput
+	Store                   *StoreArgs
+	Encryption              *EncryptionArgs
+}
+
+// WorldVerifyScheduleArgs are the inputs of a WorldVerifySchedule: those of
+// a WorldVerify's pod by run (see provider.WorldVerifyScheduleArgs; FromRun
+// defaults to latest, and there is no RunId, ArchiveRef, Sha256, SkipAwait,
+// Timeout, ReplaceUnready, Preflight or KubeContext) and the schedule's
+// own. Server, Image and Schedule are required.
+type WorldVerifyScheduleArgs struct {
+	Server             string
+	Image              pulumi.StringInput
+	BackupClaimName    pulumi.StringInput
+	Namespace          pulumi.StringInput
+	ServiceAccountName pulumi.StringInput
+	BackupRoot         pulumi.StringInput
+	Deadline           pulumi.StringInput
+	CpuLimit           pulumi.StringInput
+	MemoryLimit        pulumi.StringInput
+	SecurityMode       SecurityMode
+	RunAsUser          pulumi.IntInput
+	RunAsGroup         pulumi.IntInput
+	FsGroup            pulumi.IntInput
+	TtlAfterFinished   pulumi.StringInput
+	BackoffLimit       pulumi.IntInput
+	NodeName           pulumi.StringInput
+	NodeSelector       pulumi.StringMapInput
+	GamePodSelector    pulumi.StringMapInput
+	GamePodAffinity    pulumi.StringInput
+	Tolerations        []TolerationArgs
+	PriorityClassName  pulumi.StringInput
+	ImagePullSecrets   pulumi.StringArrayInput
+	Labels             pulumi.StringMapInput
+	Annotations        pulumi.StringMapInput
+	Notify             *NotifyArgs
+
+	FromRun                 pulumi.StringInput
+	FromServer              pulumi.StringInput
+	ConfigSecretName        pulumi.StringInput
+	ConfigMountPath         pulumi.StringInput
+	ChunkSample             pulumi.StringInput
+	ScratchSize             pulumi.StringInput
+	ScratchStorageClassName pulumi.StringInput
+	Store                   *StoreArgs
+	Encryption              *EncryptionArgs
+
+	Schedule              string
+	TimeZone              string
+	StartingDeadline      string
+	SuccessfulJobsHistory *int
+	FailedJobsHistory     *int
+	Suspend               bool
+	Spread                string
+	SpreadKey             string
+}
+
+// WorldMetricsArgs are the inputs of a WorldMetrics, the catalog's
+// Prometheus exporter and status page (see provider.WorldMetricsArgs).
+// Image is required.
+type WorldMetricsArgs struct {
+	Image              pulumi.StringInput
+	Namespace          pulumi.StringInput
+	Name               string
+	ServiceAccountName pulumi.StringInput
+	ConfigSecretName   pulumi.StringInput
+	ConfigMountPath    pulumi.StringInput
+	Cluster            pulumi.StringInput
+	MaxAge             string
+	ServerMaxAges      map[string]string
+	Port               *int
+	RunAsUser          *int
+	RunAsGroup         *int
+	CpuLimit           pulumi.StringInput
+	MemoryLimit        pulumi.StringInput
+	NodeSelector       pulumi.StringMapInput
+	Labels             pulumi.StringMapInput
+	Annotations        pulumi.StringMapInput
+}
+
 // NewWorldBackup registers a WorldBackup: one backup run, a Kubernetes Job
 // (provider.NewWorldBackup). Invalid inputs give an error naming the
 // resource that wraps a *InputError listing them all.
@@ -285,6 +414,26 @@ func NewWorldPrune(ctx *pulumi.Context, name string, args *WorldPruneArgs, opts 
 // schedule, a Kubernetes CronJob (provider.NewWorldBackupSchedule).
 func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args *WorldBackupScheduleArgs, opts ...pulumi.ResourceOption) (*WorldBackupSchedule, error) {
 	return construct(ctx, "WorldBackupSchedule", name, args, provider.NewWorldBackupSchedule, opts)
+}
+
+// NewWorldVerify registers a WorldVerify: one verify of an archive down to
+// the chunks, a Kubernetes Job with no database access and no world
+// (provider.NewWorldVerify).
+func NewWorldVerify(ctx *pulumi.Context, name string, args *WorldVerifyArgs, opts ...pulumi.ResourceOption) (*WorldVerify, error) {
+	return construct(ctx, "WorldVerify", name, args, provider.NewWorldVerify, opts)
+}
+
+// NewWorldVerifySchedule registers a WorldVerifySchedule: the newest run of
+// a server verified on a schedule, a Kubernetes CronJob
+// (provider.NewWorldVerifySchedule).
+func NewWorldVerifySchedule(ctx *pulumi.Context, name string, args *WorldVerifyScheduleArgs, opts ...pulumi.ResourceOption) (*WorldVerifySchedule, error) {
+	return construct(ctx, "WorldVerifySchedule", name, args, provider.NewWorldVerifySchedule, opts)
+}
+
+// NewWorldMetrics registers a WorldMetrics: the catalog's exporter, a
+// Deployment and a Service (provider.NewWorldMetrics).
+func NewWorldMetrics(ctx *pulumi.Context, name string, args *WorldMetricsArgs, opts ...pulumi.ResourceOption) (*WorldMetrics, error) {
+	return construct(ctx, "WorldMetrics", name, args, provider.NewWorldMetrics, opts)
 }
 
 // construct converts args (this package's Args for kind) into the provider

@@ -26,6 +26,9 @@ func TestEveryFieldConverts(t *testing.T) {
 		{"WorldRestore", &WorldRestoreArgs{}, &provider.WorldRestoreArgs{}, provider.WorldRestoreType},
 		{"WorldPrune", &WorldPruneArgs{}, &provider.WorldPruneArgs{}, provider.WorldPruneType},
 		{"WorldBackupSchedule", &WorldBackupScheduleArgs{}, &provider.WorldBackupScheduleArgs{}, provider.WorldBackupScheduleType},
+		{"WorldVerify", &WorldVerifyArgs{}, &provider.WorldVerifyArgs{}, provider.WorldVerifyType},
+		{"WorldVerifySchedule", &WorldVerifyScheduleArgs{}, &provider.WorldVerifyScheduleArgs{}, provider.WorldVerifyScheduleType},
+		{"WorldMetrics", &WorldMetricsArgs{}, &provider.WorldMetricsArgs{}, provider.WorldMetricsType},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,7 +53,7 @@ func TestEveryFieldConverts(t *testing.T) {
 			for _, in := range provider.InputsNotTaken(tt.typ) {
 				notTaken[strings.ToLower(in)] = true
 			}
-			if tt.typ == provider.WorldBackupScheduleType {
+			if tt.typ == provider.WorldBackupScheduleType || tt.typ == provider.WorldVerifyScheduleType {
 				notTaken["kubeconfig"] = true // the preflight's, which a schedule has not
 			}
 			for name := range byName {
@@ -86,6 +89,10 @@ func fill(t *testing.T, v reflect.Value, name string) {
 			v.Set(reflect.New(v.Type().Elem()))
 		case reflect.Slice:
 			v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		case reflect.Map:
+			m := reflect.MakeMap(v.Type())
+			m.SetMapIndex(reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem())
+			v.Set(m)
 		default:
 			t.Fatalf("no value for %s (%s)", name, v.Type())
 		}
