@@ -19,7 +19,7 @@ build:
 test:
 	scripts/test.sh
 
-## bench: archiver backup vs tar|zstd -1 -T0 on synthetic worlds (BENCH_SIZES, BENCH_PAIRS): alternated pairs, medians, ratio, peak RSS; then side by side with restic and kopia (built on demand into the tool cache): first backup, a day of play, second backup, restore (BENCH_PEERS, BENCH_CACHE). BENCH_FLEET=1: the fleet in render mode instead (scripts/bench-fleet.sh).
+## bench: archiver backup vs tar|zstd -1 -T0 on synthetic worlds (BENCH_SIZES, BENCH_PAIRS): alternated pairs, medians, ratio, peak RSS; then side by side with restic and kopia (built on demand into the tool cache): first backup, a day of play, second backup, restore (BENCH_PEERS, BENCH_CACHE); encryption's cost (BENCH_CRYPT_PAIRS); verify --world-check against the backup (BENCH_VERIFY). BENCH_FLEET=1: the fleet in render mode instead (scripts/bench-fleet.sh).
 bench:
 	scripts/bench.sh
 

@@ -39,6 +39,11 @@
 #   BENCH_CRYPT_PAIRS=5        the encryption section: alternated pairs per size and format of a
 #                              first backup + restore without and with --encryption-key-file
 #                              (an age identity made by age-keygen in $BENCH_DIR); 0 to skip
+#   BENCH_VERIFY=1             the verify section (issue 26): per size, one backup, then
+#                              archiver verify --world-check of the world folder (every
+#                              chunk, and --chunks 10%) and of the backup's archive
+#                              (checksum, restore into a scratch folder, check), wall and
+#                              CPU against the backup's; 0 to skip
 #   BENCH_CACHE="cold warm"    its cache modes, in order; cold needs root (else it is skipped, saying so)
 #   BENCH_MUTATE_SEED=1        the day of play's seed (worldgen mutate -seed)
 #   BENCH_SEED=1               world seed
@@ -76,6 +81,7 @@ BENCH_S3=${BENCH_S3:-1}
 BENCH_SEED=${BENCH_SEED:-1}
 BENCH_PEERS=${BENCH_PEERS:-1}
 BENCH_CRYPT_PAIRS=${BENCH_CRYPT_PAIRS:-5}
+BENCH_VERIFY=${BENCH_VERIFY:-1}
 BENCH_CACHE=${BENCH_CACHE:-cold warm}
 BENCH_MUTATE_SEED=${BENCH_MUTATE_SEED:-1}
 BENCH_DIR=${BENCH_DIR:-$root/.bench}
@@ -95,7 +101,7 @@ for s in "${sizes[@]}"; do
 done
 [[ $BENCH_PAIRS =~ ^[0-9]+$ ]] || die "BENCH_PAIRS=$BENCH_PAIRS: want a non-negative integer"
 [[ $BENCH_PEERS == 0 || $BENCH_PEERS == 1 ]] || die "BENCH_PEERS=$BENCH_PEERS: want 0 or 1"
-((BENCH_PAIRS > 0 || BENCH_PEERS == 1 || BENCH_CRYPT_PAIRS > 0)) || die "BENCH_PAIRS=0, BENCH_PEERS=0 and BENCH_CRYPT_PAIRS=0: nothing to measure"
+((BENCH_PAIRS > 0 || BENCH_PEERS == 1 || BENCH_CRYPT_PAIRS > 0 || BENCH_VERIFY == 1)) || die "BENCH_PAIRS=0, BENCH_PEERS=0, BENCH_CRYPT_PAIRS=0 and BENCH_VERIFY=0: nothing to measure"
 ((BENCH_PAIRS > 0)) || BENCH_S3=0 # the S3 run belongs to the rounds
 read -r -a cache_modes <<<"$BENCH_CACHE"
 for m in "${cache_modes[@]}"; do
@@ -103,6 +109,7 @@ for m in "${cache_modes[@]}"; do
 done
 ((${#cache_modes[@]} > 0 || BENCH_PEERS == 0)) || die "BENCH_CACHE is empty: give \"cold warm\", cold or warm"
 [[ $BENCH_MUTATE_SEED =~ ^-?[0-9]+$ ]] || die "BENCH_MUTATE_SEED=$BENCH_MUTATE_SEED: want an integer"
+[[ $BENCH_VERIFY == 0 || $BENCH_VERIFY == 1 ]] || die "BENCH_VERIFY=$BENCH_VERIFY: want 0 or 1"
 [[ $BENCH_GZIP == 0 || $BENCH_GZIP == 1 ]] || die "BENCH_GZIP=$BENCH_GZIP: want 0 or 1"
 [[ $BENCH_S3 == 0 || $BENCH_S3 == 1 ]] || die "BENCH_S3=$BENCH_S3: want 0 or 1"
 [[ $BENCH_SEED =~ ^-?[0-9]+$ ]] || die "BENCH_SEED=$BENCH_SEED: want an integer"
@@ -304,6 +311,43 @@ run_crypt() {
   t2=$(now)
   echo "$(elapsed "$t0" "$t1") $(elapsed "$t1" "$t2") $brss $(rss "$out/time")" >>"$out/crypt.$size.$format.$mode"
   rm -rf -- "$croot" "$into"
+}
+
+# timed NAME CMD...: runs CMD under GNU time, appending "NAME wall cpu rss"
+# to $out/verify.$size (the caller's size); fails the bench when CMD fails.
+timed() {
+  local name=$1 t0 t1
+  shift
+  t0=$(now)
+  /usr/bin/time -f "$TIMEFMT" -o "$out/time" "$@" >"$out/verify.out" 2>"$out/verify.log" ||
+    { tail -20 "$out/verify.log" >&2; die "$name failed (log: $out/verify.log)"; }
+  t1=$(now)
+  echo "$name $(elapsed "$t0" "$t1") $(cpu "$out/time") $(rss "$out/time")" >>"$out/verify.$size"
+}
+
+# run_verify SIZE WORLD: the verify section's runs at SIZE, world in the page
+# cache: a backup (a server of its own), then the world check of the folder
+# (every chunk, then a 10% sample) and the verify of the backup's archive as
+# the verify Job runs it (checksum, restore into a scratch folder, check).
+run_verify() {
+  local size=$1 w=$2 vroot="$BENCH_DIR/verify-archives" scratch="$BENCH_DIR/verify-scratch"
+  run=$((run + 1))
+  local rid="verify-$size-$(date -u +%Y%m%dT%H%M%S)-$$-$run"
+  rm -rf -- "$vroot" "$scratch" "$out/verify.$size"
+  mkdir -p "$vroot" "$scratch"
+  find "$w" -type f -exec cat {} + >/dev/null
+  timed backup "$archiver" backup --server "verify-$run" --run-id "$rid" --world "$w" --config "$config" \
+    --archive-root "$vroot" --compression zstd --log-format text --termination-log "$out/verify-termination.json"
+  local ref sum
+  ref=$(jq -r .archive_ref "$out/verify-termination.json") sum=$(jq -r .sha256 "$out/verify-termination.json")
+  timed "world check, every chunk" "$archiver" verify --world-check --world "$w" --json
+  jq -e '.status == "ok" and .chunks_checked == .chunks' "$out/verify.out" >/dev/null ||
+    die "the world check of $w did not check every chunk: $(head -c 400 "$out/verify.out")"
+  echo "$(jq -r .chunks_checked "$out/verify.out")" >"$out/verify.$size.chunks"
+  timed "world check, --chunks 10%" "$archiver" verify --world-check --world "$w" --chunks 10% --json
+  timed "verify archive, every chunk" "$archiver" verify --archive "$ref" --sha256 "$sum" --world-check --scratch "$scratch" \
+    --json --termination-log ""
+  rm -rf -- "$vroot" "$scratch"
 }
 
 # cleanup: stops the S3 gateway and removes the side-by-side temp folder.
@@ -591,6 +635,13 @@ if ((BENCH_CRYPT_PAIRS > 0)); then
     done
   done
 fi
+if [[ $BENCH_VERIFY == 1 ]]; then
+  need jq jq "reads the archiver's JSON reports"
+  for size in "${sizes[@]}"; do
+    say "$size: the verify section"
+    run_verify "$size" "$(world "$size")"
+  done
+fi
 load_after=$(uptime)
 
 # --- report -------------------------------------------------------------------
@@ -683,6 +734,18 @@ report="$BENCH_DIR/results/$(date -u +%Y%m%dT%H%M%SZ).txt"
       done
     done
     echo "(MiB: peak RSS, the largest of the runs.)"
+  fi
+  if [[ $BENCH_VERIFY == 1 ]]; then
+    echo
+    echo "verify (archiver verify --world-check), world in the page cache, one run each, against one backup of the same world:"
+    printf '%-8s %-30s %9s %9s %12s %10s %10s\n' world step "wall s" "CPU s" "peak RSS MiB" "÷ backup" "CPU ÷"
+    for s in "${sizes[@]}"; do
+      awk -v s="$s" -v chunks="$(cat "$out/verify.$s.chunks")" '
+        { n = $0; sub(/ [^ ]+ [^ ]+ [^ ]+$/, "", n); split($0, f, " "); k = length(f)
+          name[NR] = n; wall[NR] = f[k - 2]; cpu[NR] = f[k - 1]; rss[NR] = f[k] }
+        END { for (i = 1; i <= NR; i++) printf "%-8s %-30s %9.2f %9.2f %12.1f %9.2fx %9.2fx\n", s, name[i], wall[i], cpu[i], rss[i] / 1024, wall[i] / wall[1], cpu[i] / cpu[1]
+              printf "%-8s (%d chunks decompressed and parsed by the full check)\n", s, chunks }' "$out/verify.$s"
+    done
   fi
   for c in "${checks[@]}"; do echo "check: $c"; done
 } | tee "$report"
