@@ -39,12 +39,18 @@ func Scrape(ctx context.Context, url string) (Families, error) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(io.LimitReader(resp.Body, maxBody))
+	fams, err := Parse(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("parsing the scrape of %s: %w", url, err)
 	}
-	return Families(fams), nil
+	return fams, nil
+}
+
+// Parse parses a scraped body in the text format (at most 16 MiB of it).
+func Parse(r io.Reader) (Families, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(io.LimitReader(r, maxBody))
+	return Families(fams), err
 }
 
 // Series returns the series of family name whose labels include labels.

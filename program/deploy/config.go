@@ -45,6 +45,21 @@ type Config struct {
 	// Notify is the webhook every Job posts its failures (or, with
 	// onSuccess, every outcome) to; nil: none.
 	Notify *Notify
+	// Metrics declares the catalog's exporter (a WorldMetrics) in each
+	// cluster; nil: none.
+	Metrics *Metrics
+}
+
+// Metrics is worldbackup:metrics: the exporter of each cluster (see
+// provider.WorldMetricsArgs), declared when Enabled.
+type Metrics struct {
+	Enabled bool `json:"enabled"`
+	// MaxAge: a server whose newest successful run is older is stale
+	// (default: the exporter's).
+	MaxAge string `json:"maxAge,omitempty"`
+	// ConfigSecretName is the Secret of felis.toml the exporter reads
+	// (default: the Jobs'); give one that logs in as the read-only role.
+	ConfigSecretName string `json:"configSecretName,omitempty"`
 }
 
 // Notify is worldbackup:notify: the Secret key holding a webhook URL.
@@ -232,7 +247,7 @@ var clusterName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
 
 // keys are the worldbackup: keys the program reads, as declared in Pulumi.yaml.
 func keys() []string {
-	return []string{"image", "backupClaim", "servers", "runId", "clusters", "restores", "renderDir", "securityMode", "skipAwait", "retention", "store", "format", "notify"}
+	return []string{"image", "backupClaim", "servers", "runId", "clusters", "restores", "renderDir", "securityMode", "skipAwait", "retention", "store", "format", "notify", "metrics"}
 }
 
 // ParseConfig reads the program's config through get, which returns a fully
@@ -273,38 +288,26 @@ func ParseConfig(get func(key string) (string, bool), present []string) (Config,
 	if err := decodeList(str("restores"), "restores", &c.Restores); err != nil {
 		errs = append(errs, err)
 	}
-	if v := str("retention"); v != "" {
-		dec := json.NewDecoder(strings.NewReader(v))
-		dec.DisallowUnknownFields()
-		c.Retention = new(Retention)
-		if err := dec.Decode(c.Retention); err != nil {
-			errs = append(errs, fmt.Errorf("%s:retention must be an object such as {keepDaily: 7, keepWeekly: 4, minKeep: 3} (set it with `pulumi config set --path 'worldbackup:retention.keepDaily' 7`): %w", Namespace, err))
-		}
-		if *c.Retention == (Retention{}) { // the project's default, {}: no prune
-			c.Retention = nil
-		}
-	}
-	if v := str("notify"); v != "" {
-		dec := json.NewDecoder(strings.NewReader(v))
-		dec.DisallowUnknownFields()
-		c.Notify = new(Notify)
-		if err := dec.Decode(c.Notify); err != nil {
-			errs = append(errs, fmt.Errorf("%s:notify must be an object such as {secretName: felis-notify, key: url} (set it with `pulumi config set --path 'worldbackup:notify.secretName' felis-notify`): %w", Namespace, err))
-		}
-		if *c.Notify == (Notify{}) {
-			c.Notify = nil
+	// An object key left at {} (the project's default for retention and
+	// store) is unset: no prune, the folder store, no notify, no exporter.
+	for _, o := range []struct {
+		key, example, set string
+		decode            func(raw string) error
+	}{
+		{"retention", "{keepDaily: 7, keepWeekly: 4, minKeep: 3}", "retention.keepDaily' 7", func(raw string) error { return decodeObject(raw, &c.Retention) }},
+		{"notify", "{secretName: felis-notify, key: url}", "notify.secretName' felis-notify", func(raw string) error { return decodeObject(raw, &c.Notify) }},
+		{"store", "{url: s3://felis-backups/worlds, endpoint: http://minio.storage:9000, pathStyle: true, credentialsSecretName: felis-s3}",
+			"store.url' s3://felis-backups/worlds", func(raw string) error { return decodeObject(raw, &c.Store) }},
+		{"metrics", "{enabled: true, maxAge: 26h}", "metrics.enabled' true", func(raw string) error { return decodeObject(raw, &c.Metrics) }},
+	} {
+		if v := str(o.key); v != "" {
+			if err := o.decode(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s:%s must be an object such as %s (set it with `pulumi config set --path '%s:%s`): %w", Namespace, o.key, o.example, Namespace, o.set, err))
+			}
 		}
 	}
-	if v := str("store"); v != "" {
-		dec := json.NewDecoder(strings.NewReader(v))
-		dec.DisallowUnknownFields()
-		c.Store = new(Store)
-		if err := dec.Decode(c.Store); err != nil {
-			errs = append(errs, fmt.Errorf("%s:store must be an object such as {url: s3://felis-backups/worlds, endpoint: http://minio.storage:9000, pathStyle: true, credentialsSecretName: felis-s3} (set it with `pulumi config set --path 'worldbackup:store.url' s3://felis-backups/worlds`): %w", Namespace, err))
-		}
-		if *c.Store == (Store{}) { // the project's default, {}: the folder store
-			c.Store = nil
-		}
+	if c.Metrics != nil && !c.Metrics.Enabled {
+		c.Metrics = nil
 	}
 	c.withDefaults()
 	if err := c.Validate(); err != nil {
@@ -353,6 +356,22 @@ func unknownKeys(get func(string) (string, bool), present []string) []error {
 
 // decodeList decodes a JSON list of objects strictly: an unknown field (a
 // typo such as "nmae") is an error, not a silently ignored value.
+// decodeObject decodes the JSON object raw into a new T at *into, refusing
+// unknown fields; an empty object leaves *into nil.
+func decodeObject[T comparable](raw string, into **T) error {
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var v T
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	var zero T
+	if v != zero {
+		*into = &v
+	}
+	return nil
+}
+
 func decodeList[T any](raw, key string, into *[]T) error {
 	if raw == "" {
 		return nil

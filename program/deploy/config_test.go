@@ -497,3 +497,35 @@ func TestNotifyConfig(t *testing.T) {
 		t.Fatalf("a URL in the config: %v", err)
 	}
 }
+
+// TestMetricsConfig: worldbackup:metrics declares the exporter only when
+// enabled; a misspelt field is named with an example.
+func TestMetricsConfig(t *testing.T) {
+	base := map[string]string{"worldbackup:image": "img:1", "worldbackup:backupClaim": "backups", "worldbackup:servers": `[{"name":"lobby"}]`}
+	for _, tt := range []struct {
+		name, raw string
+		want      *Metrics
+		wantErr   string
+	}{
+		{"enabled", `{"enabled":true,"maxAge":"26h","configSecretName":"felis-reader"}`, &Metrics{Enabled: true, MaxAge: "26h", ConfigSecretName: "felis-reader"}, ""},
+		{"disabled", `{"enabled":false,"maxAge":"26h"}`, nil, ""},
+		{"empty", `{}`, nil, ""},
+		{"misspelt", `{"enable":true}`, nil, "metrics must be an object such as {enabled: true, maxAge: 26h}"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := maps.Clone(base)
+			m["worldbackup:metrics"] = tt.raw
+			c, err := ParseConfig(getter(m), nil)
+			switch {
+			case tt.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case (c.Metrics == nil) != (tt.want == nil) || c.Metrics != nil && *c.Metrics != *tt.want:
+				t.Fatalf("metrics %+v, want %+v", c.Metrics, tt.want)
+			}
+		})
+	}
+}

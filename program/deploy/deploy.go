@@ -59,11 +59,19 @@ func configKeys() []string {
 // its Job needs in its cluster, with the cluster's kubeconfig and context,
 // and replaces a Job that did not complete at the next up.
 func Deploy(ctx *pulumi.Context, cfg Config) error {
-	var backups, restores, schedules, prunes, verifies, verifySchedules pulumi.MapArray
+	var backups, restores, schedules, prunes, verifies, verifySchedules, metrics pulumi.MapArray
 	for _, cl := range cfg.Clusters {
 		k8s, err := clusterProvider(ctx, cfg, cl)
 		if err != nil {
 			return err
+		}
+		if cfg.Metrics != nil {
+			m, err := provider.NewWorldMetrics(ctx, cl.Name+"-metrics", metricsArgs(cfg, cl), pulumi.Provider(k8s))
+			if err != nil {
+				return fmt.Errorf("cluster %s, metrics: %w", cl.Name, err)
+			}
+			metrics = append(metrics, pulumi.Map{"cluster": pulumi.String(cl.Name), "namespace": m.Namespace,
+				"serviceName": m.ServiceName, "portName": m.PortName, "url": m.URL})
 		}
 		saved := map[string]*provider.WorldBackup{}
 		for _, s := range cfg.Servers {
@@ -155,6 +163,9 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 	}
 	if len(verifySchedules) > 0 {
 		ctx.Export("verifySchedules", verifySchedules)
+	}
+	if len(metrics) > 0 {
+		ctx.Export("metrics", metrics)
 	}
 	return nil
 }
@@ -424,6 +435,20 @@ func verifyScheduleArgs(cfg Config, cl Cluster, s Server) provider.WorldVerifySc
 	}
 	return provider.WorldVerifyScheduleArgs{WorldVerifyArgs: a, ScheduleInputs: provider.ScheduleInputs{
 		Schedule: s.Verify.Schedule, TimeZone: s.Verify.TimeZone, Spread: s.Verify.Spread, SpreadKey: naming.SpreadKey(cl.Name, s.Name)}}
+}
+
+// metricsArgs are the inputs of cluster cl's WorldMetrics: the Jobs' image
+// and namespace, the cluster's name as its cluster label, the config Secret
+// and max age of worldbackup:metrics.
+func metricsArgs(cfg Config, cl Cluster) provider.WorldMetricsArgs {
+	a := provider.WorldMetricsArgs{Image: pulumi.String(cfg.Image), Cluster: pulumi.String(cl.Name), MaxAge: cfg.Metrics.MaxAge}
+	if cl.Namespace != "" {
+		a.Namespace = pulumi.String(cl.Namespace)
+	}
+	if n := cfg.Metrics.ConfigSecretName; n != "" {
+		a.ConfigSecretName = pulumi.String(n)
+	}
+	return a
 }
 
 // replaceUnready is the components' replaceUnready for cfg: nil (their

@@ -157,3 +157,48 @@ func TestVerifyScheduleDeclared(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsDeclared: worldbackup:metrics.enabled declares one exporter per
+// cluster, labelled with the cluster's name, in its namespace; without it,
+// none.
+func TestMetricsDeclared(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		metrics *Metrics
+		want    []string
+	}{
+		{"enabled", &Metrics{Enabled: true, MaxAge: "36h"}, []string{"eu-metrics-deployment", "us-metrics-deployment"}},
+		{"unset", nil, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Config{Image: "img:1", BackupClaim: "backups", RunID: "r1", SecurityMode: "baseline",
+				Servers: []Server{{Name: "lobby"}}, Clusters: []Cluster{{Name: "eu", Namespace: "games"}, {Name: "us"}},
+				RenderDir: "/tmp/unused", Metrics: tt.metrics}
+			rec := &recorder{}
+			if err := pulumi.RunErr(func(ctx *pulumi.Context) error { return Deploy(ctx, cfg) }, pulumi.WithMocks("project", "stack", rec)); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range rec.regs {
+				if r.TypeToken != "kubernetes:apps/v1:Deployment" {
+					continue
+				}
+				got = append(got, r.Name)
+				b, _ := json.Marshal(r.Inputs.Mappable())
+				cluster := strings.TrimSuffix(r.Name, "-metrics-deployment")
+				for _, w := range []string{`"--cluster","` + cluster + `"`, `"--max-age","36h"`} {
+					if !strings.Contains(string(b), w) {
+						t.Errorf("%s lacks %s:\n%s", r.Name, w, b)
+					}
+				}
+				if ns := r.Inputs["metadata"].ObjectValue()["namespace"].StringValue(); (cluster == "eu") != (ns == "games") {
+					t.Errorf("%s in namespace %q", r.Name, ns)
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("Deployments %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
