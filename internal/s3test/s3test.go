@@ -126,15 +126,23 @@ func start(bin, root, host string) (*Server, error) {
 	return startOn(bin, root, net.JoinHostPort(host, strconv.Itoa(port)))
 }
 
-// startOn runs bin over root on addr and waits until it answers.
+// startOn runs bin over root on addr with the test credentials and waits
+// until it answers.
 func startOn(bin, root, addr string) (*Server, error) {
+	return startAs(bin, root, addr, AccessKey, SecretKey)
+}
+
+// startAs runs bin over root on addr with the root credentials access and
+// secret (in its arguments: test values, never a user's) and waits until it
+// answers.
+func startAs(bin, root, addr, access, secret string) (*Server, error) {
 	logPath := filepath.Join(root, "..", "versitygw-"+strings.ReplaceAll(addr, ":", "-")+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close()
-	cmd := exec.Command(bin, "--port", addr, "--access", AccessKey, "--secret", SecretKey,
+	cmd := exec.Command(bin, "--port", addr, "--access", access, "--secret", secret,
 		"--region", Region, "--quiet", "posix", root)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Killed with the test binary even when it dies without cleaning up.
@@ -185,13 +193,17 @@ func (s *Server) Stop() {
 
 // Restart kills the server and starts it again on the same address and
 // folder: connections in progress break, the data stays.
-func (s *Server) Restart(t testing.TB) {
+func (s *Server) Restart(t testing.TB) { s.RestartAs(t, AccessKey, SecretKey) }
+
+// RestartAs is Restart with other root credentials: the old keys are then
+// refused (a rotated key), the data stays.
+func (s *Server) RestartAs(t testing.TB, access, secret string) {
 	t.Helper()
 	s.Stop()
 	bin := s.cmd.Path
 	var lastErr error
 	for range 20 { // the port is free again once the killed process is reaped
-		n, err := startOn(bin, s.Root, strings.TrimPrefix(s.Endpoint, "http://"))
+		n, err := startAs(bin, s.Root, strings.TrimPrefix(s.Endpoint, "http://"), access, secret)
 		if err == nil {
 			*s = Server{Endpoint: n.Endpoint, Root: n.Root, cmd: n.cmd, exited: n.exited}
 			return
