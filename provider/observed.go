@@ -23,7 +23,7 @@ type observedOutputs struct {
 	// verify by run resolved.
 	ArchiveRef pulumi.StringOutput
 	SHA256     pulumi.StringOutput
-	SizeBytes pulumi.IntOutput
+	SizeBytes  pulumi.IntOutput
 	// A verify's: the chunks it checked and the problems it found.
 	ChunksChecked pulumi.IntOutput
 	Problems      pulumi.IntOutput

@@ -19,22 +19,10 @@ func validSchedule() WorldBackupScheduleArgs {
 }
 
 func TestWorldBackupScheduleRegistersOneCronJob(t *testing.T) {
-	m, err := runMocked(t, func(ctx *pulumi.Context) error {
+	cj := oneCronJob(t, func(ctx *pulumi.Context) error {
 		_, err := NewWorldBackupSchedule(ctx, "nightly", validSchedule())
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	regs := m.ofType("kubernetes:batch/v1:CronJob")
-	if len(regs) != 1 || len(m.ofType(jobType)) != 0 {
-		t.Fatalf("%d CronJobs and %d Jobs registered, want one CronJob", len(regs), len(m.ofType(jobType)))
-	}
-	b, _ := json.Marshal(regs[0].Inputs.Mappable())
-	var cj batchv1.CronJob
-	if err := json.Unmarshal(b, &cj); err != nil {
-		t.Fatal(err)
-	}
 	if cj.Name != "survival-sched" || cj.Spec.Schedule != "0 4 * * *" || *cj.Spec.TimeZone != "Europe/Berlin" ||
 		cj.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent || *cj.Spec.StartingDeadlineSeconds != 600 ||
 		*cj.Spec.SuccessfulJobsHistoryLimit != 3 || cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args[4] != "$(WB_RUN_ID)" {
@@ -47,22 +35,10 @@ func TestWorldBackupScheduleRegistersOneCronJob(t *testing.T) {
 func TestWorldBackupScheduleChunked(t *testing.T) {
 	a := validSchedule()
 	a.Format = new(FormatChunked)
-	m, err := runMocked(t, func(ctx *pulumi.Context) error {
+	cj := oneCronJob(t, func(ctx *pulumi.Context) error {
 		_, err := NewWorldBackupSchedule(ctx, "nightly", a)
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	regs := m.ofType("kubernetes:batch/v1:CronJob")
-	if len(regs) != 1 {
-		t.Fatalf("%d CronJobs registered, want one", len(regs))
-	}
-	b, _ := json.Marshal(regs[0].Inputs.Mappable())
-	var cj batchv1.CronJob
-	if err := json.Unmarshal(b, &cj); err != nil {
-		t.Fatal(err)
-	}
 	args := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args
 	if i := slices.Index(args, "--format"); i < 0 || args[i+1] != "chunked" || slices.Contains(args, "--compression") {
 		t.Fatalf("scheduled args = %q, want --format chunked and no --compression", args)

@@ -33,16 +33,13 @@ type WorldRestoreArgs struct {
 	JobInputs
 	ArchiveRef pulumi.StringInput `pulumi:"archiveRef,optional"`
 	SHA256     pulumi.StringInput `pulumi:"sha256,optional"`
-	// FromRun restores a recorded run (a run ID, or latest) of FromServer
-	// (default: Server) in place of ArchiveRef and SHA256: the Job's init
-	// container finds it in the catalog through the config Secret.
-	FromRun          pulumi.StringInput `pulumi:"fromRun,optional"`
-	FromServer       pulumi.StringInput `pulumi:"fromServer,optional"`
-	ConfigSecretName pulumi.StringInput `pulumi:"configSecretName,optional"`
-	ConfigMountPath  pulumi.StringInput `pulumi:"configMountPath,optional"`
-	Replace          pulumi.BoolInput   `pulumi:"replace,optional"`
-	MaxBytes         pulumi.StringInput `pulumi:"maxBytes,optional"`
-	MaxEntries       pulumi.IntInput    `pulumi:"maxEntries,optional"`
+	// ByRunInputs restore a recorded run (a run ID, or latest) in place of
+	// ArchiveRef and SHA256: the Job's init container finds it in the
+	// catalog through the config Secret.
+	ByRunInputs
+	Replace    pulumi.BoolInput   `pulumi:"replace,optional"`
+	MaxBytes   pulumi.StringInput `pulumi:"maxBytes,optional"`
+	MaxEntries pulumi.IntInput    `pulumi:"maxEntries,optional"`
 	// Store is the S3 store archiveRef is in, in place of the backup claim;
 	// whether it is set is plain (it decides the Job's volumes), its
 	// settings are inputs.
@@ -92,7 +89,7 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 	if a.Encryption != nil {
 		rules.fsGroupNeed = fsGroupForEncryptionSecret
 	}
-	byRun, mounts := p.byRun(jobapi.KindRestore, a.byRunInputs(), archiveRef, sum, &rules, mount{"worldRoot", w.WorldRoot})
+	byRun, mounts := p.byRun(jobapi.KindRestore, a.ByRunInputs.values(), archiveRef, sum, &rules, mount{"worldRoot", w.WorldRoot})
 	if byRun.FromRun == "" {
 		if sum == "" && a.sha256FromOutput {
 			p.addf("sha256", "is empty, and it is another resource's output: a WorldBackup's sha256 is empty when no cluster "+
@@ -149,10 +146,21 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 	}, nil
 }
 
-// byRunInputs are a's inputs of a restore by run, as given.
-func (a WorldRestoreArgs) byRunInputs() jobspec.ByRun {
-	return jobspec.ByRun{FromRun: str(a.FromRun), FromServer: str(a.FromServer),
-		ConfigSecretName: str(a.ConfigSecretName), ConfigMountPath: str(a.ConfigMountPath)}
+// ByRunInputs are the inputs of a restore or a verify by run: FromRun, a
+// run ID or latest of FromServer (default: the server), which the Job's
+// init container resolves through the config Secret ConfigSecretName
+// mounted at ConfigMountPath.
+type ByRunInputs struct {
+	FromRun          pulumi.StringInput `pulumi:"fromRun,optional"`
+	FromServer       pulumi.StringInput `pulumi:"fromServer,optional"`
+	ConfigSecretName pulumi.StringInput `pulumi:"configSecretName,optional"`
+	ConfigMountPath  pulumi.StringInput `pulumi:"configMountPath,optional"`
+}
+
+// values are b's values, as given.
+func (b ByRunInputs) values() jobspec.ByRun {
+	return jobspec.ByRun{FromRun: str(b.FromRun), FromServer: str(b.FromServer),
+		ConfigSecretName: str(b.ConfigSecretName), ConfigMountPath: str(b.ConfigMountPath)}
 }
 
 // byRun checks the inputs of a restore or verify (kind) by run, in, against

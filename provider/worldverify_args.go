@@ -21,13 +21,9 @@ type WorldVerifyArgs struct {
 	JobInputs
 	ArchiveRef pulumi.StringInput `pulumi:"archiveRef,optional"`
 	SHA256     pulumi.StringInput `pulumi:"sha256,optional"`
-	// FromRun verifies a recorded run (a run ID, or latest) of FromServer
-	// (default: Server) in place of ArchiveRef and SHA256, as a restore by
-	// run does.
-	FromRun          pulumi.StringInput `pulumi:"fromRun,optional"`
-	FromServer       pulumi.StringInput `pulumi:"fromServer,optional"`
-	ConfigSecretName pulumi.StringInput `pulumi:"configSecretName,optional"`
-	ConfigMountPath  pulumi.StringInput `pulumi:"configMountPath,optional"`
+	// ByRunInputs verify a recorded run (a run ID, or latest) in place of
+	// ArchiveRef and SHA256, as a restore by run does.
+	ByRunInputs
 	ChunkSample pulumi.StringInput `pulumi:"chunkSample,optional"`
 	ScratchSize pulumi.StringInput `pulumi:"scratchSize,optional"`
 	// ScratchStorageClassName makes the scratch volume an ephemeral claim
@@ -58,12 +54,6 @@ func (a WorldVerifyArgs) Job() (jobspec.Verify, error) {
 	return r.Job, err
 }
 
-// byRunInputs are a's inputs of a verify by run, as given.
-func (a WorldVerifyArgs) byRunInputs() jobspec.ByRun {
-	return jobspec.ByRun{FromRun: str(a.FromRun), FromServer: str(a.FromServer),
-		ConfigSecretName: str(a.ConfigSecretName), ConfigMountPath: str(a.ConfigMountPath)}
-}
-
 // resolvedVerify is a validated WorldVerify.
 type resolvedVerify struct {
 	Job       jobspec.Verify
@@ -88,7 +78,7 @@ func (a WorldVerifyArgs) resolve() (resolvedVerify, error) {
 	if a.Encryption != nil {
 		rules.fsGroupNeed = fsGroupForEncryptionSecret
 	}
-	byRun, byRunMounts := p.byRun(jobapi.KindVerify, a.byRunInputs(), archiveRef, sum, &rules)
+	byRun, byRunMounts := p.byRun(jobapi.KindVerify, a.ByRunInputs.values(), archiveRef, sum, &rules)
 	if byRun.FromRun == "" {
 		p.sha256("sha256", sum)
 	}

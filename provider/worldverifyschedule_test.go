@@ -22,10 +22,17 @@ func validVerifySchedule() WorldVerifyScheduleArgs {
 // verifyCronJob registers a and returns its one CronJob.
 func verifyCronJob(t *testing.T, a WorldVerifyScheduleArgs) batchv1.CronJob {
 	t.Helper()
-	m, err := runMocked(t, func(ctx *pulumi.Context) error {
+	return oneCronJob(t, func(ctx *pulumi.Context) error {
 		_, err := NewWorldVerifySchedule(ctx, "daily-check", a)
 		return err
 	})
+}
+
+// oneCronJob runs program, which must register exactly one CronJob and no
+// Job, and returns that CronJob as registered.
+func oneCronJob(t *testing.T, program pulumi.RunFunc) batchv1.CronJob {
+	t.Helper()
+	m, err := runMocked(t, program)
 	if err != nil {
 		t.Fatal(err)
 	}

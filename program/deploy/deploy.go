@@ -270,9 +270,9 @@ func restoreByRunArgs(cfg Config, cl Cluster, r Restore, server Server, fromRun 
 		trigger = "restore-" + r.RunID
 	}
 	a := provider.WorldRestoreArgs{
-		JobInputs:  jobInputs(cfg, cl, server, RunID(cl.Name, r.Server, trigger)),
-		FromRun:    fromRun,
-		Encryption: server.Encryption.args(),
+		JobInputs:   jobInputs(cfg, cl, server, RunID(cl.Name, r.Server, trigger)),
+		ByRunInputs: provider.ByRunInputs{FromRun: fromRun},
+		Encryption:  server.Encryption.args(),
 	}
 	if r.FromServer != "" {
 		a.FromServer = pulumi.String(r.FromServer)
@@ -422,7 +422,7 @@ func verifyScheduleArgs(cfg Config, cl Cluster, s Server) provider.WorldVerifySc
 	j.WorldClaimName = nil // a verify mounts no world
 	a := provider.WorldVerifyArgs{
 		JobInputs:               j,
-		FromRun:                 pulumi.String(jobapi.RunLatest),
+		ByRunInputs:             provider.ByRunInputs{FromRun: pulumi.String(jobapi.RunLatest)},
 		ChunkSample:             pulumi.String(s.Verify.ChunkSample),
 		ScratchSize:             pulumi.String(s.Verify.ScratchSize),
 		ScratchStorageClassName: pulumi.String(s.Verify.ScratchStorageClassName),
