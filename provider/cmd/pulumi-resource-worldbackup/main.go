@@ -246,8 +246,10 @@ const (
 const sdkReadme = `# worldbackup for Pulumi
 
 Declarative backups and restores of Minecraft/Paper server worlds on Kubernetes:
-WorldBackup (one backup run, a Kubernetes Job), WorldRestore, WorldPrune and
-WorldBackupSchedule (a CronJob), served by the component-provider plugin
+WorldBackup (one backup run, a Kubernetes Job), WorldRestore, WorldPrune,
+WorldVerify (an archive checked down to the chunks), WorldBackupSchedule and
+WorldVerifySchedule (CronJobs) and WorldMetrics (the catalog's Prometheus
+exporter and status page), served by the component-provider plugin
 pulumi-resource-worldbackup. The engine downloads the plugin itself, from the
 release this package names; to install it ahead of time:
 
