@@ -9,10 +9,10 @@
 // chart's runs, the shown failures, eventBatch rows of new events) and need
 // only SELECT.
 //
-// The counters (runs, failed attempts) and the duration histogram count
-// the rows the exporter has seen: the rows inserted after the highest ID
-// it read (IDs are bigserial), so they never go down when a prune deletes
-// rows. At start they count the rows the catalog holds. The gauges are
+// The counters (runs, failed attempts, prunes and what they deleted and
+// freed) and the duration histogram count the rows the exporter has seen:
+// the rows inserted after the highest ID it read (IDs are bigserial), so
+// they never go down when a prune deletes rows. At start they count the rows the catalog holds. The gauges are
 // the catalog's state at the last read; when a read fails they keep the
 // last good state and worldbackup_exporter_catalog_up is 0.
 package exporter
@@ -44,6 +44,7 @@ import (
 type Catalog interface {
 	RunsAfter(ctx context.Context, afterID int64, limit int) ([]catalog.Event, error)
 	FailuresAfter(ctx context.Context, afterID int64, limit int) ([]catalog.Event, error)
+	PrunesAfter(ctx context.Context, afterID int64, limit int) ([]catalog.PruneEvent, error)
 	Overview(ctx context.Context, now time.Time, runs, failures int) ([]catalog.ServerOverview, error)
 }
 
@@ -145,7 +146,10 @@ type Exporter struct {
 	reg *prometheus.Registry
 
 	success, failure *prometheus.CounterVec
-	duration         *prometheus.HistogramVec
+	// prunes, pruned and freed count the recorded prunes, the runs they
+	// deleted and the bytes they freed.
+	prunes, pruned, freed *prometheus.CounterVec
+	duration              *prometheus.HistogramVec
 	up               prometheus.Gauge
 	gauges           gauges
 
@@ -154,6 +158,7 @@ type Exporter struct {
 	lastErr     error      // under refreshMu
 	lastRun     int64      // highest world_backups id counted, under refreshMu
 	lastFail    int64      // highest world_backup_failures id counted, under refreshMu
+	lastPrune   int64      // highest world_prunes id counted, under refreshMu
 
 	mu   sync.Mutex // guards snap
 	snap snapshot
@@ -185,6 +190,12 @@ func New(cat Catalog, cfg Config, log hclog.Logger) (*Exporter, error) {
 		Name: "worldbackup_backup_failure_total", ConstLabels: cl,
 		Help: "Failed backup attempts recorded in the catalog.",
 	}, []string{"server"})
+	counter := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, ConstLabels: cl, Help: help}, []string{"server"})
+	}
+	e.prunes = counter("worldbackup_prune_total", "Prunes of the server that ran for real, recorded in the catalog.")
+	e.pruned = counter("worldbackup_prune_deleted_runs_total", "Runs of the server those prunes deleted.")
+	e.freed = counter("worldbackup_prune_freed_bytes_total", "Bytes those prunes freed in the store (archives, orphans, packs).")
 	e.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "worldbackup_backup_duration_seconds", ConstLabels: cl, Buckets: DurationBuckets,
 		Help: "Duration of successful backup runs (finished_at - started_at).",
@@ -194,7 +205,7 @@ func New(cat Catalog, cfg Config, log hclog.Logger) (*Exporter, error) {
 		Help: "1 if the exporter's last read of the catalog succeeded.",
 	})
 	e.gauges = newGauges(e, cl)
-	e.reg.MustRegister(e.success, e.failure, e.duration, e.up, e.gauges,
+	e.reg.MustRegister(e.success, e.failure, e.prunes, e.pruned, e.freed, e.duration, e.up, e.gauges,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return e, nil
 }
@@ -262,6 +273,21 @@ func (e *Exporter) read(ctx context.Context, now time.Time) error {
 			break
 		}
 	}
+	for range maxBatches {
+		evs, err := e.cat.PrunesAfter(ctx, e.lastPrune, eventBatch)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			e.prunes.WithLabelValues(ev.Server).Inc()
+			e.pruned.WithLabelValues(ev.Server).Add(float64(ev.RunsDeleted))
+			e.freed.WithLabelValues(ev.Server).Add(float64(ev.BytesFreed))
+			e.lastPrune = ev.ID
+		}
+		if len(evs) < eventBatch {
+			break
+		}
+	}
 	servers, err := e.cat.Overview(ctx, now, e.cfg.ChartRuns, e.cfg.ShownFailures)
 	if err != nil {
 		return err
@@ -279,11 +305,12 @@ func (e *Exporter) read(ctx context.Context, now time.Time) error {
 	slices.SortFunc(servers, func(a, b catalog.ServerOverview) int {
 		return cmp.Compare(a.Server, b.Server)
 	})
-	// Every known server has both counters, from 0: a first failure is an
-	// increase.
+	// Every known server has every counter, from 0: a first failure (or
+	// prune) is an increase.
 	for _, s := range servers {
-		e.success.WithLabelValues(s.Server)
-		e.failure.WithLabelValues(s.Server)
+		for _, c := range []*prometheus.CounterVec{e.success, e.failure, e.prunes, e.pruned, e.freed} {
+			c.WithLabelValues(s.Server)
+		}
 	}
 	e.mu.Lock()
 	e.snap = snapshot{servers: servers, readAt: now}

@@ -138,6 +138,7 @@ func TestMetricsFromCatalog(t *testing.T) {
 	want(t, fams, "worldbackup_backup_success_total", c, 1)
 	want(t, fams, "worldbackup_backup_failure_total", s, 1)
 	want(t, fams, "worldbackup_backup_failure_total", l, 0)
+	want(t, fams, "worldbackup_prune_total", s, 0)
 	want(t, fams, "worldbackup_backup_max_age_seconds", s, (36 * time.Hour).Seconds())
 	want(t, fams, "worldbackup_backup_max_age_seconds", c, (26 * time.Hour).Seconds())
 	want(t, fams, "worldbackup_store_bytes", s, 1300)
@@ -157,9 +158,17 @@ func TestMetricsFromCatalog(t *testing.T) {
 	if _, err := f.db.PruneServer(t.Context(), "survival", func([]catalog.Record) ([]string, error) { return []string{"s-1"}, nil }); err != nil {
 		t.Fatal(err)
 	}
+	if err := f.db.RecordPrune(t.Context(), catalog.PruneRecord{Server: "survival", StartedAt: f.now, FinishedAt: f.now,
+		RunsDeleted: 1, BytesFreed: 1000}); err != nil {
+		t.Fatal(err)
+	}
 	f.run(t, "survival", "s-3", time.Minute, 2*time.Second, 1300, 100)
 	f.fail(t, "survival", "s-4", 0, "store unreachable")
 	fams = scrape(t, base)
+	want(t, fams, "worldbackup_prune_total", s, 1)
+	want(t, fams, "worldbackup_prune_deleted_runs_total", s, 1)
+	want(t, fams, "worldbackup_prune_freed_bytes_total", s, 1000)
+	want(t, fams, "worldbackup_prune_total", c, 0)
 	want(t, fams, "worldbackup_backup_success_total", s, 3)
 	want(t, fams, "worldbackup_backup_failure_total", s, 2)
 	want(t, fams, "worldbackup_backup_duration_seconds", s, 3)
@@ -179,7 +188,7 @@ func TestMetricsWithoutMaxAge(t *testing.T) {
 }
 
 // TestReadOnlyRole: the exporter works with the documented role, which can
-// SELECT the two tables and write nothing.
+// SELECT the three tables and write nothing.
 func TestReadOnlyRole(t *testing.T) {
 	f := newFixture(t)
 	f.run(t, "survival", "s-1", time.Hour, time.Second, 10, 10)
@@ -192,6 +201,7 @@ func TestReadOnlyRole(t *testing.T) {
 	want(t, fams, "worldbackup_backup_success_total", s, 1)
 	want(t, fams, "worldbackup_backup_failure_total", s, 1)
 	want(t, fams, "worldbackup_backup_last_status", s, 0)
+	want(t, fams, "worldbackup_prune_total", s, 0)
 
 	conn, err := pgx.Connect(t.Context(), ro)
 	if err != nil {

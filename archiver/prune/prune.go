@@ -45,6 +45,9 @@ type Catalog interface {
 	// KnownPacks returns those of ids the catalog has a row for; a pack
 	// in the store without one is an orphan (see collectOrphanPacks).
 	KnownPacks(ctx context.Context, ids []string) ([]string, error)
+	// RecordPrune records what a prune that ran for real deleted and
+	// freed (world_prunes, which the exporter counts).
+	RecordPrune(ctx context.Context, p catalog.PruneRecord) error
 }
 
 // Store is what prune needs of the archive store.
@@ -307,6 +310,13 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		"orphan_packs", rep.OrphanPacks)
 	if rep.FilesMissing > 0 {
 		log.Warn("archives of rows were already missing: nothing to remove for them", "files_missing", rep.FilesMissing)
+	}
+	if !opts.DryRun {
+		// A report, not a step of the prune: it has pruned either way.
+		if err := cat.RecordPrune(ctx, catalog.PruneRecord{Server: opts.Server, StartedAt: now, FinishedAt: opts.Now(),
+			RunsDeleted: rep.RowsDeleted, BytesFreed: rep.BytesFreed}); err != nil {
+			log.Warn("recording the prune in the catalog failed: the exporter will not count it", "error", err)
+		}
 	}
 	if n := len(rep.FailedRemoves); n > 0 {
 		return rep, fmt.Errorf("%d archive(s) could not be removed (their rows are gone; the next prune retries): %v", n, rep.FailedRemoves)

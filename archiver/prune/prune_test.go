@@ -283,6 +283,17 @@ func TestPrune(t *testing.T) {
 			if tt.wantReport != nil {
 				tt.wantReport(t, rep)
 			}
+			// A prune that ran for real is recorded with what it did; a
+			// dry run is not.
+			evs, err := f.db.PrunesAfter(t.Context(), 0, 10)
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case opts.DryRun && len(evs) != 0:
+				t.Errorf("a dry run recorded %+v", evs)
+			case !opts.DryRun && (len(evs) != 1 || evs[0].Server != "s" || evs[0].RunsDeleted != int64(rep.RowsDeleted) || evs[0].BytesFreed != rep.BytesFreed):
+				t.Errorf("recorded prunes %+v, want one of s with the report's %d runs and %d bytes", evs, rep.RowsDeleted, rep.BytesFreed)
+			}
 		})
 	}
 }

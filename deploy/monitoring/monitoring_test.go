@@ -117,7 +117,7 @@ func TestPromtoolCheckRules(t *testing.T) {
 	if err != nil {
 		t.Fatalf("promtool check rules %s: %v\n%s", FileRules, err, out)
 	}
-	if !strings.Contains(out, "SUCCESS: 7 rules found") {
+	if !strings.Contains(out, "SUCCESS: 8 rules found") {
 		t.Errorf("promtool check rules: %s", out)
 	}
 }

@@ -6,7 +6,7 @@
 // grafana-foundation-sdk). The rendered files are checked in beside this
 // package; `make monitoring` (go run ./deploy/monitoring/gen) rewrites them
 // and TestGeneratedFilesUpToDate fails when they are stale. The metric names
-// are the exporter's (METRICS.md of issue 25: worldbackup_*).
+// are the exporter's (archiver/README.md "The exporter": worldbackup_*).
 package monitoring
 
 import (
@@ -28,12 +28,14 @@ const (
 	AlertScheduleNotRunning  = "WorldBackupScheduleNotRunning"
 	AlertStoreGrowing        = "WorldBackupStoreGrowing"
 	AlertExporterDown        = "WorldBackupExporterDown"
+	AlertVerifyFailed        = "WorldVerifyFailed"
 	GroupName                = "worldbackup"
 	DefaultExporterJob       = jobapi.DefaultMetricsName
 	labelSeverity            = "severity"
 	severityCritical         = "critical"
 	severityWarning          = "warning"
 	kubeStateScheduleMatcher = `label_app_kubernetes_io_name="worldbackup", label_app_kubernetes_io_component="backup-schedule"`
+	kubeStateVerifyMatcher   = `label_app_kubernetes_io_name="worldbackup", label_app_kubernetes_io_component=~"verify|verify-schedule"`
 )
 
 // Config holds the thresholds of the rules. The zero value takes the
@@ -211,6 +213,28 @@ increase(worldbackup_backup_failure_total[` + promDuration(cfg.FailedWindow) + `
 				"summary":     "A scheduled backup pod of {{ $labels.server }} cannot be scheduled",
 				"description": "Pod {{ $labels.namespace }}/{{ $labels.pod }} of the backup schedule of {{ $labels.server }} has been unschedulable for more than " + promDuration(cfg.ScheduleGrace) + ".",
 				"runbook":     "README.md#worldbackupschedulenotrunning",
+			},
+		},
+		{
+			Alert: AlertVerifyFailed,
+			// A verify Job, on demand (WorldVerify) or scheduled
+			// (WorldVerifySchedule), that failed: the verifying pod is
+			// DB-blind, so its record is the Job's own, through
+			// kube-state-metrics (the Jobs' labels must be allowlisted, as
+			// the CronJobs' are; README). A failed Job stays failed until
+			// the CronJob's history or its TTL removes it.
+			Expr: `(max by (namespace, job_name) (kube_job_status_failed) > 0)
+  * on (namespace, job_name) group_left (server)
+    label_replace(
+      max by (namespace, job_name, label_worldbackup_dev_server) (kube_job_labels{` + kubeStateVerifyMatcher + `}),
+      "server", "$1", "label_worldbackup_dev_server", "(.*)")`,
+			Labels: map[string]string{labelSeverity: severityCritical},
+			Annotations: map[string]string{
+				"summary": "A verify of {{ $labels.server }}'s backup failed",
+				"description": "Verify Job {{ $labels.namespace }}/{{ $labels.job_name }} failed: the archive does not hold a world the game can load, " +
+					"or could not be checked. Its termination message names the file and chunk: kubectl -n {{ $labels.namespace }} get pods -l job-name={{ $labels.job_name }} " +
+					"-o jsonpath='{.items[0].status.containerStatuses[0].state.terminated.message}'",
+				"runbook": "README.md#worldverifyfailed",
 			},
 		},
 		{

@@ -62,6 +62,14 @@ func (c *lazyCatalog) FailuresAfter(ctx context.Context, afterID int64, limit in
 	return db.FailuresAfter(ctx, afterID, limit)
 }
 
+func (c *lazyCatalog) PrunesAfter(ctx context.Context, afterID int64, limit int) ([]catalog.PruneEvent, error) {
+	db, err := c.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return db.PrunesAfter(ctx, afterID, limit)
+}
+
 func (c *lazyCatalog) Overview(ctx context.Context, now time.Time, runs, failures int) ([]catalog.ServerOverview, error) {
 	db, err := c.get(ctx)
 	if err != nil {
