@@ -3,6 +3,7 @@ package nodetest
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -34,20 +35,33 @@ const scheduleSelector = jobspec.LabelComponent + "=" + jobspec.ComponentSchedul
 
 // TestScheduleOnNode: a server with schedule "* * * * *" in the program's
 // config gets a CronJob through `pulumi up`; its runs are recorded in the
-// catalog, each under its Job's name as the run ID, with its archive. Then a
-// prune in the program's config (the schedule removed) expires all but the
-// newest run, rows and files.
+// catalog, each under its Job's name as the run ID, with its archive. Its
+// verify schedule ("* * * * *" too) verifies the newest run in a Job of
+// its own, DB-blind. Then a prune in the program's config (the schedules
+// removed) expires all but the newest run, rows and files, and the
+// exporter (worldbackup:metrics, scraped once) counts the prune and what
+// it freed and shows the newest run.
 func TestScheduleOnNode(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
 	ns := namespace(t, node, kubenode.NamespaceOptions{})
-	cfg := stackConfig(node, ns, "r1")
+	withMetrics := func(cfg map[string]string) map[string]string {
+		cfg["worldbackup:metrics.enabled"] = "true"
+		cfg["worldbackup:metrics.maxAge"] = "26h"
+		return cfg
+	}
+	cfg := withMetrics(stackConfig(node, ns, "r1"))
 	cfg["worldbackup:servers[0].schedule"] = "* * * * *"
+	cfg["worldbackup:servers[0].verify.schedule"] = "* * * * *"
+	cfg["worldbackup:servers[0].verify.scratchSize"] = "1Gi"
 	stack := tools.InlineStack(t, "node", deploy.Program, cfg)
 	res, onDemand := up(t, node, ns, stack)
 	jobComplete(t, node, ns.Name, onDemand.jobName)
 	if s, ok := res.Outputs["schedules"].Value.([]any); !ok || len(s) != 1 || s[0].(map[string]any)["cronJobName"] != "lobby-sched" {
 		t.Fatalf("stack output schedules = %v, want the CronJob lobby-sched", res.Outputs["schedules"].Value)
+	}
+	if vs, ok := res.Outputs["verifySchedules"].Value.([]any); !ok || len(vs) != 1 || vs[0].(map[string]any)["cronJobName"] != "lobby-vsched" {
+		t.Fatalf("stack output verifySchedules = %v, want the CronJob lobby-vsched", res.Outputs["verifySchedules"].Value)
 	}
 
 	db, err := catalog.Open(t.Context(), ns.DatabaseURL, hclog.NewNullLogger())
@@ -100,8 +114,22 @@ func TestScheduleOnNode(t *testing.T) {
 		}
 	})
 
+	t.Run("the verify schedule verifies the newest run", func(t *testing.T) {
+		scheduledVerifyPassed(t, node, ns, func() map[string]string {
+			rows, err := db.List(t.Context(), "lobby")
+			if err != nil {
+				t.Fatal(err)
+			}
+			refs := map[string]string{}
+			for _, r := range rows {
+				refs[r.RunID] = r.ArchiveRef
+			}
+			return refs
+		})
+	})
+
 	t.Run("a prune in the config expires all but the newest run", func(t *testing.T) {
-		cfg := stackConfig(node, ns, "r1")
+		cfg := withMetrics(stackConfig(node, ns, "r1"))
 		// The schedule removed first, so no run starts while the prune runs.
 		stacktest.SetConfig(t, stack, cfg)
 		up(t, node, ns, stack)
@@ -166,6 +194,23 @@ func TestScheduleOnNode(t *testing.T) {
 		}
 		if logs := node.PodLogs(t, ns.Name, "job-name="+job); !strings.Contains(logs, fmt.Sprintf(`"rows_deleted":%d`, len(rows)-1)) {
 			t.Errorf("the prune's log does not report %d rows deleted:\n%s", len(rows)-1, logs)
+		}
+
+		fams := scrapeExporter(t, node, ns, res.Outputs)
+		lobby := map[string]string{"server": "lobby", "cluster": "node"}
+		for name, want := range map[string]float64{
+			"worldbackup_prune_total":                              1,
+			"worldbackup_prune_deleted_runs_total":                 float64(len(rows) - 1),
+			"worldbackup_backup_last_successful_timestamp_seconds": float64(newest.FinishedAt.UnixMilli()) / 1000,
+			"worldbackup_backup_last_size_bytes":                   float64(newest.SizeBytes),
+			"worldbackup_backup_max_age_seconds":                   26 * 3600,
+		} {
+			if got, ok := fams.Value(name, lobby); !ok || math.Abs(got-want) > 0.01 {
+				t.Errorf("%s%v = %v (found: %v), want %v", name, lobby, got, ok, want)
+			}
+		}
+		if freed, ok := fams.Value("worldbackup_prune_freed_bytes_total", lobby); !ok || freed <= 0 {
+			t.Errorf("worldbackup_prune_freed_bytes_total = %v (%v), want the archives' bytes", freed, ok)
 		}
 	})
 }
