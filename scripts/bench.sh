@@ -313,9 +313,9 @@ run_crypt() {
   rm -rf -- "$croot" "$into"
 }
 
-# timed NAME CMD...: runs CMD under GNU time, appending "NAME wall cpu rss"
+# vtimed NAME CMD...: runs CMD under GNU time, appending "NAME wall cpu rss"
 # to $out/verify.$size (the caller's size); fails the bench when CMD fails.
-timed() {
+vtimed() {
   local name=$1 t0 t1
   shift
   t0=$(now)
@@ -336,16 +336,16 @@ run_verify() {
   rm -rf -- "$vroot" "$scratch" "$out/verify.$size"
   mkdir -p "$vroot" "$scratch"
   find "$w" -type f -exec cat {} + >/dev/null
-  timed backup "$archiver" backup --server "verify-$run" --run-id "$rid" --world "$w" --config "$config" \
+  vtimed backup "$archiver" backup --server "verify-$run" --run-id "$rid" --world "$w" --config "$config" \
     --archive-root "$vroot" --compression zstd --log-format text --termination-log "$out/verify-termination.json"
   local ref sum
   ref=$(jq -r .archive_ref "$out/verify-termination.json") sum=$(jq -r .sha256 "$out/verify-termination.json")
-  timed "world check, every chunk" "$archiver" verify --world-check --world "$w" --json
+  vtimed "world check, every chunk" "$archiver" verify --world-check --world "$w" --json
   jq -e '.status == "ok" and .chunks_checked == .chunks' "$out/verify.out" >/dev/null ||
     die "the world check of $w did not check every chunk: $(head -c 400 "$out/verify.out")"
   echo "$(jq -r .chunks_checked "$out/verify.out")" >"$out/verify.$size.chunks"
-  timed "world check, --chunks 10%" "$archiver" verify --world-check --world "$w" --chunks 10% --json
-  timed "verify archive, every chunk" "$archiver" verify --archive "$ref" --sha256 "$sum" --world-check --scratch "$scratch" \
+  vtimed "world check, --chunks 10%" "$archiver" verify --world-check --world "$w" --chunks 10% --json
+  vtimed "verify archive, every chunk" "$archiver" verify --archive "$ref" --sha256 "$sum" --world-check --scratch "$scratch" \
     --json --termination-log ""
   rm -rf -- "$vroot" "$scratch"
 }

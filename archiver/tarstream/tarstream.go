@@ -114,11 +114,20 @@ func Write(ctx context.Context, dst io.Writer, root string, o Options) (Result, 
 	defer sk.abort() // stops the goroutine on the error paths
 	var out io.Writer = sk
 	var sw io.WriteCloser = nopWriteCloser{}
+	// sealed is the encryption's own step, between the compressor and
+	// the hash, on a goroutine of its own, so that encrypting overlaps
+	// compressing rather than adding to it; nil without Seal.
+	var sealed *stage
 	if o.Seal != nil {
 		if sw, err = o.Seal(sk); err != nil {
 			return Result{}, err
 		}
-		out = sw
+		sealed = newStage(stageBuffer, 1, func(b []byte) error {
+			_, err := sw.Write(b)
+			return err
+		})
+		defer sealed.abort()
+		out = sealed
 	}
 	cw, err := newCompressor(out, o.Compression)
 	if err != nil {
@@ -157,6 +166,11 @@ func Write(ctx context.Context, dst io.Writer, root string, o Options) (Result, 
 	}
 	if err := cw.Close(); err != nil {
 		return Result{}, fmt.Errorf("finishing %s stream: %w", o.Compression, err)
+	}
+	if sealed != nil {
+		if err := sealed.close(); err != nil {
+			return Result{}, fmt.Errorf("encrypting the archive: %w", err)
+		}
 	}
 	if err := sw.Close(); err != nil {
 		return Result{}, fmt.Errorf("finishing the encrypted stream: %w", err)

@@ -80,6 +80,7 @@ Exit codes:
 `
 
 func main() {
+	setSoftMemoryLimit()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
