@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -225,15 +226,22 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 // CLI runs the pulumi CLI non-interactively in dir with env added to this
 // process's environment, and returns its combined output.
 func (t Tools) CLI(ctx context.Context, dir string, env map[string]string, args ...string) (string, error) {
+	return t.CLIWithInput(ctx, dir, env, nil, args...)
+}
+
+// CLIWithInput is CLI with stdin as the CLI's input (nil: none). An error
+// names the command by its first words only (a config value may be long).
+func (t Tools) CLIWithInput(ctx context.Context, dir string, env map[string]string, stdin io.Reader, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(t.Bin, "pulumi"), append(args, "--non-interactive")...)
 	cmd.Dir = dir
+	cmd.Stdin = stdin
 	cmd.Env = os.Environ()
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return string(out), fmt.Errorf("pulumi %s: %w", strings.Join(args, " "), err)
+		return string(out), fmt.Errorf("pulumi %s: %w", strings.Join(args[:min(3, len(args))], " "), err)
 	}
 	return string(out), nil
 }

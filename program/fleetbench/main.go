@@ -137,9 +137,10 @@ func config(n int, v, renderDir, runID string) map[string]any {
 	return c
 }
 
-// setAll writes c as the stack's config with `config set-all --json`.
+// setAll writes c as the stack's config (shard.SetConfig: a value too long
+// for the command line goes through stdin).
 func setAll(ctx context.Context, tools pulumitools.Tools, dir, stateDir, stack string, c map[string]any) error {
-	j := map[string]shard.Value{}
+	j := shard.Config{}
 	for k, v := range c {
 		if s, ok := v.(string); ok {
 			j[k] = shard.Value{Value: &s}
@@ -149,9 +150,10 @@ func setAll(ctx context.Context, tools pulumitools.Tools, dir, stateDir, stack s
 		s := string(b)
 		j[k] = shard.Value{Value: &s, ObjectValue: v}
 	}
-	b, _ := json.Marshal(j)
-	_, err := tools.CLI(ctx, dir, tools.Env(stateDir), "config", "set-all", "--stack", stack, "--json", string(b))
-	return err
+	return shard.SetConfig(ctx, func(ctx context.Context, stdin io.Reader, args ...string) error {
+		_, err := tools.CLIWithInput(ctx, dir, tools.Env(stateDir), stdin, args...)
+		return err
+	}, stack, j)
 }
 
 func bench(ctx context.Context, tools pulumitools.Tools, n int, variant, mode string, size, parallel int) (row, error) {

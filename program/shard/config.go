@@ -1,10 +1,13 @@
 package shard
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // Keys of the program's config that the shards change.
@@ -102,4 +105,48 @@ func For(parent Config, servers []Server, names []string, first bool, projectDir
 		c[KeyRenderDir] = v
 	}
 	return c, nil
+}
+
+// maxArgValue bounds a config value passed on the CLI's command line: Linux
+// refuses an argument longer than 128 KiB (MAX_ARG_STRLEN), which a list
+// of a thousand servers exceeds; a larger value goes through stdin.
+const maxArgValue = 64 << 10
+
+// CLIRunner runs the Pulumi CLI with args, stdin (nil: none) as its input.
+type CLIRunner func(ctx context.Context, stdin io.Reader, args ...string) error
+
+// SetConfig writes c as stack's config through run: the values up to
+// maxArgValue in one `config set-all --json`, each larger one with `config
+// set`, reading it from stdin as text (an object's JSON, which the program
+// decodes as it decodes the object), a secret as a secret.
+func SetConfig(ctx context.Context, run CLIRunner, stack string, c Config) error {
+	small := Config{}
+	var large []string
+	for k, v := range c {
+		if v.Value != nil && len(*v.Value) > maxArgValue {
+			large = append(large, k)
+			continue
+		}
+		small[k] = v
+	}
+	if len(small) > 0 {
+		b, err := json.Marshal(small)
+		if err != nil {
+			return err
+		}
+		if err := run(ctx, nil, "config", "set-all", "--stack", stack, "--json", string(b)); err != nil {
+			return err
+		}
+	}
+	slices.Sort(large)
+	for _, k := range large {
+		mode := "--plaintext"
+		if c[k].Secret {
+			mode = "--secret"
+		}
+		if err := run(ctx, strings.NewReader(*c[k].Value), "config", "set", "--stack", stack, mode, k); err != nil {
+			return fmt.Errorf("setting %s (%d bytes) through stdin: %w", k, len(*c[k].Value), err)
+		}
+	}
+	return nil
 }

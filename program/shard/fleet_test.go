@@ -1,8 +1,10 @@
 package shard_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -266,4 +268,62 @@ func TestFleetShardsThroughCLI(t *testing.T) {
 			t.Errorf("the emptied shard's stack %s is still in the backend", s.Name)
 		}
 	}
+}
+
+// TestSetConfigLongValue: a config value longer than one command-line
+// argument may be (a list of 3000 servers, about 200 KB; Linux refuses an
+// argument over 128 KiB) is written through stdin, the short ones in one
+// set-all; the real CLI reads back every value as written, and the program
+// parses the list.
+func TestSetConfigLongValue(t *testing.T) {
+	f := newFleet(t)
+	var list []map[string]any
+	for i := range 3000 {
+		list = append(list, map[string]any{"name": fmt.Sprintf("srv-%04d", i), "schedule": "@daily-random"})
+	}
+	b, _ := json.Marshal(list)
+	if len(b) <= 128<<10 {
+		t.Fatalf("the list is %d bytes: too short to test the limit", len(b))
+	}
+	str := func(s string) *string { return &s }
+	cfg := shard.Config{
+		"worldbackup:image":       {Value: str("registry.example/worldbackup/archiver:test")},
+		"worldbackup:backupClaim": {Value: str("backups")},
+		"worldbackup:runId":       {Value: str("r1")},
+		"worldbackup:servers":     {Value: str(string(b)), ObjectValue: list},
+	}
+	cmd := f.opts.Pulumi
+	run := func(ctx context.Context, stdin io.Reader, args ...string) error {
+		_, stderr, code, err := cmd.Run(ctx, f.proj, stdin, nil, nil, envList(f.tools.PulumiHome, f.tools.Env(f.state)), args...)
+		if err != nil {
+			return fmt.Errorf("exit %d: %w: %s", code, err, stderr)
+		}
+		return nil
+	}
+	if err := shard.SetConfig(t.Context(), run, "prod", cfg); err != nil {
+		t.Fatal(err)
+	}
+	out := f.tools.CLI(t, f.proj, f.tools.Env(f.state), "config", "--stack", "prod", "--json")
+	var got map[string]struct {
+		Value string `json:"value"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("pulumi config --json: %v\n%.500s", err, out)
+	}
+	if got["worldbackup:servers"].Value != string(b) || got["worldbackup:runId"].Value != "r1" {
+		t.Fatalf("read back: servers %d bytes (want %d), runId %q", len(got["worldbackup:servers"].Value), len(b), got["worldbackup:runId"].Value)
+	}
+	c, err := deploy.ParseConfig(func(key string) (string, bool) { v, ok := got[key]; return v.Value, ok }, nil)
+	if err != nil || len(c.Servers) != 3000 {
+		t.Fatalf("the program's config: %d servers, %v", len(c.Servers), err)
+	}
+}
+
+// envList is env in the form exec takes, with PULUMI_HOME.
+func envList(home string, env map[string]string) []string {
+	l := []string{"PULUMI_HOME=" + home}
+	for k, v := range env {
+		l = append(l, k+"="+v)
+	}
+	return l
 }

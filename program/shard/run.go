@@ -232,6 +232,11 @@ func (o Options) workspace(ctx context.Context) (auto.Workspace, error) {
 
 // cli runs the Pulumi CLI in dir with o's environment.
 func (o Options) cli(ctx context.Context, dir string, args ...string) (string, error) {
+	return o.cliIn(ctx, dir, nil, args...)
+}
+
+// cliIn is cli with stdin as the CLI's input (nil: none).
+func (o Options) cliIn(ctx context.Context, dir string, stdin io.Reader, args ...string) (string, error) {
 	env := []string{}
 	if o.PulumiHome != "" {
 		env = append(env, "PULUMI_HOME="+o.PulumiHome)
@@ -239,7 +244,7 @@ func (o Options) cli(ctx context.Context, dir string, args ...string) (string, e
 	for k, v := range o.Env {
 		env = append(env, k+"="+v)
 	}
-	stdout, stderr, code, err := o.Pulumi.Run(ctx, dir, nil, nil, nil, env, args...)
+	stdout, stderr, code, err := o.Pulumi.Run(ctx, dir, stdin, nil, nil, env, args...)
 	if err != nil {
 		return stdout, fmt.Errorf("pulumi %s exited %d: %w\n%s", strings.Join(args[:min(2, len(args))], " "), code, err, stderr)
 	}
@@ -326,11 +331,10 @@ func (o Options) runShard(ctx context.Context, ws auto.Workspace, name string, c
 			return nil, "", err
 		}
 	}
-	b, err := json.Marshal(cfg)
-	if err != nil {
-		return nil, "", err
-	}
-	if _, err := o.cli(ctx, o.WorkDir, "config", "set-all", "--stack", name, "--json", string(b)); err != nil {
+	if err := SetConfig(ctx, func(ctx context.Context, stdin io.Reader, args ...string) error {
+		_, err := o.cliIn(ctx, o.WorkDir, stdin, args...)
+		return err
+	}, name, cfg); err != nil {
 		return nil, "", err
 	}
 	var log strings.Builder
