@@ -150,8 +150,8 @@ type Exporter struct {
 	// deleted and the bytes they freed.
 	prunes, pruned, freed *prometheus.CounterVec
 	duration              *prometheus.HistogramVec
-	up               prometheus.Gauge
-	gauges           gauges
+	up                    prometheus.Gauge
+	gauges                gauges
 
 	refreshMu   sync.Mutex // one refresh at a time
 	lastAttempt time.Time  // under refreshMu
