@@ -182,17 +182,11 @@ func New(cat Catalog, cfg Config, log hclog.Logger) (*Exporter, error) {
 	}
 	cl := prometheus.Labels{"cluster": cfg.Cluster}
 	e := &Exporter{cat: cat, cfg: cfg, log: log.Named("exporter"), reg: prometheus.NewRegistry()}
-	e.success = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "worldbackup_backup_success_total", ConstLabels: cl,
-		Help: "Successful backup runs recorded in the catalog (counted as the exporter sees their rows).",
-	}, []string{"server"})
-	e.failure = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "worldbackup_backup_failure_total", ConstLabels: cl,
-		Help: "Failed backup attempts recorded in the catalog.",
-	}, []string{"server"})
 	counter := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, ConstLabels: cl, Help: help}, []string{"server"})
 	}
+	e.success = counter("worldbackup_backup_success_total", "Successful backup runs recorded in the catalog (counted as the exporter sees their rows).")
+	e.failure = counter("worldbackup_backup_failure_total", "Failed backup attempts recorded in the catalog.")
 	e.prunes = counter("worldbackup_prune_total", "Prunes of the server that ran for real, recorded in the catalog.")
 	e.pruned = counter("worldbackup_prune_deleted_runs_total", "Runs of the server those prunes deleted.")
 	e.freed = counter("worldbackup_prune_freed_bytes_total", "Bytes those prunes freed in the store (archives, orphans, packs).")
@@ -246,47 +240,27 @@ func (e *Exporter) Refresh(ctx context.Context) error {
 
 // read counts the new rows, then reads the overview.
 func (e *Exporter) read(ctx context.Context, now time.Time) error {
-	for range maxBatches {
-		evs, err := e.cat.RunsAfter(ctx, e.lastRun, eventBatch)
-		if err != nil {
-			return err
-		}
-		for _, ev := range evs {
-			e.success.WithLabelValues(ev.Server).Inc()
-			e.duration.WithLabelValues(ev.Server).Observe(ev.DurationSeconds)
-			e.lastRun = ev.ID
-		}
-		if len(evs) < eventBatch {
-			break
-		}
-	}
-	for range maxBatches {
-		evs, err := e.cat.FailuresAfter(ctx, e.lastFail, eventBatch)
-		if err != nil {
-			return err
-		}
-		for _, ev := range evs {
+	err := drain(ctx, e.cat.RunsAfter, &e.lastRun, func(ev catalog.Event) int64 {
+		e.success.WithLabelValues(ev.Server).Inc()
+		e.duration.WithLabelValues(ev.Server).Observe(ev.DurationSeconds)
+		return ev.ID
+	})
+	if err == nil {
+		err = drain(ctx, e.cat.FailuresAfter, &e.lastFail, func(ev catalog.Event) int64 {
 			e.failure.WithLabelValues(ev.Server).Inc()
-			e.lastFail = ev.ID
-		}
-		if len(evs) < eventBatch {
-			break
-		}
+			return ev.ID
+		})
 	}
-	for range maxBatches {
-		evs, err := e.cat.PrunesAfter(ctx, e.lastPrune, eventBatch)
-		if err != nil {
-			return err
-		}
-		for _, ev := range evs {
+	if err == nil {
+		err = drain(ctx, e.cat.PrunesAfter, &e.lastPrune, func(ev catalog.PruneEvent) int64 {
 			e.prunes.WithLabelValues(ev.Server).Inc()
 			e.pruned.WithLabelValues(ev.Server).Add(float64(ev.RunsDeleted))
 			e.freed.WithLabelValues(ev.Server).Add(float64(ev.BytesFreed))
-			e.lastPrune = ev.ID
-		}
-		if len(evs) < eventBatch {
-			break
-		}
+			return ev.ID
+		})
+	}
+	if err != nil {
+		return err
 	}
 	servers, err := e.cat.Overview(ctx, now, e.cfg.ChartRuns, e.cfg.ShownFailures)
 	if err != nil {
@@ -315,6 +289,26 @@ func (e *Exporter) read(ctx context.Context, now time.Time) error {
 	e.mu.Lock()
 	e.snap = snapshot{servers: servers, readAt: now}
 	e.mu.Unlock()
+	return nil
+}
+
+// drain counts the rows after *last that after returns, a batch of
+// eventBatch at a time and at most maxBatches of them (the rest wait for the
+// next refresh), each with count, which returns the row's ID; *last is the
+// highest ID counted.
+func drain[E any](ctx context.Context, after func(context.Context, int64, int) ([]E, error), last *int64, count func(E) int64) error {
+	for range maxBatches {
+		evs, err := after(ctx, *last, eventBatch)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			*last = count(ev)
+		}
+		if len(evs) < eventBatch {
+			return nil
+		}
+	}
 	return nil
 }
 
