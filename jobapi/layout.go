@@ -267,11 +267,17 @@ const (
 )
 
 // DefaultFormat is the format when neither --format nor [archive] format
-// is set.
-const DefaultFormat = FormatTar
+// is set: chunked, which stores what changed since the server's previous
+// run. Runs of either format stay restorable whatever the default.
+const DefaultFormat = FormatChunked
+
+// ChunkedCompresses says why a compression setting has no place in the
+// chunked format; the errors that refuse one quote it and name the fix in
+// their own keys (an input, a flag, a felis.toml key).
+const ChunkedCompresses = "compression is a setting of the tar format: chunked compresses each blob with zstd when that helps"
 
 // Formats lists the archive formats, the default first.
-func Formats() []string { return []string{FormatTar, FormatChunked} }
+func Formats() []string { return []string{FormatChunked, FormatTar} }
 
 // CheckFormat reports whether format is a supported archive format.
 func CheckFormat(format string) error {

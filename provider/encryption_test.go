@@ -17,6 +17,7 @@ import (
 func TestEncryptionInput(t *testing.T) {
 	want := jobspec.Encryption{SecretName: "survival-encryption", SecretKey: DefaultEncryptionSecretKey}
 	b := validArgs()
+	b.Format = new(FormatTar)
 	b.Encryption = &EncryptionArgs{SecretName: pulumi.String("survival-encryption")}
 	r, err := b.resolve()
 	if err != nil {

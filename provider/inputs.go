@@ -370,9 +370,9 @@ const (
 // Values lists the formats in the schema.
 func (Format) Values() []infer.EnumValue[Format] {
 	return []infer.EnumValue[Format]{
-		{Name: "Tar", Value: FormatTar, Description: "One compressed tar archive per run, <server>/<runId>.tar.zst (the default)."},
-		{Name: "Chunked", Value: FormatChunked, Description: "The same tar stream kept as deduplicated blobs in packs, one manifest per run " +
-			"(_chunked/runs/<server>/<runId>.manifest): a run stores only what changed since the server's previous chunked run."},
+		{Name: "Chunked", Value: FormatChunked, Description: "The tar stream kept as deduplicated blobs in packs, one manifest per run " +
+			"(_chunked/runs/<server>/<runId>.manifest): a run stores only what changed since the server's previous chunked run (the default)."},
+		{Name: "Tar", Value: FormatTar, Description: "One compressed tar archive per run, <server>/<runId>.tar.zst, which GNU tar reads alone."},
 	}
 }
 

@@ -96,7 +96,7 @@ func TestOutputInputs(t *testing.T) {
 			if !jobDependsOn(m, claimType) {
 				t.Error("the Job does not depend on the claim whose name it takes")
 			}
-			if out.archiveRef != "/backups/survival/20250601-0300.tar.zst" || out.jobName != jobspec.BackupJobName("survival", "20250601-0300") {
+			if out.archiveRef != "/backups/_chunked/runs/survival/20250601-0300.manifest" || out.jobName != jobspec.BackupJobName("survival", "20250601-0300") {
 				t.Errorf("outputs = %+v", out)
 			}
 		})
@@ -239,7 +239,7 @@ func TestRestoreTakesBackupArchiveRef(t *testing.T) {
 				t.Fatal("no restore Job registered")
 			}
 			job := decodeJob(t, *restore, true)
-			if args := job.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "/backups/survival/20250601-0300.tar.zst") {
+			if args := job.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "/backups/_chunked/runs/survival/20250601-0300.manifest") {
 				t.Errorf("restore args = %q, want the backup's archive", args)
 			}
 			deps := slices.Clone(restore.RegisterRPC.GetDependencies())

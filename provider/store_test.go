@@ -55,25 +55,25 @@ func TestWorldBackupS3Store(t *testing.T) {
 		store   *StoreArgs
 		want    *jobspec.S3Store
 		wantRef string
-		chunked bool
+		tar     bool // format tar: the archive, not the manifest
 	}{
-		{"prefix", validStore(), wantS3Store(), "s3://felis-backups/worlds/survival/20250601-0300.tar.zst", false},
-		{"chunked: the manifest's URL", validStore(), wantS3Store(), "s3://felis-backups/worlds/_chunked/runs/survival/20250601-0300.manifest", true},
+		{"prefix", validStore(), wantS3Store(), "s3://felis-backups/worlds/survival/20250601-0300.tar.zst", true},
+		{"chunked: the manifest's URL", validStore(), wantS3Store(), "s3://felis-backups/worlds/_chunked/runs/survival/20250601-0300.manifest", false},
 		{"trailing slash, keys and region given", &StoreArgs{URL: pulumi.String("s3://felis-backups/a/b/"), Region: pulumi.String("eu-central-1"),
 			CredentialsSecretName: pulumi.String("aws"), AccessKeyKey: pulumi.String("AWS_ACCESS_KEY_ID"), SecretKeyKey: pulumi.String("AWS_SECRET_ACCESS_KEY")},
 			&jobspec.S3Store{URL: "s3://felis-backups/a/b", Region: "eu-central-1", SecretName: "aws",
 				AccessKeyKey: "AWS_ACCESS_KEY_ID", SecretKeyKey: "AWS_SECRET_ACCESS_KEY"},
-			"s3://felis-backups/a/b/survival/20250601-0300.tar.zst", false},
+			"s3://felis-backups/a/b/survival/20250601-0300.tar.zst", true},
 		{"bucket only", &StoreArgs{URL: pulumi.String("s3://felis-backups"), CredentialsSecretName: pulumi.String("felis-s3")},
 			&jobspec.S3Store{URL: "s3://felis-backups", SecretName: "felis-s3", AccessKeyKey: "access-key", SecretKeyKey: "secret-key"},
-			"s3://felis-backups/survival/20250601-0300.tar.zst", false},
+			"s3://felis-backups/survival/20250601-0300.tar.zst", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := s3Backup()
 			a.Store = tt.store
-			if tt.chunked {
-				a.Format = new(FormatChunked)
+			if tt.tar {
+				a.Format = new(FormatTar)
 			}
 			var got outputs
 			var wg sync.WaitGroup
@@ -91,8 +91,8 @@ func TestWorldBackupS3Store(t *testing.T) {
 			wg.Wait()
 			want := jobtest.DefaultBackup()
 			want.BackupClaimName, want.Store = "", tt.want
-			if tt.chunked {
-				want.Format, want.Compression = "chunked", ""
+			if tt.tar {
+				want.Format, want.Compression = "tar", "zstd"
 			}
 			checkOneJob(t, m, WorldBackupType, "backup", "35m0s", jobspec.BuildBackup(want))
 			if got.archiveRef != tt.wantRef {
@@ -364,7 +364,7 @@ func TestS3ArchiveRefOutput(t *testing.T) {
 				if j.Name != "survival-restore-job" {
 					continue
 				}
-				want := "s3://felis-backups/worlds/survival/20250601-0300.tar.zst"
+				want := "s3://felis-backups/worlds/_chunked/runs/survival/20250601-0300.manifest"
 				if args := decodeJob(t, j, true).Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, want) {
 					t.Fatalf("restore args = %q, want the backup's archive %s", args, want)
 				}

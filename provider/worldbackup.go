@@ -159,9 +159,9 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 		"next `pulumi up` creates it again with the same runId; the archiver then does nothing (the run is "+
 		"already recorded), but `pulumi up` shows a create.")
 	an.Describe(&a.Compression, "zstd, gzip or none: the tar archive's compression and extension "+
-		"(.tar.zst, .tar.gz, .tar). Default: "+jobapi.DefaultCompression+". Not allowed with format chunked "+
-		"(which compresses each blob with zstd when that helps).")
-	an.Describe(&a.Format, "tar or chunked, passed as "+descFlag(jobapi.FlagFormat)+" (over the config file's [archive] format). "+
+		"(.tar.zst, .tar.gz, .tar), with format tar. Default: "+jobapi.DefaultCompression+". Not allowed with format chunked, "+
+		"the default format (which compresses each blob with zstd when that helps): set format tar with it.")
+	an.Describe(&a.Format, "chunked or tar, passed as "+descFlag(jobapi.FlagFormat)+" (over the config file's [archive] format). "+
 		"tar: one archive per run, <backupRoot>/<server>/<runId>.tar.zst. chunked: the same tar stream kept as "+
 		"deduplicated blobs in packs, so a run stores (and reads) only what changed since the server's previous "+
 		"chunked run; archiveRef is then the run's manifest, <backupRoot>/"+jobapi.ChunkedDir+"/runs/<server>/<runId>.manifest "+

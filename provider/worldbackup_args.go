@@ -109,15 +109,20 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 		mount{"worldRoot", v.World.WorldRoot},
 		mount{"configMountPath", v.ConfigMountPath},
 	))...)
-	if _, err := jobapi.Extension(v.Compression); err != nil {
+	_, compressionErr := jobapi.Extension(v.Compression)
+	if compressionErr != nil {
 		p.addf("compression", "%q is not supported: use zstd, gzip or none", v.Compression)
 	}
 	switch {
 	case jobapi.CheckFormat(v.Format) != nil:
 		p.addf("format", "%q is not supported: use %s", v.Format, strings.Join(jobapi.Formats(), " or "))
-	case v.Format == jobapi.FormatChunked && v.CompressionSet:
-		p.addf("compression", "is set to %q, but format is chunked, which compresses each blob with zstd when that helps: "+
-			"remove compression, or set format to tar", v.Compression)
+	case v.Format == jobapi.FormatChunked && v.CompressionSet && compressionErr == nil:
+		format := "format is chunked"
+		if enumString(a.Format) == "" {
+			format = "format is not set, so it is chunked, the default"
+		}
+		p.addf("compression", "is set to %q, but %s: %s: remove compression, or set format to tar",
+			v.Compression, format, jobapi.ChunkedCompresses)
 	}
 	if v.Format == jobapi.FormatChunked {
 		v.Compression = "" // not the chunked format's: the Job passes none

@@ -40,7 +40,7 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 			args:        validArgs,
 			want:        jobtest.DefaultBackup,
 			wantTimeout: "35m0s",
-			wantRef:     "/backups/survival/20250601-0300.tar.zst",
+			wantRef:     "/backups/_chunked/runs/survival/20250601-0300.manifest",
 		},
 		{
 			name: "every input set, restricted",
@@ -62,7 +62,7 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 				a.RunAsGroup = pulumi.Int(1002)
 				a.TTLAfterFinished = pulumi.String("90s")
 				a.BackoffLimit = pulumi.Int(0)
-				a.Compression = new(Compression("gzip"))
+				a.Compression, a.Format = new(Compression("gzip")), new(FormatTar)
 				a.Excludes = pulumi.ToStringArray([]string{"*.jar"})
 				a.NodeSelector = pulumi.ToStringMap(map[string]string{"kubernetes.io/hostname": "node-a"})
 				a.Labels = pulumi.ToStringMap(map[string]string{"team": "ops"})
@@ -86,7 +86,7 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 				b.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1001, RunAsGroup: 1002, FSGroup: 1002}
 				b.TTLAfterFinished = 90 * time.Second
 				b.BackoffLimit = 0
-				b.Compression = "gzip"
+				b.Compression, b.Format = "gzip", "tar"
 				b.Excludes = []string{"*.jar"}
 				b.Placement.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-a"}
 				b.Labels = map[string]string{"team": "ops"}
@@ -102,14 +102,14 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 			args: func() WorldBackupArgs {
 				a := validArgs()
 				a.SecurityMode = new(SecurityMode("restricted"))
-				a.Compression = new(Compression("none"))
+				a.Compression, a.Format = new(Compression("none")), new(FormatTar)
 				a.NodeName = pulumi.String("node-b")
 				return a
 			},
 			want: func() jobspec.Backup {
 				b := jobtest.DefaultBackup()
 				b.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1000, RunAsGroup: 1000, FSGroup: 1000}
-				b.Compression = "none"
+				b.Compression, b.Format = "none", "tar"
 				b.Placement.NodeName = "node-b"
 				return b
 			},
@@ -138,7 +138,7 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 				return b
 			},
 			wantTimeout: "35m0s",
-			wantRef:     "/backups/survival/20250601-0300.tar.zst",
+			wantRef:     "/backups/_chunked/runs/survival/20250601-0300.manifest",
 		},
 		{
 			name: "skipAwait turns replaceUnready off",
@@ -155,10 +155,10 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 				return b
 			},
 			wantTimeout: "35m0s",
-			wantRef:     "/backups/survival/20250601-0300.tar.zst",
+			wantRef:     "/backups/_chunked/runs/survival/20250601-0300.manifest",
 		},
 		{
-			name: "chunked: archiveRef is the run's manifest, no compression passed",
+			name: "chunked given explicitly: archiveRef is the run's manifest, no compression passed",
 			args: func() WorldBackupArgs {
 				a := validArgs()
 				a.Format = new(FormatChunked)
@@ -182,7 +182,7 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 			},
 			want: func() jobspec.Backup {
 				b := jobtest.DefaultBackup()
-				b.Compression = "gzip"
+				b.Compression, b.Format = "gzip", "tar"
 				return b
 			},
 			wantTimeout: "35m0s",
@@ -198,7 +198,7 @@ func TestWorldBackupRegistersOneJob(t *testing.T) {
 			},
 			want:        jobtest.DefaultBackup,
 			wantTimeout: "35m0s",
-			wantRef:     "/backups/survival/20250601-0300.tar.zst",
+			wantRef:     "/backups/_chunked/runs/survival/20250601-0300.manifest",
 		},
 	}
 	for _, tt := range tests {
@@ -330,11 +330,14 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		{"negative runAsGroup", func(a *WorldBackupArgs) { a.RunAsGroup = pulumi.Int(-1) }, []string{"runAsGroup"}, "out of range"},
 		{"negative backoffLimit", func(a *WorldBackupArgs) { a.BackoffLimit = pulumi.Int(-1) }, []string{"backoffLimit"}, "out of range"},
 		{"compression unknown", func(a *WorldBackupArgs) { a.Compression = new(Compression("xz")) }, []string{"compression"}, `compression "xz" is not supported`},
-		{"format unknown", func(a *WorldBackupArgs) { a.Format = new(Format("zip")) }, []string{"format"}, `format "zip" is not supported: use tar or chunked`},
+		{"format unknown", func(a *WorldBackupArgs) { a.Format = new(Format("zip")) }, []string{"format"}, `format "zip" is not supported: use chunked or tar`},
 		{"compression with chunked", func(a *WorldBackupArgs) {
 			a.Format = new(FormatChunked)
 			a.Compression = new(CompressionZstd)
-		}, []string{"compression"}, "format is chunked, which compresses each blob"},
+		}, []string{"compression"}, "but format is chunked: compression is a setting of the tar format: chunked compresses each blob with zstd when that helps: remove compression, or set format to tar"},
+		{"compression without format: chunked, the default", func(a *WorldBackupArgs) {
+			a.Compression = new(CompressionGzip)
+		}, []string{"compression"}, `compression is set to "gzip", but format is not set, so it is chunked, the default`},
 		{"empty exclude", func(a *WorldBackupArgs) { a.Excludes = pulumi.ToStringArray([]string{"*.jar", ""}) }, []string{"excludes"}, "item 1 is empty"},
 		{"nodeName and nodeSelector", func(a *WorldBackupArgs) {
 			a.NodeName = pulumi.String("n1")
@@ -440,7 +443,7 @@ func TestWorldBackupTwoServers(t *testing.T) {
 	if a.jobName == b.jobName || a.archiveRef == b.archiveRef {
 		t.Fatalf("outputs collide: %+v and %+v", a, b)
 	}
-	if b.archiveRef != "/backups/creative/20250601-0300.tar.zst" {
+	if b.archiveRef != "/backups/_chunked/runs/creative/20250601-0300.manifest" {
 		t.Fatalf("archiveRef = %q", b.archiveRef)
 	}
 }
@@ -506,7 +509,7 @@ func TestWorldBackupOutputsDependOnJob(t *testing.T) {
 	if deps := rpc.GetPropertyDependencies()["ref"].GetUrns(); !slices.Contains(deps, jobURN) {
 		t.Fatalf("ref depends on %q, want %q among them", deps, jobURN)
 	}
-	if got := consumers[0].Inputs["ref"].StringValue(); got != "/backups/survival/20250601-0300.tar.zst" {
+	if got := consumers[0].Inputs["ref"].StringValue(); got != "/backups/_chunked/runs/survival/20250601-0300.manifest" {
 		t.Fatalf("ref = %q", got)
 	}
 }

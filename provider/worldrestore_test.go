@@ -386,7 +386,7 @@ func TestWorldRestoreTakesWorldBackupOutputs(t *testing.T) {
 	}
 	job := decodeJob(t, restore, false)
 	args := job.Spec.Template.Spec.Containers[0].Args
-	if i := slices.Index(args, "--archive"); i < 0 || args[i+1] != "/backups/survival/20250601-0300.tar.zst" {
+	if i := slices.Index(args, "--archive"); i < 0 || args[i+1] != "/backups/_chunked/runs/survival/20250601-0300.manifest" {
 		t.Fatalf("restore args = %q, want --archive with the backup's archiveRef", args)
 	}
 	// Depending on a component means depending on its children: the Job.

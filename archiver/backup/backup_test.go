@@ -21,6 +21,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 var (
@@ -130,6 +131,7 @@ func params(world string) Params {
 		World:       world,
 		Compression: tarstream.Zstd,
 		Excludes:    tarstream.DefaultExcludes,
+		Format:      jobapi.FormatTar, // these tests read the tar archive; chunked_test.go has the chunked runs
 	}
 }
 

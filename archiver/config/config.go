@@ -5,7 +5,8 @@
 //
 //	[archive]
 //	local_path = "/backups"      # optional when --archive-root is given
-//	compression = "zstd"         # zstd | gzip | none
+//	format = "chunked"           # chunked (the default) | tar
+//	compression = "zstd"         # format tar only: zstd | gzip | none
 //	excludes = ["*.jar", "cache/", "logs/", "*.tmp"]
 //	allow_empty = false          # record a world without files
 //
@@ -82,7 +83,8 @@ func (d Database) GoString() string { return "config.Database" + d.String() }
 type Archive struct {
 	// LocalPath is the absolute folder archives are written below.
 	LocalPath string `toml:"local_path"`
-	// Compression of the archives; default zstd.
+	// Compression of the tar format's archives; default zstd. The
+	// archiver refuses it with the chunked format.
 	Compression tarstream.Compression `toml:"compression"`
 	// Excludes are glob patterns of world entries to leave out; default
 	// tarstream.DefaultExcludes. An explicit empty list excludes nothing.
@@ -90,8 +92,8 @@ type Archive struct {
 	// AllowEmpty records a world without files (empty, or everything
 	// excluded); by default such a backup fails.
 	AllowEmpty bool `toml:"allow_empty"`
-	// Format is "tar" (one compressed tar archive per run, the default)
-	// or "chunked" (deduplicated blobs in packs, one manifest per run).
+	// Format is "chunked" (deduplicated blobs in packs, one manifest per
+	// run, the default) or "tar" (one compressed tar archive per run).
 	Format string `toml:"format"`
 	// FullReadEvery, for the chunked format, has every Nth run of a
 	// server read every file, even those unchanged since its previous

@@ -40,8 +40,8 @@ url = "postgres://felis:` + secret + `@db:5432/felis"
 				if c.Archive.LocalPath != "" {
 					t.Errorf("local_path %q, want empty", c.Archive.LocalPath)
 				}
-				if c.Archive.Format != "tar" {
-					t.Errorf("format %q, want the default tar", c.Archive.Format)
+				if c.Archive.Format != "chunked" {
+					t.Errorf("format %q, want the default chunked", c.Archive.Format)
 				}
 			},
 		},

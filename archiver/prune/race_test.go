@@ -157,7 +157,7 @@ func TestPruneRacingABackup(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
 				_, err := backup.New(st, cat, hclog.NewNullLogger()).Run(t.Context(),
-					backup.Params{Server: server, RunID: "running", World: world, ProgressInterval: time.Hour})
+					backup.Params{Server: server, RunID: "running", World: world, Format: jobapi.FormatTar, ProgressInterval: time.Hour})
 				done <- err
 			}()
 			select {
@@ -225,7 +225,7 @@ func TestPruneConcurrentWithBackups(t *testing.T) {
 	for i := range backups {
 		go func() {
 			_, err := backup.New(f.st, f.db, hclog.NewNullLogger()).Run(t.Context(),
-				backup.Params{Server: server, RunID: fmt.Sprintf("new%d", i), World: world, ProgressInterval: time.Hour})
+				backup.Params{Server: server, RunID: fmt.Sprintf("new%d", i), World: world, Format: jobapi.FormatTar, ProgressInterval: time.Hour})
 			errs <- err
 		}()
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/retention"
 	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/internal/s3test"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // raceStore is a store both a backup and a prune use.
@@ -171,7 +172,7 @@ func testPruneRacingARerun(t *testing.T, newStore func(t *testing.T, db *catalog
 			backupDone := make(chan error, 1)
 			go func() {
 				_, err := backup.New(bst, bst, hclog.NewNullLogger()).Run(t.Context(),
-					backup.Params{Server: server, RunID: rerun, World: world, ProgressInterval: time.Hour})
+					backup.Params{Server: server, RunID: rerun, World: world, Format: jobapi.FormatTar, ProgressInterval: time.Hour})
 				backupDone <- err
 			}()
 			var backupErr error

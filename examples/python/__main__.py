@@ -22,7 +22,7 @@ backup = worldbackup.WorldBackup(
         backup_claim_name=backup_claim_name,
         kube_context=kube_context,
         deadline="45m",
-        compression=worldbackup.Compression.ZSTD,
+        format=worldbackup.Format.CHUNKED,
         excludes=["*.jar", "cache/", "logs/"],
         labels={"team": "games"},
         # The nested inputs are the schema's types Rcon and Retention (module

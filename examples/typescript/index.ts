@@ -30,7 +30,7 @@ const backup = new worldbackup.WorldBackup("backup", {
     backupClaimName,
     kubeContext,
     deadline: "45m",
-    compression: worldbackup.Compression.Zstd,
+    format: worldbackup.Format.Chunked,
     excludes: ["*.jar", "cache/", "logs/"],
     labels: { team: "games" },
     rcon,

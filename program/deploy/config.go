@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -508,6 +509,14 @@ func (c Config) Validate() error {
 	for i, s := range c.Servers {
 		if s.Format != "" && jobapi.CheckFormat(s.Format) != nil {
 			add("servers[%d].format %q is not an archive format: use %s, or remove it for worldbackup:format", i, s.Format, strings.Join(jobapi.Formats(), " or "))
+		}
+		if f := cmp.Or(c.formatOf(s), jobapi.DefaultFormat); s.Compression != "" && f == jobapi.FormatChunked {
+			why := "the format is chunked"
+			if c.formatOf(s) == "" {
+				why = "neither servers[" + strconv.Itoa(i) + "].format nor worldbackup:format is set, so the format is chunked, the default"
+			}
+			add("servers[%d].compression is %q, but %s: %s: remove compression, or set servers[%d].format: tar",
+				i, s.Compression, why, jobapi.ChunkedCompresses, i)
 		}
 	}
 	if c.RenderDir != "" && !filepath.IsAbs(c.RenderDir) && strings.HasPrefix(c.RenderDir, "~") {

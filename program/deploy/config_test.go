@@ -80,7 +80,7 @@ func TestParseConfig(t *testing.T) {
 			m["worldbackup:skipAwait"] = "true"
 			m["worldbackup:restores"] = `[{"server":"lobby","archiveRef":"/backups/a","sha256":"ab"}]`
 		}, []string{"skipAwait is true, but restores[0] (lobby) is ordered after this run's backup of lobby"}},
-		{"bad format", func(m map[string]string) { m["worldbackup:format"] = "zip" }, []string{`worldbackup:format "zip" is not an archive format: use tar or chunked`}},
+		{"bad format", func(m map[string]string) { m["worldbackup:format"] = "zip" }, []string{`worldbackup:format "zip" is not an archive format: use chunked or tar`}},
 		{"bad server format", func(m map[string]string) {
 			m["worldbackup:servers"] = `[{"name":"lobby"},{"name":"survival","format":"Chunked"}]`
 		}, []string{`worldbackup:servers[1].format "Chunked" is not an archive format`}},
@@ -235,14 +235,15 @@ func TestRconAndRetention(t *testing.T) {
 
 // TestFormat: worldbackup:format reaches every backup and schedule, a
 // server's own format replaces it, and the component predicts the
-// manifest's archiveRef; a server's compression with chunked is refused by
-// the component, naming the input.
+// manifest's archiveRef; a server's compression with chunked, given or the
+// default, is refused by the program naming the key, and by the component
+// naming the input.
 func TestFormat(t *testing.T) {
 	m := map[string]string{
 		"worldbackup:image":       "img:1",
 		"worldbackup:backupClaim": "backups",
 		"worldbackup:format":      "chunked",
-		"worldbackup:servers":     `[{"name":"lobby"},{"name":"survival","format":"tar","compression":"gzip"},{"name":"creative","compression":"none"}]`,
+		"worldbackup:servers":     `[{"name":"lobby"},{"name":"survival","format":"tar","compression":"gzip"}]`,
 	}
 	c, err := ParseConfig(getter(m), nil)
 	if err != nil {
@@ -270,9 +271,34 @@ func TestFormat(t *testing.T) {
 			t.Errorf("%s: archiveRef %q, %v; want %q", c.Servers[tt.server].Name, ref, err, tt.wantRef)
 		}
 	}
-	err = backupArgs(c, cl, c.Servers[2]).Validate()
+	creative := Server{Name: "creative", Compression: "none"}
+	err = backupArgs(c, cl, creative).Validate()
 	if err == nil || !strings.Contains(err.Error(), "compression") || !strings.Contains(err.Error(), "format is chunked") {
 		t.Fatalf("creative (compression with the stack's chunked format): %v; want the component's refusal naming compression", err)
+	}
+	for _, tt := range []struct{ name, format, servers, want string }{
+		{"the stack's chunked", "chunked", `[{"name":"lobby"},{"name":"creative","compression":"none"}]`,
+			`worldbackup:servers[1].compression is "none", but the format is chunked: compression is a setting of the tar format`},
+		{"the server's chunked", "tar", `[{"name":"creative","format":"chunked","compression":"zstd"}]`,
+			`worldbackup:servers[0].compression is "zstd", but the format is chunked`},
+		{"the default", "", `[{"name":"creative","compression":"gzip"}]`,
+			`servers[0].compression is "gzip", but neither servers[0].format nor worldbackup:format is set, so the format is chunked, the default: ` +
+				`compression is a setting of the tar format: chunked compresses each blob with zstd when that helps: remove compression, or set servers[0].format: tar`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := map[string]string{"worldbackup:image": "img:1", "worldbackup:backupClaim": "backups", "worldbackup:servers": tt.servers}
+			if tt.format != "" {
+				m["worldbackup:format"] = tt.format
+			}
+			if _, err := ParseConfig(getter(m), nil); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ParseConfig: %v; want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	m["worldbackup:format"] = "tar"
+	m["worldbackup:servers"] = `[{"name":"creative","compression":"none"}]`
+	if _, err := ParseConfig(getter(m), nil); err != nil {
+		t.Fatalf("compression with the stack's tar: %v", err)
 	}
 }
 

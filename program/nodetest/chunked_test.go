@@ -16,7 +16,8 @@ import (
 	"github.com/worldbackup/worldbackup/program/deploy"
 )
 
-// TestChunkedOnNode: with worldbackup:format chunked, a backup through
+// TestChunkedOnNode: with the default format (chunked: no
+// worldbackup:format), a backup through
 // `pulumi up` writes a manifest at the exported archiveRef; the game writes
 // to the world; a second backup (new run ID) adds about what changed, not
 // the world again; restores declared from each run's exported archiveRef
@@ -26,7 +27,6 @@ func TestChunkedOnNode(t *testing.T) {
 	tools := stacktest.Require(t)
 	ns := namespace(t, node, kubenode.NamespaceOptions{})
 	cfg := stackConfig(node, ns, "r1")
-	cfg["worldbackup:format"] = "chunked"
 	stack := tools.InlineStack(t, "node", deploy.Program, cfg)
 	world := ns.WorldDirs["lobby"]
 

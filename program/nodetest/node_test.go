@@ -158,8 +158,10 @@ func hostPath(t *testing.T, ns *kubenode.Namespace, archiveRef string) string {
 	return filepath.Join(ns.BackupDir, rel)
 }
 
-// checkArchive: the archive is at the exported archiveRef and its catalog
-// row (keyed by the exported run ID) names it with its size and checksum.
+// checkArchive: the run is at the exported archiveRef and its catalog row
+// (keyed by the exported run ID) names it with its checksum: a tar run's
+// archive with its size, a chunked run's (the default) manifest, with the
+// stream's size and what the run added.
 func checkArchive(t *testing.T, ns *kubenode.Namespace, o backupOut) {
 	t.Helper()
 	path := hostPath(t, ns, o.archiveRef)
@@ -180,8 +182,16 @@ func checkArchive(t *testing.T, ns *kubenode.Namespace, o backupOut) {
 	if row.Server != "lobby" || row.ArchiveRef != o.archiveRef {
 		t.Errorf("row server %q archive_ref %q, want lobby and %q", row.Server, row.ArchiveRef, o.archiveRef)
 	}
-	if row.SizeBytes != int64(len(b)) || row.SHA256 != hex.EncodeToString(sum[:]) {
-		t.Errorf("row size %d sha256 %s; the archive is %d bytes, sha256 %x", row.SizeBytes, row.SHA256, len(b), sum)
+	switch row.Format {
+	case "chunked":
+		if !strings.HasSuffix(o.archiveRef, ".manifest") || row.SizeBytes <= int64(len(b)) || row.AddedBytes == nil || row.SHA256 != hex.EncodeToString(sum[:]) {
+			t.Errorf("chunked row: archive_ref %s, stream size %d, added %v, sha256 %s; the manifest is %d bytes, sha256 %x",
+				row.ArchiveRef, row.SizeBytes, row.AddedBytes, row.SHA256, len(b), sum)
+		}
+	default:
+		if row.SizeBytes != int64(len(b)) || row.SHA256 != hex.EncodeToString(sum[:]) {
+			t.Errorf("row size %d sha256 %s; the archive is %d bytes, sha256 %x", row.SizeBytes, row.SHA256, len(b), sum)
+		}
 	}
 	// The outputs say what the run reported: the row's checksum and size.
 	if o.sha256 != row.SHA256 || o.sizeBytes != row.SizeBytes || (o.status != "done" && o.status != "already-recorded") {
@@ -193,7 +203,8 @@ func checkArchive(t *testing.T, ns *kubenode.Namespace, o backupOut) {
 	}
 }
 
-// archives lists the archive files under the backup folder.
+// archives lists the runs under the backup folder: the tar format's
+// archives and the chunked format's manifests.
 func archives(t *testing.T, ns *kubenode.Namespace) []string {
 	t.Helper()
 	var files []string
@@ -201,7 +212,7 @@ func archives(t *testing.T, ns *kubenode.Namespace) []string {
 		if err != nil {
 			return err
 		}
-		if d.Type().IsRegular() && (strings.HasSuffix(p, ".tar.zst") || strings.HasSuffix(p, ".tar.gz") || strings.HasSuffix(p, ".tar")) {
+		if d.Type().IsRegular() && (strings.HasSuffix(p, ".tar.zst") || strings.HasSuffix(p, ".tar.gz") || strings.HasSuffix(p, ".tar") || strings.HasSuffix(p, ".manifest")) {
 			files = append(files, p)
 		}
 		return nil

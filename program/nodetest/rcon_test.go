@@ -61,6 +61,7 @@ func TestRconOnNode(t *testing.T) {
 	game := startRconGamePod(t, node, ns, server, secret)
 
 	cfg := stackConfig(node, ns, "r1")
+	cfg["worldbackup:format"] = "tar" // archivedFile reads the region file from the tar archive
 	cfg["worldbackup:servers[0].rcon.address"] = net.JoinHostPort(game.Status.PodIP, strconv.Itoa(provider.DefaultRconPort))
 	stack := tools.InlineStack(t, "node", deploy.Program, cfg)
 	_, out := up(t, node, ns, stack)

@@ -68,7 +68,9 @@ func s3RoundTrip(t *testing.T, node *kubenode.Node, tools stacktest.Tools, mode 
 	_, backup := up(t, node, ns, stack)
 	jobComplete(t, node, ns.Name, backup.jobName)
 
-	key := "worlds/lobby/" + deploy.RunID("node", "lobby", "r1") + ".tar.zst"
+	// The default format, chunked: archiveRef is the run's manifest, beside
+	// the packs it names.
+	key := "worlds/_chunked/runs/lobby/" + deploy.RunID("node", "lobby", "r1") + ".manifest"
 	if want := "s3://" + bucket + "/" + key; backup.archiveRef != want {
 		t.Fatalf("archiveRef %q, want %q", backup.archiveRef, want)
 	}
@@ -87,8 +89,15 @@ func s3RoundTrip(t *testing.T, node *kubenode.Node, tools stacktest.Tools, mode 
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := hex.EncodeToString(h.Sum(nil)); got != row.SHA256 || n != row.SizeBytes {
-			t.Errorf("object: %d bytes, sha256 %s; row: %d bytes, sha256 %s", n, got, row.SizeBytes, row.SHA256)
+		if got := hex.EncodeToString(h.Sum(nil)); got != row.SHA256 || n == 0 {
+			t.Errorf("manifest object: %d bytes, sha256 %s; row sha256 %s", n, got, row.SHA256)
+		}
+		if row.Format != "chunked" || row.AddedBytes == nil || *row.AddedBytes <= 0 {
+			t.Errorf("row format %q, added bytes %v: want a chunked run that added its packs", row.Format, row.AddedBytes)
+		}
+		packs, err := srv.Client().ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String("worlds/_chunked/packs/")})
+		if err != nil || len(packs.Contents) == 0 {
+			t.Errorf("no packs under worlds/_chunked/packs/ (%v)", err)
 		}
 		if meta := obj.Metadata["sha256"]; meta != row.SHA256 {
 			t.Errorf("object metadata sha256 %q, want the row's %s", meta, row.SHA256)

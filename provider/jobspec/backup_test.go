@@ -64,7 +64,7 @@ func TestBuildBackupContract(t *testing.T) {
 			eq(t, "command", c.Command, []string{"/usr/local/bin/archiver"})
 			eq(t, "args", c.Args, []string{"backup", "--server", "survival", "--run-id", "20250601-0300",
 				"--world", "/world", "--config", "/etc/felis/felis.toml", "--archive-root", "/backups",
-				"--compression", "zstd", "--format", "tar", "--log-format", "json"})
+				"--format", "chunked", "--log-format", "json"})
 			eq(t, "image", c.Image, "ghcr.io/worldbackup/archiver:v0.1.0")
 			eq(t, "env", len(c.Env)+len(c.EnvFrom), 0)
 		}},
@@ -93,7 +93,7 @@ func TestBuildBackupVariants(t *testing.T) {
 	}{
 		{"former owner, gzip and excludes in args", func(b *jobspec.Backup) {
 			b.FormerOwner = "Notch"
-			b.Compression = "gzip"
+			b.Compression, b.Format = "gzip", "tar"
 			b.Excludes = []string{"*.jar", "logs/"}
 		}, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "args", container(t, job).Args, []string{"backup", "--server", "survival", "--run-id", "20250601-0300",

@@ -87,7 +87,7 @@ func TestBuildBackupS3Store(t *testing.T) {
 			job := jobspec.BuildBackup(b)
 			want := append([]string{"backup", "--server", "survival", "--run-id", "20250601-0300",
 				"--world", "/world", "--config", "/etc/felis/felis.toml"}, tt.wantArgs...)
-			want = append(want, "--compression", "zstd", "--format", "tar", "--log-format", "json")
+			want = append(want, "--format", "chunked", "--log-format", "json")
 			eq(t, "args", container(t, job).Args, want)
 			volumes, mounts := volumeNames(t, job)
 			eq(t, "volumes", volumes, []string{"world", "config", "tmp", "s3-credentials"})

@@ -105,6 +105,9 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var spec storeSpec
 	if err == nil {
 		warnOverrides(log, fs, cfg)
+		if p.Format == jobapi.FormatChunked && cfg.IsSet("archive.compression") {
+			log.Warn("a key of felis.toml has no effect on a chunked run", "key", "archive.compression", "config", cfg.Path())
+		}
 		spec, err = archiveStoreSpec(cfg, root)
 	}
 	if err != nil {
@@ -202,6 +205,20 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 			return backup.Params{}, "", config.Config{}, flagErrorf(jobapi.FlagFormat, ": %w", err)
 		}
 		cfg.Archive.Format = f.Format
+	}
+	if cfg.Archive.Format == jobapi.FormatChunked {
+		switch {
+		case flagSet(fs, jobapi.FlagCompression):
+			return backup.Params{}, "", config.Config{}, flagErrorf(jobapi.FlagCompression, "%q: %s: leave it out, or add %s tar",
+				f.Compression, jobapi.ChunkedCompresses, jobapi.Flag(jobapi.FlagFormat))
+		case cfg.IsSet("archive.compression") && !flagSet(fs, jobapi.FlagFormat):
+			why := "format = \"chunked\""
+			if !cfg.IsSet("archive.format") {
+				why = "no format, so chunked, the default"
+			}
+			return backup.Params{}, "", config.Config{}, fmt.Errorf("%s: [archive] compression = %q with %s: %s: remove compression, or set format = \"tar\" in [archive]",
+				cfg.Path(), cfg.Archive.Compression, why, jobapi.ChunkedCompresses)
+		}
 	}
 	if flagSet(fs, jobapi.FlagExclude) {
 		cfg.Archive.Excludes = f.Excludes

@@ -65,7 +65,7 @@ func TestBackupArchiveRootMountedInWorld(t *testing.T) {
 	}
 	// In a private mount namespace, so nothing outlives the test.
 	args := append([]string{"--mount", "--propagation", "private", "--", "sh", "-c",
-		`mount --bind "$0" "$1" && shift && exec "$@"`, e.root, mnt, archiverBin}, e.backupArgs("mounted")...)
+		`mount --bind "$0" "$1" && shift && exec "$@"`, e.root, mnt, archiverBin}, e.tarBackupArgs("mounted")...)
 	cmd := exec.CommandContext(t.Context(), "unshare", args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -183,7 +183,7 @@ func TestBackupConcurrentCompressions(t *testing.T) {
 	results := make([]result, 2)
 	for i, c := range []string{"zstd", "gzip"} {
 		wg.Go(func() {
-			cmd := exec.CommandContext(t.Context(), archiverBin, e.backupArgs("mix1", "--compression", c, "--termination-log", "")...)
+			cmd := exec.CommandContext(t.Context(), archiverBin, e.tarBackupArgs("mix1", "--compression", c, "--termination-log", "")...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			code := 0

@@ -112,7 +112,7 @@ func TestPruneRunFinishedInTheFuture(t *testing.T) {
 	generateWorld(t, e.world)
 	ids := []string{"r1", "r2", "r3", "skewed"}
 	for _, id := range ids {
-		if r := archiver(t, e.backupArgs(id)...); r.code != 0 {
+		if r := archiver(t, e.tarBackupArgs(id)...); r.code != 0 {
 			t.Fatalf("backup %s: exit %d: %s", id, r.code, r.stderr)
 		}
 	}

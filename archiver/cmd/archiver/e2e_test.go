@@ -130,6 +130,12 @@ func (e *env) backupArgs(runID string, extra ...string) []string {
 		"--log-format", "json", "--termination-log", e.tlog, "--progress-interval", "100ms"}, extra...)
 }
 
+// tarBackupArgs is backupArgs with --format tar, for the tests that read
+// or break the tar archive itself (the default format is chunked).
+func (e *env) tarBackupArgs(runID string, extra ...string) []string {
+	return e.backupArgs(runID, append([]string{"--format", "tar"}, extra...)...)
+}
+
 func (e *env) archivePath(runID, ext string) string {
 	return filepath.Join(e.root, "survival", runID+ext)
 }
@@ -383,7 +389,7 @@ func TestBackupEndToEnd(t *testing.T) {
 			e := newEnv(t, pgtest.URL(t))
 			generateWorld(t, e.world)
 
-			res := archiver(t, e.backupArgs("run-"+tt.compression, "--compression", tt.compression)...)
+			res := archiver(t, e.tarBackupArgs("run-"+tt.compression, "--compression", tt.compression)...)
 			if res.code != 0 {
 				t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
 			}
@@ -469,7 +475,7 @@ func TestBackupEndToEnd(t *testing.T) {
 func TestBackupSameRunIDAgain(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
 	generateWorld(t, e.world)
-	if res := archiver(t, e.backupArgs("again")...); res.code != 0 {
+	if res := archiver(t, e.tarBackupArgs("again")...); res.code != 0 {
 		t.Fatalf("first backup exited %d:\n%s", res.code, res.stderr)
 	}
 	archive := e.archivePath("again", ".tar.zst")
@@ -479,7 +485,7 @@ func TestBackupSameRunIDAgain(t *testing.T) {
 	}
 	// The world changes; the run must still write nothing.
 	os.WriteFile(filepath.Join(e.world, "world", "new.dat"), []byte("new"), 0o644)
-	res := archiver(t, e.backupArgs("again")...)
+	res := archiver(t, e.tarBackupArgs("again")...)
 	if res.code != 0 {
 		t.Fatalf("second backup exited %d:\n%s", res.code, res.stderr)
 	}
@@ -515,7 +521,7 @@ func TestBackupConcurrentSameRunID(t *testing.T) {
 	results := make([]result, 3)
 	for i := range results {
 		wg.Go(func() {
-			cmd := exec.CommandContext(t.Context(), archiverBin, e.backupArgs("concurrent", "--termination-log", "")...)
+			cmd := exec.CommandContext(t.Context(), archiverBin, e.tarBackupArgs("concurrent", "--termination-log", "")...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			err := cmd.Run()
@@ -568,7 +574,7 @@ func bigSparseFile(t *testing.T, world string, size int64) string {
 // startBackup starts a backup and waits until its temp file appears.
 func startBackup(t *testing.T, e *env, runID string, extra ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), archiverBin, e.backupArgs(runID, extra...)...)
+	cmd := exec.CommandContext(t.Context(), archiverBin, e.tarBackupArgs(runID, extra...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -616,7 +622,7 @@ func TestBackupKilledMidWrite(t *testing.T) {
 	if err := os.Truncate(big, 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	res := archiver(t, e.backupArgs("killed")...)
+	res := archiver(t, e.tarBackupArgs("killed")...)
 	if res.code != 0 {
 		t.Fatalf("rerun exited %d:\n%s", res.code, res.stderr)
 	}
@@ -788,7 +794,7 @@ func TestHelpAndVersion(t *testing.T) {
 func TestVerifyDetectsDamage(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
 	generateWorld(t, e.world)
-	if res := archiver(t, e.backupArgs("damaged")...); res.code != 0 {
+	if res := archiver(t, e.tarBackupArgs("damaged")...); res.code != 0 {
 		t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
 	}
 	archive := e.archivePath("damaged", ".tar.zst")

@@ -72,7 +72,7 @@ func TestNotifyEndToEnd(t *testing.T) {
 
 	t.Run("a failed backup notifies with its reason", func(t *testing.T) {
 		before := len(h.got())
-		args := e.backupArgs("n-fail", "--notify-url-file", good)
+		args := e.tarBackupArgs("n-fail", "--notify-url-file", good)
 		args[8] = filepath.Join(e.world, "missing") // --world
 		res := archiver(t, args...)
 		if res.code == 0 {
@@ -86,13 +86,13 @@ func TestNotifyEndToEnd(t *testing.T) {
 	})
 	t.Run("a successful backup notifies only with always", func(t *testing.T) {
 		before := len(h.got())
-		if res := archiver(t, e.backupArgs("n-ok-1", "--notify-url-file", good)...); res.code != 0 {
+		if res := archiver(t, e.tarBackupArgs("n-ok-1", "--notify-url-file", good)...); res.code != 0 {
 			t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
 		}
 		if n := len(h.got()) - before; n != 0 {
 			t.Fatalf("a successful backup notified %d times without --notify-on always", n)
 		}
-		res := archiver(t, e.backupArgs("n-ok-2", "--notify-url-file", good, "--notify-on", "always")...)
+		res := archiver(t, e.tarBackupArgs("n-ok-2", "--notify-url-file", good, "--notify-on", "always")...)
 		if res.code != 0 {
 			t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
 		}
@@ -105,7 +105,7 @@ func TestNotifyEndToEnd(t *testing.T) {
 		cfg := filepath.Join(t.TempDir(), "felis.toml")
 		writeConfig(t, cfg, fmt.Sprintf("[database]\nurl = %q\n[notify]\nurl_file = %q\non = \"always\"\n", e.url, good))
 		before := len(h.got())
-		args := e.backupArgs("n-cfg")
+		args := e.tarBackupArgs("n-cfg")
 		args[10] = cfg // --config
 		if res := archiver(t, args...); res.code != 0 {
 			t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
@@ -145,7 +145,7 @@ func TestNotifyEndToEnd(t *testing.T) {
 	} {
 		t.Run(tt.name+" does not fail or hang the run", func(t *testing.T) {
 			start := time.Now()
-			res := archiver(t, e.backupArgs("n-"+strings.ReplaceAll(tt.name, " ", "-"), "--notify-url-file", urlFile(tt.url), "--notify-on", "always")...)
+			res := archiver(t, e.tarBackupArgs("n-"+strings.ReplaceAll(tt.name, " ", "-"), "--notify-url-file", urlFile(tt.url), "--notify-on", "always")...)
 			if res.code != 0 {
 				t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
 			}

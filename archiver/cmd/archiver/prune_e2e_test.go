@@ -43,7 +43,7 @@ func TestPrune(t *testing.T) {
 	generateWorld(t, e.world)
 	ids := []string{"r1", "r2", "r3", "r4"}
 	for _, id := range ids {
-		if r := archiver(t, e.backupArgs(id)...); r.code != 0 {
+		if r := archiver(t, e.tarBackupArgs(id)...); r.code != 0 {
 			t.Fatalf("backup %s: exit %d: %s", id, r.code, r.stderr)
 		}
 	}
@@ -115,7 +115,7 @@ func TestPruneReportsMissingArchives(t *testing.T) {
 	generateWorld(t, e.world)
 	ids := []string{"r1", "r2", "r3"}
 	for _, id := range ids {
-		if r := archiver(t, e.backupArgs(id)...); r.code != 0 {
+		if r := archiver(t, e.tarBackupArgs(id)...); r.code != 0 {
 			t.Fatalf("backup %s: exit %d: %s", id, r.code, r.stderr)
 		}
 	}
@@ -172,13 +172,13 @@ func TestBackupThenPrune(t *testing.T) {
 	generateWorld(t, e.world)
 	old := []string{"r1", "r2", "r3"}
 	for _, id := range old {
-		if r := archiver(t, e.backupArgs(id)...); r.code != 0 {
+		if r := archiver(t, e.tarBackupArgs(id)...); r.code != 0 {
 			t.Fatalf("backup %s: exit %d: %s", id, r.code, r.stderr)
 		}
 	}
 	backdate(t, e, old, 2*time.Hour)
 
-	r := archiver(t, e.backupArgs("r4", "--keep-last", "2", "--min-keep", "1")...)
+	r := archiver(t, e.tarBackupArgs("r4", "--keep-last", "2", "--min-keep", "1")...)
 	if r.code != 0 {
 		t.Fatalf("backup with retention: exit %d: %s", r.code, r.stderr)
 	}
@@ -199,7 +199,7 @@ func TestBackupThenPrune(t *testing.T) {
 	}
 
 	// A policy without --min-keep is a usage error before anything runs.
-	if r := archiver(t, e.backupArgs("r5", "--keep-last", "2")...); r.code != 2 || !strings.Contains(r.stderr, "--min-keep is required") {
+	if r := archiver(t, e.tarBackupArgs("r5", "--keep-last", "2")...); r.code != 2 || !strings.Contains(r.stderr, "--min-keep is required") {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	if len(rows(t, e.url)) != 2 {
@@ -210,7 +210,7 @@ func TestBackupThenPrune(t *testing.T) {
 func TestStatus(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
 	generateWorld(t, e.world)
-	if r := archiver(t, e.backupArgs("old")...); r.code != 0 {
+	if r := archiver(t, e.tarBackupArgs("old")...); r.code != 0 {
 		t.Fatalf("backup: %s", r.stderr)
 	}
 	backdate(t, e, []string{"old"}, 30*time.Hour)
@@ -226,7 +226,7 @@ func TestStatus(t *testing.T) {
 	if r := status("--max-age", "100h", "--server", "survival", "--server", "lobby"); r.code != 1 || !strings.Contains(r.stdout, "STALE: no archive") {
 		t.Fatalf("a server without archives: exit %d\n%s", r.code, r.stdout)
 	}
-	if r := archiver(t, e.backupArgs("new")...); r.code != 0 {
+	if r := archiver(t, e.tarBackupArgs("new")...); r.code != 0 {
 		t.Fatalf("backup: %s", r.stderr)
 	}
 	r := status("--max-age", "26h", "--json")

@@ -59,7 +59,7 @@ func TestBackupQuiescesOverRcon(t *testing.T) {
 	generateWorld(t, e.world)
 	gs, pwFile := startGame(t, e)
 
-	r := archiver(t, e.backupArgs("q1", "--rcon", gs.Addr(), "--rcon-password-file", pwFile)...)
+	r := archiver(t, e.tarBackupArgs("q1", "--rcon", gs.Addr(), "--rcon-password-file", pwFile)...)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}

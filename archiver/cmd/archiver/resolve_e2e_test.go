@@ -30,7 +30,7 @@ func TestRestoreByRunEndToEnd(t *testing.T) {
 		if err := os.WriteFile(level, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if res := archiver(t, e.backupArgs(runID)...); res.code != 0 {
+		if res := archiver(t, e.tarBackupArgs(runID)...); res.code != 0 {
 			t.Fatalf("backup %s exited %d:\n%s", runID, res.code, res.stderr)
 		}
 	}
@@ -119,7 +119,7 @@ func TestRestoreByRunEndToEnd(t *testing.T) {
 	})
 
 	// A second server's run, for the wrong-server case.
-	lobby := append([]string{}, e.backupArgs("lobby-1")...)
+	lobby := append([]string{}, e.tarBackupArgs("lobby-1")...)
 	lobby[2] = "lobby"
 	if res := archiver(t, lobby...); res.code != 0 {
 		t.Fatalf("backup of lobby exited %d:\n%s", res.code, res.stderr)

@@ -45,7 +45,7 @@ func backedUpWorld(t *testing.T, compression, ext string) (*env, string, string)
 func backUp(t *testing.T, e *env, compression, ext string) string {
 	t.Helper()
 	runID := "restore-src-" + compression
-	if res := archiver(t, e.backupArgs(runID, "--compression", compression)...); res.code != 0 {
+	if res := archiver(t, e.tarBackupArgs(runID, "--compression", compression)...); res.code != 0 {
 		t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
 	}
 	archive := e.archivePath(runID, ext)

@@ -74,7 +74,7 @@ func TestVerifyWorldCheck(t *testing.T) {
 	if _, err := worldgen.Generate(e.world, worldgen.Options{Size: 4 << 20, Seed: 7}); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{e.backupArgs("w1"), e.backupArgs("c1", "--format", "chunked")} {
+	for _, args := range [][]string{e.tarBackupArgs("w1"), e.backupArgs("c1", "--format", "chunked")} {
 		if res := archiver(t, args...); res.code != 0 {
 			t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
 		}
@@ -125,7 +125,7 @@ func TestVerifyWorldCheck(t *testing.T) {
 	// An archive of a damaged world verifies as an archive and is refused
 	// by the world check.
 	e.world = bad
-	if res := archiver(t, e.backupArgs("w2")...); res.code != 0 {
+	if res := archiver(t, e.tarBackupArgs("w2")...); res.code != 0 {
 		t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
 	}
 	w2 := chunkedRowOf(t, e.url, "w2")

@@ -254,7 +254,7 @@ func TestConstructMatchesGo(t *testing.T) {
 					"worldRoot": "/data/world", "worldClaimName": "survival-data", "deadline": "1h",
 					"cpuLimit": "2", "memoryLimit": "2Gi", "securityMode": "restricted",
 					"runAsUser": 1001, "runAsGroup": 1002, "fsGroup": 1003, "ttlAfterFinished": "90s",
-					"backoffLimit": 1, "compression": "gzip", "excludes": []any{"*.jar", "cache/"},
+					"backoffLimit": 1, "format": "tar", "compression": "gzip", "excludes": []any{"*.jar", "cache/"},
 					"nodeSelector": map[string]any{"kubernetes.io/hostname": "node-a"},
 					"labels":       map[string]any{"team": "ops"}, "annotations": map[string]any{"note": "weekly"},
 					"skipAwait": true, "timeout": "2h",
@@ -270,7 +270,7 @@ func TestConstructMatchesGo(t *testing.T) {
 				a.WorldRoot, a.WorldClaimName, a.Deadline = pulumi.String("/data/world"), pulumi.String("survival-data"), pulumi.String("1h")
 				a.CPULimit, a.MemoryLimit, a.SecurityMode = pulumi.String("2"), pulumi.String("2Gi"), new(provider.SecurityModeRestricted)
 				a.RunAsUser, a.RunAsGroup, a.FSGroup = pulumi.Int(1001), pulumi.Int(1002), pulumi.Int(1003)
-				a.TTLAfterFinished, a.BackoffLimit, a.Compression = pulumi.String("90s"), pulumi.Int(1), new(provider.CompressionGzip)
+				a.TTLAfterFinished, a.BackoffLimit, a.Compression, a.Format = pulumi.String("90s"), pulumi.Int(1), new(provider.CompressionGzip), new(provider.FormatTar)
 				a.Excludes = pulumi.ToStringArray([]string{"*.jar", "cache/"})
 				a.NodeSelector = pulumi.StringMap{"kubernetes.io/hostname": pulumi.String("node-a")}
 				a.Labels, a.Annotations = pulumi.StringMap{"team": pulumi.String("ops")}, pulumi.StringMap{"note": pulumi.String("weekly")}
@@ -284,7 +284,7 @@ func TestConstructMatchesGo(t *testing.T) {
 				b.WorldRoot, b.WorldClaimName, b.Deadline = "/data/world", "survival-data", time.Hour
 				b.Resources = jobspec.Resources{CPULimit: k8sresource.MustParse("2"), MemoryLimit: k8sresource.MustParse("2Gi")}
 				b.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: 1001, RunAsGroup: 1002, FSGroup: 1003}
-				b.TTLAfterFinished, b.BackoffLimit, b.Compression = 90*time.Second, 1, "gzip"
+				b.TTLAfterFinished, b.BackoffLimit, b.Compression, b.Format = 90*time.Second, 1, "gzip", "tar"
 				b.Excludes = []string{"*.jar", "cache/"}
 				b.Placement.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-a"}
 				b.Labels, b.Annotations = map[string]string{"team": "ops"}, map[string]string{"note": "weekly"}
@@ -298,17 +298,17 @@ func TestConstructMatchesGo(t *testing.T) {
 			name: "baseline pinned to a node, no compression",
 			inputs: func() map[string]any {
 				m := requiredInputs()
-				m["nodeName"], m["compression"], m["runAsUser"], m["deadline"] = "node-b", "none", 0, "45m"
+				m["nodeName"], m["format"], m["compression"], m["runAsUser"], m["deadline"] = "node-b", "tar", "none", 0, "45m"
 				return m
 			}(),
 			args: func() provider.WorldBackupArgs {
 				a := requiredArgs()
-				a.NodeName, a.Compression, a.RunAsUser, a.Deadline = pulumi.String("node-b"), new(provider.CompressionNone), pulumi.Int(0), pulumi.String("45m")
+				a.NodeName, a.Compression, a.Format, a.RunAsUser, a.Deadline = pulumi.String("node-b"), new(provider.CompressionNone), new(provider.FormatTar), pulumi.Int(0), pulumi.String("45m")
 				return a
 			}(),
 			want: func() jobspec.Backup {
 				b := jobtest.DefaultBackup()
-				b.Placement.NodeName, b.Compression, b.Deadline = "node-b", "none", 45*time.Minute
+				b.Placement.NodeName, b.Compression, b.Format, b.Deadline = "node-b", "none", "tar", 45*time.Minute
 				return b
 			}(),
 			wantTimeout: "50m0s",

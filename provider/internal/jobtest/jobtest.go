@@ -31,8 +31,8 @@ func DefaultBackup() jobspec.Backup {
 		Job:              defaultJob("20250601-0300"),
 		ConfigSecretName: "felis-config",
 		ConfigMountPath:  "/etc/felis",
-		Compression:      "zstd",
-		Format:           "tar",
+		Compression:      "",
+		Format:           "chunked",
 	}
 }
 

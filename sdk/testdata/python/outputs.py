@@ -44,6 +44,7 @@ backup = worldbackup.WorldBackup(
     memory_limit=pulumi.Output.from_input("1Gi"),
     labels=pulumi.Output.from_input({"team": "games"}),
     node_selector=pulumi.Output.from_input({"kubernetes.io/hostname": "node-1"}),
+    format=pulumi.Output.from_input(worldbackup.Format.TAR),
     compression=pulumi.Output.from_input(worldbackup.Compression.GZIP),
 )
 

@@ -12,6 +12,7 @@ backup = worldbackup.WorldBackup(
     backup_claim_name="world-backups",
     deadline="45m",
     labels={"team": "games"},
+    format=worldbackup.Format.TAR,
     compression=worldbackup.Compression.ZSTD,
 )
 
