@@ -221,7 +221,6 @@ url = "$db_url"
 
 [archive]
 local_path = "$BENCH_DIR/archives"
-compression = "zstd"
 EOT
 )
 chmod 600 "$config"
@@ -245,6 +244,17 @@ entries() { sed 's,^\./,,; s,/$,,' | awk 'length($0) > 0 && $0 != "." { n++ } EN
 run=0
 # run_archiver SIZE WORLD [BINARY NAME]: one archiver backup; appends "wall
 # rss cpu bytes" to $out/NAME.SIZE (default: $archiver, archiver).
+# tar_flags BIN: the flags of a tar backup with zstd for archiver BIN:
+# --format tar too when BIN has formats (chunked, the default, refuses
+# --compression), not for an earlier binary (BENCH_BEFORE) that has none.
+tar_flags() {
+  if "$1" backup --help 2>&1 | grep -qE -- '^[[:space:]]+--?format[[:space:]=]'; then
+    echo --format tar --compression zstd
+  else
+    echo --compression zstd
+  fi
+}
+
 run_archiver() {
   local size=$1 w=$2 bin=${3:-$archiver} name=${4:-archiver} rid t0 t1
   run=$((run + 1))
@@ -252,7 +262,7 @@ run_archiver() {
   t0=$(now)
   if ! /usr/bin/time -f "$TIMEFMT" -o "$out/time" "$bin" backup \
       --server "$SERVER" --run-id "$rid" --world "$w" --config "$config" \
-      --archive-root "$BENCH_DIR/archives" --compression zstd --log-format text \
+      --archive-root "$BENCH_DIR/archives" $(tar_flags "$bin") --log-format text \
       --termination-log "$out/termination.json" 2>"$out/archiver.log"; then
     tail -20 "$out/archiver.log" >&2
     die "archiver backup failed (log: $out/archiver.log)"
@@ -337,7 +347,7 @@ run_verify() {
   mkdir -p "$vroot" "$scratch"
   find "$w" -type f -exec cat {} + >/dev/null
   vtimed backup "$archiver" backup --server "verify-$run" --run-id "$rid" --world "$w" --config "$config" \
-    --archive-root "$vroot" --compression zstd --log-format text --termination-log "$out/verify-termination.json"
+    --archive-root "$vroot" $(tar_flags "$archiver") --log-format text --termination-log "$out/verify-termination.json"
   local ref sum
   ref=$(jq -r .archive_ref "$out/verify-termination.json") sum=$(jq -r .sha256 "$out/verify-termination.json")
   vtimed "world check, every chunk" "$archiver" verify --world-check --world "$w" --json
@@ -401,7 +411,7 @@ run_s3() {
   rid="$SERVER-s3-$size-$(date -u +%Y%m%dT%H%M%S)-$$-$run"
   t0=$(now)
   if ! /usr/bin/time -f "$TIMEFMT" -o "$out/time" "$archiver" backup \
-      --server "$SERVER" --run-id "$rid" --world "$w" --config "$s3_config" --compression zstd --log-format text \
+      --server "$SERVER" --run-id "$rid" --world "$w" --config "$s3_config" $(tar_flags "$archiver") --log-format text \
       --termination-log "$out/termination.json" 2>"$out/archiver-s3.log"; then
     tail -20 "$out/archiver-s3.log" >&2
     die "archiver backup into S3 failed (log: $out/archiver-s3.log)"
@@ -493,10 +503,11 @@ peers() {
         timed "$tool" "backup$n" bash -c 'tar -C "$1" -cf - "${@:3}" . | zstd -q -1 -T0 -o "$2"' _ \
           "$w" "$t/pipeline/$n.tar.zst" "${excludes[@]}" ;;
       archiver-*)
-        local f=${tool#archiver-} fmt=()
+        local f=${tool#archiver-} fmt=(--compression zstd)
         ((${#archiver_formats[@]} == 1)) || fmt=(--format "$f")
+        [[ $f == tar ]] && fmt=($(tar_flags "$archiver"))
         timed "$tool" "backup$n" "$archiver" backup --server "$srv_base-$f" --run-id "$srv_base-$f-$n" \
-          --world "$w" --config "$t/felis-$f.toml" --archive-root "$t/$tool" --compression zstd "${fmt[@]}" \
+          --world "$w" --config "$t/felis-$f.toml" --archive-root "$t/$tool" "${fmt[@]}" \
           --log-format text --termination-log "$t/$tool.$n.json" ;;
       restic)
         timed "$tool" "backup$n" "$restic" "${r_args[@]}" backup --host bench --exclude '*.jar' --exclude '*.tmp' \

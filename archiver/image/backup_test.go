@@ -89,7 +89,7 @@ func testBackup(t *testing.T, root string, cfg v1.Config) {
 	args := append(slices.Clone(cfg.Entrypoint[1:]),
 		"backup", "--server", "s", "--run-id", "r",
 		"--world", world, "--config", conf, "--archive-root", archiveRoot,
-		"--compression", "zstd", "--log-format", "json", "--termination-log", termLog)
+		"--format", "tar", "--compression", "zstd", "--log-format", "json", "--termination-log", termLog)
 	cmd := exec.CommandContext(t.Context(), filepath.Join(root, cfg.Entrypoint[0]), args...)
 	cmd.Env = cfg.Env
 	cmd.Dir = filepath.Join(root, cfg.WorkingDir)
