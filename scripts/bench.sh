@@ -39,6 +39,8 @@
 #   BENCH_CRYPT_PAIRS=5        the encryption section: alternated pairs per size and format of a
 #                              first backup + restore without and with --encryption-key-file
 #                              (an age identity made by age-keygen in $BENCH_DIR); 0 to skip
+#   BENCH_CRYPT_CACHE=warm     its cache mode: warm (the world in the page cache) or cold (the
+#                              page cache dropped before each backup and each restore; root)
 #   BENCH_VERIFY=1             the verify section (issue 26): per size, one backup, then
 #                              archiver verify --world-check of the world folder (every
 #                              chunk, and --chunks 10%) and of the backup's archive
@@ -81,6 +83,7 @@ BENCH_S3=${BENCH_S3:-1}
 BENCH_SEED=${BENCH_SEED:-1}
 BENCH_PEERS=${BENCH_PEERS:-1}
 BENCH_CRYPT_PAIRS=${BENCH_CRYPT_PAIRS:-5}
+BENCH_CRYPT_CACHE=${BENCH_CRYPT_CACHE:-warm}
 BENCH_VERIFY=${BENCH_VERIFY:-1}
 BENCH_CACHE=${BENCH_CACHE:-cold warm}
 BENCH_MUTATE_SEED=${BENCH_MUTATE_SEED:-1}
@@ -107,6 +110,8 @@ read -r -a cache_modes <<<"$BENCH_CACHE"
 for m in "${cache_modes[@]}"; do
   [[ $m == cold || $m == warm ]] || die "BENCH_CACHE: $m: want cold and/or warm, like \"cold warm\""
 done
+[[ $BENCH_CRYPT_CACHE == cold || $BENCH_CRYPT_CACHE == warm ]] || die "BENCH_CRYPT_CACHE: $BENCH_CRYPT_CACHE: want cold or warm"
+[[ $BENCH_CRYPT_CACHE == warm || BENCH_CRYPT_PAIRS -eq 0 || -w /proc/sys/vm/drop_caches ]] || die "BENCH_CRYPT_CACHE=cold needs root (/proc/sys/vm/drop_caches)"
 ((${#cache_modes[@]} > 0 || BENCH_PEERS == 0)) || die "BENCH_CACHE is empty: give \"cold warm\", cold or warm"
 [[ $BENCH_MUTATE_SEED =~ ^-?[0-9]+$ ]] || die "BENCH_MUTATE_SEED=$BENCH_MUTATE_SEED: want an integer"
 [[ $BENCH_VERIFY == 0 || $BENCH_VERIFY == 1 ]] || die "BENCH_VERIFY=$BENCH_VERIFY: want 0 or 1"
@@ -301,12 +306,13 @@ run_gzip() {
 # "backup_wall restore_wall backup_rss restore_rss" to $out/crypt.SIZE.FORMAT.MODE.
 crypt_key="$BENCH_DIR/crypt-key.txt"
 run_crypt() {
-  local size=$1 w=$2 format=$3 mode=$4 croot="$BENCH_DIR/crypt-archives" into="$BENCH_DIR/crypt-restore" t0 t1 t2 kf=() brss
+  local size=$1 w=$2 format=$3 mode=$4 croot="$BENCH_DIR/crypt-archives" into="$BENCH_DIR/crypt-restore" t0 t1 tr t2 kf=() brss
   run=$((run + 1))
   local server="crypt-$run" rid="crypt-$size-$(date -u +%Y%m%dT%H%M%S)-$$-$run"
   [[ $mode == enc ]] && kf=(--encryption-key-file "$crypt_key")
   rm -rf -- "$croot" "$into"
   mkdir -p "$croot"
+  drop_cache "$BENCH_CRYPT_CACHE"
   t0=$(now)
   /usr/bin/time -f "$TIMEFMT" -o "$out/time" "$archiver" backup --server "$server" --run-id "$rid" --world "$w" \
     --config "$config" --archive-root "$croot" --format "$format" "${kf[@]}" --log-format text \
@@ -315,11 +321,13 @@ run_crypt() {
   brss=$(rss "$out/time")
   local ref sum
   ref=$(jq -r .archive_ref "$out/crypt-termination.json") sum=$(jq -r .sha256 "$out/crypt-termination.json")
+  drop_cache "$BENCH_CRYPT_CACHE"
+  tr=$(now)
   /usr/bin/time -f "$TIMEFMT" -o "$out/time" "$archiver" restore --archive "$ref" --sha256 "$sum" --into "$into" \
     "${kf[@]}" --log-format text --termination-log "" >/dev/null 2>"$out/crypt.log" || { tail -20 "$out/crypt.log" >&2; die "archiver restore ($format, $mode) failed"; }
   sync
   t2=$(now)
-  echo "$(elapsed "$t0" "$t1") $(elapsed "$t1" "$t2") $brss $(rss "$out/time")" >>"$out/crypt.$size.$format.$mode"
+  echo "$(elapsed "$t0" "$t1") $(elapsed "$tr" "$t2") $brss $(rss "$out/time")" >>"$out/crypt.$size.$format.$mode"
   rm -rf -- "$croot" "$into"
 }
 
@@ -635,7 +643,7 @@ if ((BENCH_CRYPT_PAIRS > 0)); then
   [[ -f $crypt_key ]] || { say "making an age identity for the encryption section (age-keygen)"; rm -f "$crypt_key"; (umask 077; go run filippo.io/age/cmd/age-keygen -o "$crypt_key" 2>/dev/null); }
   for size in "${sizes[@]}"; do
     w=$(world "$size")
-    find "$w" -type f -exec cat {} + >/dev/null
+    [[ $BENCH_CRYPT_CACHE == cold ]] || find "$w" -type f -exec cat {} + >/dev/null
     for format in tar chunked; do
       : >"$out/crypt.$size.$format.plain"; : >"$out/crypt.$size.$format.enc"
       for ((i = 1; i <= BENCH_CRYPT_PAIRS; i++)); do
@@ -729,7 +737,9 @@ report="$BENCH_DIR/results/$(date -u +%Y%m%dT%H%M%SZ).txt"
   if ((BENCH_CRYPT_PAIRS > 0)); then
     echo
     echo "encryption: a first backup (an empty store) and its restore + sync, without and with --encryption-key-file,"
-    echo "$BENCH_CRYPT_PAIRS alternated pairs per size and format, world in the page cache; ratio = median of the pairwise"
+    crypt_cache="world in the page cache"
+    [[ $BENCH_CRYPT_CACHE == cold ]] && crypt_cache="page cache dropped before each backup and restore"
+    echo "$BENCH_CRYPT_PAIRS alternated pairs per size and format, $crypt_cache; ratio = median of the pairwise"
     echo "encrypted / plain wall times (goal <= 1.05)."
     printf '%-8s %-8s %-8s %9s %9s %7s  %-26s %9s %9s\n' world format step "plain s" "enc s" ratio "pairwise ratios" "plain MiB" "enc MiB"
     for s in "${sizes[@]}"; do
