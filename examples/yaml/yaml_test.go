@@ -128,8 +128,8 @@ func TestYAMLProgramRendersTheGoJob(t *testing.T) {
 	if yamlOut != goOut {
 		t.Errorf("outputs differ:\nYAML: %+v\nGo:   %+v", yamlOut, goOut)
 	}
-	if yamlOut.RunID != testRunID || yamlOut.ArchiveRef != "/backups/survival/"+testRunID+".tar.zst" {
-		t.Errorf("YAML outputs %+v: want run %s archived at /backups/survival/%s.tar.zst", yamlOut, testRunID, testRunID)
+	if yamlOut.RunID != testRunID || yamlOut.ArchiveRef != "/backups/_chunked/runs/survival/"+testRunID+".manifest" {
+		t.Errorf("YAML outputs %+v: want run %s recorded at its manifest /backups/_chunked/runs/survival/%s.manifest", yamlOut, testRunID, testRunID)
 	}
 	if !reflect.DeepEqual(yamlJob, goJob) {
 		y, _ := os.ReadFile(yamlFile)

@@ -71,10 +71,11 @@ secret_key_file = %q
 %s`, e.url, bucket, s3Prefix, endpoint, e.accessFile, e.secretFile, extra))
 }
 
-// args is the backup's command line without --archive-root: the store is
-// the config's.
+// args is the tar backup's command line without --archive-root: the store
+// is the config's. These tests read and break the tar object itself;
+// chunked_e2e_test.go and the store conformance suite have the chunked runs.
 func (e *s3Env) args(runID string, extra ...string) []string {
-	args := e.backupArgs(runID, extra...)
+	args := e.tarBackupArgs(runID, extra...)
 	i := slices.Index(args, "--archive-root")
 	return slices.Delete(args, i, i+2)
 }
@@ -417,7 +418,7 @@ func TestS3BackupMemory(t *testing.T) {
 			float64(rss)/(1<<20), time.Since(start).Seconds())
 		return rss
 	}
-	run("local", e.backupArgs("memory-local"))
+	run("local", e.tarBackupArgs("memory-local"))
 	rss := run("S3", e.args("memory"))
 	if rss > 64<<20 {
 		t.Errorf("max RSS %d MiB, want at most 64 MiB", rss>>20)
@@ -464,7 +465,7 @@ func TestS3BackupFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"store and archive root", append(e.backupArgs("x"), store...), "give one of --store"},
+		{"store and archive root", append(e.tarBackupArgs("x"), store...), "give one of --store"},
 		{"s3 flags without a store", append(e.args("x"), e.s3Flags()...), "go with an S3 store"},
 		{"bad store", append(e.args("x"), "--store", "s3://Bad_Bucket"), "not a valid bucket name"},
 		{"no key files", append(e.args("x"), store...), "needs its credentials files"},
@@ -494,7 +495,7 @@ func TestS3PruneFlags(t *testing.T) {
 		}
 	}
 	// A folder archive of the same server that the S3 prune must not see.
-	if res := archiver(t, e.backupArgs("folder")...); res.code != 0 {
+	if res := archiver(t, e.tarBackupArgs("folder")...); res.code != 0 {
 		t.Fatalf("folder backup exited %d:\n%s", res.code, res.stderr)
 	}
 	conn, err := pgx.Connect(t.Context(), e.url)
