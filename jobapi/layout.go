@@ -276,6 +276,17 @@ const DefaultFormat = FormatChunked
 // their own keys (an input, a flag, a felis.toml key).
 const ChunkedCompresses = "compression is a setting of the tar format: chunked compresses each blob with zstd when that helps"
 
+// TakesCompression reports whether format ("" is DefaultFormat) takes a
+// compression setting: only tar does. The archiver, the components and the
+// program refuse a compression given for any other, quoting
+// ChunkedCompresses.
+func TakesCompression(format string) bool {
+	if format == "" {
+		format = DefaultFormat
+	}
+	return format == FormatTar
+}
+
 // Formats lists the archive formats, the default first.
 func Formats() []string { return []string{FormatChunked, FormatTar} }
 

@@ -116,7 +116,7 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 	switch {
 	case jobapi.CheckFormat(v.Format) != nil:
 		p.addf("format", "%q is not supported: use %s", v.Format, strings.Join(jobapi.Formats(), " or "))
-	case v.Format == jobapi.FormatChunked && v.CompressionSet && compressionErr == nil:
+	case !jobapi.TakesCompression(v.Format) && v.CompressionSet && compressionErr == nil:
 		format := "format is chunked"
 		if enumString(a.Format) == "" {
 			format = "format is not set, so it is chunked, the default"

@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -510,7 +509,7 @@ func (c Config) Validate() error {
 		if s.Format != "" && jobapi.CheckFormat(s.Format) != nil {
 			add("servers[%d].format %q is not an archive format: use %s, or remove it for worldbackup:format", i, s.Format, strings.Join(jobapi.Formats(), " or "))
 		}
-		if f := cmp.Or(c.formatOf(s), jobapi.DefaultFormat); s.Compression != "" && f == jobapi.FormatChunked {
+		if s.Compression != "" && !jobapi.TakesCompression(c.formatOf(s)) {
 			why := "the format is chunked"
 			if c.formatOf(s) == "" {
 				why = "neither servers[" + strconv.Itoa(i) + "].format nor worldbackup:format is set, so the format is chunked, the default"

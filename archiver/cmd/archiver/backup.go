@@ -105,7 +105,7 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var spec storeSpec
 	if err == nil {
 		warnOverrides(log, fs, cfg)
-		if p.Format == jobapi.FormatChunked && cfg.IsSet("archive.compression") {
+		if !jobapi.TakesCompression(p.Format) && cfg.IsSet("archive.compression") {
 			log.Warn("a key of felis.toml has no effect on a chunked run", "key", "archive.compression", "config", cfg.Path())
 		}
 		spec, err = archiveStoreSpec(cfg, root)
@@ -206,7 +206,7 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 		}
 		cfg.Archive.Format = f.Format
 	}
-	if cfg.Archive.Format == jobapi.FormatChunked {
+	if !jobapi.TakesCompression(cfg.Archive.Format) {
 		switch {
 		case flagSet(fs, jobapi.FlagCompression):
 			return backup.Params{}, "", config.Config{}, flagErrorf(jobapi.FlagCompression, "%q: %s: leave it out, or add %s tar",
