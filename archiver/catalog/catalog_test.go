@@ -413,15 +413,22 @@ func TestCallsAreBounded(t *testing.T) {
 
 	t.Run("server stops answering after connecting", func(t *testing.T) {
 		u := pgtest.URL(t)
+		// Migrated directly, with the default timeouts: under load the
+		// migrations can take longer than short's second per call.
+		direct, err := Open(t.Context(), u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := direct.Migrate(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		direct.Close()
 		proxy := pgtest.NewProxy(t, pgtest.Target(t, u))
 		db, err := OpenWith(t.Context(), proxy.URL(t, u), nil, short)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		if _, err := db.Migrate(t.Context()); err != nil {
-			t.Fatal(err)
-		}
 		proxy.Blackhole()
 		err = within(t, func() error {
 			_, err := db.Insert(t.Context(), record("r1", "survival", time.Now()))

@@ -113,16 +113,29 @@ func ParsePackIndex(pack []byte) ([]packEntry, error) {
 }
 
 // packWriter streams one pack into the store: Put runs on its own
-// goroutine, fed the blobs through a channel, so a pack is never held in
-// memory whole.
+// goroutine, fed through a channel, so a pack is never held in memory
+// whole. The blobs are gathered into batches of packBatch bytes (a pack of
+// small chunk blobs would otherwise be handed over a few KiB at a time),
+// and up to packQueue batches wait for the store: a slow disk (store.Local
+// writes with O_DIRECT, each write waiting for the device) writes while the
+// run hashes and compresses the next blobs, instead of in turn with them.
 type packWriter struct {
 	id      ID
 	key     string
 	ch      chan []byte
+	free    chan []byte // batches the store is done with
+	batch   []byte      // the batch being filled
 	done    chan packResult
 	size    int64
 	entries []packEntry
 }
+
+// Pack writer bounds: a batch's size and how many are in flight, so an
+// open pack holds at most (packQueue+2)*packBatch bytes.
+const (
+	packBatch = 1 << 20
+	packQueue = 8
+)
 
 type packResult struct {
 	size int64
@@ -150,13 +163,12 @@ func newPackWriterHeader(ctx context.Context, st Store, id ID, header []byte) (*
 	if err != nil {
 		return nil, err
 	}
-	p := &packWriter{id: id, key: key, ch: make(chan []byte, 4), done: make(chan packResult, 1), size: int64(len(packHeader))}
+	p := &packWriter{id: id, key: key, ch: make(chan []byte, packQueue), free: make(chan []byte, packQueue+1),
+		done: make(chan packResult, 1), size: int64(len(packHeader))}
+	p.batch = append(make([]byte, 0, packBatch), header...)
 	go func() {
 		size, err := st.Put(ctx, key, func(w io.Writer) error {
 			var werr error
-			if _, werr = w.Write(header); werr != nil {
-				werr = fmt.Errorf("writing pack %s: %w", key, werr)
-			}
 			aborted := true
 			for b := range p.ch {
 				if b == nil {
@@ -168,6 +180,7 @@ func newPackWriterHeader(ctx context.Context, st Store, id ID, header []byte) (*
 						werr = fmt.Errorf("writing pack %s: %w", key, err)
 					}
 				}
+				p.recycle(b)
 			}
 			if werr == nil && aborted {
 				werr = errPackAborted
@@ -183,26 +196,70 @@ func newPackWriterHeader(ctx context.Context, st Store, id ID, header []byte) (*
 	return p, nil
 }
 
-// add appends a blob's stored bytes (owned by the pack from now on) and
+// recycle hands a batch the store wrote back to the run.
+func (p *packWriter) recycle(b []byte) {
+	if cap(b) != packBatch {
+		return // a blob larger than a batch, sent on its own
+	}
+	select {
+	case p.free <- b[:0]:
+	default:
+	}
+}
+
+// flushBatch sends the batch being filled to the store and starts another.
+func (p *packWriter) flushBatch() {
+	if len(p.batch) == 0 {
+		return
+	}
+	p.ch <- p.batch
+	select {
+	case p.batch = <-p.free:
+	default:
+		p.batch = make([]byte, 0, packBatch)
+	}
+}
+
+// add appends a blob's stored bytes (copied: the caller keeps stored) and
 // returns its offset.
 func (p *packWriter) add(id ID, typ, flags byte, stored []byte, raw int) uint32 {
 	off := uint32(p.size)
 	p.entries = append(p.entries, packEntry{ID: id, Type: typ, Flags: flags, Offset: off, Stored: uint32(len(stored)), Raw: uint32(raw)})
 	p.size += int64(len(stored))
-	p.ch <- stored
+	if len(p.batch)+len(stored) > packBatch {
+		p.flushBatch()
+	}
+	if len(stored) >= packBatch {
+		p.ch <- append([]byte(nil), stored...)
+	} else {
+		p.batch = append(p.batch, stored...)
+	}
 	return off
 }
 
-// finish writes the index and commits the pack; it returns the pack's size.
-func (p *packWriter) finish() (int64, error) {
+// commit writes the index and commits the pack without waiting for the
+// store: wait returns the result.
+func (p *packWriter) commit() {
+	p.flushBatch()
 	p.ch <- encodePackIndex(p.entries)
 	p.ch <- nil // the commit mark
 	close(p.ch)
+}
+
+// wait waits for a committed (or aborted) pack's Put; it returns the
+// pack's size.
+func (p *packWriter) wait() (int64, error) {
 	r := <-p.done
 	if r.err != nil {
 		return 0, r.err
 	}
 	return r.size, nil
+}
+
+// finish writes the index and commits the pack; it returns the pack's size.
+func (p *packWriter) finish() (int64, error) {
+	p.commit()
+	return p.wait()
 }
 
 // abort gives the pack up: nothing is committed.

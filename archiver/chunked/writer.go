@@ -208,13 +208,15 @@ type sink struct {
 	// prevMeta holds the previous run's metadata blobs (its pack table).
 	prevMeta map[ID]Ref
 
-	data, lists *packWriter // the open packs
-	newPacks    []ID
-	added       int64 // bytes of committed new packs
+	data, lists *packWriter   // the open packs
+	committing  []*packWriter // closed packs still being written, oldest first
+	newPacks    []ID          // committed packs
+	added       int64         // bytes of committed new packs
 	newBlobs    int64
 	reused      int64
 
 	meta     []byte
+	scratch  []byte // a blob's stored bytes on their way into a pack
 	segments []Segment
 	cur      *fileCut
 }
@@ -264,6 +266,9 @@ func (s *sink) run(ctx context.Context, st WriteStore, root, key string, o Optio
 			return Result{}, err
 		}
 	}
+	if err := s.settle(); err != nil {
+		return Result{}, err
+	}
 	m := &Manifest{Server: o.Server, RunID: o.RunID, Created: o.Now().UnixNano(), Packs: s.packs,
 		Segments: s.segments, StreamSize: tr.Size}
 	if !s.fullRead && s.prev != nil {
@@ -299,6 +304,7 @@ func (s *sink) abort(ctx context.Context, st WriteStore) {
 			p.abort()
 		}
 	}
+	_ = s.settle() // a pack committed meanwhile is in newPacks: removed below
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	for _, id := range s.newPacks {
@@ -309,19 +315,49 @@ func (s *sink) abort(ctx context.Context, st WriteStore) {
 	}
 }
 
+// closePack commits the open pack *p in the background: the run goes on
+// while the store flushes and syncs it. At most maxCommitting packs are
+// committing at once; settle waits for the rest before the manifest, which
+// names them, is written.
 func (s *sink) closePack(p **packWriter) error {
 	if *p == nil {
 		return nil
 	}
 	pw := *p
 	*p = nil
-	size, err := pw.finish()
+	pw.commit()
+	s.committing = append(s.committing, pw)
+	if len(s.committing) > maxCommitting {
+		return s.settleOne()
+	}
+	return nil
+}
+
+// maxCommitting is how many packs may be committing while the run goes on.
+const maxCommitting = 2
+
+// settleOne waits for the oldest committing pack.
+func (s *sink) settleOne() error {
+	pw := s.committing[0]
+	s.committing = s.committing[1:]
+	size, err := pw.wait()
 	if err != nil {
 		return fmt.Errorf("writing pack %s: %w", pw.key, err)
 	}
 	s.newPacks = append(s.newPacks, pw.id)
 	s.added += size
 	return nil
+}
+
+// settle waits for every committing pack; it returns the first error.
+func (s *sink) settle() error {
+	var first error
+	for len(s.committing) > 0 {
+		if err := s.settleOne(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 func (s *sink) packIndex(id ID) uint32 {
@@ -362,13 +398,21 @@ func (s *sink) storeHint(typ byte, raw []byte, try bool) (Ref, error) {
 	}
 	flags, stored := byte(compNone), []byte(nil)
 	ov := s.sl.overhead()
+	// The pack copies what it is given, so one scratch buffer serves every
+	// blob.
 	if try && len(raw) >= 64 && !deflated(raw) {
-		if c := s.enc.EncodeAll(raw, make([]byte, 0, len(raw)+ov)); len(c) < len(raw)-len(raw)/32 {
+		c := s.enc.EncodeAll(raw, s.scratch[:0])
+		if len(c) < len(raw)-len(raw)/32 {
 			flags, stored = compZstd, c
 		}
+		s.scratch = c[:0]
 	}
-	if stored == nil {
-		stored = append(make([]byte, 0, len(raw)+ov), raw...)
+	switch {
+	case stored != nil:
+	case s.sl == nil:
+		stored = raw
+	default:
+		stored = append(s.scratch[:0], raw...) // sealed in place
 	}
 	p := &s.data
 	if typ == typeList {
@@ -390,6 +434,7 @@ func (s *sink) storeHint(typ byte, raw []byte, try bool) (Ref, error) {
 		// Sealed for its place: the pack's key, its offset the nonce.
 		flags |= s.sl.cipherFlag()
 		stored = s.sl.sealBlob((*p).id, uint32((*p).size), id, flags, stored)
+		s.scratch = stored[:0]
 	}
 	off := (*p).add(id, typ, flags, stored, len(raw))
 	l := loc{pack: s.packIndex((*p).id), offset: off, stored: uint32(len(stored)), raw: uint32(len(raw)), flags: flags}
