@@ -14,6 +14,7 @@ import (
 
 	"github.com/worldbackup/worldbackup/provider/internal/kubeobj"
 	"github.com/worldbackup/worldbackup/provider/internal/settle"
+	"github.com/worldbackup/worldbackup/provider/observe"
 	"github.com/worldbackup/worldbackup/provider/preflight"
 )
 
@@ -40,6 +41,8 @@ type jobPlan struct {
 	// Preflight says whether and through which cluster the component looks
 	// at its known Job (observeJob).
 	Preflight preflightSettings
+	// gate, when set, is the Gate the Job is created through (Gate.through).
+	gate *Gate
 }
 
 // jobResult is a Job built once its inputs resolved, with the component's
@@ -120,14 +123,14 @@ func registerPlannedJob(ctx *pulumi.Context, name string, pl jobPlan, opts ...pu
 // deleted fails with "not found"). The same name comes back for the same
 // run ID, and the archiver makes the new Job a no-op for a run that is
 // already recorded (backup) or restored (restore).
-func registerChildJob(ctx *pulumi.Context, parent pulumi.Resource, name string, pl jobPlan) (*k8sbatchv1.Job, error) {
+func registerChildJob(ctx *pulumi.Context, parent pulumi.Resource, name string, pl jobPlan, opts ...pulumi.ResourceOption) (*k8sbatchv1.Job, error) {
 	t := pl.Timeout.String()
-	return registerPlannedJob(ctx, name, pl,
+	return registerPlannedJob(ctx, name, pl, append([]pulumi.ResourceOption{
 		pulumi.Parent(parent),
 		pulumi.Timeouts(&pulumi.CustomTimeouts{Create: t, Update: t}),
 		pulumi.ReplaceOnChanges([]string{"*"}),
 		pulumi.DeleteBeforeReplace(true),
-	)
+	}, opts...)...)
 }
 
 // jobOutputs are the outputs of a component that is one Job, each known
@@ -154,12 +157,22 @@ func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.Com
 	if err := ctx.RegisterComponentResource(typ, name, comp, opts...); err != nil {
 		return jobOutputs{}, fmt.Errorf("registering %s %q: %w", kind, name, err)
 	}
-	res, err := registerChildJob(ctx, comp, name+"-job", pl)
-	if err != nil {
-		return jobOutputs{}, err
+	var out jobOutputs
+	if pl.gate != nil && !ctx.DryRun() {
+		res, run, err := registerGated(ctx, comp, name+"-job", pl, preflight.Client)
+		if err != nil {
+			return jobOutputs{}, err
+		}
+		out = pl.outputs(res)
+		out.Observed = summaryOutputsE(res.URN(), func(any) (observe.Summary, error) { return run.wait() })
+	} else {
+		res, err := registerChildJob(ctx, comp, name+"-job", pl)
+		if err != nil {
+			return jobOutputs{}, err
+		}
+		out = pl.outputs(res)
+		out.Observed = observeJob(ctx, comp, res, pl, preflight.Client)
 	}
-	out := pl.outputs(res)
-	out.Observed = observeJob(ctx, comp, res, pl, preflight.Client)
 	// A restore or verify by run has no archive among its inputs: its
 	// archiveRef is the one its run resolved and reported.
 	out.ArchiveRef = pulumi.All(out.ArchiveRef, out.Observed.ArchiveRef).ApplyT(func(v []any) string {

@@ -63,7 +63,7 @@ func observeJob(ctx *pulumi.Context, comp pulumi.Resource, res *k8sbatchv1.Job, 
 		})
 		return summaryOutputs(pulumi.All(res.URN(), reader), func(v any) observe.Summary { return v.([]any)[1].(resultReader)() })
 	}
-	if !observed(pl.Job, pl.Preflight) {
+	if !observed(pl.Job, pl.Preflight) && pl.gate == nil {
 		return knownObserved(res, observe.Summary{})
 	}
 	if ctx.DryRun() {
@@ -143,6 +143,12 @@ func knownObserved(res pulumi.Resource, sum observe.Summary) observedOutputs {
 // value of after, as outputs that resolve when after does (and stay unknown
 // while it is).
 func summaryOutputs(after pulumi.Output, sum func(any) observe.Summary) observedOutputs {
+	return summaryOutputsE(after, func(v any) (observe.Summary, error) { return sum(v), nil })
+}
+
+// summaryOutputsE is summaryOutputs whose sum may fail: every output then
+// rejects with its error.
+func summaryOutputsE(after pulumi.Output, sum func(any) (observe.Summary, error)) observedOutputs {
 	s := after.ApplyT(sum)
 	return observedOutputs{
 		Status:        s.ApplyT(func(v any) string { return string(v.(observe.Summary).Status) }).(pulumi.StringOutput),

@@ -53,6 +53,12 @@ type WorldBackup struct {
 // waited for it (unless skipAwait), so a resource that depends on archiveRef
 // waits for the backup.
 func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts ...pulumi.ResourceOption) (*WorldBackup, error) {
+	return newWorldBackup(ctx, name, args, nil, opts...)
+}
+
+// newWorldBackup is NewWorldBackup, its Job created through gate when it
+// gates it (nil: none).
+func newWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, gate *Gate, opts ...pulumi.ResourceOption) (*WorldBackup, error) {
 	pl, err := planJob(ctx, WorldBackupType, name, args, args.JobInputs, func(a WorldBackupArgs) (plannedJob, error) {
 		r, err := a.resolve()
 		if err != nil {
@@ -68,6 +74,7 @@ func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts
 	if err != nil {
 		return nil, err
 	}
+	pl = gate.through(pl)
 
 	comp := &WorldBackup{}
 	out, err := registerJobComponent(ctx, WorldBackupType, name, comp, pl, backupOutputs, opts...)

@@ -33,6 +33,9 @@ type Config struct {
 	RenderDir    string // non-empty: GitOps render mode
 	SecurityMode string
 	SkipAwait    bool
+	// Gates, when set, are the clusters' concurrency caps shared with other
+	// program runs (SharedProgram); not read from the config.
+	Gates *Gates
 	// Retention is the stack-wide prune after each backup; a server's own
 	// retention replaces it.
 	Retention *Retention
@@ -241,7 +244,13 @@ type Cluster struct {
 	Context    string `json:"context,omitempty"`
 	Kubeconfig string `json:"kubeconfig,omitempty"` // a path or the file's contents
 	Namespace  string `json:"namespace,omitempty"`
+	// Concurrency caps how many of the run's backups run at once in the
+	// cluster (provider.Gate); 0: no cap (the CLI's --parallel bounds them).
+	Concurrency int `json:"concurrency,omitempty"`
 }
+
+// MaxConcurrency bounds clusters[].concurrency.
+const MaxConcurrency = 1000
 
 var clusterName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
 
@@ -458,6 +467,12 @@ func (c Config) Validate() error {
 			add("clusters[%d].name %q is listed twice: remove the duplicate", i, cl.Name)
 		}
 		clusters[cl.Name] = true
+		switch {
+		case cl.Concurrency < 0 || cl.Concurrency > MaxConcurrency:
+			add("clusters[%d].concurrency is %d: it caps how many backups run at once in the cluster, from 1 to %d (leave it out for no cap)", i, cl.Concurrency, MaxConcurrency)
+		case cl.Concurrency > 0 && (c.RenderDir != "" || c.SkipAwait):
+			add("clusters[%d].concurrency caps the backups that `pulumi up` waits for, and with worldbackup:renderDir or worldbackup:skipAwait it waits for none: remove clusters[%d].concurrency, or unset renderDir and skipAwait", i, i)
+		}
 		if c.RenderDir != "" && (cl.Context != "" || cl.Kubeconfig != "") {
 			add("clusters[%d] (%s) sets a context or kubeconfig, but renderDir is set: render mode writes manifests instead of deploying. Remove worldbackup:renderDir to deploy, or the cluster's context/kubeconfig to render", i, cl.Name)
 		}

@@ -86,6 +86,18 @@ func TestParseConfig(t *testing.T) {
 		}, []string{`worldbackup:servers[1].format "Chunked" is not an archive format`}},
 		{"bad cluster name", func(m map[string]string) { m["worldbackup:clusters"] = `[{"name":"EU West"}]` }, []string{`clusters[0].name "EU West" must be a short DNS label`}},
 		{"duplicate cluster", func(m map[string]string) { m["worldbackup:clusters"] = `[{"name":"eu"},{"name":"eu"}]` }, []string{`clusters[1].name "eu" is listed twice`}},
+		{"negative concurrency", func(m map[string]string) { m["worldbackup:clusters"] = `[{"name":"eu","concurrency":-1}]` },
+			[]string{"clusters[0].concurrency is -1: it caps how many backups run at once in the cluster, from 1 to 1000"}},
+		{"concurrency over the bound", func(m map[string]string) { m["worldbackup:clusters"] = `[{"name":"eu","concurrency":5000}]` },
+			[]string{"clusters[0].concurrency is 5000"}},
+		{"concurrency in render mode", func(m map[string]string) {
+			m["worldbackup:renderDir"] = "/tmp/out"
+			m["worldbackup:clusters"] = `[{"name":"eu","concurrency":10}]`
+		}, []string{"clusters[0].concurrency caps the backups that `pulumi up` waits for", "remove clusters[0].concurrency, or unset renderDir and skipAwait"}},
+		{"concurrency with skipAwait", func(m map[string]string) {
+			m["worldbackup:skipAwait"] = "true"
+			m["worldbackup:clusters"] = `[{"name":"eu","concurrency":10}]`
+		}, []string{"clusters[0].concurrency caps the backups that `pulumi up` waits for"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -553,5 +565,27 @@ func TestMetricsConfig(t *testing.T) {
 				t.Fatalf("metrics %+v, want %+v", c.Metrics, tt.want)
 			}
 		})
+	}
+}
+
+// TestGatesPerCluster: a cluster's concurrency gives one gate, shared by
+// every program run given the same Gates (a fleet's shards); a cluster
+// without a cap has none.
+func TestGatesPerCluster(t *testing.T) {
+	var g Gates
+	eu, err := g.of(Cluster{Name: "eu", Concurrency: 3})
+	if err != nil || eu == nil || eu.Limit() != 3 {
+		t.Fatalf("of(eu) = %v, %v; want a gate of 3", eu, err)
+	}
+	again, _ := g.of(Cluster{Name: "eu", Concurrency: 3})
+	if again != eu {
+		t.Error("a second run got another gate for eu: the shards would not share its cap")
+	}
+	us, _ := g.of(Cluster{Name: "us", Concurrency: 3})
+	if us == eu {
+		t.Error("two clusters share a gate")
+	}
+	if none, err := g.of(Cluster{Name: "ap"}); none != nil || err != nil {
+		t.Errorf("a cluster without concurrency got %v, %v; want no gate", none, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -210,4 +211,75 @@ func Result(ctx context.Context, c kubernetes.Interface, ns, name string) (Summa
 		}
 	}
 	return Summary{}, fmt.Errorf("reading the result of Job %s/%s: %w", ns, name, ErrNoResult)
+}
+
+// Finished waits until the Job has completed or failed and returns it. It
+// watches the Job (told at once when it changes), and looks again every
+// interval (0: five seconds) in case a watch breaks; a lookup that fails is
+// retried until ctx ends. A Job that is not there yet is waited for.
+func Finished(ctx context.Context, c kubernetes.Interface, ns, name string, interval time.Duration) (*batchv1.Job, error) {
+	if interval <= 0 {
+		interval = 5 * time.Second
+	}
+	var last error
+	for {
+		job, err := c.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case err == nil && finished(job):
+			return job, nil
+		case err != nil && !apierrors.IsNotFound(err):
+			last = err
+		}
+		opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
+		if err == nil {
+			opts.ResourceVersion = job.ResourceVersion
+		}
+		if job, ok := watchFinished(ctx, c, ns, name, opts, interval); ok {
+			return job, nil
+		}
+		if ctx.Err() != nil {
+			if last != nil {
+				return nil, fmt.Errorf("waiting for Job %s/%s: %w (last lookup: %v)", ns, name, context.Cause(ctx), last)
+			}
+			return nil, fmt.Errorf("waiting for Job %s/%s: %w", ns, name, context.Cause(ctx))
+		}
+	}
+}
+
+// watchFinished watches the Job for up to interval and returns it once it
+// has finished; ok is false when the time is up, the watch ends or cannot
+// be started (the caller looks again).
+func watchFinished(ctx context.Context, c kubernetes.Interface, ns, name string, opts metav1.ListOptions, interval time.Duration) (*batchv1.Job, bool) {
+	wctx, cancel := context.WithTimeout(ctx, interval)
+	defer cancel()
+	w, err := c.BatchV1().Jobs(ns).Watch(wctx, opts)
+	if err != nil {
+		<-wctx.Done()
+		return nil, false
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-wctx.Done():
+			return nil, false
+		case ev, open := <-w.ResultChan():
+			if !open {
+				return nil, false
+			}
+			if job, ok := ev.Object.(*batchv1.Job); ok && job.Name == name && finished(job) {
+				return job, true
+			}
+		}
+	}
+}
+
+// Failure returns the reason and message of a failed Job's Failed
+// condition ("" when it did not fail).
+func Failure(job *batchv1.Job) string {
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			return strings.TrimSpace(c.Reason + ": " + c.Message)
+		}
+	}
+	return ""
 }

@@ -1,0 +1,179 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	k8sbatchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/observe"
+)
+
+// A Gate bounds how many backups run at once: a backup made through the
+// gate (Gate.NewWorldBackup) is created only once fewer than the gate's
+// limit of its backups are running, whatever the CLI's --parallel.
+//
+// The Kubernetes provider waits for a Job in one of the engine's step
+// workers, and `pulumi up` has 4 × GOMAXPROCS of them by default: 8 backups
+// at a time on two cores, and nothing else moves while they run. A gated
+// Job is created with pulumi.com/skipAwait instead, so the engine's worker
+// is free at once, and the component waits for it itself, as the provider
+// would: its outputs resolve when the Job has finished, a failed Job fails
+// the component (and `pulumi up`) with the Job's reason, and the watchdog
+// fails a Job whose pod cannot start (observe.Watchdog). The next gated
+// Job's registration waits (pulumi.DependsOnInputs) for a free slot, which
+// a finished Job gives back.
+//
+// A Job is gated only where the component would watch it anyway: a known
+// Job, the preflight on (a cluster to ask: not in render mode) and no
+// skipAwait; elsewhere the gate is passed by. The skipAwait annotation
+// differs from an ungated Job's, so turning a cap on or off replaces the
+// Jobs of the current run once (the archiver makes a recorded run's new
+// Job a no-op).
+//
+// One Gate serves one cluster in one program run; a nil *Gate gates
+// nothing.
+type Gate struct {
+	slots chan struct{}
+	poll  time.Duration // how often a held slot looks again at its Job, which it watches; 0: observe.Finished's default
+}
+
+// NewGate returns a gate that lets limit backups run at once; limit must
+// be at least 1.
+func NewGate(limit int) (*Gate, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("a gate's limit must be at least 1, not %d", limit)
+	}
+	return &Gate{slots: make(chan struct{}, limit)}, nil
+}
+
+// Limit is how many of the gate's backups run at once.
+func (g *Gate) Limit() int { return cap(g.slots) }
+
+// NewWorldBackup is the package's NewWorldBackup, its Job created through
+// the gate.
+func (g *Gate) NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts ...pulumi.ResourceOption) (*WorldBackup, error) {
+	return newWorldBackup(ctx, name, args, g, opts...)
+}
+
+// registerGrace is how long a slot waits for its Job's registration: a
+// create the engine refused (the `up` is failing) gives its slot back then,
+// so the program does not wait on it forever.
+const registerGrace = 2 * time.Minute
+
+// gates returns whether g gates the Job of pl: a known Job the component
+// would watch (observed).
+func (g *Gate) gates(pl jobPlan) bool {
+	return g != nil && pl.Job != nil && observed(pl.Job, pl.Preflight)
+}
+
+// through marks the Job of pl as gated: the Kubernetes provider does not
+// wait for it (the component does), at preview as at up, so both see the
+// same Job. The Job is copied, not changed.
+func (g *Gate) through(pl jobPlan) jobPlan {
+	if !g.gates(pl) {
+		return pl
+	}
+	job := pl.Job.DeepCopy()
+	job.Annotations = maps.Clone(job.Annotations)
+	if job.Annotations == nil {
+		job.Annotations = map[string]string{}
+	}
+	job.Annotations[jobspec.AnnotationSkipAwait] = "true"
+	pl.Job, pl.gate = job, g
+	return pl
+}
+
+// gatedRun is one gated Job at `pulumi up`: its slot, taken before its
+// registration, and what its run reported, known once it has finished.
+type gatedRun struct {
+	g          *Gate
+	registered chan struct{} // closed when the Job is registered
+	done       chan struct{} // closed when sum and err are set
+	sum        observe.Summary
+	err        error
+}
+
+// slot returns the dependency that holds the registration of pl's Job until
+// the gate has a free slot, then starts watching the Job (hold).
+func (g *Gate) slot(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, newClient clientMaker) (*gatedRun, pulumi.ResourceArrayOutput) {
+	run := &gatedRun{g: g, registered: make(chan struct{}), done: make(chan struct{})}
+	dep := pulumi.ResourceArray{}.ToResourceArrayOutput().ApplyT(func(rs []pulumi.Resource) ([]pulumi.Resource, error) {
+		select {
+		case g.slots <- struct{}{}:
+		case <-ctx.Context().Done():
+			return nil, ctx.Context().Err()
+		}
+		go run.hold(ctx, comp, pl, newClient)
+		return rs, nil
+	}).(pulumi.ResourceArrayOutput)
+	return run, dep
+}
+
+// wait returns what the run reported once its Job has finished.
+func (r *gatedRun) wait() (observe.Summary, error) {
+	<-r.done
+	return r.sum, r.err
+}
+
+// hold waits for the Job to be registered and to finish, gives the slot
+// back, and records what the run reported: a Job that failed, or did not
+// finish within the plan's timeout, is an error.
+func (r *gatedRun) hold(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, newClient clientMaker) {
+	defer close(r.done)
+	defer func() { <-r.g.slots }()
+	job := pl.Job
+	select {
+	case <-r.registered:
+	case <-time.After(registerGrace):
+		r.err = fmt.Errorf("Job %s/%s was not created within %s", job.Namespace, job.Name, registerGrace)
+		return
+	case <-ctx.Context().Done():
+		r.err = ctx.Context().Err()
+		return
+	}
+	client, err := newClient(pl.Preflight.Cluster)
+	if err != nil {
+		r.err = fmt.Errorf("waiting for Job %s/%s: %w", job.Namespace, job.Name, err)
+		return
+	}
+	wctx, stop := context.WithTimeoutCause(ctx.Context(), pl.Timeout,
+		fmt.Errorf("it did not finish within its timeout, %s", pl.Timeout))
+	defer stop()
+	go observe.Watchdog{
+		Client: client, Namespace: job.Namespace, Job: job.Name, Grace: observe.DefaultGrace,
+		Report: func(msg string) { _ = ctx.Log.Error(msg, &pulumi.LogArgs{Resource: comp}) },
+		Warn:   func(msg string) { _ = ctx.Log.Warn(msg, &pulumi.LogArgs{Resource: comp}) },
+	}.Run(wctx)
+	done, err := observe.Finished(wctx, client, job.Namespace, job.Name, r.g.poll)
+	if err != nil {
+		r.err = err
+		return
+	}
+	if why := observe.Failure(done); why != "" {
+		r.err = fmt.Errorf("Job %s/%s failed: %s (its pods' logs: kubectl -n %s logs job/%s)", job.Namespace, job.Name, why, job.Namespace, job.Name)
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx.Context(), preflightTimeout)
+	defer cancel()
+	r.sum, r.err = observe.Result(rctx, client, job.Namespace, job.Name)
+}
+
+// registerGated registers the gated Job of pl as registerChildJob does,
+// once the gate has a slot for it, and returns what its run reports.
+func registerGated(ctx *pulumi.Context, comp pulumi.Resource, name string, pl jobPlan, newClient clientMaker) (*k8sbatchv1.Job, *gatedRun, error) {
+	run, dep := pl.gate.slot(ctx, comp, pl, newClient)
+	res, err := registerChildJob(ctx, comp, name, pl, pulumi.DependsOnInputs(dep))
+	if err != nil {
+		return nil, nil, err
+	}
+	res.URN().ApplyT(func(pulumi.URN) int {
+		close(run.registered)
+		return 0
+	})
+	return res, run, nil
+}

@@ -1,0 +1,278 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/observe"
+	"github.com/worldbackup/worldbackup/provider/preflight"
+)
+
+// gateCluster is a cluster (client-go's fake) in which a Job the mocks
+// register starts running. Its controller (run) finishes the running Jobs
+// one at a time, each only once the gate is full (as many run as it
+// allows, or every Job left), and a little later, so a gate that let more
+// through would show it in peak, and one that let fewer through would
+// stall the test.
+type gateCluster struct {
+	mocks
+	t       *testing.T
+	client  *fake.Clientset
+	limit   int
+	total   int
+	fail    map[string]bool // Job names that fail
+	mu      sync.Mutex
+	running []string // oldest first
+	created int
+	peak    int
+	skipped []string // Jobs registered without pulumi.com/skipAwait
+}
+
+func (c *gateCluster) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	id, props, err := c.mocks.NewResource(args)
+	if err != nil || args.TypeToken != jobType {
+		return id, props, err
+	}
+	meta := args.Inputs["metadata"].ObjectValue()
+	name, ns := meta["name"].StringValue(), meta["namespace"].StringValue()
+	uid := types.UID("uid-" + name)
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: uid},
+		Spec: batchv1.JobSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"controller-uid": string(uid)}}}}
+	if _, err := c.client.BatchV1().Jobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
+		return "", nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ann := meta["annotations"]; !ann.IsObject() || ann.ObjectValue()[jobspec.AnnotationSkipAwait].StringValue() != "true" {
+		c.skipped = append(c.skipped, name)
+	}
+	c.running = append(c.running, name)
+	c.created++
+	c.peak = max(c.peak, len(c.running))
+	return id, props, nil
+}
+
+// run finishes every Job, as described on gateCluster, until all total
+// have finished or ctx ends.
+func (c *gateCluster) run(ctx context.Context, ns string) {
+	for done := 0; done < c.total; done++ {
+		for {
+			c.mu.Lock()
+			full := len(c.running) >= min(c.limit, c.total-done)
+			c.mu.Unlock()
+			if full {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // room for a gate that lets too many through
+		c.mu.Lock()
+		c.peak = max(c.peak, len(c.running))
+		name := c.running[0]
+		c.running = c.running[1:]
+		c.mu.Unlock()
+		c.finish(ns, name, c.fail[name])
+	}
+}
+
+// finish completes (or fails) the Job name, with the archiver's report in
+// its pod's termination message.
+func (c *gateCluster) finish(ns, name string, failed bool) {
+	ctx := context.Background()
+	job, err := c.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		c.t.Error(err)
+		return
+	}
+	sel := job.Spec.Selector.MatchLabels
+	cond := batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}
+	exit := int32(0)
+	if failed {
+		cond = batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}
+		exit = 1
+	}
+	job.Status.Conditions = []batchv1.JobCondition{cond}
+	if _, err := c.client.BatchV1().Jobs(ns).UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
+		c.t.Error(err)
+	}
+	msg := fmt.Sprintf(`{"status":"done","server":"s","run_id":"r","sha256":"%s","size_bytes":%d,"duration_seconds":1}`, strings.Repeat("ab", 32), len(name))
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name + "-pod", Namespace: ns, Labels: sel},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: observe.ArchiverContainer,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: msg}}}}}}
+	if _, err := c.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		c.t.Error(err)
+	}
+}
+
+// TestGate: backups made through a gate are created no more than its limit
+// at a time, with pulumi.com/skipAwait (the engine does not wait for them:
+// the component does); each component's outputs are what its run reported
+// once its Job finished; a Job that fails fails the program with its
+// reason, and the others still run.
+func TestGate(t *testing.T) {
+	tests := []struct {
+		name         string
+		limit, jobs  int
+		fail         string // a server whose Job fails
+		wantErr      string
+		wantFinished int
+	}{
+		{name: "six backups through a gate of two", limit: 2, jobs: 6, wantFinished: 6},
+		{name: "one at a time", limit: 1, jobs: 3, wantFinished: 3},
+		{name: "a gate wider than the run", limit: 10, jobs: 4, wantFinished: 4},
+		{name: "a failed Job fails the program, the others run", limit: 2, jobs: 5, fail: "s2",
+			wantErr: "failed: BackoffLimitExceeded: Job has reached the specified backoff limit", wantFinished: 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &gateCluster{t: t, client: fake.NewClientset(), limit: tt.limit, total: tt.jobs, fail: map[string]bool{}}
+			newClient := func(preflight.Cluster) (kubernetes.Interface, error) { return c.client, nil }
+			gate, err := NewGate(tt.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gate.poll = 10 * time.Millisecond
+			var mu sync.Mutex
+			sizes := map[string]int{}
+			program := func(ctx *pulumi.Context) error {
+				for i := range tt.jobs {
+					server := fmt.Sprintf("s%d", i)
+					args := validArgs()
+					args.Server = server
+					r, err := args.resolve()
+					if err != nil {
+						return err
+					}
+					job := jobspec.BuildBackup(r.Job)
+					if server == tt.fail {
+						c.fail[job.Name] = true
+					}
+					comp := &WorldBackup{}
+					if err := ctx.RegisterComponentResource(WorldBackupType, server, comp); err != nil {
+						return err
+					}
+					pl := gate.through(jobPlan{Job: job, Timeout: time.Minute, Preflight: preflightSettings{Enabled: true}})
+					if pl.gate == nil {
+						return fmt.Errorf("the Job of %s is not gated", server)
+					}
+					res, run, err := registerGated(ctx, comp, server+"-job", pl, newClient)
+					if err != nil {
+						return err
+					}
+					o := summaryOutputsE(res.URN(), func(any) (observe.Summary, error) { return run.wait() })
+					size := o.SizeBytes.ApplyT(func(n int) int {
+						mu.Lock()
+						defer mu.Unlock()
+						sizes[job.Name] = n
+						return n
+					})
+					// As registerJobComponent does: a failed run fails here.
+					if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"sizeBytes": size}); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			go c.run(ctx, DefaultNamespace)
+			err = pulumi.RunErr(program, pulumi.WithMocks("project", "stack", c))
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatal(err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("error %v, want one that says %q", err, tt.wantErr)
+			}
+			if want := min(tt.limit, tt.jobs); c.peak != want {
+				t.Errorf("%d Jobs ran at once, want %d", c.peak, want)
+			}
+			if c.created != tt.jobs {
+				t.Errorf("%d Jobs created, want %d", c.created, tt.jobs)
+			}
+			if len(c.skipped) > 0 {
+				t.Errorf("Jobs registered without %s: %v", jobspec.AnnotationSkipAwait, c.skipped)
+			}
+			if len(sizes) != tt.wantFinished {
+				t.Errorf("%d components reported their run, want %d: %v", len(sizes), tt.wantFinished, sizes)
+			}
+			for name, n := range sizes {
+				if n != len(name) {
+					t.Errorf("%s reported size %d, want %d (its own run's report)", name, n, len(name))
+				}
+			}
+		})
+	}
+}
+
+// TestGateThrough: a gate gates only a Job the component would watch (a
+// known Job, the preflight on, no skipAwait), and never changes the plan's
+// own Job.
+func TestGateThrough(t *testing.T) {
+	gate, err := NewGate(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := validArgs().resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := func(skip bool) *batchv1.Job {
+		j := jobspec.BuildBackup(r.Job)
+		if skip {
+			j.Annotations[jobspec.AnnotationSkipAwait] = "true"
+		}
+		return j
+	}
+	on := preflightSettings{Enabled: true}
+	tests := []struct {
+		name  string
+		gate  *Gate
+		plan  jobPlan
+		gated bool
+	}{
+		{"a watched Job", gate, jobPlan{Job: job(false), Preflight: on}, true},
+		{"no gate", nil, jobPlan{Job: job(false), Preflight: on}, false},
+		{"skipAwait", gate, jobPlan{Job: job(true), Preflight: on}, false},
+		{"preflight off (render mode)", gate, jobPlan{Job: job(false)}, false},
+		{"a Job built later", gate, jobPlan{Later: pulumi.Any(1), Preflight: on}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := ""
+			if tt.plan.Job != nil {
+				before = tt.plan.Job.Annotations[jobspec.AnnotationSkipAwait]
+			}
+			got := tt.gate.through(tt.plan)
+			if (got.gate != nil) != tt.gated {
+				t.Fatalf("gated %v, want %v", got.gate != nil, tt.gated)
+			}
+			if tt.plan.Job != nil && tt.plan.Job.Annotations[jobspec.AnnotationSkipAwait] != before {
+				t.Error("through changed the plan's own Job")
+			}
+			if tt.gated && got.Job.Annotations[jobspec.AnnotationSkipAwait] != "true" {
+				t.Errorf("the gated Job has no %s", jobspec.AnnotationSkipAwait)
+			}
+		})
+	}
+	if _, err := NewGate(0); err == nil {
+		t.Error("NewGate(0) is accepted")
+	}
+}
