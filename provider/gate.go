@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"maps"
 	"time"
 
 	k8sbatchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
@@ -79,7 +78,6 @@ func (g *Gate) through(pl jobPlan) jobPlan {
 		return pl
 	}
 	job := pl.Job.DeepCopy()
-	job.Annotations = maps.Clone(job.Annotations)
 	if job.Annotations == nil {
 		job.Annotations = map[string]string{}
 	}
@@ -144,11 +142,7 @@ func (r *gatedRun) hold(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, n
 	wctx, stop := context.WithTimeoutCause(ctx.Context(), pl.Timeout,
 		fmt.Errorf("it did not finish within its timeout, %s", pl.Timeout))
 	defer stop()
-	go observe.Watchdog{
-		Client: client, Namespace: job.Namespace, Job: job.Name, Grace: observe.DefaultGrace,
-		Report: func(msg string) { _ = ctx.Log.Error(msg, &pulumi.LogArgs{Resource: comp}) },
-		Warn:   func(msg string) { _ = ctx.Log.Warn(msg, &pulumi.LogArgs{Resource: comp}) },
-	}.Run(wctx)
+	startWatchdog(wctx, ctx, comp, client, job)
 	done, err := observe.Finished(wctx, client, job.Namespace, job.Name, r.g.poll)
 	if err != nil {
 		r.err = err
@@ -158,9 +152,7 @@ func (r *gatedRun) hold(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, n
 		r.err = fmt.Errorf("Job %s/%s failed: %s (its pods' logs: kubectl -n %s logs job/%s)", job.Namespace, job.Name, why, job.Namespace, job.Name)
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx.Context(), preflightTimeout)
-	defer cancel()
-	r.sum, r.err = observe.Result(rctx, client, job.Namespace, job.Name)
+	r.sum, r.err = readResult(ctx, client, job)
 }
 
 // registerGated registers the gated Job of pl as registerChildJob does,

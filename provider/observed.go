@@ -115,23 +115,35 @@ func startObserving(ctx *pulumi.Context, comp pulumi.Resource, job *batchv1.Job,
 		return noResult
 	}
 	wctx, stop := context.WithTimeout(ctx.Context(), timeout)
-	go observe.Watchdog{
-		Client: client, Namespace: job.Namespace, Job: job.Name, Grace: observe.DefaultGrace,
-		Report: func(msg string) { _ = ctx.Log.Error(msg, &pulumi.LogArgs{Resource: comp}) },
-		Warn:   func(msg string) { _ = ctx.Log.Warn(msg, &pulumi.LogArgs{Resource: comp}) },
-	}.Run(wctx)
+	startWatchdog(wctx, ctx, comp, client, job)
 	// The watchdog also stops by itself when the Job finishes, e.g. when its
 	// registration fails and the reader is never called.
 	return sync.OnceValue(func() observe.Summary {
 		stop()
-		rctx, cancel := context.WithTimeout(ctx.Context(), preflightTimeout)
-		defer cancel()
-		sum, err := observe.Result(rctx, client, job.Namespace, job.Name)
+		sum, err := readResult(ctx, client, job)
 		if err != nil {
 			warn("sha256, sizeBytes and status stay empty: " + err.Error())
 		}
 		return sum
 	})
+}
+
+// startWatchdog watches job until wctx ends (or the Job finishes), failing
+// it when its pod cannot start; what it finds is logged on comp.
+func startWatchdog(wctx context.Context, ctx *pulumi.Context, comp pulumi.Resource, client kubernetes.Interface, job *batchv1.Job) {
+	go observe.Watchdog{
+		Client: client, Namespace: job.Namespace, Job: job.Name, Grace: observe.DefaultGrace,
+		Report: func(msg string) { _ = ctx.Log.Error(msg, &pulumi.LogArgs{Resource: comp}) },
+		Warn:   func(msg string) { _ = ctx.Log.Warn(msg, &pulumi.LogArgs{Resource: comp}) },
+	}.Run(wctx)
+}
+
+// readResult reads what job's run reported (observe.Result), within
+// preflightTimeout.
+func readResult(ctx *pulumi.Context, client kubernetes.Interface, job *batchv1.Job) (observe.Summary, error) {
+	rctx, cancel := context.WithTimeout(ctx.Context(), preflightTimeout)
+	defer cancel()
+	return observe.Result(rctx, client, job.Namespace, job.Name)
 }
 
 // knownObserved returns sum's fields as outputs known once res is registered.

@@ -256,12 +256,6 @@ func (p *packWriter) wait() (int64, error) {
 	return r.size, nil
 }
 
-// finish writes the index and commits the pack; it returns the pack's size.
-func (p *packWriter) finish() (int64, error) {
-	p.commit()
-	return p.wait()
-}
-
 // abort gives the pack up: nothing is committed.
 func (p *packWriter) abort() {
 	close(p.ch)
