@@ -44,6 +44,7 @@ func main() {
 	flag.IntVar(&o.Size, "size", shard.DefaultSize, "servers per shard")
 	flag.IntVar(&o.Parallel, "parallel", shard.DefaultParallel, "shards run at once")
 	flag.Var(configFlag(o.Config), "config", "key=value replacing the stack's value in every shard (repeatable)")
+	flag.BoolVar(&o.Force, "force", false, "render mode: run every shard, also one unchanged since its last up")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: fleet -stack <stack> [flags] preview|up|refresh|destroy\n")
 		flag.PrintDefaults()
@@ -73,6 +74,9 @@ func run(ctx context.Context, o shard.Options) error {
 		return fmt.Errorf("finding the Pulumi CLI: %w", err)
 	}
 	o.Pulumi = cmd
+	if o.ProgramID, err = shard.ExecutableID(); err != nil {
+		return fmt.Errorf("identifying the program's build: %w", err)
+	}
 	o.PulumiHome = os.Getenv("PULUMI_HOME")
 	results, err := shard.Run(ctx, o)
 	for _, r := range results {

@@ -202,12 +202,16 @@ func bench(ctx context.Context, tools pulumitools.Tools, n int, variant, mode st
 		if err != nil {
 			return row{}, err
 		}
+		id, err := shard.ExecutableID()
+		if err != nil {
+			return row{}, err
+		}
 		op = func(kind, runID string) error {
 			if err := setAll(ctx, tools, proj, state, "bench", config(n, variant, render, runID)); err != nil {
 				return err
 			}
 			o := shard.Options{ProjectDir: proj, Stack: "bench", Op: kind, Size: size, Parallel: parallel,
-				Program: deploy.Program, Pulumi: cmd, PulumiHome: tools.PulumiHome, Env: env, Out: io.Discard}
+				Program: deploy.Program, Pulumi: cmd, PulumiHome: tools.PulumiHome, Env: env, Out: io.Discard, ProgramID: id}
 			_, err := shard.Run(ctx, o)
 			return err
 		}

@@ -3,6 +3,7 @@ package shard_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -326,4 +327,110 @@ func envList(home string, env map[string]string) []string {
 		l = append(l, k+"="+v)
 	}
 	return l
+}
+
+// TestFleetRenderSkipsUnchanged: in render mode an up whose shard has the
+// config, stack file and program of its last successful up is skipped; a
+// new runId, a changed secret, another program build or -force runs it.
+func TestFleetRenderSkipsUnchanged(t *testing.T) {
+	f := newFleet(t)
+	f.opts.ProgramID = "build-1"
+	f.setServers(t, "r1", "s0", "s1", "s2")
+	clusters := func(ns string) {
+		f.tools.CLI(t, f.proj, f.tools.Env(f.state), "config", "set", "--stack", "prod", "--secret", "worldbackup:clusters", `[{"name":"default","namespace":"`+ns+`"}]`)
+	}
+	clusters("default")
+	skippedAll := func(t *testing.T, res []shard.Result, want bool) {
+		t.Helper()
+		for _, r := range res {
+			if got := r.Changes[shard.Skipped] > 0; got != want {
+				t.Errorf("%s: skipped %v, want %v (changes %v)", r.Stack, got, want, r.Changes)
+			}
+		}
+	}
+	skippedAll(t, f.run(t, shard.OpUp), false)
+	if f.opts.Env["PULUMI_SKIP_CHECKPOINTS"] != "" {
+		t.Fatal("Run changed the caller's environment map")
+	}
+
+	t.Run("unchanged: every shard skipped", func(t *testing.T) {
+		skippedAll(t, f.run(t, shard.OpUp), true)
+		if !strings.Contains(f.out.String(), "unchanged since its last up, skipped") {
+			t.Errorf("progress:\n%s", f.out)
+		}
+	})
+	t.Run("force runs every shard", func(t *testing.T) {
+		o := f.opts
+		o.Op, o.Force = shard.OpUp, true
+		res, err := shard.Run(t.Context(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		skippedAll(t, res, false)
+		for _, r := range res {
+			if r.Changes["same"] == 0 {
+				t.Errorf("%s: changes %v, want all same", r.Stack, r.Changes)
+			}
+		}
+	})
+	t.Run("a new runId runs every shard", func(t *testing.T) {
+		f.setServers(t, "r2", "s0", "s1", "s2")
+		skippedAll(t, f.run(t, shard.OpUp), false)
+		if got := f.rendered(t); !slices.Equal(got, []string{"s0", "s1", "s2"}) {
+			t.Errorf("rendered %v", got)
+		}
+		skippedAll(t, f.run(t, shard.OpUp), true)
+	})
+	t.Run("a changed secret runs every shard", func(t *testing.T) {
+		clusters("games")
+		skippedAll(t, f.run(t, shard.OpUp), false)
+		skippedAll(t, f.run(t, shard.OpUp), true)
+	})
+	t.Run("another program build runs every shard", func(t *testing.T) {
+		f.opts.ProgramID = "build-2"
+		skippedAll(t, f.run(t, shard.OpUp), false)
+	})
+	t.Run("a shard changed outside the fleet runs", func(t *testing.T) {
+		f.tools.CLI(t, filepath.Join(f.proj, shard.DefaultWorkDir), f.tools.Env(f.state), "config", "set", "--stack", "prod.shard-000", "worldbackup:runId", "by-hand")
+		for _, r := range f.run(t, shard.OpUp) {
+			if want := r.Stack != "prod.shard-000"; (r.Changes[shard.Skipped] > 0) != want {
+				t.Errorf("%s: skipped %v, want %v", r.Stack, !want, want)
+			}
+		}
+	})
+}
+
+// TestFleetRenderRecoversAKilledUp: a shard whose CLI was killed without
+// checkpoints (render mode) kept files its state does not know. The next
+// up brings it up again with the killed run's config first, so removing a
+// server then removes that server's files too. Simulated: an up adds s1,
+// then the state from before it is imported back and the shard marked.
+func TestFleetRenderRecoversAKilledUp(t *testing.T) {
+	f := newFleet(t)
+	work := filepath.Join(f.proj, shard.DefaultWorkDir)
+	f.setServers(t, "r1", "s0")
+	f.run(t, shard.OpUp)
+	before := filepath.Join(t.TempDir(), "state.json")
+	f.tools.CLI(t, work, f.tools.Env(f.state), "stack", "export", "--stack", "prod.shard-000", "--file", before)
+	f.setServers(t, "r1", "s0", "s1")
+	f.run(t, shard.OpUp)
+	if got := f.rendered(t); !slices.Equal(got, []string{"s0", "s1"}) {
+		t.Fatalf("rendered %v", got)
+	}
+	f.tools.CLI(t, work, f.tools.Env(f.state), "stack", "import", "--stack", "prod.shard-000", "--file", before)
+	if err := os.WriteFile(filepath.Join(work, "prod.shard-000.unsaved"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	f.setServers(t, "r1", "s0")
+	f.run(t, shard.OpUp)
+	if !strings.Contains(f.out.String(), "killed before it saved its state") {
+		t.Errorf("progress:\n%s\nwant the recovery said", f.out)
+	}
+	if got := f.rendered(t); !slices.Equal(got, []string{"s0"}) {
+		t.Errorf("rendered %v after removing s1, want [s0]: the killed run's files are left", got)
+	}
+	if _, err := os.Stat(filepath.Join(work, "prod.shard-000.unsaved")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the mark is still there after a finished up: %v", err)
+	}
 }

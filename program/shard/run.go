@@ -60,6 +60,12 @@ type Options struct {
 	PulumiHome string
 	Env        map[string]string
 	Out        io.Writer // one progress line per shard (os.Stdout)
+	// ProgramID identifies the program's build (a hash of its binary, see
+	// ExecutableID): in render mode an up skips a shard whose config,
+	// stack file and ProgramID are those of its last successful up. Empty:
+	// no shard is skipped.
+	ProgramID string
+	Force     bool // run every shard, even one with nothing new to do
 }
 
 func (o *Options) withDefaults() {
@@ -114,10 +120,6 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	ws, err := o.workspace(ctx)
-	if err != nil {
-		return nil, err
-	}
 	parent, err := o.parentConfig(ctx)
 	if err != nil {
 		return nil, err
@@ -125,11 +127,24 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	for k, v := range o.Config {
 		parent[k] = Value{Value: &v}
 	}
+	render := parent.Text(KeyRenderDir) != ""
+	if render {
+		// See render.go: safe only where every resource is a file.
+		o.Env = maps.Clone(o.Env)
+		if o.Env == nil {
+			o.Env = map[string]string{}
+		}
+		o.Env[envSkipCheckpoints] = "true"
+	}
+	ws, err := o.workspace(ctx)
+	if err != nil {
+		return nil, err
+	}
 	servers, err := ParseServers(parent.Text(KeyServers))
 	if err != nil {
 		return nil, err
 	}
-	prev, err := o.existingShards(ctx, ws)
+	prev, updated, err := o.existingShards(ctx, ws)
 	if err != nil {
 		return nil, err
 	}
@@ -164,12 +179,14 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			name := StackName(o.Stack, i)
 			r := Result{Stack: name, Servers: len(plan[i])}
 			t0 := time.Now()
+			_, exists := prev[i]
+			sh := shardRun{name: name, exists: exists, lastUpdate: updated[name], render: render}
 			if len(plan[i]) == 0 {
-				r.Changes, r.Log, r.Err = o.retire(gctx, ws, name)
+				r.Changes, r.Log, r.Err = o.retire(gctx, ws, sh)
 			} else {
 				var cfg Config
 				if cfg, r.Err = For(parent, servers, plan[i], i == first, o.ProjectDir); r.Err == nil {
-					r.Changes, r.Log, r.Err = o.runShard(gctx, ws, name, cfg)
+					r.Changes, r.Log, r.Err = o.runShard(gctx, ws, sh, cfg)
 				}
 			}
 			r.Elapsed = time.Since(t0)
@@ -188,6 +205,11 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", r.Stack, r.Err))
 		}
 	}
+	if render && o.Op == OpUp && o.ProgramID != "" {
+		if err := o.recordApplied(ctx, ws, results); err != nil {
+			errs = append(errs, fmt.Errorf("recording which shards are up to date: %w", err))
+		}
+	}
 	return results, errors.Join(errs...)
 }
 
@@ -198,6 +220,9 @@ func progressLine(op string, r Result, done, total int, since time.Duration) str
 		if r.Changes[k] > 0 {
 			ch = append(ch, fmt.Sprintf("%s %d", k, r.Changes[k]))
 		}
+	}
+	if r.Changes[Skipped] > 0 {
+		ch = []string{Skipped}
 	}
 	state := "ok"
 	if r.Err != nil {
@@ -267,36 +292,38 @@ func (o Options) parentConfig(ctx context.Context) (Config, error) {
 
 // existingShards reads which servers each shard of o.Stack holds, from the
 // shards' own stack files (Pulumi.<shard>.yaml in the work folder), for
-// the shards the backend lists.
-func (o Options) existingShards(ctx context.Context, ws auto.Workspace) (map[int][]string, error) {
+// the shards the backend lists, and each stack's last update by name.
+func (o Options) existingShards(ctx context.Context, ws auto.Workspace) (map[int][]string, map[string]string, error) {
 	stacks, err := ws.ListStacks(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing the shards: %w", err)
+		return nil, nil, fmt.Errorf("listing the shards: %w", err)
 	}
 	prev := map[int][]string{}
+	updated := map[string]string{}
 	for _, st := range stacks {
 		name := st.Name[strings.LastIndex(st.Name, "/")+1:]
 		if name == o.Stack && st.ResourceCount != nil && *st.ResourceCount > 0 {
 			// Its Jobs would be managed by two stacks at once.
-			return nil, fmt.Errorf("stack %s holds %d resources: it is deployed with `pulumi up` itself. Keep doing that, or `pulumi destroy` it before running its servers as a fleet", o.Stack, *st.ResourceCount)
+			return nil, nil, fmt.Errorf("stack %s holds %d resources: it is deployed with `pulumi up` itself. Keep doing that, or `pulumi destroy` it before running its servers as a fleet", o.Stack, *st.ResourceCount)
 		}
 		i, ok := ShardIndex(o.Stack, name)
 		if !ok {
 			continue
 		}
 		prev[i] = nil
+		updated[name] = st.LastUpdate
 		b, err := os.ReadFile(filepath.Join(o.WorkDir, "Pulumi."+name+".yaml"))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var f struct {
 			Config map[string]json.RawMessage `json:"config"`
 		}
 		if err := yaml.Unmarshal(b, &f); err != nil {
-			return nil, fmt.Errorf("reading shard %s: %w", name, err)
+			return nil, nil, fmt.Errorf("reading shard %s: %w", name, err)
 		}
 		var list []struct {
 			Name string `json:"name"`
@@ -306,19 +333,45 @@ func (o Options) existingShards(ctx context.Context, ws auto.Workspace) (map[int
 			prev[i] = append(prev[i], s.Name)
 		}
 	}
-	return prev, nil
+	return prev, updated, nil
 }
 
-// runShard sets the config of the shard name (its stack made when new) and
-// runs o.Op on it.
-func (o Options) runShard(ctx context.Context, ws auto.Workspace, name string, cfg Config) (map[string]int, string, error) {
-	st, err := auto.UpsertStack(ctx, name, ws)
+// shardRun is one shard as Run found it.
+type shardRun struct {
+	name       string
+	exists     bool   // the backend lists its stack
+	lastUpdate string // the stack's last update, as listed
+	render     bool   // the fleet renders manifests (render.go)
+}
+
+// runShard sets the config of the shard (its stack made when new) and runs
+// o.Op on it; in render mode an up with nothing new to do is skipped.
+func (o Options) runShard(ctx context.Context, ws auto.Workspace, sh shardRun, cfg Config) (map[string]int, string, error) {
+	var old auto.ConfigMap
+	var err error
+	if sh.exists {
+		if old, err = ws.GetAllConfig(ctx, sh.name); err != nil {
+			return nil, "", err
+		}
+		if sh.render && o.Op == OpUp && !o.isUnsaved(sh.name) && o.upToDate(sh.name, sh.lastUpdate, old, cfg) {
+			return map[string]int{Skipped: 1}, "", nil
+		}
+	}
+	_, ferr := os.Stat(filepath.Join(o.WorkDir, "Pulumi."+sh.name+".yaml"))
+	hadFile := ferr == nil
+	st, err := auto.UpsertStack(ctx, sh.name, ws)
 	if err != nil {
 		return nil, "", err
 	}
-	old, err := st.GetAllConfig(ctx)
-	if err != nil {
-		return nil, "", err
+	if !sh.exists && hadFile {
+		// A new stack with an old stack file keeps that file's config.
+		if old, err = st.GetAllConfig(ctx); err != nil {
+			return nil, "", err
+		}
+	}
+	var log strings.Builder
+	if err := o.recover(ctx, st, sh, &log); err != nil {
+		return nil, log.String(), err
 	}
 	var stale []string
 	for k := range old {
@@ -334,10 +387,9 @@ func (o Options) runShard(ctx context.Context, ws auto.Workspace, name string, c
 	if err := SetConfig(ctx, func(ctx context.Context, stdin io.Reader, args ...string) error {
 		_, err := o.cliIn(ctx, o.WorkDir, stdin, args...)
 		return err
-	}, name, cfg); err != nil {
+	}, sh.name, cfg); err != nil {
 		return nil, "", err
 	}
-	var log strings.Builder
 	switch o.Op {
 	case OpPreview:
 		res, err := st.Preview(ctx, optpreview.ProgressStreams(&log))
@@ -350,28 +402,103 @@ func (o Options) runShard(ctx context.Context, ws auto.Workspace, name string, c
 		res, err := st.Refresh(ctx, optrefresh.ProgressStreams(&log))
 		return changes(res.Summary), log.String(), err
 	default:
-		res, err := st.Up(ctx, optup.ProgressStreams(&log))
+		var res auto.UpResult
+		err := o.unsaved(ctx, sh, func() error {
+			res, err = st.Up(ctx, optup.ProgressStreams(&log))
+			return err
+		})
 		return changes(res.Summary), log.String(), err
 	}
 }
 
-// retire destroys the shard name, which holds no server any more, and
-// removes its stack; preview and refresh leave it.
-func (o Options) retire(ctx context.Context, ws auto.Workspace, name string) (map[string]int, string, error) {
+// Skipped is the change reported by a shard skipped as up to date (render.go).
+const Skipped = "unchanged since its last up, skipped"
+
+// unsaved runs an up or destroy of sh through run, marked unsaved in
+// render mode while it runs (render.go).
+func (o Options) unsaved(ctx context.Context, sh shardRun, run func() error) error {
+	if !sh.render {
+		return run()
+	}
+	if err := o.markUnsaved(sh.name); err != nil {
+		return err
+	}
+	err := run()
+	if cerr := o.clearUnsaved(ctx, sh.name, err); cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// recover brings up a shard whose last CLI run was killed in render mode
+// with the config that run had, before the fleet changes it (render.go).
+func (o Options) recover(ctx context.Context, st auto.Stack, sh shardRun, log io.Writer) error {
+	if !sh.render || !o.isUnsaved(sh.name) || (o.Op != OpUp && o.Op != OpDestroy) {
+		return nil
+	}
+	fmt.Fprintf(o.Out, "fleet: %s: its last run was killed before it saved its state: bringing it up again with that run's config first\n", sh.name)
+	err := o.unsaved(ctx, sh, func() error {
+		_, err := st.Up(ctx, optup.ProgressStreams(log))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("bringing up again after a killed run: %w", err)
+	}
+	return nil
+}
+
+// recordApplied records, for each shard whose up succeeded, the fingerprint
+// that lets the next up skip it (render.go), with the stack's new last update.
+func (o Options) recordApplied(ctx context.Context, ws auto.Workspace, results []Result) error {
+	stacks, err := ws.ListStacks(ctx)
+	if err != nil {
+		return err
+	}
+	updated := map[string]string{}
+	for _, st := range stacks {
+		updated[st.Name[strings.LastIndex(st.Name, "/")+1:]] = st.LastUpdate
+	}
+	var errs []error
+	for _, r := range results {
+		if r.Err != nil || r.Servers == 0 || r.Changes[Skipped] > 0 {
+			continue
+		}
+		if err := o.record(r.Stack, updated[r.Stack]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// retire destroys the shard, which holds no server any more, and removes
+// its stack; preview and refresh leave it.
+func (o Options) retire(ctx context.Context, ws auto.Workspace, sh shardRun) (map[string]int, string, error) {
 	if o.Op != OpUp && o.Op != OpDestroy {
 		return map[string]int{"retire": 1}, "", nil
 	}
-	st, err := auto.SelectStack(ctx, name, ws)
+	st, err := auto.SelectStack(ctx, sh.name, ws)
 	if err != nil {
 		return nil, "", err
 	}
 	var log strings.Builder
-	res, err := st.Destroy(ctx, optdestroy.ProgressStreams(&log))
+	if err := o.recover(ctx, st, sh, &log); err != nil {
+		return nil, log.String(), err
+	}
+	var res auto.DestroyResult
+	err = o.unsaved(ctx, sh, func() error {
+		res, err = st.Destroy(ctx, optdestroy.ProgressStreams(&log))
+		return err
+	})
 	if err != nil {
 		return nil, log.String(), err
 	}
-	if err := ws.RemoveStack(ctx, name); err != nil {
+	if err := ws.RemoveStack(ctx, sh.name); err != nil {
 		return nil, log.String(), err
+	}
+	for _, p := range []string{o.appliedPath(sh.name), o.unsavedPath(sh.name)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, log.String(), err
+		}
 	}
 	return changes(res.Summary), log.String(), nil
 }
