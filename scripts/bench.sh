@@ -303,10 +303,11 @@ run_gzip() {
 # run_crypt SIZE WORLD FORMAT MODE: one first backup (a server of its own in
 # an empty store, so a chunked run stores everything) and its restore into
 # an empty folder, MODE plain or enc (--encryption-key-file); appends
-# "backup_wall restore_wall backup_rss restore_rss" to $out/crypt.SIZE.FORMAT.MODE.
+# "backup_wall restore_wall backup_rss restore_rss backup_cpu restore_cpu"
+# (CPU: user + sys) to $out/crypt.SIZE.FORMAT.MODE.
 crypt_key="$BENCH_DIR/crypt-key.txt"
 run_crypt() {
-  local size=$1 w=$2 format=$3 mode=$4 croot="$BENCH_DIR/crypt-archives" into="$BENCH_DIR/crypt-restore" t0 t1 tr t2 kf=() brss
+  local size=$1 w=$2 format=$3 mode=$4 croot="$BENCH_DIR/crypt-archives" into="$BENCH_DIR/crypt-restore" t0 t1 tr t2 kf=() brss bcpu
   run=$((run + 1))
   local server="crypt-$run" rid="crypt-$size-$(date -u +%Y%m%dT%H%M%S)-$$-$run"
   [[ $mode == enc ]] && kf=(--encryption-key-file "$crypt_key")
@@ -318,7 +319,7 @@ run_crypt() {
     --config "$config" --archive-root "$croot" --format "$format" "${kf[@]}" --log-format text \
     --termination-log "$out/crypt-termination.json" 2>"$out/crypt.log" || { tail -20 "$out/crypt.log" >&2; die "archiver backup ($format, $mode) failed"; }
   t1=$(now)
-  brss=$(rss "$out/time")
+  brss=$(rss "$out/time") bcpu=$(cpu "$out/time")
   local ref sum
   ref=$(jq -r .archive_ref "$out/crypt-termination.json") sum=$(jq -r .sha256 "$out/crypt-termination.json")
   drop_cache "$BENCH_CRYPT_CACHE"
@@ -327,7 +328,7 @@ run_crypt() {
     "${kf[@]}" --log-format text --termination-log "" >/dev/null 2>"$out/crypt.log" || { tail -20 "$out/crypt.log" >&2; die "archiver restore ($format, $mode) failed"; }
   sync
   t2=$(now)
-  echo "$(elapsed "$t0" "$t1") $(elapsed "$tr" "$t2") $brss $(rss "$out/time")" >>"$out/crypt.$size.$format.$mode"
+  echo "$(elapsed "$t0" "$t1") $(elapsed "$tr" "$t2") $brss $(rss "$out/time") $bcpu $(cpu "$out/time")" >>"$out/crypt.$size.$format.$mode"
   rm -rf -- "$croot" "$into"
 }
 
@@ -740,17 +741,18 @@ report="$BENCH_DIR/results/$(date -u +%Y%m%dT%H%M%SZ).txt"
     crypt_cache="world in the page cache"
     [[ $BENCH_CRYPT_CACHE == cold ]] && crypt_cache="page cache dropped before each backup and restore"
     echo "$BENCH_CRYPT_PAIRS alternated pairs per size and format, $crypt_cache; ratio = median of the pairwise"
-    echo "encrypted / plain wall times (goal <= 1.05)."
-    printf '%-8s %-8s %-8s %9s %9s %7s  %-26s %9s %9s\n' world format step "plain s" "enc s" ratio "pairwise ratios" "plain MiB" "enc MiB"
+    echo "encrypted / plain wall times (goal <= 1.05); CPU: median user + sys, of $(nproc) CPUs."
+    printf '%-8s %-8s %-8s %9s %9s %7s  %-26s %9s %9s %9s %9s\n' world format step "plain s" "enc s" ratio "pairwise ratios" "plain MiB" "enc MiB" "plain CPU" "enc CPU"
     for s in "${sizes[@]}"; do
       for format in tar chunked; do
         for step in 1:backup 2:restore; do
           c=${step%%:*} name=${step#*:}
           pl=$(cut -d' ' -f"$c" "$out/crypt.$s.$format.plain" | median) en=$(cut -d' ' -f"$c" "$out/crypt.$s.$format.enc" | median)
-          pr=$(paste -d' ' "$out/crypt.$s.$format.enc" "$out/crypt.$s.$format.plain" | awk -v c="$c" '{ printf "%.3f\n", $c / $(c + 4) }')
-          printf '%-8s %-8s %-8s %9.3f %9.3f %7.3f  %-26s %9.1f %9.1f\n' "$s" "$format" "$name" "$pl" "$en" "$(echo "$pr" | median)" \
+          pr=$(paste -d' ' "$out/crypt.$s.$format.enc" "$out/crypt.$s.$format.plain" | awk -v c="$c" '{ printf "%.3f\n", $c / $(c + 6) }')
+          printf '%-8s %-8s %-8s %9.3f %9.3f %7.3f  %-26s %9.1f %9.1f %9.2f %9.2f\n' "$s" "$format" "$name" "$pl" "$en" "$(echo "$pr" | median)" \
             "$(echo "$pr" | awk '{ printf "%.2f ", $1 }')" "$(cut -d' ' -f$((c + 2)) "$out/crypt.$s.$format.plain" | maxof | awk '{ print $1 / 1024 }')" \
-            "$(cut -d' ' -f$((c + 2)) "$out/crypt.$s.$format.enc" | maxof | awk '{ print $1 / 1024 }')"
+            "$(cut -d' ' -f$((c + 2)) "$out/crypt.$s.$format.enc" | maxof | awk '{ print $1 / 1024 }')" \
+            "$(cut -d' ' -f$((c + 4)) "$out/crypt.$s.$format.plain" | median)" "$(cut -d' ' -f$((c + 4)) "$out/crypt.$s.$format.enc" | median)"
         done
       done
     done
