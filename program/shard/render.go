@@ -91,7 +91,7 @@ type applied struct {
 // the program's binary (Options.ProgramID) and the CLI's version.
 func (o Options) fingerprint(name string) (string, error) {
 	h := sha256.New()
-	for _, p := range []string{filepath.Join(o.WorkDir, "Pulumi."+name+".yaml"), filepath.Join(o.ProjectDir, "Pulumi.yaml")} {
+	for _, p := range []string{o.stackFile(name), filepath.Join(o.ProjectDir, "Pulumi.yaml")} {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return "", err

@@ -290,6 +290,14 @@ func (o Options) parentConfig(ctx context.Context) (Config, error) {
 	return c, nil
 }
 
+// stackFile is the stack file of the shard name in the work folder.
+func (o Options) stackFile(name string) string {
+	return filepath.Join(o.WorkDir, "Pulumi."+name+".yaml")
+}
+
+// shortName is a listed stack's name without its organization and project.
+func shortName(listed string) string { return listed[strings.LastIndex(listed, "/")+1:] }
+
 // existingShards reads which servers each shard of o.Stack holds, from the
 // shards' own stack files (Pulumi.<shard>.yaml in the work folder), for
 // the shards the backend lists, and each stack's last update by name.
@@ -301,7 +309,7 @@ func (o Options) existingShards(ctx context.Context, ws auto.Workspace) (map[int
 	prev := map[int][]string{}
 	updated := map[string]string{}
 	for _, st := range stacks {
-		name := st.Name[strings.LastIndex(st.Name, "/")+1:]
+		name := shortName(st.Name)
 		if name == o.Stack && st.ResourceCount != nil && *st.ResourceCount > 0 {
 			// Its Jobs would be managed by two stacks at once.
 			return nil, nil, fmt.Errorf("stack %s holds %d resources: it is deployed with `pulumi up` itself. Keep doing that, or `pulumi destroy` it before running its servers as a fleet", o.Stack, *st.ResourceCount)
@@ -312,7 +320,7 @@ func (o Options) existingShards(ctx context.Context, ws auto.Workspace) (map[int
 		}
 		prev[i] = nil
 		updated[name] = st.LastUpdate
-		b, err := os.ReadFile(filepath.Join(o.WorkDir, "Pulumi."+name+".yaml"))
+		b, err := os.ReadFile(o.stackFile(name))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -357,7 +365,7 @@ func (o Options) runShard(ctx context.Context, ws auto.Workspace, sh shardRun, c
 			return map[string]int{Skipped: 1}, "", nil
 		}
 	}
-	_, ferr := os.Stat(filepath.Join(o.WorkDir, "Pulumi."+sh.name+".yaml"))
+	_, ferr := os.Stat(o.stackFile(sh.name))
 	hadFile := ferr == nil
 	st, err := auto.UpsertStack(ctx, sh.name, ws)
 	if err != nil {
@@ -403,7 +411,7 @@ func (o Options) runShard(ctx context.Context, ws auto.Workspace, sh shardRun, c
 		return changes(res.Summary), log.String(), err
 	default:
 		var res auto.UpResult
-		err := o.unsaved(ctx, sh, func() error {
+		err = o.unsaved(ctx, sh, func() error {
 			res, err = st.Up(ctx, optup.ProgressStreams(&log))
 			return err
 		})
@@ -456,7 +464,7 @@ func (o Options) recordApplied(ctx context.Context, ws auto.Workspace, results [
 	}
 	updated := map[string]string{}
 	for _, st := range stacks {
-		updated[st.Name[strings.LastIndex(st.Name, "/")+1:]] = st.LastUpdate
+		updated[shortName(st.Name)] = st.LastUpdate
 	}
 	var errs []error
 	for _, r := range results {
