@@ -123,9 +123,24 @@ func TestFleetRender(t *testing.T) {
 	servers := []string{"s0", "s1", "s2", "s3", "s4"}
 	f.setServers(t, "r1", servers...)
 
+	for _, r := range f.run(t, shard.OpPreview) {
+		if r.Changes["create"] < 2*r.Servers {
+			t.Errorf("preview %s: changes %v, want at least %d to create", r.Stack, r.Changes, 2*r.Servers)
+		}
+	}
+	if got := f.rendered(t); len(got) != 0 {
+		t.Fatalf("a preview rendered %v", got)
+	}
 	res := f.run(t, shard.OpUp)
 	if len(res) != 3 {
 		t.Fatalf("%d shards, want 3 of at most 2 servers: %+v", len(res), res)
+	}
+	for _, r := range res {
+		// The summary is read from the CLI's event log (inline.go): a
+		// backup is a component and its Job.
+		if r.Changes["create"] < 2*r.Servers {
+			t.Errorf("%s: changes %v, want at least %d created", r.Stack, r.Changes, 2*r.Servers)
+		}
 	}
 	if got := f.rendered(t); !slices.Equal(got, servers) {
 		t.Fatalf("rendered backups of %q, want %q", got, servers)
@@ -137,6 +152,9 @@ func TestFleetRender(t *testing.T) {
 
 	t.Run("up unchanged changes nothing", func(t *testing.T) {
 		for _, r := range f.run(t, shard.OpUp) {
+			if r.Changes["same"] < 2*r.Servers {
+				t.Errorf("%s: changes %v, want at least %d same", r.Stack, r.Changes, 2*r.Servers)
+			}
 			for op, n := range r.Changes {
 				if op != "same" && n > 0 {
 					t.Errorf("%s: %d %s, want all same", r.Stack, n, op)
@@ -188,7 +206,11 @@ func TestFleetRender(t *testing.T) {
 	})
 
 	t.Run("destroy removes every shard", func(t *testing.T) {
-		f.run(t, shard.OpDestroy)
+		for _, r := range f.run(t, shard.OpDestroy) {
+			if r.Changes["delete"] == 0 {
+				t.Errorf("%s: changes %v, want deletes", r.Stack, r.Changes)
+			}
+		}
 		if got := f.rendered(t); len(got) != 0 {
 			t.Errorf("after destroy, rendered %v", got)
 		}
@@ -218,7 +240,7 @@ func exportServers(ctx *pulumi.Context) error {
 // TestFleetShardsThroughCLI: the fleet reads the stack's config through the
 // real CLI, writes each shard's with `config set-all --json` (secrets stay
 // secret), runs up on every shard, keeps servers where they are when the
-// list changes and retires an emptied shard.
+// list changes, retires an emptied shard and refreshes the others.
 func TestFleetShardsThroughCLI(t *testing.T) {
 	f := newFleet(t)
 	f.opts.Program = exportServers
@@ -259,6 +281,11 @@ func TestFleetShardsThroughCLI(t *testing.T) {
 	}
 	if got := fmt.Sprint(out["servers"].Value); got != "[s4]" {
 		t.Errorf("shard 2 exports servers %s, want [s4]", got)
+	}
+	for _, r := range f.run(t, shard.OpRefresh) {
+		if r.Changes["same"] == 0 {
+			t.Errorf("refresh %s: changes %v, want the stack the same", r.Stack, r.Changes)
+		}
 	}
 	stacks, err := ws.ListStacks(t.Context())
 	if err != nil {

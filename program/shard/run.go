@@ -15,10 +15,6 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
-	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
-	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
-	"github.com/pulumi/pulumi/sdk/v3/go/auto/optrefresh"
-	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"golang.org/x/sync/errgroup"
@@ -262,14 +258,27 @@ func (o Options) cli(ctx context.Context, dir string, args ...string) (string, e
 
 // cliIn is cli with stdin as the CLI's input (nil: none).
 func (o Options) cliIn(ctx context.Context, dir string, stdin io.Reader, args ...string) (string, error) {
-	env := []string{}
+	return o.run(ctx, dir, stdin, nil, args...)
+}
+
+// cliTo is cli with the CLI's output copied to out as it comes.
+func (o Options) cliTo(ctx context.Context, dir string, out io.Writer, args ...string) (string, error) {
+	return o.run(ctx, dir, nil, []io.Writer{out}, args...)
+}
+
+// run runs the CLI in dir with o's environment; its errors hold the
+// CLI's standard error.
+func (o Options) run(ctx context.Context, dir string, stdin io.Reader, out []io.Writer, args ...string) (string, error) {
+	// PULUMI_DEBUG_COMMANDS: the CLI's --event-log (inline.go) is a
+	// debug flag, as it is for the Automation API.
+	env := []string{"PULUMI_DEBUG_COMMANDS=true"}
 	if o.PulumiHome != "" {
 		env = append(env, "PULUMI_HOME="+o.PulumiHome)
 	}
 	for k, v := range o.Env {
 		env = append(env, k+"="+v)
 	}
-	stdout, stderr, code, err := o.Pulumi.Run(ctx, dir, stdin, nil, nil, env, args...)
+	stdout, stderr, code, err := o.Pulumi.Run(ctx, dir, stdin, out, nil, env, args...)
 	if err != nil {
 		return stdout, fmt.Errorf("pulumi %s exited %d: %w\n%s", strings.Join(args[:min(2, len(args))], " "), code, err, stderr)
 	}
@@ -367,18 +376,20 @@ func (o Options) runShard(ctx context.Context, ws auto.Workspace, sh shardRun, c
 	}
 	_, ferr := os.Stat(o.stackFile(sh.name))
 	hadFile := ferr == nil
-	st, err := auto.UpsertStack(ctx, sh.name, ws)
-	if err != nil {
-		return nil, "", err
-	}
-	if !sh.exists && hadFile {
-		// A new stack with an old stack file keeps that file's config.
-		if old, err = st.GetAllConfig(ctx); err != nil {
+	// Every command names its stack (--stack): none is selected.
+	if !sh.exists {
+		if err := ws.CreateStack(ctx, sh.name); err != nil {
 			return nil, "", err
+		}
+		if hadFile {
+			// A new stack with an old stack file keeps that file's config.
+			if old, err = ws.GetAllConfig(ctx, sh.name); err != nil {
+				return nil, "", err
+			}
 		}
 	}
 	var log strings.Builder
-	if err := o.recover(ctx, st, sh, &log); err != nil {
+	if err := o.recover(ctx, sh, &log); err != nil {
 		return nil, log.String(), err
 	}
 	var stale []string
@@ -388,7 +399,7 @@ func (o Options) runShard(ctx context.Context, ws auto.Workspace, sh shardRun, c
 		}
 	}
 	if len(stale) > 0 {
-		if err := st.RemoveAllConfig(ctx, stale); err != nil {
+		if err := ws.RemoveAllConfig(ctx, sh.name, stale); err != nil {
 			return nil, "", err
 		}
 	}
@@ -398,25 +409,16 @@ func (o Options) runShard(ctx context.Context, ws auto.Workspace, sh shardRun, c
 	}, sh.name, cfg); err != nil {
 		return nil, "", err
 	}
-	switch o.Op {
-	case OpPreview:
-		res, err := st.Preview(ctx, optpreview.ProgressStreams(&log))
-		ch := map[string]int{}
-		for k, v := range res.ChangeSummary {
-			ch[string(k)] = v
-		}
+	if o.Op == OpPreview || o.Op == OpRefresh {
+		ch, err := o.operate(ctx, o.Op, sh.name, &log)
 		return ch, log.String(), err
-	case OpRefresh:
-		res, err := st.Refresh(ctx, optrefresh.ProgressStreams(&log))
-		return changes(res.Summary), log.String(), err
-	default:
-		var res auto.UpResult
-		err = o.unsaved(ctx, sh, func() error {
-			res, err = st.Up(ctx, optup.ProgressStreams(&log))
-			return err
-		})
-		return changes(res.Summary), log.String(), err
 	}
+	var ch map[string]int
+	err = o.unsaved(ctx, sh, func() error {
+		ch, err = o.operate(ctx, OpUp, sh.name, &log)
+		return err
+	})
+	return ch, log.String(), err
 }
 
 // Skipped is the change reported by a shard skipped as up to date (render.go).
@@ -440,13 +442,13 @@ func (o Options) unsaved(ctx context.Context, sh shardRun, run func() error) err
 
 // recover brings up a shard whose last CLI run was killed in render mode
 // with the config that run had, before the fleet changes it (render.go).
-func (o Options) recover(ctx context.Context, st auto.Stack, sh shardRun, log io.Writer) error {
+func (o Options) recover(ctx context.Context, sh shardRun, log io.Writer) error {
 	if !sh.render || !o.isUnsaved(sh.name) || (o.Op != OpUp && o.Op != OpDestroy) {
 		return nil
 	}
 	fmt.Fprintf(o.Out, "fleet: %s: its last run was killed before it saved its state: bringing it up again with that run's config first\n", sh.name)
 	err := o.unsaved(ctx, sh, func() error {
-		_, err := st.Up(ctx, optup.ProgressStreams(log))
+		_, err := o.operate(ctx, OpUp, sh.name, log)
 		return err
 	})
 	if err != nil {
@@ -484,17 +486,14 @@ func (o Options) retire(ctx context.Context, ws auto.Workspace, sh shardRun) (ma
 	if o.Op != OpUp && o.Op != OpDestroy {
 		return map[string]int{"retire": 1}, "", nil
 	}
-	st, err := auto.SelectStack(ctx, sh.name, ws)
-	if err != nil {
-		return nil, "", err
-	}
 	var log strings.Builder
-	if err := o.recover(ctx, st, sh, &log); err != nil {
+	if err := o.recover(ctx, sh, &log); err != nil {
 		return nil, log.String(), err
 	}
-	var res auto.DestroyResult
-	err = o.unsaved(ctx, sh, func() error {
-		res, err = st.Destroy(ctx, optdestroy.ProgressStreams(&log))
+	var ch map[string]int
+	err := o.unsaved(ctx, sh, func() error {
+		var err error
+		ch, err = o.operate(ctx, OpDestroy, sh.name, &log)
 		return err
 	})
 	if err != nil {
@@ -508,12 +507,5 @@ func (o Options) retire(ctx context.Context, ws auto.Workspace, sh shardRun) (ma
 			return nil, log.String(), err
 		}
 	}
-	return changes(res.Summary), log.String(), nil
-}
-
-func changes(s auto.UpdateSummary) map[string]int {
-	if s.ResourceChanges == nil {
-		return nil
-	}
-	return *s.ResourceChanges
+	return ch, log.String(), nil
 }
