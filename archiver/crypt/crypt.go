@@ -145,11 +145,10 @@ func readBounded(path string) ([]byte, error) {
 }
 
 // Encrypt returns a writer that encrypts what it is written to the key
-// file's first identity into w, as an age file (its payload sealed on
-// several goroutines: see sealWriter); Close finishes the age stream (it
-// does not close w).
+// file's first identity, as age does, into w; Close finishes the age
+// stream (it does not close w).
 func (k *Keys) Encrypt(w io.Writer) (io.WriteCloser, error) {
-	return k.newSealWriter(w)
+	return age.Encrypt(w, k.recipient)
 }
 
 // Decrypt returns the plaintext of the age stream r, read with any of the
