@@ -157,7 +157,12 @@ func (k *Keys) Encrypt(w io.Writer) (io.WriteCloser, error) {
 // that does not authenticate or is cut wrap ErrCorrupt.
 func (k *Keys) Decrypt(r io.Reader) (io.Reader, error) {
 	src := &readErr{r: r}
-	pr, err := age.Decrypt(src, k.identities...)
+	br := bufio.NewReaderSize(src, maxHeaderPeek)
+	pr, ok, err := openPayload(br, k.identities)
+	if !ok {
+		// A header openPayload does not read: age reads the whole file.
+		pr, err = age.Decrypt(br, k.identities...)
+	}
 	if err != nil {
 		if src.err != nil {
 			return nil, src.err // the source failed: I/O, not the archive

@@ -15,7 +15,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/store"
 )
 
-func identityFile(t *testing.T, extra ...string) (string, *age.X25519Identity) {
+func identityFile(t testing.TB, extra ...string) (string, *age.X25519Identity) {
 	t.Helper()
 	id, err := age.GenerateX25519Identity()
 	if err != nil {
