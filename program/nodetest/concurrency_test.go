@@ -26,12 +26,13 @@ import (
 // the saves in progress: each is a backup under way (the archiver reads the
 // world only after the save), so peak is the most backups that ran at once.
 type slowSaves struct {
-	l     *mcnet.RCONListener
-	delay time.Duration
-	mu    sync.Mutex
-	now   int
-	peak  int
-	saves int
+	l      *mcnet.RCONListener
+	delay  time.Duration
+	mu     sync.Mutex
+	now    int
+	peak   int
+	saves  int
+	starts []time.Time // when each save began
 }
 
 func startSlowSaves(t *testing.T, addr, password string, delay time.Duration) *slowSaves {
@@ -75,6 +76,7 @@ func (s *slowSaves) handle(conn mcnet.RCONServerConn, password string) {
 				return
 			}
 			s.mu.Lock()
+			s.starts = append(s.starts, time.Now())
 			s.now++
 			s.saves++
 			s.peak = max(s.peak, s.now)
@@ -147,6 +149,13 @@ func TestConcurrencyCapOnNode(t *testing.T) {
 		t.Fatalf("pulumi up: %v\n%s", err, out.String())
 	}
 	t.Logf("%d backups of %s each under a cap of %d, `pulumi up --parallel 2`: %s wall", servers, delay, limit, wall.Round(100*time.Millisecond))
+	game.mu.Lock()
+	var at []string
+	for _, s := range game.starts {
+		at = append(at, fmt.Sprintf("%.1f", s.Sub(start).Seconds()))
+	}
+	game.mu.Unlock()
+	t.Logf("the saves started at (s after the up's start): %s", strings.Join(at, " "))
 
 	game.mu.Lock()
 	peak, saves := game.peak, game.saves
