@@ -1,6 +1,7 @@
 // Package shard splits one stack's config (the program's, program/deploy)
 // into stacks of a bounded number of servers and drives them concurrently
-// through the Automation API: the `fleet` command (program/fleet).
+// through the Pulumi CLI, the program served to it inline (inline.go): the
+// `fleet` command (program/fleet).
 //
 // The file state backend writes the whole state after every step, so one
 // stack's `up` costs the square of its resources (issue 27); shards of at
