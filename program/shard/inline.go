@@ -132,9 +132,10 @@ func (o Options) operate(ctx context.Context, op, name string, log io.Writer) (m
 	if op != OpPreview {
 		args = append(args, "--yes", "--skip-preview")
 	}
-	out, err := o.cliTo(ctx, o.WorkDir, log, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%w\n%s", err, out)
+	// The CLI's output is in log (the shard's Result.Log); its error
+	// holds its standard error.
+	if _, err := o.cliTo(ctx, o.WorkDir, log, args...); err != nil {
+		return nil, err
 	}
 	return readSummary(events)
 }

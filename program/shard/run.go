@@ -237,7 +237,7 @@ func firstLine(s string) string {
 }
 
 // workspace is the shards' workspace: o.WorkDir with the project of
-// o.ProjectDir/Pulumi.yaml, its program o.Program.
+// o.ProjectDir/Pulumi.yaml (its program is served by operate, inline.go).
 func (o Options) workspace(ctx context.Context) (auto.Workspace, error) {
 	proj, err := workspace.LoadProject(filepath.Join(o.ProjectDir, "Pulumi.yaml"))
 	if err != nil {
@@ -247,7 +247,7 @@ func (o Options) workspace(ctx context.Context) (auto.Workspace, error) {
 	if err := os.MkdirAll(o.WorkDir, 0o755); err != nil {
 		return nil, err
 	}
-	return auto.NewLocalWorkspace(ctx, auto.WorkDir(o.WorkDir), auto.Project(*proj), auto.Program(o.Program),
+	return auto.NewLocalWorkspace(ctx, auto.WorkDir(o.WorkDir), auto.Project(*proj),
 		auto.Pulumi(o.Pulumi), auto.PulumiHome(o.PulumiHome), auto.EnvVars(o.Env))
 }
 
