@@ -2,7 +2,9 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	k8sbatchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
@@ -10,11 +12,17 @@ import (
 
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/observe"
+	"github.com/worldbackup/worldbackup/provider/preflight"
 )
 
-// A Gate bounds how many backups run at once: a backup made through the
-// gate (Gate.NewWorldBackup) is created only once fewer than the gate's
-// limit of its backups are running, whatever the CLI's --parallel.
+// MaxConcurrency bounds the concurrency input (and the program's
+// clusters[].concurrency): how many backups a Gate lets run at once.
+const MaxConcurrency = 1000
+
+// A Gate bounds how many backups run at once: a backup that sets
+// concurrency, made through Gates (WorldBackupArgs.Gates; the plugin does
+// this for every WorldBackup), has its Job created only once fewer than the
+// gate's limit of its backups are running, whatever the CLI's --parallel.
 //
 // The Kubernetes provider waits for a Job in one of the engine's step
 // workers, and `pulumi up` has 4 × GOMAXPROCS of them by default: 8 backups
@@ -41,9 +49,9 @@ type Gate struct {
 	poll  time.Duration // how often a held slot looks again at its Job, which it watches; 0: observe.Finished's default
 }
 
-// NewGate returns a gate that lets limit backups run at once; limit must
+// newGate returns a gate that lets limit backups run at once; limit must
 // be at least 1.
-func NewGate(limit int) (*Gate, error) {
+func newGate(limit int) (*Gate, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("a gate's limit must be at least 1, not %d", limit)
 	}
@@ -53,10 +61,55 @@ func NewGate(limit int) (*Gate, error) {
 // Limit is how many of the gate's backups run at once.
 func (g *Gate) Limit() int { return cap(g.slots) }
 
-// NewWorldBackup is the package's NewWorldBackup, its Job created through
-// the gate.
-func (g *Gate) NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts ...pulumi.ResourceOption) (*WorldBackup, error) {
-	return newWorldBackup(ctx, name, args, g, opts...)
+// Gates are the concurrency caps of one program run: one Gate per cluster
+// (the kubeconfig and context the backup's preflight asks), made by the
+// first backup on it that sets concurrency and shared by every later one.
+// Backups on one cluster must set the same concurrency. A program makes one
+// Gates and passes it to each WorldBackup (WorldBackupArgs.Gates); the
+// plugin holds one per process, which serves one `pulumi up`. The zero
+// value is ready to use, and it is safe for concurrent use.
+type Gates struct {
+	mu sync.Mutex
+	m  map[preflight.Cluster]*Gate
+}
+
+// of returns the gate of cluster cl with limit backups at once, made on
+// first use; a gate of cl made with another limit is an error that says
+// which.
+func (gs *Gates) of(cl preflight.Cluster, limit int) (*Gate, error) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if g, ok := gs.m[cl]; ok {
+		if g.Limit() != limit {
+			return nil, fmt.Errorf("concurrency is %d, but another WorldBackup of this program on the same cluster (%s) set %d: a cluster has one cap, so give its backups the same concurrency",
+				limit, cl, g.Limit())
+		}
+		return g, nil
+	}
+	g, err := newGate(limit)
+	if err != nil {
+		return nil, err
+	}
+	if gs.m == nil {
+		gs.m = map[preflight.Cluster]*Gate{}
+	}
+	gs.m[cl] = g
+	return g, nil
+}
+
+// gateOf returns the Gate the Job of pl goes through: the cluster's gate in
+// gates with limit concurrency (nil: no cap). It is nil too where the gate
+// would be passed by (Gate.gates): in render mode, say, nothing is awaited,
+// so nothing is capped.
+func gateOf(gates *Gates, concurrency *int, pl jobPlan) (*Gate, error) {
+	if concurrency == nil || pl.Job == nil || !observed(pl.Job, pl.Preflight) {
+		return nil, nil
+	}
+	if gates == nil {
+		return nil, errors.New("concurrency caps the backups of a whole program, so they must share one *provider.Gates: " +
+			"set gates in each WorldBackupArgs (the plugin does it for TypeScript, Python and YAML programs)")
+	}
+	return gates.of(pl.Preflight.Cluster, *concurrency)
 }
 
 // registerGrace is how long a slot waits for its Job's registration: a

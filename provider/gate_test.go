@@ -146,7 +146,7 @@ func TestGate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &gateCluster{t: t, client: fake.NewClientset(), limit: tt.limit, total: tt.jobs, fail: map[string]bool{}}
 			newClient := func(preflight.Cluster) (kubernetes.Interface, error) { return c.client, nil }
-			gate, err := NewGate(tt.limit)
+			gate, err := newGate(tt.limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -227,7 +227,7 @@ func TestGate(t *testing.T) {
 // known Job, the preflight on, no skipAwait), and never changes the plan's
 // own Job.
 func TestGateThrough(t *testing.T) {
-	gate, err := NewGate(3)
+	gate, err := newGate(3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,83 @@ func TestGateThrough(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewGate(0); err == nil {
-		t.Error("NewGate(0) is accepted")
+	if _, err := newGate(0); err == nil {
+		t.Error("newGate(0) is accepted")
+	}
+}
+
+// TestGatesPerCluster: the backups on one cluster that set concurrency share
+// one gate (whatever program run asks, given the same Gates); another
+// cluster or context has its own; a cluster given two limits is an error
+// that names both and the cluster, without a kubeconfig's contents.
+func TestGatesPerCluster(t *testing.T) {
+	var gs Gates
+	eu := preflight.Cluster{Context: "eu"}
+	g, err := gs.of(eu, 3)
+	if err != nil || g.Limit() != 3 {
+		t.Fatalf("of(eu, 3) = %v, %v; want a gate of 3", g, err)
+	}
+	if again, err := gs.of(eu, 3); again != g || err != nil {
+		t.Errorf("a second backup on eu got %p, %v; want the same gate %p", again, err, g)
+	}
+	if us, _ := gs.of(preflight.Cluster{Context: "us"}, 3); us == g {
+		t.Error("two contexts share a gate")
+	}
+	secret := "apiVersion: v1\nusers:\n- name: u\n  user:\n    token: s3cr3t\n"
+	if _, err := gs.of(preflight.Cluster{Kubeconfig: secret}, 2); err != nil {
+		t.Fatal(err)
+	}
+	_, err = gs.of(preflight.Cluster{Kubeconfig: secret}, 5)
+	switch {
+	case err == nil:
+		t.Fatal("a cluster given concurrency 2 and 5 is accepted")
+	case !strings.Contains(err.Error(), "concurrency is 5") || !strings.Contains(err.Error(), "set 2") ||
+		!strings.Contains(err.Error(), "the Kubernetes provider's kubeconfig, its current context"):
+		t.Errorf("error %q does not say both limits and the cluster", err)
+	case strings.Contains(err.Error(), "s3cr3t"):
+		t.Errorf("error %q shows the kubeconfig's contents", err)
+	}
+}
+
+// TestGateOf: a backup goes through its cluster's gate only when it sets
+// concurrency and the component watches its Job; without Gates it is an
+// error that says what to set.
+func TestGateOf(t *testing.T) {
+	r, err := validArgs().resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched := jobPlan{Job: jobspec.BuildBackup(r.Job), Preflight: preflightSettings{Enabled: true, Cluster: preflight.Cluster{Context: "eu"}}}
+	rendered := watched
+	rendered.Preflight.Enabled = false
+	tests := []struct {
+		name    string
+		gates   *Gates
+		limit   *int
+		plan    jobPlan
+		gated   bool
+		wantErr string
+	}{
+		{"a watched backup with concurrency", &Gates{}, new(4), watched, true, ""},
+		{"no concurrency", &Gates{}, nil, watched, false, ""},
+		{"render mode: nothing awaited, nothing capped", &Gates{}, new(4), rendered, false, ""},
+		{"concurrency without Gates", nil, new(4), watched, false, "must share one *provider.Gates"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := gateOf(tt.gates, tt.limit, tt.plan)
+			switch {
+			case tt.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one that says %q", err, tt.wantErr)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case (g != nil) != tt.gated:
+				t.Fatalf("gate %v, want gated %v", g, tt.gated)
+			case g != nil && g.Limit() != *tt.limit:
+				t.Errorf("gate of %d, want %d", g.Limit(), *tt.limit)
+			}
+		})
 	}
 }

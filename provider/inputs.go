@@ -71,18 +71,18 @@ type JobInputs struct {
 	target kubeTarget
 }
 
-// InputsNotTaken returns the shared inputs (JobInputs) that the component
-// typ does not take, which the plugin's schema leaves out of it: a prune
-// and a verify mount no world (its Go args refuse them); a schedule's runs take their
-// run ID from their Job's name, are not awaited and have no preflight (its
-// Go args ignore them); a scheduled verify verifies a run by reference,
+// InputsNotTaken returns the inputs the component typ embeds (JobInputs, a
+// schedule's WorldBackupArgs) but does not take, which the plugin's schema
+// leaves out of it: a prune and a verify mount no world (its Go args refuse
+// them); a schedule's runs take their run ID from their Job's name, are not
+// awaited (so not capped) and have no preflight (its Go args ignore them); a scheduled verify verifies a run by reference,
 // never a given archive.
 func InputsNotTaken(typ string) []string {
 	switch typ {
 	case WorldPruneType, WorldVerifyType:
 		return []string{"worldRoot", "worldClaimName"}
 	case WorldBackupScheduleType:
-		return []string{"runId", "skipAwait", "timeout", "replaceUnready", "preflight", "kubeContext"}
+		return []string{"runId", "skipAwait", "timeout", "replaceUnready", "preflight", "kubeContext", "concurrency"}
 	case WorldVerifyScheduleType:
 		return []string{"worldRoot", "worldClaimName", "runId", "skipAwait", "timeout", "replaceUnready", "preflight", "kubeContext",
 			"archiveRef", "sha256"}

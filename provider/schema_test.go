@@ -94,7 +94,7 @@ func TestSchemaThroughInfer(t *testing.T) {
 			"worldClaimName", "deadline", "cpuLimit", "memoryLimit", "securityMode", "runAsUser", "runAsGroup",
 			"fsGroup", "ttlAfterFinished", "backoffLimit", "compression", "format", "excludes", "nodeName", "nodeSelector",
 			"labels", "annotations", "skipAwait", "timeout", "gamePodSelector", "gamePodAffinity", "tolerations", "priorityClassName", "imagePullSecrets", "replaceUnready", "preflight", "rcon", "retention",
-			"store", "encryption", "kubeContext", "notify"},
+			"store", "encryption", "kubeContext", "notify", "concurrency"},
 		[]string{"image", "runId", "server"},
 		[]string{"jobName", "namespace", "runId", "archiveRef", "status", "sha256", "sizeBytes"})
 	// A kubeconfig's contents would land in the state: the plugin takes none.

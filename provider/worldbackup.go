@@ -52,13 +52,11 @@ type WorldBackup struct {
 // The outputs resolve once the Job is registered: after `pulumi up` has
 // waited for it (unless skipAwait), so a resource that depends on archiveRef
 // waits for the backup.
+//
+// With concurrency, the Job is created through the cluster's Gate in
+// args.Gates, once fewer than concurrency of the program's backups on that
+// cluster are running.
 func NewWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, opts ...pulumi.ResourceOption) (*WorldBackup, error) {
-	return newWorldBackup(ctx, name, args, nil, opts...)
-}
-
-// newWorldBackup is NewWorldBackup, its Job created through gate when it
-// gates it (nil: none).
-func newWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, gate *Gate, opts ...pulumi.ResourceOption) (*WorldBackup, error) {
 	pl, err := planJob(ctx, WorldBackupType, name, args, args.JobInputs, func(a WorldBackupArgs) (plannedJob, error) {
 		r, err := a.resolve()
 		if err != nil {
@@ -73,6 +71,10 @@ func newWorldBackup(ctx *pulumi.Context, name string, args WorldBackupArgs, gate
 	}, opts...)
 	if err != nil {
 		return nil, err
+	}
+	gate, err := gateOf(args.Gates, args.Concurrency, pl)
+	if err != nil {
+		return nil, fmt.Errorf("WorldBackup %q: %w", name, err)
 	}
 	pl = gate.through(pl)
 
@@ -177,6 +179,12 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 		"replace the config file's list (default "+strings.Join(jobapi.DefaultExcludes(), ", ")+").")
 	an.Describe(&a.SkipAwait, "Do not wait for the Job to finish (annotation pulumi.com/skipAwait); "+
 		"`pulumi up` then does not report the backup's result. Default: false.")
+	an.Describe(&a.Concurrency, "Caps how many of this program's backups on the same cluster (the Kubernetes provider's "+
+		"kubeconfig and context) run at once, from 1 to "+fmt.Sprint(MaxConcurrency)+", whatever `pulumi up --parallel` says: "+
+		"the Job is created with pulumi.com/skipAwait once fewer than that many are running, and the component waits for it "+
+		"itself (its outputs and failures are the same). Every backup on a cluster that sets it must set the same value. "+
+		"Not with skipAwait or preflight: false; in render mode nothing is awaited, so nothing is capped. Turning it on or off "+
+		"replaces the current run's Job once (a recorded run's new Job does nothing). Default: no cap.")
 	an.Describe(&a.Encryption, "Encrypt the archive on the client with the age identity of this Secret key, mounted read-only "+
 		"as a file (passed as "+descFlag(jobapi.FlagEncryptionKeyFile)+", never in arguments, environment or state): a tar run "+
 		"is an age file, archiveRef <...>.tar.zst.age (age -d -i key.txt | tar --zstd -x restores it); a chunked run's blobs and "+

@@ -39,6 +39,14 @@ type WorldBackupArgs struct {
 	// encrypted to; whether it is set is plain (it decides the Job's
 	// volumes and the archive's name).
 	Encryption *EncryptionArgs `pulumi:"encryption,optional"`
+	// Concurrency caps how many of the program's backups on the same
+	// cluster run at once (see Gate); plain: it decides how the Job is
+	// created. Every backup on a cluster that sets it must set the same.
+	Concurrency *int `pulumi:"concurrency,optional"`
+	// Gates are the program's concurrency caps, shared by all its backups:
+	// needed with Concurrency. Go programs only (the plugin sets its own):
+	// it has no pulumi tag, so it is no input of the plugin.
+	Gates *Gates
 }
 
 // backupValues are the settled inputs of a WorldBackup that only it has, as
@@ -136,6 +144,16 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 	}
 	rcon := a.Rcon.resolve(p, a.Server)
 	retention := a.Retention.resolve(p)
+	if c := a.Concurrency; c != nil {
+		switch {
+		case *c < 1 || *c > MaxConcurrency:
+			p.addf("concurrency", "is %d: it caps how many backups run at once on the cluster, from 1 to %d (leave it out for no cap)", *c, MaxConcurrency)
+		case a.SkipAwait:
+			p.addf("concurrency", "caps the backups that `pulumi up` waits for, and with skipAwait it waits for none: remove concurrency or skipAwait")
+		case a.Preflight != nil && !*a.Preflight:
+			p.addf("concurrency", "needs the preflight, which is off: the cap watches each Job through the cluster the preflight asks; remove concurrency, or preflight: false")
+		}
+	}
 
 	if err := p.err(); err != nil {
 		return resolvedBackup{}, err

@@ -36,8 +36,9 @@ const (
 // may be Pulumi inputs as for a WorldBackup; the schedule's own are plain.
 type WorldBackupScheduleArgs struct {
 	// WorldBackupArgs are the inputs of the backup Job each run is; its
-	// runId, skipAwait, timeout, replaceUnready, preflight and kubeContext
-	// are ignored (and not in the plugin's schema: InputsNotTaken).
+	// runId, skipAwait, timeout, replaceUnready, preflight, kubeContext and
+	// concurrency are ignored (and not in the plugin's schema:
+	// InputsNotTaken).
 	WorldBackupArgs
 	ScheduleInputs
 }
@@ -183,6 +184,7 @@ func (a WorldBackupScheduleArgs) Validate() error {
 func (a WorldBackupScheduleArgs) resolve() (jobspec.Backup, jobspec.Schedule, error) {
 	b := a.WorldBackupArgs
 	b.RunID, b.SkipAwait, b.ReplaceUnready, b.Timeout = pulumi.String(scheduledRunID), false, new(false), ""
+	b.Concurrency = nil
 	r, berr := b.resolve()
 	p := &problems{component: "worldbackupschedule"}
 	var bie *InputError

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/worldbackup/worldbackup/jobapi"
+	"github.com/worldbackup/worldbackup/provider"
 )
 
 // Namespace is the Pulumi config namespace the program reads: the project
@@ -35,7 +36,7 @@ type Config struct {
 	SkipAwait    bool
 	// Gates, when set, are the clusters' concurrency caps shared with other
 	// program runs (SharedProgram); not read from the config.
-	Gates *Gates
+	Gates *provider.Gates
 	// Retention is the stack-wide prune after each backup; a server's own
 	// retention replaces it.
 	Retention *Retention
@@ -245,12 +246,10 @@ type Cluster struct {
 	Kubeconfig string `json:"kubeconfig,omitempty"` // a path or the file's contents
 	Namespace  string `json:"namespace,omitempty"`
 	// Concurrency caps how many of the run's backups run at once in the
-	// cluster (provider.Gate); 0: no cap (the CLI's --parallel bounds them).
+	// cluster (each backup's concurrency input, provider.Gate); 0: no cap
+	// (the CLI's --parallel bounds them).
 	Concurrency int `json:"concurrency,omitempty"`
 }
-
-// MaxConcurrency bounds clusters[].concurrency.
-const MaxConcurrency = 1000
 
 var clusterName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
 
@@ -468,8 +467,8 @@ func (c Config) Validate() error {
 		}
 		clusters[cl.Name] = true
 		switch {
-		case cl.Concurrency < 0 || cl.Concurrency > MaxConcurrency:
-			add("clusters[%d].concurrency is %d: it caps how many backups run at once in the cluster, from 1 to %d (leave it out for no cap)", i, cl.Concurrency, MaxConcurrency)
+		case cl.Concurrency < 0 || cl.Concurrency > provider.MaxConcurrency:
+			add("clusters[%d].concurrency is %d: it caps how many backups run at once in the cluster, from 1 to %d (leave it out for no cap)", i, cl.Concurrency, provider.MaxConcurrency)
 		case cl.Concurrency > 0 && (c.RenderDir != "" || c.SkipAwait):
 			add("clusters[%d].concurrency caps the backups that `pulumi up` waits for, and with worldbackup:renderDir or worldbackup:skipAwait it waits for none: remove clusters[%d].concurrency, or unset renderDir and skipAwait", i, i)
 		}

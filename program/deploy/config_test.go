@@ -567,25 +567,3 @@ func TestMetricsConfig(t *testing.T) {
 		})
 	}
 }
-
-// TestGatesPerCluster: a cluster's concurrency gives one gate, shared by
-// every program run given the same Gates (a fleet's shards); a cluster
-// without a cap has none.
-func TestGatesPerCluster(t *testing.T) {
-	var g Gates
-	eu, err := g.of(Cluster{Name: "eu", Concurrency: 3})
-	if err != nil || eu == nil || eu.Limit() != 3 {
-		t.Fatalf("of(eu) = %v, %v; want a gate of 3", eu, err)
-	}
-	again, _ := g.of(Cluster{Name: "eu", Concurrency: 3})
-	if again != eu {
-		t.Error("a second run got another gate for eu: the shards would not share its cap")
-	}
-	us, _ := g.of(Cluster{Name: "us", Concurrency: 3})
-	if us == eu {
-		t.Error("two clusters share a gate")
-	}
-	if none, err := g.of(Cluster{Name: "ap"}); none != nil || err != nil {
-		t.Errorf("a cluster without concurrency got %v, %v; want no gate", none, err)
-	}
-}

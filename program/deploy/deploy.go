@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -32,7 +31,7 @@ func Program(ctx *pulumi.Context) error {
 // SharedProgram is Program with the clusters' concurrency caps taken from
 // gates, so that the program runs sharing them (a fleet's shards, run in
 // one process) share each cluster's cap; nil: a program run's own.
-func SharedProgram(gates *Gates) pulumi.RunFunc {
+func SharedProgram(gates *provider.Gates) pulumi.RunFunc {
 	return func(ctx *pulumi.Context) error {
 		cfg, err := ParseConfig(ctx.GetConfig, configKeys())
 		if err != nil {
@@ -41,35 +40,6 @@ func SharedProgram(gates *Gates) pulumi.RunFunc {
 		cfg.Gates = gates
 		return Deploy(ctx, cfg)
 	}
-}
-
-// Gates are the clusters' concurrency caps (clusters[].concurrency), one
-// provider.Gate per cluster name, made on first use. Safe for concurrent
-// use.
-type Gates struct {
-	mu sync.Mutex
-	m  map[string]*provider.Gate
-}
-
-// of returns the gate of cl; nil when cl has no cap.
-func (g *Gates) of(cl Cluster) (*provider.Gate, error) {
-	if cl.Concurrency <= 0 {
-		return nil, nil
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if gate, ok := g.m[cl.Name]; ok {
-		return gate, nil
-	}
-	gate, err := provider.NewGate(cl.Concurrency)
-	if err != nil {
-		return nil, err
-	}
-	if g.m == nil {
-		g.m = map[string]*provider.Gate{}
-	}
-	g.m[cl.Name] = gate
-	return gate, nil
 }
 
 // configKeys lists the stack's config keys when the CLI passed them in
@@ -99,9 +69,8 @@ func configKeys() []string {
 // its Job needs in its cluster, with the cluster's kubeconfig and context,
 // and replaces a Job that did not complete at the next up.
 func Deploy(ctx *pulumi.Context, cfg Config) error {
-	gates := cfg.Gates
-	if gates == nil {
-		gates = &Gates{}
+	if cfg.Gates == nil {
+		cfg.Gates = &provider.Gates{}
 	}
 	var backups, restores, schedules, prunes, verifies, verifySchedules, metrics pulumi.MapArray
 	for _, cl := range cfg.Clusters {
@@ -117,13 +86,9 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			metrics = append(metrics, pulumi.Map{"cluster": pulumi.String(cl.Name), "namespace": m.Namespace,
 				"serviceName": m.ServiceName, "portName": m.PortName, "url": m.URL})
 		}
-		gate, err := gates.of(cl) // nil: no cap
-		if err != nil {
-			return fmt.Errorf("cluster %s: %w", cl.Name, err)
-		}
 		saved := map[string]*provider.WorldBackup{}
 		for _, s := range cfg.Servers {
-			b, err := gate.NewWorldBackup(ctx, cl.Name+"-"+s.Name, backupArgs(cfg, cl, s), pulumi.Provider(k8s))
+			b, err := provider.NewWorldBackup(ctx, cl.Name+"-"+s.Name, backupArgs(cfg, cl, s), pulumi.Provider(k8s))
 			if err != nil {
 				return fmt.Errorf("cluster %s, server %s: %w", cl.Name, s.Name, err)
 			}
@@ -384,6 +349,8 @@ func backupArgs(cfg Config, cl Cluster, s Server) provider.WorldBackupArgs {
 		Excludes:    stringArray(s.Excludes),
 		Store:       cfg.storeOf(s).args(),
 		Encryption:  s.Encryption.args(),
+		Concurrency: intPtr(cl.Concurrency),
+		Gates:       cfg.Gates,
 	}
 	if a.Store != nil {
 		a.BackupClaimName = nil // an S3 backup mounts no backup claim
@@ -398,6 +365,14 @@ func backupArgs(cfg Config, cl Cluster, s Server) provider.WorldBackupArgs {
 }
 
 // intInput is v as an input; nil (the default) when v is.
+// intPtr is v as an optional plain input; nil (not set) when v is 0.
+func intPtr(v int) *int {
+	if v == 0 {
+		return nil
+	}
+	return &v
+}
+
 func intInput(v *int) pulumi.IntInput {
 	if v == nil {
 		return nil

@@ -22,6 +22,7 @@ import (
 
 	"github.com/worldbackup/worldbackup/program/deploy"
 	"github.com/worldbackup/worldbackup/program/shard"
+	"github.com/worldbackup/worldbackup/provider"
 )
 
 type configFlag map[string]string
@@ -37,7 +38,7 @@ func (c configFlag) Set(s string) error {
 }
 
 func main() {
-	o := shard.Options{Config: configFlag{}, Program: deploy.SharedProgram(&deploy.Gates{}), Env: map[string]string{}}
+	o := shard.Options{Config: configFlag{}, Program: deploy.SharedProgram(&provider.Gates{}), Env: map[string]string{}}
 	flag.StringVar(&o.Stack, "stack", "", "the stack whose config lists the servers (required)")
 	flag.StringVar(&o.ProjectDir, "project", ".", "the folder of Pulumi.yaml")
 	flag.StringVar(&o.WorkDir, "work-dir", "", "where the shards' stack files and logs live (default <project>/"+shard.DefaultWorkDir+")")

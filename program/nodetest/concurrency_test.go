@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/worldbackup/worldbackup/internal/kubenode"
 	"github.com/worldbackup/worldbackup/internal/stacktest"
@@ -95,6 +99,54 @@ func (s *slowSaves) handle(conn mcnet.RCONServerConn, password string) {
 
 func (s *slowSaves) port() int { return s.l.Addr().(*net.TCPAddr).Port }
 
+// slowServers prepares n servers (s00, s01, ...) in a new namespace, each
+// with its world claim and its RCON Secret, all served by one slowSaves
+// whose saves take delay: their names, the namespace and the game server.
+func slowServers(t *testing.T, node *kubenode.Node, n int, delay time.Duration) ([]string, *kubenode.Namespace, *slowSaves) {
+	t.Helper()
+	var names []string
+	for i := range n {
+		names = append(names, fmt.Sprintf("s%02d", i))
+	}
+	ns := namespace(t, node, kubenode.NamespaceOptions{Servers: names})
+	password := "rcon-" + randomHex(t, 16)
+	game := startSlowSaves(t, net.JoinHostPort(node.GatewayIP, "0"), password, delay)
+	for _, name := range names {
+		_, err := node.Client.CoreV1().Secrets(ns.Name).Create(t.Context(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-rcon"},
+			Data:       map[string][]byte{provider.DefaultRconSecretKey: []byte(password)},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return names, ns, game
+}
+
+// address is the game server's RCON address, as the backups' pods reach it.
+func (s *slowSaves) address(node *kubenode.Node) string {
+	return net.JoinHostPort(node.GatewayIP, fmt.Sprint(s.port()))
+}
+
+// check checks that the game server saved once per backup, want of them at
+// most at once and as many as that, and logs when each save began.
+func (s *slowSaves) check(t *testing.T, start time.Time, backups, want int) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var at []string
+	for _, st := range s.starts {
+		at = append(at, fmt.Sprintf("%.1f", st.Sub(start).Seconds()))
+	}
+	t.Logf("the saves started at (s after the up's start): %s", strings.Join(at, " "))
+	if s.peak != want {
+		t.Errorf("%d backups ran at once, want %d (the cap)", s.peak, want)
+	}
+	if s.saves != backups {
+		t.Errorf("the game server saved %d times, want %d (one per backup)", s.saves, backups)
+	}
+}
+
 // TestConcurrencyCapOnNode: 30 servers whose backups each take 20 s (their
 // game server takes that long to save), in a cluster with concurrency 10,
 // run through `pulumi up --parallel 2`: no more than 10 backups run at
@@ -105,13 +157,7 @@ func TestConcurrencyCapOnNode(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
 	const servers, limit, delay = 30, 10, 20 * time.Second
-	var names []string
-	for i := range servers {
-		names = append(names, fmt.Sprintf("s%02d", i))
-	}
-	ns := namespace(t, node, kubenode.NamespaceOptions{Servers: names})
-	password := "rcon-" + randomHex(t, 16)
-	game := startSlowSaves(t, net.JoinHostPort(node.GatewayIP, "0"), password, delay)
+	names, ns, game := slowServers(t, node, servers, delay)
 
 	type rcon struct {
 		Address string `json:"address"`
@@ -122,14 +168,7 @@ func TestConcurrencyCapOnNode(t *testing.T) {
 	}
 	var list []server
 	for _, name := range names {
-		list = append(list, server{name, rcon{net.JoinHostPort(node.GatewayIP, fmt.Sprint(game.port()))}})
-		_, err := node.Client.CoreV1().Secrets(ns.Name).Create(t.Context(), &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: name + "-rcon"},
-			Data:       map[string][]byte{provider.DefaultRconSecretKey: []byte(password)},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		list = append(list, server{name, rcon{game.address(node)}})
 	}
 	serversJSON, err := json.Marshal(list)
 	if err != nil {
@@ -149,23 +188,7 @@ func TestConcurrencyCapOnNode(t *testing.T) {
 		t.Fatalf("pulumi up: %v\n%s", err, out.String())
 	}
 	t.Logf("%d backups of %s each under a cap of %d, `pulumi up --parallel 2`: %s wall", servers, delay, limit, wall.Round(100*time.Millisecond))
-	game.mu.Lock()
-	var at []string
-	for _, s := range game.starts {
-		at = append(at, fmt.Sprintf("%.1f", s.Sub(start).Seconds()))
-	}
-	game.mu.Unlock()
-	t.Logf("the saves started at (s after the up's start): %s", strings.Join(at, " "))
-
-	game.mu.Lock()
-	peak, saves := game.peak, game.saves
-	game.mu.Unlock()
-	if peak != limit {
-		t.Errorf("%d backups ran at once, want %d (the cap)", peak, limit)
-	}
-	if saves != servers {
-		t.Errorf("the game server saved %d times, want %d (one per backup)", saves, servers)
-	}
+	game.check(t, start, servers, limit)
 	outs := backups(t, res.Outputs)
 	if len(outs) != servers {
 		t.Fatalf("%d backups in the stack outputs, want %d", len(outs), servers)
@@ -174,13 +197,88 @@ func TestConcurrencyCapOnNode(t *testing.T) {
 		if o.status != "done" || len(o.sha256) != 64 {
 			t.Errorf("%s: status %q, sha256 %q: want done and the run's checksum", o.server, o.status, o.sha256)
 		}
-		job, err := node.Client.BatchV1().Jobs(ns.Name).Get(t.Context(), o.jobName, metav1.GetOptions{})
-		if err != nil {
-			t.Errorf("%s: %v", o.server, err)
-			continue
+		checkSkipAwait(t, node, ns.Name, o.server, o.jobName)
+	}
+}
+
+// checkSkipAwait checks that the Job of server's gated backup exists and
+// was created with pulumi.com/skipAwait: the component, not the engine's
+// step worker, waited for it.
+func checkSkipAwait(t *testing.T, node *kubenode.Node, ns, server, jobName string) {
+	t.Helper()
+	job, err := node.Client.BatchV1().Jobs(ns).Get(t.Context(), jobName, metav1.GetOptions{})
+	if err != nil {
+		t.Errorf("%s: %v", server, err)
+		return
+	}
+	if job.Annotations["pulumi.com/skipAwait"] != "true" {
+		t.Errorf("%s: Job %s has no pulumi.com/skipAwait: the engine's step worker waited for it", server, jobName)
+	}
+}
+
+// TestPluginConcurrencyCapOnNode: the same cap through the plugin, as a
+// TypeScript, Python or YAML program gets it: a YAML program (the real YAML
+// language host and plugin) declares 4 WorldBackups of 8 s each with
+// concurrency 2 on one cluster; `pulumi up --parallel 8` runs 2 at once,
+// never more, and each reports its run.
+func TestPluginConcurrencyCapOnNode(t *testing.T) {
+	node := kubenode.Require(t)
+	tools := stacktest.Require(t)
+	const servers, limit, delay = 4, 2, 8 * time.Second
+	names, ns, game := slowServers(t, node, servers, delay)
+
+	pluginDir := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "pulumi-resource-worldbackup"), "./provider/cmd/pulumi-resource-worldbackup")
+	build.Dir = tools.Root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the plugin: %v\n%s", err, out)
+	}
+	resources := map[string]any{
+		"cluster": map[string]any{"type": "pulumi:providers:kubernetes", "properties": map[string]any{"kubeconfig": node.Kubeconfig}},
+	}
+	outputs := map[string]any{}
+	for _, name := range names {
+		resources[name] = map[string]any{
+			"type": provider.WorldBackupType,
+			"properties": map[string]any{
+				"server": name, "runId": "r1", "image": node.ArchiverImage, "backupClaimName": ns.BackupClaim,
+				"namespace": ns.Name, "rcon": map[string]any{"address": game.address(node)}, "concurrency": limit,
+			},
+			"options": map[string]any{"provider": "${cluster}"},
 		}
-		if job.Annotations["pulumi.com/skipAwait"] != "true" {
-			t.Errorf("%s: Job %s has no pulumi.com/skipAwait: the engine's step worker waited for it", o.server, o.jobName)
+		outputs[name] = map[string]any{"status": "${" + name + ".status}", "sha256": "${" + name + ".sha256}", "jobName": "${" + name + ".jobName}"}
+	}
+	project, err := yaml.Marshal(map[string]any{
+		"name": "plugin-cap", "runtime": "yaml",
+		"plugins":   map[string]any{"providers": []any{map[string]any{"name": "worldbackup", "path": pluginDir}}},
+		"resources": resources, "outputs": outputs,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), project, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := tools.Env(t.TempDir())
+	tools.CLI(t, dir, env, "stack", "init", "node")
+	start := time.Now()
+	out, err := tools.Tools.CLI(t.Context(), dir, env, "up", "--yes", "--parallel", "8")
+	wall := time.Since(start)
+	if err != nil {
+		t.Fatalf("pulumi up: %v\n%s\npods:\n%s", err, out, node.PodLogs(t, ns.Name, ""))
+	}
+	t.Logf("%d backups of %s each under a cap of %d through the plugin, `pulumi up --parallel 8`: %s wall", servers, delay, limit, wall.Round(100*time.Millisecond))
+	game.check(t, start, servers, limit)
+	var got map[string]struct{ Status, Sha256, JobName string }
+	if err := json.Unmarshal([]byte(tools.CLI(t, dir, env, "stack", "output", "--json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		o := got[name]
+		if o.Status != "done" || len(o.Sha256) != 64 {
+			t.Errorf("%s: status %q, sha256 %q: want done and the run's checksum", name, o.Status, o.Sha256)
 		}
+		checkSkipAwait(t, node, ns.Name, name, o.JobName)
 	}
 }

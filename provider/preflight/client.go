@@ -24,6 +24,23 @@ type Cluster struct {
 	Context    string
 }
 
+// String names cl without a kubeconfig's contents, which hold
+// credentials: for an error that says which cluster.
+func (cl Cluster) String() string {
+	ctx := "its current context"
+	if cl.Context != "" {
+		ctx = "context " + cl.Context
+	}
+	switch {
+	case cl.Kubeconfig == "":
+		return "the ambient kubeconfig, " + ctx
+	case isFile(cl.Kubeconfig):
+		return "kubeconfig " + cl.Kubeconfig + ", " + ctx
+	default:
+		return "the Kubernetes provider's kubeconfig, " + ctx
+	}
+}
+
 // Client returns a clientset for cl, resolving the kubeconfig the way the
 // Kubernetes provider does: an existing file's path, else its contents.
 func Client(cl Cluster) (kubernetes.Interface, error) {

@@ -426,6 +426,14 @@ func TestConstructInputErrors(t *testing.T) {
 			m["server"] = "Survival_1"
 			a.Server = "Survival_1"
 		}, []string{`server "Survival_1" is invalid`}},
+		{"concurrency out of range", func(m map[string]any, a *provider.WorldBackupArgs) {
+			m["concurrency"] = 0
+			a.Concurrency = new(0)
+		}, []string{"concurrency is 0", "from 1 to 1000"}},
+		{"concurrency with skipAwait", func(m map[string]any, a *provider.WorldBackupArgs) {
+			m["concurrency"], m["skipAwait"] = 3, true
+			a.Concurrency, a.SkipAwait = new(3), true
+		}, []string{"concurrency caps the backups that `pulumi up` waits for"}},
 		{"timeout shorter than deadline", func(m map[string]any, a *provider.WorldBackupArgs) {
 			m["timeout"], m["deadline"] = "10m", "1h"
 			a.Timeout, a.Deadline = "10m", pulumi.String("1h")

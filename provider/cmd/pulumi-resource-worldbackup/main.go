@@ -111,7 +111,8 @@ func run(ctx context.Context, printSchema bool, stdout io.Writer) error {
 func newProvider() (p.Provider, error) {
 	var inferred []infer.InferredComponent
 	byType := map[string]component{}
-	for _, c := range components() {
+	// One process serves one `pulumi up`: its backups share these caps.
+	for _, c := range components(&provider.Gates{}) {
 		inferred = append(inferred, c.inferred)
 		byType[c.typ] = c
 	}
@@ -183,10 +184,13 @@ func withoutInputsNotTaken(getSchema func(context.Context, p.GetSchemaRequest) (
 }
 
 // components are the components the plugin serves, each named once: its
-// type token and constructor.
-func components() []component {
+// type token and constructor. The backups that set concurrency share gates.
+func components(gates *provider.Gates) []component {
 	return []component{
-		serve(provider.WorldBackupType, provider.NewWorldBackup),
+		serve(provider.WorldBackupType, func(ctx *pulumi.Context, name string, args provider.WorldBackupArgs, opts ...pulumi.ResourceOption) (*provider.WorldBackup, error) {
+			args.Gates = gates
+			return provider.NewWorldBackup(ctx, name, args, opts...)
+		}),
 		serve(provider.WorldRestoreType, provider.NewWorldRestore),
 		serve(provider.WorldPruneType, provider.NewWorldPrune),
 		serve(provider.WorldBackupScheduleType, provider.NewWorldBackupSchedule),

@@ -49,6 +49,9 @@ type (
 	Format         = provider.Format
 	InputError     = provider.InputError
 	Problem        = provider.Problem
+	// Gates are a program's concurrency caps, one per cluster: the
+	// WorldBackups that set Concurrency share one (WorldBackupArgs.Gates).
+	Gates = provider.Gates
 )
 
 // The enum values.
@@ -111,6 +114,8 @@ type WorldBackupArgs struct {
 	Store            *StoreArgs
 	Notify           *NotifyArgs
 	Encryption       *EncryptionArgs
+	Concurrency      *int
+	Gates            *Gates
 }
 
 // WorldRestoreArgs are the inputs of a WorldRestore (see

@@ -55,6 +55,7 @@ func TestEveryFieldConverts(t *testing.T) {
 			}
 			if tt.typ == provider.WorldBackupScheduleType || tt.typ == provider.WorldVerifyScheduleType {
 				notTaken["kubeconfig"] = true // the preflight's, which a schedule has not
+				notTaken["gates"] = true      // a schedule's runs are not capped
 			}
 			for name := range byName {
 				if !ours[name] && !notTaken[name] {
