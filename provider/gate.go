@@ -174,9 +174,15 @@ func (r *gatedRun) wait() (observe.Summary, error) {
 // hold waits for the Job to be registered and to finish, gives the slot
 // back, and records what the run reported: a Job that failed, or did not
 // finish within the plan's timeout, is an error.
+//
+// The slot is given back as soon as the Job's archiver has exited with 0
+// (observe.ArchiverDone): the backup is over then, and the next one starts
+// while the Job controller marks this Job complete, a second or more later
+// on a busy node. The outputs still wait for the Job's own verdict.
 func (r *gatedRun) hold(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, newClient clientMaker) {
 	defer close(r.done)
-	defer func() { <-r.g.slots }()
+	release := sync.OnceFunc(func() { <-r.g.slots })
+	defer release()
 	job := pl.Job
 	select {
 	case <-r.registered:
@@ -196,6 +202,11 @@ func (r *gatedRun) hold(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, n
 		fmt.Errorf("it did not finish within its timeout, %s", pl.Timeout))
 	defer stop()
 	startWatchdog(wctx, ctx, comp, client, job)
+	go func() {
+		if observe.ArchiverDone(wctx, client, job.Namespace, job.Name, r.g.poll) == nil {
+			release()
+		}
+	}()
 	done, err := observe.Finished(wctx, client, job.Namespace, job.Name, r.g.poll)
 	if err != nil {
 		r.err = err

@@ -94,32 +94,145 @@ func (c *gateCluster) run(ctx context.Context, ns string) {
 }
 
 // finish completes (or fails) the Job name, with the archiver's report in
-// its pod's termination message.
+// its pod's termination message: the pod ends before its Job is marked
+// finished, as in a cluster.
 func (c *gateCluster) finish(ns, name string, failed bool) {
+	c.end(ns, name, failed)
+	c.mark(ns, name, failed)
+}
+
+// end ends the archiver of Job name's pod, with exit code 1 when failed,
+// else 0 and the archiver's report.
+func (c *gateCluster) end(ns, name string, failed bool) {
 	ctx := context.Background()
 	job, err := c.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		c.t.Error(err)
 		return
 	}
-	sel := job.Spec.Selector.MatchLabels
-	cond := batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}
 	exit := int32(0)
 	if failed {
-		cond = batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}
 		exit = 1
 	}
-	// The pod ends before its Job is marked finished, as in a cluster.
 	msg := fmt.Sprintf(`{"status":"done","server":"s","run_id":"r","sha256":"%s","size_bytes":%d,"duration_seconds":1}`, strings.Repeat("ab", 32), len(name))
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name + "-pod", Namespace: ns, Labels: sel},
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name + "-pod", Namespace: ns, Labels: job.Spec.Selector.MatchLabels},
 		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: observe.ArchiverContainer,
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: msg}}}}}}
 	if _, err := c.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		c.t.Error(err)
 	}
+}
+
+// mark marks the Job name complete (or failed), as the Job controller does.
+func (c *gateCluster) mark(ns, name string, failed bool) {
+	ctx := context.Background()
+	job, err := c.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		c.t.Error(err)
+		return
+	}
+	cond := batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}
+	if failed {
+		cond = batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}
+	}
 	job.Status.Conditions = []batchv1.JobCondition{cond}
 	if _, err := c.client.BatchV1().Jobs(ns).UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
 		c.t.Error(err)
+	}
+}
+
+// gatedBackups is a program of n backups (s0, s1, ...) through gate, the
+// way registerJobComponent makes them; each one's Job name goes to names
+// in the order the backups are declared.
+func gatedBackups(gate *Gate, n int, newClient clientMaker, names chan<- string) pulumi.RunFunc {
+	return func(ctx *pulumi.Context) error {
+		for i := range n {
+			server := fmt.Sprintf("s%d", i)
+			args := validArgs()
+			args.Server = server
+			r, err := args.resolve()
+			if err != nil {
+				return err
+			}
+			job := jobspec.BuildBackup(r.Job)
+			names <- job.Name
+			comp := &WorldBackup{}
+			if err := ctx.RegisterComponentResource(WorldBackupType, server, comp); err != nil {
+				return err
+			}
+			pl := gate.through(jobPlan{Job: job, Timeout: time.Minute, Preflight: preflightSettings{Enabled: true}})
+			res, run, err := registerGated(ctx, comp, server+"-job", pl, newClient)
+			if err != nil {
+				return err
+			}
+			o := summaryOutputsE(res.URN(), func(any) (observe.Summary, error) { return run.wait() })
+			if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"sizeBytes": o.SizeBytes}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// TestGateFreesSlotWhenArchiverEnds: under a gate of one, the second backup's
+// Job is created as soon as the first one's archiver has exited with 0,
+// before the Job controller marks that Job complete; a failed archiver, which
+// the Job may retry, keeps its slot.
+func TestGateFreesSlotWhenArchiverEnds(t *testing.T) {
+	tests := []struct {
+		name      string
+		failed    bool
+		wantEarly bool
+	}{
+		{"the archiver succeeded: the slot is free", false, true},
+		{"the archiver failed: the Job may retry, the slot is held", true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &gateCluster{t: t, client: fake.NewClientset(), limit: 1, total: 2}
+			newClient := func(preflight.Cluster) (kubernetes.Interface, error) { return c.client, nil }
+			gate, err := newGate(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gate.poll = 10 * time.Millisecond
+			names := make(chan string, 2)
+			created := func() int {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				return c.created
+			}
+			early := make(chan bool, 1)
+			go func() {
+				first, second := <-names, <-names
+				for created() < 1 {
+					time.Sleep(5 * time.Millisecond)
+				}
+				c.end(DefaultNamespace, first, tt.failed)
+				deadline := time.Now().Add(time.Second)
+				for created() < 2 && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				early <- created() == 2
+				if tt.failed { // the Job's retry succeeds
+					if err := c.client.CoreV1().Pods(DefaultNamespace).Delete(context.Background(), first+"-pod", metav1.DeleteOptions{}); err != nil {
+						t.Error(err)
+					}
+					c.end(DefaultNamespace, first, false)
+				}
+				c.mark(DefaultNamespace, first, false)
+				for created() < 2 {
+					time.Sleep(5 * time.Millisecond)
+				}
+				c.finish(DefaultNamespace, second, false)
+			}()
+			if err := pulumi.RunErr(gatedBackups(gate, 2, newClient, names), pulumi.WithMocks("project", "stack", c)); err != nil {
+				t.Fatal(err)
+			}
+			if got := <-early; got != tt.wantEarly {
+				t.Errorf("the second Job was created before the first one completed: %v, want %v", got, tt.wantEarly)
+			}
+		})
 	}
 }
 

@@ -182,12 +182,14 @@ func TestConcurrencyCapOnNode(t *testing.T) {
 
 	var out strings.Builder
 	start := time.Now()
+	tl := watchTimeline(t, node, ns.Name, start)
 	res, err := stack.Up(t.Context(), optup.Parallel(2), optup.ProgressStreams(&out), optup.ErrorProgressStreams(&out))
 	wall := time.Since(start)
 	if err != nil {
 		t.Fatalf("pulumi up: %v\n%s", err, out.String())
 	}
 	t.Logf("%d backups of %s each under a cap of %d, `pulumi up --parallel 2`: %s wall", servers, delay, limit, wall.Round(100*time.Millisecond))
+	t.Logf("timeline: %s", tl.summary())
 	game.check(t, start, servers, limit)
 	outs := backups(t, res.Outputs)
 	if len(outs) != servers {
@@ -263,12 +265,14 @@ func TestPluginConcurrencyCapOnNode(t *testing.T) {
 	env := tools.Env(t.TempDir())
 	tools.CLI(t, dir, env, "stack", "init", "node")
 	start := time.Now()
+	tl := watchTimeline(t, node, ns.Name, start)
 	out, err := tools.Tools.CLI(t.Context(), dir, env, "up", "--yes", "--parallel", "8")
 	wall := time.Since(start)
 	if err != nil {
 		t.Fatalf("pulumi up: %v\n%s\npods:\n%s", err, out, node.PodLogs(t, ns.Name, ""))
 	}
 	t.Logf("%d backups of %s each under a cap of %d through the plugin, `pulumi up --parallel 8`: %s wall", servers, delay, limit, wall.Round(100*time.Millisecond))
+	t.Logf("timeline: %s", tl.summary())
 	game.check(t, start, servers, limit)
 	var got map[string]struct{ Status, Sha256, JobName string }
 	if err := json.Unmarshal([]byte(tools.CLI(t, dir, env, "stack", "output", "--json")), &got); err != nil {

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
@@ -200,17 +201,95 @@ func Result(ctx context.Context, c kubernetes.Interface, ns, name string) (Summa
 		return Summary{}, err
 	}
 	for _, p := range pods {
-		for _, cs := range p.Status.ContainerStatuses {
-			if t := cs.State.Terminated; cs.Name == ArchiverContainer && t != nil && t.ExitCode == 0 {
-				s, err := ParseSummary(t.Message)
-				if err != nil {
-					return Summary{}, fmt.Errorf("reading the result of Job %s/%s from pod %s: %w", ns, name, p.Name, err)
-				}
-				return s, nil
+		if t := archiverSucceeded(&p); t != nil {
+			s, err := ParseSummary(t.Message)
+			if err != nil {
+				return Summary{}, fmt.Errorf("reading the result of Job %s/%s from pod %s: %w", ns, name, p.Name, err)
 			}
+			return s, nil
 		}
 	}
 	return Summary{}, fmt.Errorf("reading the result of Job %s/%s: %w", ns, name, ErrNoResult)
+}
+
+// archiverSucceeded returns the terminated state of the pod's archiver
+// container when it exited with 0 (nil otherwise): its run is over, and
+// its termination message holds the report.
+func archiverSucceeded(p *corev1.Pod) *corev1.ContainerStateTerminated {
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == ArchiverContainer && t != nil && t.ExitCode == 0 {
+			return t
+		}
+	}
+	return nil
+}
+
+// ArchiverDone waits until a pod of the Job has ended its archiver
+// container with exit code 0, and returns nil: the run is over, and the
+// Job completes a moment later, once the Job controller has seen the pod
+// (a second or more on a busy node). It watches the Job's pods (its
+// selector holds its UID, so an earlier Job of the same name is not
+// mistaken for it), and looks again every interval (0: five seconds) in
+// case a watch breaks or the Job is not there yet. It returns ctx's cause
+// when ctx ends first.
+func ArchiverDone(ctx context.Context, c kubernetes.Interface, ns, name string, interval time.Duration) error {
+	if interval <= 0 {
+		interval = 5 * time.Second
+	}
+	for !archiverDoneWithin(ctx, c, ns, name, interval) {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+	}
+	return nil
+}
+
+// archiverDoneWithin looks at the Job's pods for up to interval and says
+// whether its archiver has succeeded; false when the time is up, or the
+// Job, its pods or a watch cannot be read (the caller looks again).
+func archiverDoneWithin(ctx context.Context, c kubernetes.Interface, ns, name string, interval time.Duration) bool {
+	wctx, cancel := context.WithTimeout(ctx, interval)
+	defer cancel()
+	job, err := c.BatchV1().Jobs(ns).Get(wctx, name, metav1.GetOptions{})
+	if err != nil || job.Spec.Selector == nil {
+		<-wctx.Done()
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(job.Spec.Selector)
+	if err != nil {
+		<-wctx.Done()
+		return false
+	}
+	pods, err := c.CoreV1().Pods(ns).List(wctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		<-wctx.Done()
+		return false
+	}
+	for i := range pods.Items {
+		if archiverSucceeded(&pods.Items[i]) != nil {
+			return true
+		}
+	}
+	w, err := c.CoreV1().Pods(ns).Watch(wctx, metav1.ListOptions{LabelSelector: sel.String(), ResourceVersion: pods.ResourceVersion})
+	if err != nil {
+		<-wctx.Done()
+		return false
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-wctx.Done():
+			return false
+		case ev, open := <-w.ResultChan():
+			if !open {
+				<-wctx.Done()
+				return false
+			}
+			if p, ok := ev.Object.(*corev1.Pod); ok && sel.Matches(labels.Set(p.Labels)) && archiverSucceeded(p) != nil {
+				return true
+			}
+		}
+	}
 }
 
 // Finished waits until the Job has completed or failed and returns it. It

@@ -245,3 +245,55 @@ func TestResult(t *testing.T) {
 		})
 	}
 }
+
+// TestArchiverDone: ArchiverDone returns once a pod of exactly this Job has
+// ended its archiver with exit code 0, whether before it looks or while it
+// watches; a failed try, a running pod or an earlier Job's succeeded pod
+// (another UID) is not the end, and it waits until its context ends.
+func TestArchiverDone(t *testing.T) {
+	ended := func(podUID, jobUID string, code int32) *corev1.Pod {
+		p := waitingPod(podUID, "", "")
+		p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}
+		return jobPod(jobUID, p)
+	}
+	running := func(podUID string) *corev1.Pod {
+		p := waitingPod(podUID, "", "")
+		p.Status.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+		return jobPod("j1", p)
+	}
+	tests := []struct {
+		name  string
+		objs  []runtime.Object
+		later *corev1.Pod // created while it watches
+		done  bool
+	}{
+		{name: "ended before it looks", objs: []runtime.Object{job("j1"), ended("a", "j1", 0)}, done: true},
+		{name: "ends while it watches", objs: []runtime.Object{job("j1"), running("a")}, later: ended("b", "j1", 0), done: true},
+		{name: "a failed try", objs: []runtime.Object{job("j1"), ended("a", "j1", 1)}},
+		{name: "still running", objs: []runtime.Object{job("j1"), running("a")}},
+		{name: "an earlier Job's pod", objs: []runtime.Object{job("j1"), ended("a", "j0", 0)}, later: ended("b", "j0", 0)},
+		{name: "no Job yet", objs: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := fake.NewClientset(tt.objs...)
+			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+			defer cancel()
+			if tt.later != nil {
+				go func() {
+					time.Sleep(50 * time.Millisecond)
+					if _, err := c.CoreV1().Pods(ns).Create(context.Background(), tt.later, metav1.CreateOptions{}); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			err := ArchiverDone(ctx, c, ns, jobName, 20*time.Millisecond)
+			if tt.done && err != nil {
+				t.Fatalf("ArchiverDone = %v, want nil (the archiver succeeded)", err)
+			}
+			if !tt.done && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("ArchiverDone = %v, want the context's deadline (the archiver has not succeeded)", err)
+			}
+		})
+	}
+}
