@@ -164,10 +164,13 @@ func blobAD(id ID, flags byte) []byte {
 	return append(ad, flags)
 }
 
-// sealBlob encrypts stored (the blob's bytes after compression) for its
-// place at off in pack, reusing stored's memory when its capacity allows.
-func (s *Sealer) sealBlob(pack ID, off uint32, id ID, flags byte, stored []byte) []byte {
-	return s.pack(pack).Seal(stored[:0], blobNonce(off), stored, blobAD(id, flags))
+// sealBlobTo appends stored (the blob's bytes after compression) encrypted
+// for its place at off in pack to dst, which must not overlap stored.
+func (s *Sealer) sealBlobTo(dst []byte, pack ID, off uint32, id ID, flags byte, stored []byte) []byte {
+	var ad [len(ID{}) + 1]byte
+	copy(ad[:], id[:])
+	ad[len(id)] = flags
+	return s.pack(pack).Seal(dst, blobNonce(off), stored, ad[:])
 }
 
 // openBlob decrypts the sealed bytes of ref read at its place in pack, in

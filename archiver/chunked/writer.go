@@ -114,6 +114,7 @@ func Write(ctx context.Context, st WriteStore, root string, o Options) (Result, 
 	if o.Sealer != nil {
 		header = sealedPackHeader
 	}
+	batches := newBatchPool()
 	s := &sink{
 		newPack: func() (*packWriter, error) {
 			id, err := newPackID()
@@ -125,7 +126,7 @@ func Write(ctx context.Context, st WriteStore, root string, o Options) (Result, 
 					return nil, err
 				}
 			}
-			return newPackWriterHeader(ctx, st, id, header)
+			return newPackWriterHeader(ctx, st, id, header, batches)
 		},
 		loadList: func(l Ref, packs []ID) (*list, error) {
 			return rd.list(ctx, packs[l.Pack], l)
@@ -407,12 +408,8 @@ func (s *sink) storeHint(typ byte, raw []byte, try bool) (Ref, error) {
 		}
 		s.scratch = c[:0]
 	}
-	switch {
-	case stored != nil:
-	case s.sl == nil:
-		stored = raw
-	default:
-		stored = append(s.scratch[:0], raw...) // sealed in place
+	if stored == nil {
+		stored = raw // sealed (if it is) straight into the pack
 	}
 	p := &s.data
 	if typ == typeList {
@@ -430,14 +427,15 @@ func (s *sink) storeHint(typ byte, raw []byte, try bool) (Ref, error) {
 		}
 		*p = pw
 	}
+	var off uint32
 	if s.sl != nil {
 		// Sealed for its place: the pack's key, its offset the nonce.
 		flags |= s.sl.cipherFlag()
-		stored = s.sl.sealBlob((*p).id, uint32((*p).size), id, flags, stored)
-		s.scratch = stored[:0]
+		off = (*p).addSealed(s.sl, id, typ, flags, stored, len(raw))
+	} else {
+		off = (*p).add(id, typ, flags, stored, len(raw))
 	}
-	off := (*p).add(id, typ, flags, stored, len(raw))
-	l := loc{pack: s.packIndex((*p).id), offset: off, stored: uint32(len(stored)), raw: uint32(len(raw)), flags: flags}
+	l := loc{pack: s.packIndex((*p).id), offset: off, stored: uint32(len(stored) + ov), raw: uint32(len(raw)), flags: flags}
 	if len(s.index) >= s.indexMax {
 		clear(s.index)
 	}

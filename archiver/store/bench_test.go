@@ -16,7 +16,7 @@ import (
 // time than compressing the archive.
 func BenchmarkLocalPut(b *testing.B) {
 	const total, chunk = 256 << 20, 2 << 20
-	buf := alignedBuffer(chunk)[:chunk]
+	buf := AlignedBuffer(chunk)[:chunk]
 	for i := range buf {
 		buf[i] = byte(i * 7)
 	}

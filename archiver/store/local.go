@@ -294,10 +294,11 @@ func isTempOf(name, prefix string) bool {
 // archive to wait for; a background fdatasync every 32 MiB leaves it 10 ms.
 const flushChunk = 32 << 20
 
-// directAlign is the alignment O_DIRECT writes need, of the memory, the
+// DirectAlign is the alignment O_DIRECT writes need, of the memory, the
 // length and the file offset: the page size, a multiple of the logical
-// block size of every device.
-const directAlign = 4096
+// block size of every device. A writer whose buffers are aligned to it
+// (AlignedBuffer) and full has them written as they are, without a copy.
+const DirectAlign = 4096
 
 // archiveWriter writes an archive to its temp file, counts the bytes and
 // keeps the page cache out of the way:
@@ -321,7 +322,7 @@ type archiveWriter struct {
 	direct  bool     // O_DIRECT is on
 	flush   *flusher // nil: no write-behind
 	every   int64
-	buf     []byte // aligned to directAlign; allocated on the first small write
+	buf     []byte // aligned to DirectAlign; allocated on the first small write
 	n       int64
 	flushed int64 // bytes written when the last background sync was asked for
 	err     error
@@ -342,13 +343,13 @@ func newArchiveWriter(f file, every int64, direct bool) *archiveWriter {
 	return w
 }
 
-// alignedBuffer returns an empty buffer of capacity size aligned to
-// directAlign.
-func alignedBuffer(size int) []byte {
-	b := make([]byte, size+directAlign)
+// AlignedBuffer returns an empty buffer of capacity size whose memory
+// starts at a multiple of DirectAlign.
+func AlignedBuffer(size int) []byte {
+	b := make([]byte, size+DirectAlign)
 	off := 0
-	if r := int(uintptr(unsafe.Pointer(&b[0])) % directAlign); r != 0 {
-		off = directAlign - r
+	if r := int(uintptr(unsafe.Pointer(&b[0])) % DirectAlign); r != 0 {
+		off = DirectAlign - r
 	}
 	return b[off : off : off+size]
 }
@@ -357,9 +358,9 @@ func alignedBuffer(size int) []byte {
 type fder interface{ Fd() uintptr }
 
 // aligned reports whether b can be written with O_DIRECT at an aligned
-// offset: its start and length are multiples of directAlign.
+// offset: its start and length are multiples of DirectAlign.
 func aligned(b []byte) bool {
-	return len(b)%directAlign == 0 && len(b) > 0 && uintptr(unsafe.Pointer(&b[0]))%directAlign == 0
+	return len(b)%DirectAlign == 0 && len(b) > 0 && uintptr(unsafe.Pointer(&b[0]))%DirectAlign == 0
 }
 
 func (w *archiveWriter) Write(p []byte) (int, error) {
@@ -370,7 +371,7 @@ func (w *archiveWriter) Write(p []byte) (int, error) {
 		return w.write(p)
 	}
 	if w.buf == nil {
-		w.buf = alignedBuffer(writeBuffer)
+		w.buf = AlignedBuffer(writeBuffer)
 	}
 	var n int
 	for len(p) > 0 {
@@ -401,7 +402,7 @@ func (w *archiveWriter) Flush() error {
 // write writes b to the file, with O_DIRECT while b and the file offset
 // allow it.
 func (w *archiveWriter) write(b []byte) (int, error) {
-	if w.direct && (!aligned(b) || w.n%directAlign != 0) {
+	if w.direct && (!aligned(b) || w.n%DirectAlign != 0) {
 		if err := w.directOff(); err != nil {
 			return 0, err
 		}

@@ -269,7 +269,7 @@ func TestNewLocalRelative(t *testing.T) {
 // and an unaligned tail through the page cache.
 func TestLocalPutDirect(t *testing.T) {
 	aligned := func(n int, fill byte) []byte {
-		b := alignedBuffer(n)[:n]
+		b := AlignedBuffer(n)[:n]
 		for i := range b {
 			b[i] = fill + byte(i%251)
 		}

@@ -4,7 +4,8 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
-	"unsafe"
+
+	"github.com/worldbackup/worldbackup/archiver/store"
 )
 
 // Buffers between the steps of the stream. The tar stream is handed to the
@@ -13,15 +14,11 @@ import (
 // its own, so that on two cores reading and tarring the files, compressing,
 // hashing and writing the archive all overlap, and the hand-offs (a channel
 // operation each) are few.
-const (
-	// stageBuffer is the size of one buffer. Output buffers are aligned
-	// to bufferAlign, so a destination writing with O_DIRECT (store.Local)
-	// can write them as they are.
-	stageBuffer = 2 << 20
-	// bufferAlign is the alignment of the output buffers: the page size,
-	// a multiple of every block device's logical block size.
-	bufferAlign = 4096
-)
+//
+// stageBuffer is the size of one buffer. Output buffers are aligned
+// (store.AlignedBuffer), so a destination writing with O_DIRECT
+// (store.Local) can write them as they are.
+const stageBuffer = 2 << 20
 
 // stage passes what is written to it, in order, through its steps: each
 // step sees every buffer in turn, after the step before it, on a goroutine
@@ -46,18 +43,25 @@ type stage struct {
 	aborted atomic.Bool // drop what is still queued: the stream is void
 }
 
-// newStage starts a stage whose buffers hold size bytes each, aligned to
-// align bytes (1: no alignment), and whose steps are steps, in order.
-func newStage(size, align int, steps ...func([]byte) error) *stage {
+// newStage starts a stage whose buffers hold size bytes each, aligned for
+// O_DIRECT when aligned is set (store.AlignedBuffer), and whose steps are
+// steps, in order.
+func newStage(size int, aligned bool, steps ...func([]byte) error) *stage {
 	n := len(steps) + 2
 	s := &stage{
 		free: make(chan []byte, n),
 		in:   make(chan []byte, n),
 		done: make(chan struct{}),
 	}
-	s.buf = alignedBuffer(size, align)
+	buffer := func() []byte {
+		if aligned {
+			return store.AlignedBuffer(size)
+		}
+		return make([]byte, 0, size)
+	}
+	s.buf = buffer()
 	for range n - 1 {
-		s.free <- alignedBuffer(size, align)
+		s.free <- buffer()
 	}
 	var wg sync.WaitGroup
 	from := s.in
@@ -75,20 +79,6 @@ func newStage(size, align int, steps ...func([]byte) error) *stage {
 		close(s.done)
 	}()
 	return s
-}
-
-// alignedBuffer returns an empty buffer of capacity size whose first byte
-// is aligned to align bytes.
-func alignedBuffer(size, align int) []byte {
-	if align <= 1 {
-		return make([]byte, 0, size)
-	}
-	b := make([]byte, size+align)
-	off := 0
-	if r := int(uintptr(unsafe.Pointer(&b[0])) & uintptr(align-1)); r != 0 {
-		off = align - r
-	}
-	return b[off : off : off+size]
 }
 
 // run is one step: it passes the buffers from from to step and on to to,

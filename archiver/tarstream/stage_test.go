@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"unsafe"
+
+	"github.com/worldbackup/worldbackup/archiver/store"
 )
 
 // TestStage: what is written to a stage, copied or filled in place through
@@ -26,8 +28,8 @@ func TestStage(t *testing.T) {
 			// byte, in order.
 			var got, got2 []byte
 			unaligned := 0
-			s := newStage(size, bufferAlign, func(b []byte) error {
-				if uintptr(unsafe.Pointer(&b[0]))%bufferAlign != 0 {
+			s := newStage(size, true, func(b []byte) error {
+				if uintptr(unsafe.Pointer(&b[0]))%store.DirectAlign != 0 {
 					unaligned++
 				}
 				got = append(got, b...)
@@ -66,7 +68,7 @@ func TestStage(t *testing.T) {
 				t.Errorf("the second step saw %d bytes that differ from the %d written", len(got2), len(want))
 			}
 			if unaligned > 0 {
-				t.Errorf("%d buffers were not aligned to %d bytes", unaligned, bufferAlign)
+				t.Errorf("%d buffers were not aligned to %d bytes", unaligned, store.DirectAlign)
 			}
 		})
 	}
@@ -77,7 +79,7 @@ func TestStage(t *testing.T) {
 func TestStageFails(t *testing.T) {
 	boom := errors.New("boom")
 	var calls, later atomic.Int32
-	s := newStage(4096, 1, func([]byte) error {
+	s := newStage(4096, false, func([]byte) error {
 		calls.Add(1)
 		return boom
 	}, func([]byte) error {

@@ -110,7 +110,7 @@ func Write(ctx context.Context, dst io.Writer, root string, o Options) (Result, 
 	// fed in large aligned buffers.
 	h := sha256.New()
 	hw := hashWriter{w: dst, h: h, n: &o.Progress.OutputBytes}
-	sk := newStage(stageBuffer, bufferAlign, hw.hash, hw.write)
+	sk := newStage(stageBuffer, true, hw.hash, hw.write)
 	defer sk.abort() // stops the goroutine on the error paths
 	var out io.Writer = sk
 	var sw io.WriteCloser = nopWriteCloser{}
@@ -122,7 +122,7 @@ func Write(ctx context.Context, dst io.Writer, root string, o Options) (Result, 
 		if sw, err = o.Seal(sk); err != nil {
 			return Result{}, err
 		}
-		sealed = newStage(stageBuffer, 1, func(b []byte) error {
+		sealed = newStage(stageBuffer, false, func(b []byte) error {
 			_, err := sw.Write(b)
 			return err
 		})
@@ -133,7 +133,7 @@ func Write(ctx context.Context, dst io.Writer, root string, o Options) (Result, 
 	if err != nil {
 		return Result{}, err
 	}
-	in := newStage(stageBuffer, 1, func(b []byte) error {
+	in := newStage(stageBuffer, false, func(b []byte) error {
 		_, err := cw.Write(b)
 		return err
 	})
