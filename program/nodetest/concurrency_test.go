@@ -243,7 +243,7 @@ func TestPluginConcurrencyCapOnNode(t *testing.T) {
 		resources[name] = map[string]any{
 			"type": provider.WorldBackupType,
 			"properties": map[string]any{
-				"server": name, "runId": "r1", "image": node.ArchiverImage, "backupClaimName": ns.BackupClaim,
+				"server": name, "runId": "r1-" + name, "image": node.ArchiverImage, "backupClaimName": ns.BackupClaim,
 				"namespace": ns.Name, "rcon": map[string]any{"address": game.address(node)}, "concurrency": limit,
 			},
 			"options": map[string]any{"provider": "${cluster}"},

@@ -137,19 +137,20 @@ func (tl *timeline) pod(pod *corev1.Pod) {
 }
 
 // summary is the median time of each step across the Jobs, and for the
-// Jobs created after the first wave the median time from the last Job that
-// completed before each was created to its creation (the gate's share).
+// Jobs created after the first wave the median time from the last archiver
+// that ended before each was created to its creation (the gate's share:
+// it frees a slot when an archiver has ended).
 func (tl *timeline) summary() string {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	var podCreate, start, run, end, gate []time.Duration
-	var completes []time.Duration
+	var ends []time.Duration
 	for _, j := range tl.jobs {
-		if j.complete > 0 {
-			completes = append(completes, j.complete)
+		if j.terminated > 0 {
+			ends = append(ends, j.terminated)
 		}
 	}
-	slices.Sort(completes)
+	slices.Sort(ends)
 	for _, j := range tl.jobs {
 		add := func(to *[]time.Duration, from, until time.Duration) {
 			if from > 0 && until >= from {
@@ -160,9 +161,9 @@ func (tl *timeline) summary() string {
 		add(&start, j.podCreated, j.running)
 		add(&run, j.running, j.terminated)
 		add(&end, j.terminated, j.complete)
-		i, _ := slices.BinarySearch(completes, j.created)
+		i, _ := slices.BinarySearch(ends, j.created)
 		if i > 0 {
-			add(&gate, completes[i-1], j.created)
+			add(&gate, ends[i-1], j.created)
 		}
 	}
 	median := func(ds []time.Duration) string {
@@ -177,7 +178,7 @@ func (tl *timeline) summary() string {
 		"pod created → container running " + median(start),
 		"container running → terminated (the save included) " + median(run),
 		"container terminated → Job complete " + median(end),
-		"a Job complete → the next Job created " + median(gate),
+		"an archiver ended → the next Job created " + median(gate),
 	}
 	return fmt.Sprintf("%d Jobs, medians: %s", len(tl.jobs), strings.Join(parts, "; "))
 }
