@@ -142,9 +142,10 @@ func (c *gateCluster) mark(ns, name string, failed bool) {
 }
 
 // gatedBackups is a program of n backups (s0, s1, ...) through gate, the
-// way registerJobComponent makes them; each one's Job name goes to names
-// in the order the backups are declared.
-func gatedBackups(gate *Gate, n int, newClient clientMaker, names chan<- string) pulumi.RunFunc {
+// way registerJobComponent makes them. onJob, when set, is told each
+// backup's Job name as it is declared, in order; onSize, when set, the size
+// each one's run reported, once its Job has finished.
+func gatedBackups(gate *Gate, n int, newClient clientMaker, onJob func(server, job string), onSize func(job string, size int)) pulumi.RunFunc {
 	return func(ctx *pulumi.Context) error {
 		for i := range n {
 			server := fmt.Sprintf("s%d", i)
@@ -155,18 +156,30 @@ func gatedBackups(gate *Gate, n int, newClient clientMaker, names chan<- string)
 				return err
 			}
 			job := jobspec.BuildBackup(r.Job)
-			names <- job.Name
+			if onJob != nil {
+				onJob(server, job.Name)
+			}
 			comp := &WorldBackup{}
 			if err := ctx.RegisterComponentResource(WorldBackupType, server, comp); err != nil {
 				return err
 			}
 			pl := gate.through(jobPlan{Job: job, Timeout: time.Minute, Preflight: preflightSettings{Enabled: true}})
+			if pl.gate == nil {
+				return fmt.Errorf("the Job of %s is not gated", server)
+			}
 			res, run, err := registerGated(ctx, comp, server+"-job", pl, newClient)
 			if err != nil {
 				return err
 			}
 			o := summaryOutputsE(res.URN(), func(any) (observe.Summary, error) { return run.wait() })
-			if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"sizeBytes": o.SizeBytes}); err != nil {
+			size := o.SizeBytes.ApplyT(func(n int) int {
+				if onSize != nil {
+					onSize(job.Name, n)
+				}
+				return n
+			})
+			// As registerJobComponent does: a failed run fails here.
+			if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"sizeBytes": size}); err != nil {
 				return err
 			}
 		}
@@ -226,7 +239,8 @@ func TestGateFreesSlotWhenArchiverEnds(t *testing.T) {
 				}
 				c.finish(DefaultNamespace, second, false)
 			}()
-			if err := pulumi.RunErr(gatedBackups(gate, 2, newClient, names), pulumi.WithMocks("project", "stack", c)); err != nil {
+			program := gatedBackups(gate, 2, newClient, func(_, job string) { names <- job }, nil)
+			if err := pulumi.RunErr(program, pulumi.WithMocks("project", "stack", c)); err != nil {
 				t.Fatal(err)
 			}
 			if got := <-early; got != tt.wantEarly {
@@ -266,45 +280,15 @@ func TestGate(t *testing.T) {
 			gate.poll = 10 * time.Millisecond
 			var mu sync.Mutex
 			sizes := map[string]int{}
-			program := func(ctx *pulumi.Context) error {
-				for i := range tt.jobs {
-					server := fmt.Sprintf("s%d", i)
-					args := validArgs()
-					args.Server = server
-					r, err := args.resolve()
-					if err != nil {
-						return err
-					}
-					job := jobspec.BuildBackup(r.Job)
-					if server == tt.fail {
-						c.fail[job.Name] = true
-					}
-					comp := &WorldBackup{}
-					if err := ctx.RegisterComponentResource(WorldBackupType, server, comp); err != nil {
-						return err
-					}
-					pl := gate.through(jobPlan{Job: job, Timeout: time.Minute, Preflight: preflightSettings{Enabled: true}})
-					if pl.gate == nil {
-						return fmt.Errorf("the Job of %s is not gated", server)
-					}
-					res, run, err := registerGated(ctx, comp, server+"-job", pl, newClient)
-					if err != nil {
-						return err
-					}
-					o := summaryOutputsE(res.URN(), func(any) (observe.Summary, error) { return run.wait() })
-					size := o.SizeBytes.ApplyT(func(n int) int {
-						mu.Lock()
-						defer mu.Unlock()
-						sizes[job.Name] = n
-						return n
-					})
-					// As registerJobComponent does: a failed run fails here.
-					if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"sizeBytes": size}); err != nil {
-						return err
-					}
+			program := gatedBackups(gate, tt.jobs, newClient, func(server, job string) {
+				if server == tt.fail {
+					c.fail[job] = true
 				}
-				return nil
-			}
+			}, func(job string, n int) {
+				mu.Lock()
+				defer mu.Unlock()
+				sizes[job] = n
+			})
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			go c.run(ctx, DefaultNamespace)
