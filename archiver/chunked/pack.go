@@ -130,7 +130,27 @@ type packWriter struct {
 	size    int64
 	entries []packEntry
 	scratch []byte // a sealed blob that straddles two batches
+
+	// A sealed run's pack seals its blobs on a goroutine of its own
+	// (sealing), off the run's path, which hashes and compresses the next
+	// blobs meanwhile: add hands it a copy of each blob.
+	seal   chan sealJob
+	sealed chan struct{} // closed once sealing has put every blob in
+	spare  chan []byte   // copies sealing is done with, for reuse
 }
+
+// sealJob is one blob for a pack's sealing goroutine: its bytes after
+// compression (a copy the job owns), its offset in the pack, ID and flags.
+type sealJob struct {
+	stored []byte
+	off    uint32
+	id     ID
+	flags  byte
+}
+
+// sealQueue bounds the blobs waiting to be sealed: at most sealQueue
+// copies of MaxBlob bytes per open pack.
+const sealQueue = 16
 
 // Pack writer bounds: a batch's size and how many are in flight, so an
 // open pack holds at most (packQueue+2)*packBatch bytes.
@@ -155,7 +175,7 @@ func newPackID() (ID, error) {
 }
 
 func newPackWriter(ctx context.Context, st Store, id ID) (*packWriter, error) {
-	return newPackWriterHeader(ctx, st, id, packHeader, nil)
+	return newPackWriterHeader(ctx, st, id, packHeader, nil, nil)
 }
 
 // newBatchPool returns the spare batches shared by the packs of a run (so
@@ -165,8 +185,9 @@ func newBatchPool() chan []byte { return make(chan []byte, packQueue+2) }
 
 // newPackWriterHeader is newPackWriter with the pack's header (a sealed
 // run's: sealedPackHeader), taking its batches from pool and giving them
-// back there (nil: a pool of its own).
-func newPackWriterHeader(ctx context.Context, st Store, id ID, header []byte, pool chan []byte) (*packWriter, error) {
+// back there (nil: a pool of its own). With sl, its blobs are sealed with
+// sl (addSealed), on a goroutine of its own.
+func newPackWriterHeader(ctx context.Context, st Store, id ID, header []byte, pool chan []byte, sl *Sealer) (*packWriter, error) {
 	key, err := jobapi.PackKey(id.String())
 	if err != nil {
 		return nil, err
@@ -177,6 +198,10 @@ func newPackWriterHeader(ctx context.Context, st Store, id ID, header []byte, po
 	p := &packWriter{id: id, key: key, ch: make(chan []byte, packQueue), free: pool,
 		done: make(chan packResult, 1), size: int64(len(packHeader))}
 	p.batch = append(p.take(), header...)
+	if sl != nil {
+		p.seal, p.sealed, p.spare = make(chan sealJob, sealQueue), make(chan struct{}), make(chan []byte, sealQueue+1)
+		go p.sealing(sl)
+	}
 	go func() {
 		size, err := st.Put(ctx, key, func(w io.Writer) error {
 			var werr error
@@ -263,31 +288,62 @@ func (p *packWriter) add(id ID, typ, flags byte, stored []byte, raw int) uint32 
 	return off
 }
 
-// addSealed is add for a sealed run: stored (the blob's bytes after
-// compression, which it does not change) is sealed for its place straight
-// into the batch when it fits there, with no copy of its own; else (it
-// would straddle two batches) into scratch, then copied (sl.sealBlobTo's
-// length is len(stored) plus sl.overhead()).
+// addSealed is add for a sealed run: it records the blob at its place,
+// len(stored) plus sl.overhead() bytes, and hands a copy of stored (the
+// blob's bytes after compression; the caller keeps stored) to the pack's
+// sealing goroutine.
 func (p *packWriter) addSealed(sl *Sealer, id ID, typ, flags byte, stored []byte, raw int) uint32 {
 	off := uint32(p.size)
 	n := len(stored) + sl.overhead()
 	p.entries = append(p.entries, packEntry{ID: id, Type: typ, Flags: flags, Offset: off, Stored: uint32(n), Raw: uint32(raw)})
 	p.size += int64(n)
-	if cap(p.batch)-len(p.batch) >= n {
-		p.batch = sl.sealBlobTo(p.batch, p.id, off, id, flags, stored)
-		if len(p.batch) == cap(p.batch) {
-			p.flushBatch()
-		}
-		return off
+	var c []byte
+	select {
+	case c = <-p.spare:
+	default:
 	}
-	p.scratch = sl.sealBlobTo(p.scratch[:0], p.id, off, id, flags, stored)
-	p.put(p.scratch)
+	p.seal <- sealJob{stored: append(c[:0], stored...), off: off, id: id, flags: flags}
 	return off
+}
+
+// sealing seals the pack's blobs in order, each for its place (the pack's
+// key, its offset the nonce), straight into the batch when it fits there,
+// else (it would straddle two batches) into scratch, then copied; it puts
+// them in and gives each copy back, until seal is closed.
+func (p *packWriter) sealing(sl *Sealer) {
+	defer close(p.sealed)
+	for j := range p.seal {
+		if n := len(j.stored) + sl.overhead(); cap(p.batch)-len(p.batch) >= n {
+			p.batch = sl.sealBlobTo(p.batch, p.id, j.off, j.id, j.flags, j.stored)
+			if len(p.batch) == cap(p.batch) {
+				p.flushBatch()
+			}
+		} else {
+			p.scratch = sl.sealBlobTo(p.scratch[:0], p.id, j.off, j.id, j.flags, j.stored)
+			p.put(p.scratch)
+		}
+		select {
+		case p.spare <- j.stored:
+		default:
+		}
+	}
+}
+
+// settleSealing waits until a sealed pack's sealing goroutine has put in
+// every blob handed to it (none: a plain pack); the batches are the run's
+// again then.
+func (p *packWriter) settleSealing() {
+	if p.seal != nil {
+		close(p.seal)
+		<-p.sealed
+		p.seal = nil
+	}
 }
 
 // commit writes the index and commits the pack without waiting for the
 // store: wait returns the result.
 func (p *packWriter) commit() {
+	p.settleSealing()
 	p.flushBatch()
 	p.ch <- encodePackIndex(p.entries)
 	p.ch <- nil // the commit mark
@@ -306,6 +362,7 @@ func (p *packWriter) wait() (int64, error) {
 
 // abort gives the pack up: nothing is committed.
 func (p *packWriter) abort() {
+	p.settleSealing()
 	close(p.ch)
 	<-p.done
 }

@@ -126,7 +126,7 @@ func Write(ctx context.Context, st WriteStore, root string, o Options) (Result, 
 					return nil, err
 				}
 			}
-			return newPackWriterHeader(ctx, st, id, header, batches)
+			return newPackWriterHeader(ctx, st, id, header, batches, o.Sealer)
 		},
 		loadList: func(l Ref, packs []ID) (*list, error) {
 			return rd.list(ctx, packs[l.Pack], l)
