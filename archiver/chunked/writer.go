@@ -409,7 +409,7 @@ func (s *sink) storeHint(typ byte, raw []byte, try bool) (Ref, error) {
 		s.scratch = c[:0]
 	}
 	if stored == nil {
-		stored = raw // sealed (if it is) straight into the pack
+		stored = raw // sealed (if it is) by the pack, on its own goroutine
 	}
 	p := &s.data
 	if typ == typeList {
