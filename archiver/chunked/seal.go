@@ -157,19 +157,18 @@ func blobNonce(off uint32) []byte {
 }
 
 // blobAD is a blob's associated data: its ID and its flags, so a blob
-// cannot be passed off as another, nor its compression changed.
-func blobAD(id ID, flags byte) []byte {
-	ad := make([]byte, 0, len(id)+1)
-	ad = append(ad, id[:]...)
-	return append(ad, flags)
+// cannot be passed off as another, nor its compression changed. An array,
+// so sealing and opening a blob allocate nothing for it.
+func blobAD(id ID, flags byte) (ad [len(ID{}) + 1]byte) {
+	copy(ad[:], id[:])
+	ad[len(id)] = flags
+	return ad
 }
 
 // sealBlobTo appends stored (the blob's bytes after compression) encrypted
 // for its place at off in pack to dst, which must not overlap stored.
 func (s *Sealer) sealBlobTo(dst []byte, pack ID, off uint32, id ID, flags byte, stored []byte) []byte {
-	var ad [len(ID{}) + 1]byte
-	copy(ad[:], id[:])
-	ad[len(id)] = flags
+	ad := blobAD(id, flags)
 	return s.pack(pack).Seal(dst, blobNonce(off), stored, ad[:])
 }
 
@@ -179,7 +178,8 @@ func (s *Sealer) openBlob(pack ID, key string, ref Ref, sealed []byte) ([]byte, 
 	if ref.Flags&cipherMask != cipherAESGCM {
 		return nil, fmt.Errorf("%w: blob %s in pack %s at %d is not sealed, in a sealed run", ErrCorrupt, ref.ID, key, ref.Offset)
 	}
-	out, err := s.pack(pack).Open(sealed[:0], blobNonce(ref.Offset), sealed, blobAD(ref.ID, ref.Flags))
+	ad := blobAD(ref.ID, ref.Flags)
+	out, err := s.pack(pack).Open(sealed[:0], blobNonce(ref.Offset), sealed, ad[:])
 	if err != nil {
 		return nil, fmt.Errorf("%w: blob %s in pack %s at %d does not authenticate (tampered, or not this key's)", ErrCorrupt, ref.ID, key, ref.Offset)
 	}
