@@ -626,3 +626,63 @@ func TestRunQuiesce(t *testing.T) {
 		})
 	}
 }
+
+var _ Turn = fakeTurn{}
+
+// fakeTurn records its wait in events and returns err.
+type fakeTurn struct {
+	events *[]string
+	err    error
+}
+
+func (f fakeTurn) Wait(ctx context.Context) error {
+	*f.events = append(*f.events, "turn")
+	return f.err
+}
+
+// TestRunTurn: a run waits for its turn before anything else (even the
+// catalog's lookup of a recorded run), and a turn that fails fails the
+// run with nothing read, quiesced or written.
+func TestRunTurn(t *testing.T) {
+	tests := []struct {
+		name       string
+		turnErr    error
+		recorded   bool
+		wantEvents string
+		wantErr    string
+		wantRow    bool
+	}{
+		{name: "the turn comes first", wantEvents: "[turn quiesce resume insert]", wantRow: true},
+		{name: "a recorded run waits too, then does nothing", recorded: true, wantEvents: "[turn]", wantRow: true},
+		{name: "the turn fails: nothing done", turnErr: errors.New("the Job's deadline"),
+			wantEvents: "[turn]", wantErr: "the Job's deadline"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var events []string
+			mem := store.NewMem()
+			cat := newFakeCatalog()
+			cat.onInsert = func() { events = append(events, "insert") }
+			if tt.recorded {
+				cat.rows["run-1"] = catalog.Record{RunID: "run-1", Server: "survival"}
+			}
+			r, _ := newRunner(t, mem, cat)
+			s, err := r.WithQuiescer(&fakeQuiescer{events: &events}).WithTurn(fakeTurn{events: &events, err: tt.turnErr}).Run(t.Context(), params(makeWorld(t)))
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("Run: %v, want error %q", err, tt.wantErr)
+			}
+			if tt.wantErr != "" && (s.Status != StatusFailed || !strings.Contains(s.Error, tt.wantErr)) {
+				t.Errorf("summary %+v, want failed with the turn's error", s)
+			}
+			if got := fmt.Sprint(events); got != tt.wantEvents {
+				t.Fatalf("events %s, want %s", got, tt.wantEvents)
+			}
+			if _, hasRow := cat.rows["run-1"]; hasRow != tt.wantRow {
+				t.Fatalf("row: %v, want %v", hasRow, tt.wantRow)
+			}
+			if keys := mem.Keys(); !tt.wantRow && len(keys) != 0 {
+				t.Fatalf("a failed run left archives %v", keys)
+			}
+		})
+	}
+}

@@ -143,3 +143,41 @@ func BuildBackup(b Backup) *batchv1.Job {
 		Volumes:      volumes,
 	})
 }
+
+// TurnVolumeName is the volume of a capped backup Job's turn file.
+const TurnVolumeName = "turn"
+
+// TurnFile is the file, in a capped backup Job's pod, that holds its pod's
+// jobapi.AnnotationTurn (empty until the gate sets it).
+const TurnFile = jobapi.TurnMountPath + "/" + jobapi.TurnFileName
+
+// WithTurn returns a copy of the backup Job job whose archiver waits for its
+// turn (--turn-file TurnFile): a downward API volume, read-only, writes its
+// pod's jobapi.AnnotationTurn into TurnFile, and the kubelet rewrites it
+// when the annotation changes. A concurrency cap (the provider's Gate)
+// creates a capped backup's Job before its turn, so that its pod starts
+// while others run, and sets the annotation when the turn comes. job itself
+// is not changed.
+func WithTurn(job *batchv1.Job) *batchv1.Job {
+	job = job.DeepCopy()
+	spec := &job.Spec.Template.Spec
+	spec.Volumes = append(spec.Volumes, corev1.Volume{
+		Name: TurnVolumeName,
+		VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+			Items: []corev1.DownwardAPIVolumeFile{{
+				Path:     jobapi.TurnFileName,
+				FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.annotations['" + jobapi.AnnotationTurn + "']"},
+			}},
+			DefaultMode: new(int32(0o444)),
+		}},
+	})
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		if c.Name != ContainerName {
+			continue
+		}
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: TurnVolumeName, MountPath: jobapi.TurnMountPath, ReadOnly: true})
+		c.Args = append(c.Args, jobapi.TurnArgs(TurnFile)...)
+	}
+	return job
+}

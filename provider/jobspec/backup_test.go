@@ -323,3 +323,56 @@ func TestBackupArgsEmptyExcludes(t *testing.T) {
 		t.Fatalf("args %q: want --exclude= for an empty exclude list", args)
 	}
 }
+
+// TestWithTurn: a capped backup's Job has its archiver wait for the turn
+// file (--turn-file, the last flags), a read-only downward API volume that
+// holds exactly its pod's turn annotation, and nothing else changed; the
+// Job it was given is not changed, and the restricted Pod Security Standard
+// still holds.
+func TestWithTurn(t *testing.T) {
+	orig := jobspec.BuildBackup(restrictedBackup())
+	before := orig.DeepCopy()
+	job := jobspec.WithTurn(orig)
+	if !reflect.DeepEqual(orig, before) {
+		t.Fatal("WithTurn changed the Job it was given")
+	}
+	pod := job.Spec.Template.Spec
+	c := pod.Containers[0]
+	if got, want := c.Args[len(c.Args)-2:], []string{"--turn-file", jobspec.TurnFile}; !slices.Equal(got, want) {
+		t.Errorf("the archiver's last args are %q, want %q", got, want)
+	}
+	if got, want := c.Args[:len(c.Args)-2], before.Spec.Template.Spec.Containers[0].Args; !slices.Equal(got, want) {
+		t.Errorf("the other args changed: %q, want %q", got, want)
+	}
+	if jobspec.TurnFile != "/etc/felis-turn/turn" {
+		t.Errorf("TurnFile is %q", jobspec.TurnFile)
+	}
+	var mount *corev1.VolumeMount
+	for i := range c.VolumeMounts {
+		if c.VolumeMounts[i].Name == jobspec.TurnVolumeName {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	if mount == nil || mount.MountPath != "/etc/felis-turn" || !mount.ReadOnly {
+		t.Fatalf("the turn volume's mount is %+v, want /etc/felis-turn read-only", mount)
+	}
+	var vol *corev1.Volume
+	for i := range pod.Volumes {
+		if pod.Volumes[i].Name == jobspec.TurnVolumeName {
+			vol = &pod.Volumes[i]
+		}
+	}
+	if vol == nil || vol.DownwardAPI == nil || len(vol.DownwardAPI.Items) != 1 {
+		t.Fatalf("the turn volume is %+v, want a downward API volume of one file", vol)
+	}
+	item := vol.DownwardAPI.Items[0]
+	if item.Path != "turn" || item.FieldRef == nil || item.FieldRef.FieldPath != "metadata.annotations['worldbackup.dev/turn']" {
+		t.Errorf("the turn file is %+v, want turn from metadata.annotations['worldbackup.dev/turn']", item)
+	}
+	if len(pod.Volumes) != len(before.Spec.Template.Spec.Volumes)+1 || len(c.VolumeMounts) != len(before.Spec.Template.Spec.Containers[0].VolumeMounts)+1 {
+		t.Error("WithTurn added more than the turn volume")
+	}
+	if agg := jobtest.PodSecurity(t, job.Spec.Template, api.LevelRestricted); !agg.Allowed {
+		t.Errorf("a capped restricted backup fails restricted: %v %v", agg.ForbiddenReasons, agg.ForbiddenDetails)
+	}
+}

@@ -297,3 +297,70 @@ func TestArchiverDone(t *testing.T) {
 		})
 	}
 }
+
+// TestGrantTurn: GrantTurn annotates every pod of exactly this Job with
+// its turn, the pod there when it looks and one created while it watches
+// (a retry's), and leaves alone an earlier Job's pod and a pod that has
+// ended; a patch RBAC forbids ends it at once, with an error that says
+// which right is missing.
+func TestGrantTurn(t *testing.T) {
+	pod := func(podUID, jobUID string, phase corev1.PodPhase) *corev1.Pod {
+		p := waitingPod(podUID, "", "")
+		p.Status.Phase = phase
+		return jobPod(jobUID, p)
+	}
+	tests := []struct {
+		name      string
+		objs      []runtime.Object
+		later     *corev1.Pod // created while it watches
+		forbidden bool
+		want      map[string]bool // pod name: granted
+		wantErr   string
+	}{
+		{name: "the pod there", objs: []runtime.Object{job("j1"), pod("a", "j1", corev1.PodPending)}, want: map[string]bool{"p-a": true}},
+		{name: "a pod created later (a retry)", objs: []runtime.Object{job("j1"), pod("a", "j1", corev1.PodFailed)},
+			later: pod("b", "j1", corev1.PodPending), want: map[string]bool{"p-a": false, "p-b": true}},
+		{name: "an earlier Job's pod", objs: []runtime.Object{job("j1"), pod("a", "j0", corev1.PodRunning)},
+			later: pod("b", "j0", corev1.PodPending), want: map[string]bool{"p-a": false, "p-b": false}},
+		{name: "RBAC forbids patching pods", objs: []runtime.Object{job("j1"), pod("a", "j1", corev1.PodRunning)}, forbidden: true,
+			want: map[string]bool{"p-a": false}, wantErr: "needs the right to patch pods in namespace minecraft"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := fake.NewClientset(tt.objs...)
+			if tt.forbidden {
+				c.PrependReactor("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "p-a", errors.New("RBAC: no"))
+				})
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+			defer cancel()
+			if tt.later != nil {
+				go func() {
+					time.Sleep(50 * time.Millisecond)
+					if _, err := c.CoreV1().Pods(ns).Create(context.Background(), tt.later, metav1.CreateOptions{}); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			err := GrantTurn(ctx, c, ns, jobName, 20*time.Millisecond)
+			switch {
+			case tt.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || ctx.Err() != nil {
+					t.Fatalf("GrantTurn = %v, want at once an error that says %q", err, tt.wantErr)
+				}
+			case !errors.Is(err, context.DeadlineExceeded):
+				t.Fatalf("GrantTurn = %v, want it to watch until the context ends", err)
+			}
+			for name, want := range tt.want {
+				p, err := c.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := p.Annotations["worldbackup.dev/turn"] == "granted"; got != want {
+					t.Errorf("pod %s granted %v, want %v", name, got, want)
+				}
+			}
+		})
+	}
+}
