@@ -217,3 +217,53 @@ func (tl *timeline) runningEarly() int {
 	}
 	return n
 }
+
+// turnSteps reads, from the logs of the namespace's pods (the runtime's
+// timestamps), when each archiver saw its turn ("the run's turn has come")
+// and when it had quiesced the server ("autosave off"), and returns the
+// medians and maxima of: its turn granted (the annotation, as watched) →
+// seen in the turn file (the kubelet rewrites the downward API volume, the
+// archiver polls it), and seen → the server quiesced (the archiver's own
+// steps before the save). A measurement for the log.
+func (tl *timeline) turnSteps(t *testing.T, node *kubenode.Node, ns string) string {
+	t.Helper()
+	pods, err := node.Client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	at := func(logs, msg string) time.Time {
+		for line := range strings.Lines(logs) {
+			if ts, rest, ok := strings.Cut(line, " "); ok && strings.Contains(rest, msg) {
+				if when, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+					return when
+				}
+			}
+		}
+		return time.Time{}
+	}
+	var seen, quiesced []time.Duration
+	for _, p := range pods.Items {
+		name := p.Labels[batchv1.JobNameLabel]
+		raw, err := node.Client.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Timestamps: true}).DoRaw(t.Context())
+		if err != nil || name == "" {
+			continue
+		}
+		tl.mu.Lock()
+		j := tl.jobs[name]
+		tl.mu.Unlock()
+		turn, off := at(string(raw), `"the run's turn has come"`), at(string(raw), `"autosave off"`)
+		if j == nil || j.granted == 0 || turn.IsZero() || off.IsZero() {
+			continue
+		}
+		seen = append(seen, turn.Sub(tl.start.Add(j.granted)))
+		quiesced = append(quiesced, off.Sub(turn))
+	}
+	stat := func(ds []time.Duration) string {
+		if len(ds) == 0 {
+			return "-"
+		}
+		slices.Sort(ds)
+		return fmt.Sprintf("median %.2f s, max %.2f s", ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds())
+	}
+	return fmt.Sprintf("%d pods: turn granted → seen by the archiver %s; seen → server quiesced %s", len(seen), stat(seen), stat(quiesced))
+}
