@@ -9,8 +9,6 @@ import (
 
 	k8sbatchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	batchv1 "k8s.io/api/batch/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/observe"
@@ -39,18 +37,16 @@ const MaxConcurrency = 1000
 // busy node) overlaps the backups that run:
 //   - its Job is created (its registration waits, pulumi.DependsOnInputs)
 //     once fewer than twice the limit of the gate's Jobs are under way: the
-//     running ones and up to as many started early, an early one only once
-//     the gate has settled (Gate.settled);
+//     running ones and up to as many started early;
 //   - its archiver waits in its pod for its turn (jobspec.WithTurn), which
-//     the gate gives it once its pod is on a node and fewer than the limit
-//     of its backups run (observe.GrantTurn annotates the pod).
+//     the gate gives it, in the order the Jobs were registered, once fewer
+//     than the limit of its backups run (observe.GrantTurn annotates the
+//     pod).
 //
-// A backup gives its turn back as soon as its archiver has exited with 0
+// A backup gives both back as soon as its archiver has exited with 0
 // (observe.ArchiverDone), before the Job controller marks the Job
-// complete; a failed archiver (the Job may retry) keeps it until the Job
-// has finished. Its place among the Jobs under way is given back when the
-// Job has finished, so the next early pod starts after the turn has been
-// handed on. A Job waits for its turn inside its deadline.
+// complete; a failed archiver (the Job may retry) keeps them until the Job
+// has finished. A Job waits for its turn inside its deadline.
 //
 // A Job is gated only where the component would watch it anyway: a known
 // Job, the preflight on (a cluster to ask: not in render mode) and no
@@ -65,31 +61,6 @@ type Gate struct {
 	jobs  chan struct{} // the Jobs under way: running or waiting for their turn (twice the limit)
 	turns chan struct{} // the backups that have their turn (the limit)
 	poll  time.Duration // how often a held slot looks again at its Job, which it watches; 0: observe.Finished's default
-
-	mu       sync.Mutex
-	starting int // backups that have their turn and whose archiver has not started yet
-}
-
-// settleLook is how often a Job created early looks whether the gate has
-// settled (Gate.settled).
-const settleLook = 50 * time.Millisecond
-
-// settled says whether a Job may be created early, to wait for its turn:
-// only once every turn is taken and every backup that has one has started
-// its archiver, so that starting pods early never slows the start of those
-// whose turn it is (on a small node, starting pods takes all of its CPU).
-func (g *Gate) settled() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.turns) == cap(g.turns) && g.starting == 0
-}
-
-// addStarting adds n to the backups that have their turn and whose
-// archiver has not started.
-func (g *Gate) addStarting(n int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.starting += n
 }
 
 // newGate returns a gate that lets limit backups run at once; limit must
@@ -204,14 +175,6 @@ func (g *Gate) slot(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, newCl
 		case <-ctx.Context().Done():
 			return nil, ctx.Context().Err()
 		}
-		for len(g.jobs) > g.Limit() && !g.settled() { // a Job created early
-			select {
-			case <-time.After(settleLook):
-			case <-ctx.Context().Done():
-				<-g.jobs
-				return nil, ctx.Context().Err()
-			}
-		}
 		go run.hold(ctx, comp, pl, newClient)
 		return rs, nil
 	}).(pulumi.ResourceArrayOutput)
@@ -224,20 +187,20 @@ func (r *gatedRun) wait() (observe.Summary, error) {
 	return r.sum, r.err
 }
 
-// hold waits for the Job to be registered, gives it its turn once its pod
-// is on a node and the gate has a turn free, and watches it until it has
-// finished; it gives both back, and records what the run reported: a Job
-// that failed, or did not finish within the plan's timeout, is an error.
+// hold waits for the Job to be registered, gives it its turn once the gate
+// has one free and watches it until it has finished, gives both back, and
+// records what the run reported: a Job that failed, or did not finish
+// within the plan's timeout, is an error.
 //
-// The turn is given back as soon as the Job's archiver has exited with 0
+// Both are given back as soon as the Job's archiver has exited with 0
 // (observe.ArchiverDone): the backup is over then, and the next one starts
 // while the Job controller marks this Job complete, a second or more later
-// on a busy node; the Job's place when it has finished. The outputs wait
-// for the Job's own verdict.
+// on a busy node. The outputs still wait for the Job's own verdict.
 func (r *gatedRun) hold(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, newClient clientMaker) {
 	defer close(r.done)
 	g := r.g
-	defer func() { <-g.jobs }()
+	leaveJobs := sync.OnceFunc(func() { <-g.jobs })
+	defer leaveJobs()
 	job := pl.Job
 	select {
 	case <-r.registered:
@@ -259,79 +222,40 @@ func (r *gatedRun) hold(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, n
 	wctx, fail := context.WithCancelCause(wctx)
 	defer fail(nil)
 	startWatchdog(wctx, ctx, comp, client, job)
-	type verdict struct {
-		job *batchv1.Job
-		err error
-	}
-	finished := make(chan verdict, 1)
-	go func() {
-		done, err := observe.Finished(wctx, client, job.Namespace, job.Name, g.poll)
-		finished <- verdict{done, err}
-	}()
-	// The turn, once the pod is on a node; a Job that finishes first (the
-	// watchdog failed it, say) never takes one.
-	var v verdict
-	turn := make(chan struct{}) // hands the turn over; one not taken is given back
-	go func() {
-		if observe.Scheduled(wctx, client, job.Namespace, job.Name, g.poll) != nil {
-			return
-		}
-		select {
-		case g.turns <- struct{}{}:
-		case <-wctx.Done():
-			return
-		}
-		select {
-		case turn <- struct{}{}:
-		case <-wctx.Done():
-			<-g.turns
-		}
-	}()
 	select {
-	case <-turn:
-		leaveTurn := sync.OnceFunc(func() { <-g.turns })
-		defer leaveTurn()
-		g.addStarting(1)
-		started := sync.OnceFunc(func() { g.addStarting(-1) })
-		defer started()
-		go r.grant(wctx, fail, client, job)
-		go func() {
-			if observe.ArchiverStarted(wctx, client, job.Namespace, job.Name, g.poll) == nil {
-				started()
-			}
-		}()
-		go func() {
-			if observe.ArchiverDone(wctx, client, job.Namespace, job.Name, g.poll) == nil {
-				leaveTurn()
-			}
-		}()
-		v = <-finished
-	case v = <-finished:
-		fail(nil) // no turn now: one acquired meanwhile is given back
-	}
-	if v.err != nil {
-		r.err = v.err
+	case g.turns <- struct{}{}:
+	case <-wctx.Done():
+		r.err = fmt.Errorf("waiting for a turn for Job %s/%s: %w", job.Namespace, job.Name, context.Cause(wctx))
 		return
 	}
-	if why := observe.Failure(v.job); why != "" {
+	leaveTurn := sync.OnceFunc(func() { <-g.turns })
+	defer leaveTurn()
+	go func() {
+		if err := observe.GrantTurn(wctx, client, job.Namespace, job.Name, g.poll); err != nil && wctx.Err() == nil {
+			// The archiver would wait until its deadline: fail the Job now,
+			// and the run with the reason.
+			if ferr := observe.FailJob(wctx, client, job.Namespace, job.Name); ferr != nil {
+				err = errors.Join(err, fmt.Errorf("failing the Job: %w", ferr))
+			}
+			fail(err)
+		}
+	}()
+	go func() {
+		if observe.ArchiverDone(wctx, client, job.Namespace, job.Name, g.poll) == nil {
+			leaveTurn()
+			leaveJobs()
+		}
+	}()
+	done, err := observe.Finished(wctx, client, job.Namespace, job.Name, g.poll)
+	if err != nil {
+		r.err = err
+		return
+	}
+	if why := observe.Failure(done); why != "" {
 		r.err = fmt.Errorf("Job %s/%s failed: %s (its pods' logs: kubectl -n %s logs job/%s)", job.Namespace, job.Name, why, job.Namespace, job.Name)
 		return
 	}
 	r.sum, r.err = readResult(ctx, client, job)
-}
-
-// grant gives the Job its turn (observe.GrantTurn) until wctx ends. A pod
-// that cannot be annotated for good would wait until its deadline: grant
-// fails the Job then, and the run (fail) with the reason.
-func (r *gatedRun) grant(wctx context.Context, fail context.CancelCauseFunc, client kubernetes.Interface, job *batchv1.Job) {
-	err := observe.GrantTurn(wctx, client, job.Namespace, job.Name, r.g.poll)
-	if err == nil || wctx.Err() != nil {
-		return
-	}
-	if ferr := observe.FailJob(wctx, client, job.Namespace, job.Name); ferr != nil {
-		err = errors.Join(err, fmt.Errorf("failing the Job: %w", ferr))
-	}
-	fail(err)
 }
 
 // registerGated registers the gated Job of pl as registerChildJob does,

@@ -39,7 +39,6 @@ type gateCluster struct {
 	limit    int
 	total    int
 	fail     map[string]bool // Job names that fail
-	unplaced map[string]bool // Job names whose pod is created without a node (the test places it)
 	mu       sync.Mutex
 	created  int
 	underWay int             // Jobs created whose archiver has not succeeded, nor the Job failed
@@ -50,19 +49,8 @@ type gateCluster struct {
 	skipped  []string        // Jobs registered without pulumi.com/skipAwait
 }
 
-// newGateCluster returns a cluster for total backups through a gate of
-// limit, the gate (looking at its Jobs every 10 ms) and the maker of the
-// cluster's client.
-func newGateCluster(t *testing.T, limit, total int) (*gateCluster, *Gate, clientMaker) {
-	t.Helper()
-	c := &gateCluster{t: t, client: fake.NewClientset(), limit: limit, total: total,
-		fail: map[string]bool{}, unplaced: map[string]bool{}, seen: map[string]bool{}}
-	gate, err := newGate(limit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate.poll = 10 * time.Millisecond
-	return c, gate, func(preflight.Cluster) (kubernetes.Interface, error) { return c.client, nil }
+func newGateCluster(t *testing.T, limit, total int) *gateCluster {
+	return &gateCluster{t: t, client: fake.NewClientset(), limit: limit, total: total, fail: map[string]bool{}, seen: map[string]bool{}}
 }
 
 func (c *gateCluster) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
@@ -80,15 +68,12 @@ func (c *gateCluster) NewResource(args pulumi.MockResourceArgs) (string, resourc
 		return "", nil, err
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name + "-pod", Namespace: ns, Labels: job.Spec.Selector.MatchLabels},
-		Spec: corev1.PodSpec{NodeName: "n1"}, Status: runningStatus()}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.unplaced[name] {
-		pod.Spec.NodeName, pod.Status = "", corev1.PodStatus{Phase: corev1.PodPending}
-	}
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	if _, err := c.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return "", nil, err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if ann := meta["annotations"]; !ann.IsObject() || ann.ObjectValue()[jobspec.AnnotationSkipAwait].StringValue() != "true" {
 		c.skipped = append(c.skipped, name)
 	}
@@ -155,7 +140,8 @@ func (c *gateCluster) run(ctx context.Context, ns string) {
 			c.mu.Unlock()
 			return
 		}
-		name := c.granted[0] // end takes it off
+		name := c.granted[0]
+		c.granted = c.granted[1:]
 		c.mu.Unlock()
 		c.finish(ns, name, c.fail[name])
 	}
@@ -188,17 +174,13 @@ func (c *gateCluster) end(ns, name string, failed bool) {
 	if failed {
 		pod.Status.Phase = corev1.PodFailed
 	}
-	// Off the list first: the gate hands the turn on once it sees the pod end.
-	c.mu.Lock()
-	if i := slices.Index(c.granted, name); i >= 0 {
-		c.granted = slices.Delete(c.granted, i, i+1)
-	}
-	if !failed {
-		c.underWay--
-	}
-	c.mu.Unlock()
 	if _, err := c.client.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		c.t.Error(err)
+	}
+	if !failed {
+		c.mu.Lock()
+		c.underWay--
+		c.mu.Unlock()
 	}
 }
 
@@ -285,7 +267,13 @@ func TestGateFreesSlotWhenArchiverEnds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, gate, newClient := newGateCluster(t, 1, 2)
+			c := newGateCluster(t, 1, 2)
+			newClient := func(preflight.Cluster) (kubernetes.Interface, error) { return c.client, nil }
+			gate, err := newGate(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gate.poll = 10 * time.Millisecond
 			names := make(chan string, 2)
 			granted := func(name string) bool {
 				c.look(DefaultNamespace)
@@ -319,7 +307,7 @@ func TestGateFreesSlotWhenArchiverEnds(t *testing.T) {
 						t.Error(err)
 					}
 					retry := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: first + "-pod", Namespace: DefaultNamespace,
-						Labels: map[string]string{"controller-uid": "uid-" + first}}, Spec: corev1.PodSpec{NodeName: "n1"}, Status: runningStatus()}
+						Labels: map[string]string{"controller-uid": "uid-" + first}}}
 					if _, err := c.client.CoreV1().Pods(DefaultNamespace).Create(context.Background(), retry, metav1.CreateOptions{}); err != nil {
 						t.Error(err)
 					}
@@ -363,7 +351,13 @@ func TestGate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, gate, newClient := newGateCluster(t, tt.limit, tt.jobs)
+			c := newGateCluster(t, tt.limit, tt.jobs)
+			newClient := func(preflight.Cluster) (kubernetes.Interface, error) { return c.client, nil }
+			gate, err := newGate(tt.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gate.poll = 10 * time.Millisecond
 			var mu sync.Mutex
 			sizes := map[string]int{}
 			program := gatedBackups(gate, tt.jobs, newClient, func(server, job string) {
@@ -378,7 +372,7 @@ func TestGate(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			go c.run(ctx, DefaultNamespace)
-			err := pulumi.RunErr(program, pulumi.WithMocks("project", "stack", c))
+			err = pulumi.RunErr(program, pulumi.WithMocks("project", "stack", c))
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatal(err)
@@ -544,135 +538,4 @@ func TestGateOf(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestGateTurns: under a gate of one, a turn goes to a backup whose pod is
-// on a node, never to one whose pod waits for room (which would hold the
-// turn while a placed pod waits for it); and a Job that fails while it
-// waits for its turn takes none, so the next backup gets the turn the
-// running one frees.
-func TestGateTurns(t *testing.T) {
-	t.Run("a pod that waits for room does not take the turn", func(t *testing.T) {
-		c, gate, newClient := newGateCluster(t, 1, 2)
-		names := make(chan string, 2)
-		go func() {
-			pending, other := <-names, <-names // s0, whose pod waits for room, and s1
-			// While s0's pod waits for room, it never has the turn.
-			for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); {
-				c.look(DefaultNamespace)
-				if c.granted1(pending) {
-					t.Error("a backup whose pod waits for room has the turn")
-					break
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			ended := c.granted1(other)
-			if ended {
-				c.finish(DefaultNamespace, other, false)
-			}
-			c.place(DefaultNamespace, pending)
-			for !c.granted1(pending) {
-				time.Sleep(5 * time.Millisecond)
-				c.look(DefaultNamespace)
-			}
-			c.finish(DefaultNamespace, pending, false)
-			for !ended && !c.granted1(other) {
-				time.Sleep(5 * time.Millisecond)
-				c.look(DefaultNamespace)
-			}
-			if !ended {
-				c.finish(DefaultNamespace, other, false)
-			}
-		}()
-		program := gatedBackups(gate, 2, newClient, func(server, job string) {
-			if server == "s0" {
-				c.mu.Lock()
-				c.unplaced[job] = true
-				c.mu.Unlock()
-			}
-			names <- job
-		}, nil)
-		if err := pulumi.RunErr(program, pulumi.WithMocks("project", "stack", c)); err != nil {
-			t.Fatal(err)
-		}
-	})
-	t.Run("a Job that fails while it waits takes no turn", func(t *testing.T) {
-		c, gate, newClient := newGateCluster(t, 1, 3)
-		names := make(chan string, 3)
-		go func() {
-			jobs := []string{<-names, <-names, <-names}
-			if !c.full(t.Context(), DefaultNamespace, 2) {
-				return
-			}
-			c.mu.Lock()
-			running := c.granted[0]
-			c.mu.Unlock()
-			// The other Job under way waits for its turn; it fails (its
-			// deadline, say).
-			var waiting string
-			for _, j := range jobs {
-				if j != running && c.createdJob(DefaultNamespace, j) {
-					waiting = j
-				}
-			}
-			c.finish(DefaultNamespace, waiting, true)
-			c.finish(DefaultNamespace, running, false)
-			for _, j := range jobs {
-				if j == running || j == waiting {
-					continue
-				}
-				for deadline := time.Now().Add(5 * time.Second); !c.granted1(j); {
-					if time.Now().After(deadline) {
-						t.Errorf("%s never had its turn: the failed Job kept one", j)
-						return
-					}
-					time.Sleep(5 * time.Millisecond)
-					c.look(DefaultNamespace)
-				}
-				c.finish(DefaultNamespace, j, false)
-			}
-		}()
-		program := gatedBackups(gate, 3, newClient, func(_, job string) { names <- job }, nil)
-		err := pulumi.RunErr(program, pulumi.WithMocks("project", "stack", c))
-		if err == nil || !strings.Contains(err.Error(), "BackoffLimitExceeded") {
-			t.Fatalf("error %v, want the failed Job's reason", err)
-		}
-		if c.peak != 1 {
-			t.Errorf("%d backups had their turn at once, want 1", c.peak)
-		}
-	})
-}
-
-// granted1 says whether the Job name has been seen with its turn.
-func (c *gateCluster) granted1(name string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.seen[name]
-}
-
-// createdJob says whether the Job name exists.
-func (c *gateCluster) createdJob(ns, name string) bool {
-	_, err := c.client.BatchV1().Jobs(ns).Get(context.Background(), name, metav1.GetOptions{})
-	return err == nil
-}
-
-// place puts the pod of Job name on a node, as the scheduler does once
-// there is room.
-func (c *gateCluster) place(ns, name string) {
-	ctx := context.Background()
-	pod, err := c.client.CoreV1().Pods(ns).Get(ctx, name+"-pod", metav1.GetOptions{})
-	if err != nil {
-		c.t.Error(err)
-		return
-	}
-	pod.Spec.NodeName, pod.Status = "n1", runningStatus()
-	if _, err := c.client.CoreV1().Pods(ns).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		c.t.Error(err)
-	}
-}
-
-// runningStatus is the status of a pod whose archiver is running.
-func runningStatus() corev1.PodStatus {
-	return corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: observe.ArchiverContainer,
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
 }

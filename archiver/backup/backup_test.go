@@ -568,15 +568,11 @@ func (q *fakeQuiescer) Quiesce(ctx context.Context, log hclog.Logger) (func(cont
 }
 
 // TestRunQuiesce: the game server is quiesced before the world is read and
-// resumed once on every exit path after that, before the row is inserted;
-// a run that waits for its turn does so before anything else (even the
-// lookup of a recorded run), and a turn that fails fails the run with
-// nothing read, quiesced or written.
+// resumed once on every exit path after that, before the row is inserted.
 func TestRunQuiesce(t *testing.T) {
 	tests := []struct {
 		name       string
 		q          fakeQuiescer
-		turn       *fakeTurn // nil: no turn to wait for
 		params     func(p *Params)
 		setup      func(c *fakeCatalog, mem *store.Mem)
 		wantEvents string
@@ -596,12 +592,6 @@ func TestRunQuiesce(t *testing.T) {
 		{name: "already recorded: not quiesced", setup: func(c *fakeCatalog, _ *store.Mem) {
 			c.rows["run-1"] = catalog.Record{RunID: "run-1", Server: "survival"}
 		}, wantEvents: "[]", wantRow: true},
-		{name: "the turn comes first", turn: &fakeTurn{}, wantEvents: "[turn quiesce resume insert]", wantRow: true},
-		{name: "a recorded run waits for its turn too, then does nothing", turn: &fakeTurn{}, setup: func(c *fakeCatalog, _ *store.Mem) {
-			c.rows["run-1"] = catalog.Record{RunID: "run-1", Server: "survival"}
-		}, wantEvents: "[turn]", wantRow: true},
-		{name: "the turn fails: nothing done", turn: &fakeTurn{err: errors.New("the Job's deadline")},
-			wantEvents: "[turn]", wantErr: "the Job's deadline"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -619,18 +609,9 @@ func TestRunQuiesce(t *testing.T) {
 			q := tt.q
 			q.events = &events
 			r, _ := newRunner(t, mem, cat)
-			r = r.WithQuiescer(&q)
-			if tt.turn != nil {
-				turn := *tt.turn
-				turn.events = &events
-				r = r.WithTurn(turn)
-			}
-			s, err := r.Run(t.Context(), p)
+			_, err := r.WithQuiescer(&q).Run(t.Context(), p)
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Fatalf("Run: %v, want error %q", err, tt.wantErr)
-			}
-			if tt.wantErr != "" && (s.Status != StatusFailed || !strings.Contains(s.Error, tt.wantErr)) {
-				t.Errorf("summary %+v, want failed with the error", s)
 			}
 			if got := fmt.Sprint(events); got != tt.wantEvents {
 				t.Fatalf("events %s, want %s", got, tt.wantEvents)
@@ -657,4 +638,51 @@ type fakeTurn struct {
 func (f fakeTurn) Wait(ctx context.Context) error {
 	*f.events = append(*f.events, "turn")
 	return f.err
+}
+
+// TestRunTurn: a run waits for its turn before anything else (even the
+// catalog's lookup of a recorded run), and a turn that fails fails the
+// run with nothing read, quiesced or written.
+func TestRunTurn(t *testing.T) {
+	tests := []struct {
+		name       string
+		turnErr    error
+		recorded   bool
+		wantEvents string
+		wantErr    string
+		wantRow    bool
+	}{
+		{name: "the turn comes first", wantEvents: "[turn quiesce resume insert]", wantRow: true},
+		{name: "a recorded run waits too, then does nothing", recorded: true, wantEvents: "[turn]", wantRow: true},
+		{name: "the turn fails: nothing done", turnErr: errors.New("the Job's deadline"),
+			wantEvents: "[turn]", wantErr: "the Job's deadline"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var events []string
+			mem := store.NewMem()
+			cat := newFakeCatalog()
+			cat.onInsert = func() { events = append(events, "insert") }
+			if tt.recorded {
+				cat.rows["run-1"] = catalog.Record{RunID: "run-1", Server: "survival"}
+			}
+			r, _ := newRunner(t, mem, cat)
+			s, err := r.WithQuiescer(&fakeQuiescer{events: &events}).WithTurn(fakeTurn{events: &events, err: tt.turnErr}).Run(t.Context(), params(makeWorld(t)))
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("Run: %v, want error %q", err, tt.wantErr)
+			}
+			if tt.wantErr != "" && (s.Status != StatusFailed || !strings.Contains(s.Error, tt.wantErr)) {
+				t.Errorf("summary %+v, want failed with the turn's error", s)
+			}
+			if got := fmt.Sprint(events); got != tt.wantEvents {
+				t.Fatalf("events %s, want %s", got, tt.wantEvents)
+			}
+			if _, hasRow := cat.rows["run-1"]; hasRow != tt.wantRow {
+				t.Fatalf("row: %v, want %v", hasRow, tt.wantRow)
+			}
+			if keys := mem.Keys(); !tt.wantRow && len(keys) != 0 {
+				t.Fatalf("a failed run left archives %v", keys)
+			}
+		})
+	}
 }

@@ -191,7 +191,6 @@ func TestConcurrencyCapOnNode(t *testing.T) {
 	}
 	t.Logf("%d backups of %s each under a cap of %d, `pulumi up --parallel 2`: %s wall", servers, delay, limit, wall.Round(100*time.Millisecond))
 	t.Logf("timeline: %s", tl.summary())
-	t.Logf("turns: %s", tl.turnSteps(t, node, ns.Name))
 	game.check(t, start, servers, limit)
 	// The next wave's pods start while the first one saves, and wait for
 	// their turn.

@@ -241,31 +241,6 @@ func ArchiverDone(ctx context.Context, c kubernetes.Interface, ns, name string, 
 	})
 }
 
-// Scheduled waits until a pod of the Job is bound to a node (the
-// scheduler placed it, or it names its node) and returns nil; it watches
-// as ArchiverDone does, and returns ctx's cause when ctx ends first. A
-// capped backup asks for its turn only then, so a turn never goes to a pod
-// that waits for room on a node while pods that have room wait for a turn.
-func Scheduled(ctx context.Context, c kubernetes.Interface, ns, name string, interval time.Duration) error {
-	return eachJobPod(ctx, c, ns, name, interval, func(_ context.Context, p *corev1.Pod) (bool, error) {
-		return p.Spec.NodeName != "" && p.DeletionTimestamp == nil, nil
-	})
-}
-
-// ArchiverStarted waits until a pod of the Job has started its archiver
-// container (running, or already ended) and returns nil; it watches as
-// ArchiverDone does, and returns ctx's cause when ctx ends first.
-func ArchiverStarted(ctx context.Context, c kubernetes.Interface, ns, name string, interval time.Duration) error {
-	return eachJobPod(ctx, c, ns, name, interval, func(_ context.Context, p *corev1.Pod) (bool, error) {
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Name == ArchiverContainer && (cs.State.Running != nil || cs.State.Terminated != nil) {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-}
-
 // GrantTurn gives the Job's run its turn under a concurrency cap: it sets
 // the annotation jobapi.AnnotationTurn to jobapi.TurnGranted on each pod of
 // the Job that is not granted yet (the pod at hand, and any later one, a

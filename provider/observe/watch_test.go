@@ -276,9 +276,18 @@ func TestArchiverDone(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err, _ := watchFor(t, fake.NewClientset(tt.objs...), tt.later, func(ctx context.Context, c *fake.Clientset) error {
-				return ArchiverDone(ctx, c, ns, jobName, 20*time.Millisecond)
-			})
+			c := fake.NewClientset(tt.objs...)
+			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+			defer cancel()
+			if tt.later != nil {
+				go func() {
+					time.Sleep(50 * time.Millisecond)
+					if _, err := c.CoreV1().Pods(ns).Create(context.Background(), tt.later, metav1.CreateOptions{}); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			err := ArchiverDone(ctx, c, ns, jobName, 20*time.Millisecond)
 			if tt.done && err != nil {
 				t.Fatalf("ArchiverDone = %v, want nil (the archiver succeeded)", err)
 			}
@@ -324,12 +333,20 @@ func TestGrantTurn(t *testing.T) {
 					return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "p-a", errors.New("RBAC: no"))
 				})
 			}
-			err, ctxErr := watchFor(t, c, tt.later, func(ctx context.Context, c *fake.Clientset) error {
-				return GrantTurn(ctx, c, ns, jobName, 20*time.Millisecond)
-			})
+			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+			defer cancel()
+			if tt.later != nil {
+				go func() {
+					time.Sleep(50 * time.Millisecond)
+					if _, err := c.CoreV1().Pods(ns).Create(context.Background(), tt.later, metav1.CreateOptions{}); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			err := GrantTurn(ctx, c, ns, jobName, 20*time.Millisecond)
 			switch {
 			case tt.wantErr != "":
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || ctxErr != nil {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || ctx.Err() != nil {
 					t.Fatalf("GrantTurn = %v, want at once an error that says %q", err, tt.wantErr)
 				}
 			case !errors.Is(err, context.DeadlineExceeded):
@@ -346,58 +363,4 @@ func TestGrantTurn(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestScheduled: Scheduled returns once a pod of exactly this Job is on a
-// node, whether before it looks or while it watches; a pending pod or an
-// earlier Job's placed pod is not, and it waits until its context ends.
-func TestScheduled(t *testing.T) {
-	pod := func(podUID, jobUID, node string) *corev1.Pod {
-		p := waitingPod(podUID, "", "")
-		p.Spec.NodeName = node
-		return jobPod(jobUID, p)
-	}
-	tests := []struct {
-		name  string
-		objs  []runtime.Object
-		later *corev1.Pod // created while it watches
-		done  bool
-	}{
-		{name: "on a node before it looks", objs: []runtime.Object{job("j1"), pod("a", "j1", "n1")}, done: true},
-		{name: "placed while it watches", objs: []runtime.Object{job("j1"), pod("a", "j1", "")}, later: pod("b", "j1", "n1"), done: true},
-		{name: "pending", objs: []runtime.Object{job("j1"), pod("a", "j1", "")}},
-		{name: "an earlier Job's pod", objs: []runtime.Object{job("j1"), pod("a", "j0", "n1")}, later: pod("b", "j0", "n1")},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err, _ := watchFor(t, fake.NewClientset(tt.objs...), tt.later, func(ctx context.Context, c *fake.Clientset) error {
-				return Scheduled(ctx, c, ns, jobName, 20*time.Millisecond)
-			})
-			if tt.done && err != nil {
-				t.Fatalf("Scheduled = %v, want nil (the pod is on a node)", err)
-			}
-			if !tt.done && !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("Scheduled = %v, want the context's deadline (no pod of the Job is on a node)", err)
-			}
-		})
-	}
-}
-
-// watchFor runs f on c with a context of 300 ms, creating the pod later
-// (when set) 50 ms in, as if while f watches; it returns f's error and the
-// context's when f returned.
-func watchFor(t *testing.T, c *fake.Clientset, later *corev1.Pod, f func(context.Context, *fake.Clientset) error) (err, ctxErr error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-	defer cancel()
-	if later != nil {
-		go func() {
-			time.Sleep(50 * time.Millisecond)
-			if _, err := c.CoreV1().Pods(ns).Create(context.Background(), later, metav1.CreateOptions{}); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	err = f(ctx, c)
-	return err, ctx.Err()
 }
