@@ -36,10 +36,6 @@ type Backup struct {
 
 	LogFormat LogFormat // "" = LogAuto
 	Notify    Notify    // the webhook of the run's outcome
-
-	// TurnFile, when set, is the file that grants the run its turn under a
-	// concurrency cap (see Turn): the run waits until it does.
-	TurnFile string
 }
 
 // Rcon says how the backup reaches the game server to quiesce it.
@@ -107,14 +103,6 @@ func (b Backup) Args() []string {
 	}
 	b.Notify.args(&a)
 	a.str(FlagLogFormat, string(b.LogFormat))
-	return append(a, TurnArgs(b.TurnFile)...)
-}
-
-// TurnArgs returns the flags that have a backup wait for the turn file
-// names ("": none): the backup Job of a capped WorldBackup gets them.
-func TurnArgs(file string) []string {
-	var a args
-	a.str(FlagTurnFile, file)
 	return a
 }
 
@@ -141,8 +129,6 @@ func (b *Backup) Bind(fs *flag.FlagSet) {
 	b.S3.Bind(fs)
 	bindLogFormat(fs, &b.LogFormat)
 	b.Notify.Bind(fs)
-	fs.StringVar(&b.TurnFile, FlagTurnFile, "", "wait, before the run starts, until this file holds "+TurnGranted+
-		" (an empty file: not yet): the pod's "+AnnotationTurn+" annotation as a downward API volume writes it, which a concurrency cap sets when the run's turn comes")
 }
 
 // Parsed finishes b after fs.Parse: Retention is nil unless a retention

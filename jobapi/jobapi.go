@@ -54,7 +54,6 @@ const (
 	FlagRconPasswordFile = "rcon-password-file"
 	FlagRconRequired     = "rcon-required"
 	FlagLogFormat        = "log-format"
-	FlagTurnFile         = "turn-file"
 
 	FlagEncryptionKeyFile    = "encryption-key-file"
 	FlagNewEncryptionKeyFile = "new-encryption-key-file"

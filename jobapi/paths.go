@@ -21,20 +21,6 @@ const (
 	// which --encryption-key-file names.
 	EncryptionMountPath = "/etc/felis-encryption"
 	EncryptionKeyFile   = "age-identity"
-	// TurnMountPath is where a capped backup Job mounts the downward API
-	// volume that holds its pod's AnnotationTurn, in the file TurnFileName,
-	// which --turn-file names.
-	TurnMountPath = "/etc/felis-turn"
-	TurnFileName  = "turn"
-)
-
-// The turn of a backup under a concurrency cap: the provider's gate sets
-// the annotation AnnotationTurn to TurnGranted on the pod of a backup
-// whose turn has come, and the kubelet writes its value into the pod's
-// turn file (empty until then), which the archiver waits for.
-const (
-	AnnotationTurn = "worldbackup.dev/turn"
-	TurnGranted    = "granted"
 )
 
 // The archiver's defaults, which the components' schema quotes.

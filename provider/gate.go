@@ -21,8 +21,8 @@ const MaxConcurrency = 1000
 
 // A Gate bounds how many backups run at once: a backup that sets
 // concurrency, made through Gates (WorldBackupArgs.Gates; the plugin does
-// this for every WorldBackup), runs only while fewer than the gate's limit
-// of its backups run, whatever the CLI's --parallel.
+// this for every WorldBackup), has its Job created only once fewer than the
+// gate's limit of its backups are running, whatever the CLI's --parallel.
 //
 // The Kubernetes provider waits for a Job in one of the engine's step
 // workers, and `pulumi up` has 4 × GOMAXPROCS of them by default: 8 backups
@@ -31,35 +31,21 @@ const MaxConcurrency = 1000
 // is free at once, and the component waits for it itself, as the provider
 // would: its outputs resolve when the Job has finished, a failed Job fails
 // the component (and `pulumi up`) with the Job's reason, and the watchdog
-// fails a Job whose pod cannot start (observe.Watchdog).
-//
-// A gated backup runs in two steps, so that starting a pod (seconds on a
-// busy node) overlaps the backups that run:
-//   - its Job is created (its registration waits, pulumi.DependsOnInputs)
-//     once fewer than twice the limit of the gate's Jobs are under way: the
-//     running ones and up to as many started early;
-//   - its archiver waits in its pod for its turn (jobspec.WithTurn), which
-//     the gate gives it, in the order the Jobs were registered, once fewer
-//     than the limit of its backups run (observe.GrantTurn annotates the
-//     pod).
-//
-// A backup gives both back as soon as its archiver has exited with 0
-// (observe.ArchiverDone), before the Job controller marks the Job
-// complete; a failed archiver (the Job may retry) keeps them until the Job
-// has finished. A Job waits for its turn inside its deadline.
+// fails a Job whose pod cannot start (observe.Watchdog). The next gated
+// Job's registration waits (pulumi.DependsOnInputs) for a free slot, which
+// a finished Job gives back.
 //
 // A Job is gated only where the component would watch it anyway: a known
 // Job, the preflight on (a cluster to ask: not in render mode) and no
-// skipAwait; elsewhere the gate is passed by. A gated Job differs from an
-// ungated one (skipAwait, the turn file), so turning a cap on or off
-// replaces the Jobs of the current run once (the archiver makes a recorded
-// run's new Job a no-op).
+// skipAwait; elsewhere the gate is passed by. The skipAwait annotation
+// differs from an ungated Job's, so turning a cap on or off replaces the
+// Jobs of the current run once (the archiver makes a recorded run's new
+// Job a no-op).
 //
 // One Gate serves one cluster in one program run; a nil *Gate gates
 // nothing.
 type Gate struct {
-	jobs  chan struct{} // the Jobs under way: running or waiting for their turn (twice the limit)
-	turns chan struct{} // the backups that have their turn (the limit)
+	slots chan struct{}
 	poll  time.Duration // how often a held slot looks again at its Job, which it watches; 0: observe.Finished's default
 }
 
@@ -69,11 +55,11 @@ func newGate(limit int) (*Gate, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("a gate's limit must be at least 1, not %d", limit)
 	}
-	return &Gate{jobs: make(chan struct{}, 2*limit), turns: make(chan struct{}, limit)}, nil
+	return &Gate{slots: make(chan struct{}, limit)}, nil
 }
 
 // Limit is how many of the gate's backups run at once.
-func (g *Gate) Limit() int { return cap(g.turns) }
+func (g *Gate) Limit() int { return cap(g.slots) }
 
 // Gates are the concurrency caps of one program run: one Gate per cluster
 // (the kubeconfig and context the backup's preflight asks), made by the
@@ -138,14 +124,13 @@ func (g *Gate) gates(pl jobPlan) bool {
 }
 
 // through marks the Job of pl as gated: the Kubernetes provider does not
-// wait for it (the component does), and its archiver waits for its turn
-// (jobspec.WithTurn), at preview as at up, so both see the same Job. The
-// Job is copied, not changed.
+// wait for it (the component does), at preview as at up, so both see the
+// same Job. The Job is copied, not changed.
 func (g *Gate) through(pl jobPlan) jobPlan {
 	if !g.gates(pl) {
 		return pl
 	}
-	job := jobspec.WithTurn(pl.Job)
+	job := pl.Job.DeepCopy()
 	if job.Annotations == nil {
 		job.Annotations = map[string]string{}
 	}
@@ -165,13 +150,12 @@ type gatedRun struct {
 }
 
 // slot returns the dependency that holds the registration of pl's Job until
-// the gate lets one more Job be under way, then starts watching the Job
-// (hold).
+// the gate has a free slot, then starts watching the Job (hold).
 func (g *Gate) slot(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, newClient clientMaker) (*gatedRun, pulumi.ResourceArrayOutput) {
 	run := &gatedRun{g: g, registered: make(chan struct{}), done: make(chan struct{})}
 	dep := pulumi.ResourceArray{}.ToResourceArrayOutput().ApplyT(func(rs []pulumi.Resource) ([]pulumi.Resource, error) {
 		select {
-		case g.jobs <- struct{}{}:
+		case g.slots <- struct{}{}:
 		case <-ctx.Context().Done():
 			return nil, ctx.Context().Err()
 		}
@@ -187,20 +171,18 @@ func (r *gatedRun) wait() (observe.Summary, error) {
 	return r.sum, r.err
 }
 
-// hold waits for the Job to be registered, gives it its turn once the gate
-// has one free and watches it until it has finished, gives both back, and
-// records what the run reported: a Job that failed, or did not finish
-// within the plan's timeout, is an error.
+// hold waits for the Job to be registered and to finish, gives the slot
+// back, and records what the run reported: a Job that failed, or did not
+// finish within the plan's timeout, is an error.
 //
-// Both are given back as soon as the Job's archiver has exited with 0
+// The slot is given back as soon as the Job's archiver has exited with 0
 // (observe.ArchiverDone): the backup is over then, and the next one starts
 // while the Job controller marks this Job complete, a second or more later
 // on a busy node. The outputs still wait for the Job's own verdict.
 func (r *gatedRun) hold(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, newClient clientMaker) {
 	defer close(r.done)
-	g := r.g
-	leaveJobs := sync.OnceFunc(func() { <-g.jobs })
-	defer leaveJobs()
+	release := sync.OnceFunc(func() { <-r.g.slots })
+	defer release()
 	job := pl.Job
 	select {
 	case <-r.registered:
@@ -219,34 +201,13 @@ func (r *gatedRun) hold(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, n
 	wctx, stop := context.WithTimeoutCause(ctx.Context(), pl.Timeout,
 		fmt.Errorf("it did not finish within its timeout, %s", pl.Timeout))
 	defer stop()
-	wctx, fail := context.WithCancelCause(wctx)
-	defer fail(nil)
 	startWatchdog(wctx, ctx, comp, client, job)
-	select {
-	case g.turns <- struct{}{}:
-	case <-wctx.Done():
-		r.err = fmt.Errorf("waiting for a turn for Job %s/%s: %w", job.Namespace, job.Name, context.Cause(wctx))
-		return
-	}
-	leaveTurn := sync.OnceFunc(func() { <-g.turns })
-	defer leaveTurn()
 	go func() {
-		if err := observe.GrantTurn(wctx, client, job.Namespace, job.Name, g.poll); err != nil && wctx.Err() == nil {
-			// The archiver would wait until its deadline: fail the Job now,
-			// and the run with the reason.
-			if ferr := observe.FailJob(wctx, client, job.Namespace, job.Name); ferr != nil {
-				err = errors.Join(err, fmt.Errorf("failing the Job: %w", ferr))
-			}
-			fail(err)
+		if observe.ArchiverDone(wctx, client, job.Namespace, job.Name, r.g.poll) == nil {
+			release()
 		}
 	}()
-	go func() {
-		if observe.ArchiverDone(wctx, client, job.Namespace, job.Name, g.poll) == nil {
-			leaveTurn()
-			leaveJobs()
-		}
-	}()
-	done, err := observe.Finished(wctx, client, job.Namespace, job.Name, g.poll)
+	done, err := observe.Finished(wctx, client, job.Namespace, job.Name, r.g.poll)
 	if err != nil {
 		r.err = err
 		return

@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,39 +17,29 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/observe"
 	"github.com/worldbackup/worldbackup/provider/preflight"
 )
 
 // gateCluster is a cluster (client-go's fake) in which a Job the mocks
-// register gets a pod, which waits for its turn (the gate's annotation,
-// jobapi.AnnotationTurn). Its controller (run) ends the granted backups one
-// at a time, oldest first, each only once the gate is full (as many have
-// their turn as it allows, or every Job left, and as many Jobs are under
-// way as it lets start early), and a little later, so a gate that let more
-// through would show it in peak or peakJobs, and one that let fewer
-// through would fail the test (full waits a few seconds at most).
+// register starts running. Its controller (run) finishes the running Jobs
+// one at a time, each only once the gate is full (as many run as it
+// allows, or every Job left), and a little later, so a gate that let more
+// through would show it in peak, and one that let fewer through would
+// stall the test.
 type gateCluster struct {
 	mocks
-	t        *testing.T
-	client   *fake.Clientset
-	limit    int
-	total    int
-	fail     map[string]bool // Job names that fail
-	mu       sync.Mutex
-	created  int
-	underWay int             // Jobs created whose archiver has not succeeded, nor the Job failed
-	peakJobs int             // the most Jobs under way at once
-	granted  []string        // Jobs whose pod has its turn and whose run has not ended, oldest first
-	seen     map[string]bool // Jobs seen granted
-	peak     int             // the most granted at once
-	skipped  []string        // Jobs registered without pulumi.com/skipAwait
-}
-
-func newGateCluster(t *testing.T, limit, total int) *gateCluster {
-	return &gateCluster{t: t, client: fake.NewClientset(), limit: limit, total: total, fail: map[string]bool{}, seen: map[string]bool{}}
+	t       *testing.T
+	client  *fake.Clientset
+	limit   int
+	total   int
+	fail    map[string]bool // Job names that fail
+	mu      sync.Mutex
+	running []string // oldest first
+	created int
+	peak    int
+	skipped []string // Jobs registered without pulumi.com/skipAwait
 }
 
 func (c *gateCluster) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
@@ -63,13 +52,7 @@ func (c *gateCluster) NewResource(args pulumi.MockResourceArgs) (string, resourc
 	uid := types.UID("uid-" + name)
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: uid},
 		Spec: batchv1.JobSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"controller-uid": string(uid)}}}}
-	ctx := context.Background()
-	if _, err := c.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
-		return "", nil, err
-	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name + "-pod", Namespace: ns, Labels: job.Spec.Selector.MatchLabels},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-	if _, err := c.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if _, err := c.client.BatchV1().Jobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
 		return "", nil, err
 	}
 	c.mu.Lock()
@@ -77,77 +60,40 @@ func (c *gateCluster) NewResource(args pulumi.MockResourceArgs) (string, resourc
 	if ann := meta["annotations"]; !ann.IsObject() || ann.ObjectValue()[jobspec.AnnotationSkipAwait].StringValue() != "true" {
 		c.skipped = append(c.skipped, name)
 	}
+	c.running = append(c.running, name)
 	c.created++
-	c.underWay++
-	c.peakJobs = max(c.peakJobs, c.underWay)
+	c.peak = max(c.peak, len(c.running))
 	return id, props, nil
 }
 
-// look notes the Jobs whose pods have been given their turn since it last
-// looked.
-func (c *gateCluster) look(ns string) {
-	pods, err := c.client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		c.t.Error(err)
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range pods.Items {
-		name := strings.TrimSuffix(p.Name, "-pod")
-		if p.Annotations[jobapi.AnnotationTurn] == jobapi.TurnGranted && !c.seen[name] {
-			c.seen[name] = true
-			c.granted = append(c.granted, name)
-		}
-	}
-	c.peak = max(c.peak, len(c.granted))
-}
-
-// full waits (5 s at most) until the gate is full with left Jobs to go, as
-// described on gateCluster, and says whether it is.
-func (c *gateCluster) full(ctx context.Context, ns string, left int) bool {
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		c.look(ns)
-		c.mu.Lock()
-		full := len(c.granted) >= min(c.limit, left) && c.underWay >= min(2*c.limit, left)
-		c.mu.Unlock()
-		if full {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	c.t.Errorf("the gate did not fill with %d Jobs to go: %d granted (limit %d), %d under way", left, len(c.granted), c.limit, c.underWay)
-	return false
-}
-
-// run ends every backup, as described on gateCluster, until all total
+// run finishes every Job, as described on gateCluster, until all total
 // have finished or ctx ends.
 func (c *gateCluster) run(ctx context.Context, ns string) {
 	for done := 0; done < c.total; done++ {
-		// A gate that does not fill has failed the test: end what runs anyway.
-		if !c.full(ctx, ns, c.total-done) && ctx.Err() != nil {
-			return
+		for {
+			c.mu.Lock()
+			full := len(c.running) >= min(c.limit, c.total-done)
+			c.mu.Unlock()
+			if full {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
 		}
 		time.Sleep(20 * time.Millisecond) // room for a gate that lets too many through
-		c.look(ns)
 		c.mu.Lock()
-		if len(c.granted) == 0 {
-			c.mu.Unlock()
-			return
-		}
-		name := c.granted[0]
-		c.granted = c.granted[1:]
+		c.peak = max(c.peak, len(c.running))
+		name := c.running[0]
+		c.running = c.running[1:]
 		c.mu.Unlock()
 		c.finish(ns, name, c.fail[name])
 	}
 }
 
-// finish ends (or fails) the Job name's run, with the archiver's report in
+// finish completes (or fails) the Job name, with the archiver's report in
 // its pod's termination message: the pod ends before its Job is marked
 // finished, as in a cluster.
 func (c *gateCluster) finish(ns, name string, failed bool) {
@@ -159,7 +105,7 @@ func (c *gateCluster) finish(ns, name string, failed bool) {
 // else 0 and the archiver's report.
 func (c *gateCluster) end(ns, name string, failed bool) {
 	ctx := context.Background()
-	pod, err := c.client.CoreV1().Pods(ns).Get(ctx, name+"-pod", metav1.GetOptions{})
+	job, err := c.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		c.t.Error(err)
 		return
@@ -169,18 +115,11 @@ func (c *gateCluster) end(ns, name string, failed bool) {
 		exit = 1
 	}
 	msg := fmt.Sprintf(`{"status":"done","server":"s","run_id":"r","sha256":"%s","size_bytes":%d,"duration_seconds":1}`, strings.Repeat("ab", 32), len(name))
-	pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{Name: observe.ArchiverContainer,
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: msg}}}}}
-	if failed {
-		pod.Status.Phase = corev1.PodFailed
-	}
-	if _, err := c.client.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name + "-pod", Namespace: ns, Labels: job.Spec.Selector.MatchLabels},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: observe.ArchiverContainer,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: msg}}}}}}
+	if _, err := c.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		c.t.Error(err)
-	}
-	if !failed {
-		c.mu.Lock()
-		c.underWay--
-		c.mu.Unlock()
 	}
 }
 
@@ -195,9 +134,6 @@ func (c *gateCluster) mark(ns, name string, failed bool) {
 	cond := batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}
 	if failed {
 		cond = batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}
-		c.mu.Lock()
-		c.underWay--
-		c.mu.Unlock()
 	}
 	job.Status.Conditions = []batchv1.JobCondition{cond}
 	if _, err := c.client.BatchV1().Jobs(ns).UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
@@ -251,23 +187,22 @@ func gatedBackups(gate *Gate, n int, newClient clientMaker, onJob func(server, j
 	}
 }
 
-// TestGateFreesSlotWhenArchiverEnds: under a gate of one, both backups'
-// Jobs are created at once (the second starts early and waits); the
-// second gets its turn as soon as the first one's archiver has exited with
-// 0, before the Job controller marks that Job complete; a failed archiver,
-// which the Job may retry, keeps its turn.
+// TestGateFreesSlotWhenArchiverEnds: under a gate of one, the second backup's
+// Job is created as soon as the first one's archiver has exited with 0,
+// before the Job controller marks that Job complete; a failed archiver, which
+// the Job may retry, keeps its slot.
 func TestGateFreesSlotWhenArchiverEnds(t *testing.T) {
 	tests := []struct {
 		name      string
 		failed    bool
 		wantEarly bool
 	}{
-		{"the archiver succeeded: the turn is free", false, true},
-		{"the archiver failed: the Job may retry, the turn is held", true, false},
+		{"the archiver succeeded: the slot is free", false, true},
+		{"the archiver failed: the Job may retry, the slot is held", true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newGateCluster(t, 1, 2)
+			c := &gateCluster{t: t, client: fake.NewClientset(), limit: 1, total: 2}
 			newClient := func(preflight.Cluster) (kubernetes.Interface, error) { return c.client, nil }
 			gate, err := newGate(1)
 			if err != nil {
@@ -275,46 +210,31 @@ func TestGateFreesSlotWhenArchiverEnds(t *testing.T) {
 			}
 			gate.poll = 10 * time.Millisecond
 			names := make(chan string, 2)
-			granted := func(name string) bool {
-				c.look(DefaultNamespace)
+			created := func() int {
 				c.mu.Lock()
 				defer c.mu.Unlock()
-				return c.seen[name]
+				return c.created
 			}
 			early := make(chan bool, 1)
 			go func() {
 				first, second := <-names, <-names
-				if !c.full(t.Context(), DefaultNamespace, 2) {
-					early <- false
-					return
-				}
-				// The first is the one that has the turn (Jobs are registered
-				// concurrently, not always in the program's order).
-				if granted(second) {
-					first, second = second, first
-				}
-				if granted(second) {
-					t.Error("both backups have their turn at once")
+				for created() < 1 {
+					time.Sleep(5 * time.Millisecond)
 				}
 				c.end(DefaultNamespace, first, tt.failed)
 				deadline := time.Now().Add(time.Second)
-				for !granted(second) && time.Now().Before(deadline) {
+				for created() < 2 && time.Now().Before(deadline) {
 					time.Sleep(5 * time.Millisecond)
 				}
-				early <- granted(second)
+				early <- created() == 2
 				if tt.failed { // the Job's retry succeeds
 					if err := c.client.CoreV1().Pods(DefaultNamespace).Delete(context.Background(), first+"-pod", metav1.DeleteOptions{}); err != nil {
-						t.Error(err)
-					}
-					retry := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: first + "-pod", Namespace: DefaultNamespace,
-						Labels: map[string]string{"controller-uid": "uid-" + first}}}
-					if _, err := c.client.CoreV1().Pods(DefaultNamespace).Create(context.Background(), retry, metav1.CreateOptions{}); err != nil {
 						t.Error(err)
 					}
 					c.end(DefaultNamespace, first, false)
 				}
 				c.mark(DefaultNamespace, first, false)
-				for !granted(second) {
+				for created() < 2 {
 					time.Sleep(5 * time.Millisecond)
 				}
 				c.finish(DefaultNamespace, second, false)
@@ -324,7 +244,7 @@ func TestGateFreesSlotWhenArchiverEnds(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := <-early; got != tt.wantEarly {
-				t.Errorf("the second backup had its turn before the first Job completed: %v, want %v", got, tt.wantEarly)
+				t.Errorf("the second Job was created before the first one completed: %v, want %v", got, tt.wantEarly)
 			}
 		})
 	}
@@ -351,7 +271,7 @@ func TestGate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newGateCluster(t, tt.limit, tt.jobs)
+			c := &gateCluster{t: t, client: fake.NewClientset(), limit: tt.limit, total: tt.jobs, fail: map[string]bool{}}
 			newClient := func(preflight.Cluster) (kubernetes.Interface, error) { return c.client, nil }
 			gate, err := newGate(tt.limit)
 			if err != nil {
@@ -380,10 +300,7 @@ func TestGate(t *testing.T) {
 				t.Fatalf("error %v, want one that says %q", err, tt.wantErr)
 			}
 			if want := min(tt.limit, tt.jobs); c.peak != want {
-				t.Errorf("%d backups had their turn at once, want %d", c.peak, want)
-			}
-			if want := min(2*tt.limit, tt.jobs); c.peakJobs != want {
-				t.Errorf("%d Jobs were under way at once, want %d (those running and as many started early)", c.peakJobs, want)
+				t.Errorf("%d Jobs ran at once, want %d", c.peak, want)
 			}
 			if c.created != tt.jobs {
 				t.Errorf("%d Jobs created, want %d", c.created, tt.jobs)
@@ -450,12 +367,6 @@ func TestGateThrough(t *testing.T) {
 			}
 			if tt.gated && got.Job.Annotations[jobspec.AnnotationSkipAwait] != "true" {
 				t.Errorf("the gated Job has no %s", jobspec.AnnotationSkipAwait)
-			}
-			if got.Job == nil {
-				return
-			}
-			if args := got.Job.Spec.Template.Spec.Containers[0].Args; tt.gated != slices.Contains(args, "--turn-file") {
-				t.Errorf("the Job waits for its turn: %v, want %v (args %q)", !tt.gated, tt.gated, args)
 			}
 		})
 	}

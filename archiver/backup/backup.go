@@ -73,12 +73,6 @@ type Quiescer interface {
 	Quiesce(ctx context.Context, log hclog.Logger) (resume func(context.Context) error, err error)
 }
 
-// Turn is the run's turn under a concurrency cap (package turn): Wait
-// returns once the run may start.
-type Turn interface {
-	Wait(ctx context.Context) error
-}
-
 // Params describe one run.
 type Params struct {
 	Server      string // DNS-1123 label
@@ -172,7 +166,6 @@ type Runner struct {
 	store   Store
 	cat     Catalog
 	quiesce Quiescer // nil: the world is read as it is
-	turn    Turn     // nil: the run starts at once
 	log     hclog.Logger
 	now     func() time.Time
 }
@@ -193,14 +186,6 @@ func (r *Runner) WithQuiescer(q Quiescer) *Runner {
 	return r
 }
 
-// WithTurn has each run wait for its turn through t before anything else:
-// before it looks at the catalog, takes the run's lock or quiesces the
-// server. The wait is not part of the run's duration.
-func (r *Runner) WithTurn(t Turn) *Runner {
-	r.turn = t
-	return r
-}
-
 // cleanupTimeout bounds the removal of an archive whose row could not be
 // inserted, which runs even when the run's context was canceled.
 const cleanupTimeout = 30 * time.Second
@@ -209,33 +194,15 @@ const cleanupTimeout = 30 * time.Second
 // StatusFailed and the error text.
 func (r *Runner) Run(ctx context.Context, p Params) (Summary, error) {
 	p = p.withDefaults()
-	s := Summary{Server: p.Server, RunID: p.RunID, Compression: string(p.Compression)}
-	err := r.waitTurn(ctx, p)
 	start := r.now()
-	if err == nil {
-		err = r.run(ctx, p, &s)
-	}
+	s := Summary{Server: p.Server, RunID: p.RunID, Compression: string(p.Compression)}
+	err := r.run(ctx, p, &s)
 	s.DurationSeconds = r.now().Sub(start).Seconds()
 	if err != nil {
 		s.Status = StatusFailed
 		s.Error = err.Error()
 	}
 	return s, err
-}
-
-// waitTurn waits for the run's turn when the runner has a Turn.
-func (r *Runner) waitTurn(ctx context.Context, p Params) error {
-	if r.turn == nil {
-		return nil
-	}
-	log := r.log.With("server", p.Server, "run_id", p.RunID)
-	log.Info("waiting for the run's turn")
-	start := r.now()
-	if err := r.turn.Wait(ctx); err != nil {
-		return err
-	}
-	log.Info("the run's turn has come", "waited_seconds", r.now().Sub(start).Seconds())
-	return nil
 }
 
 func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {

@@ -15,16 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/worldbackup/worldbackup/internal/kubenode"
-	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // timeline records, as the test sees them through watches (to the
 // millisecond, unlike the objects' own second-granular times), when each
 // Job of a namespace went through the steps that stand between one backup's
 // end and the next one's start under a concurrency cap: the Job created,
-// its pod created, its container running, its turn granted (the gate's
-// annotation on the pod), the container terminated, the Job complete. It is
-// a measurement for the log, not an assertion.
+// its pod created, its container running, the container terminated, the Job
+// complete. It is a measurement for the log, not an assertion.
 type timeline struct {
 	mu    sync.Mutex
 	start time.Time
@@ -34,7 +32,7 @@ type timeline struct {
 // jobTimes are the steps of one Job, as offsets from the timeline's start
 // (0: not seen).
 type jobTimes struct {
-	created, podCreated, running, granted, terminated, complete time.Duration
+	created, podCreated, running, terminated, complete time.Duration
 }
 
 // watchTimeline starts recording the Jobs and pods of ns until the test
@@ -127,9 +125,6 @@ func (tl *timeline) pod(pod *corev1.Pod) {
 	defer tl.mu.Unlock()
 	j := tl.of(name)
 	tl.mark(&j.podCreated)
-	if pod.Annotations[jobapi.AnnotationTurn] == jobapi.TurnGranted {
-		tl.mark(&j.granted)
-	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		switch {
 		case cs.State.Running != nil:
@@ -142,13 +137,13 @@ func (tl *timeline) pod(pod *corev1.Pod) {
 }
 
 // summary is the median time of each step across the Jobs, and for the
-// Jobs created (or granted their turn) after the first wave the median time
-// from the last archiver that ended before to that step (the gate's share:
-// it frees a slot and a turn when an archiver has ended).
+// Jobs created after the first wave the median time from the last archiver
+// that ended before each was created to its creation (the gate's share:
+// it frees a slot when an archiver has ended).
 func (tl *timeline) summary() string {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	var podCreate, start, wait, run, end, gate, turn []time.Duration
+	var podCreate, start, run, end, gate []time.Duration
 	var ends []time.Duration
 	for _, j := range tl.jobs {
 		if j.terminated > 0 {
@@ -164,18 +159,11 @@ func (tl *timeline) summary() string {
 		}
 		add(&podCreate, j.created, j.podCreated)
 		add(&start, j.podCreated, j.running)
+		add(&run, j.running, j.terminated)
 		add(&end, j.terminated, j.complete)
-		if j.granted > 0 {
-			add(&wait, j.running, j.granted)
-			add(&run, max(j.running, j.granted), j.terminated)
-		} else {
-			add(&run, j.running, j.terminated)
-		}
-		if i, _ := slices.BinarySearch(ends, j.created); i > 0 {
+		i, _ := slices.BinarySearch(ends, j.created)
+		if i > 0 {
 			add(&gate, ends[i-1], j.created)
-		}
-		if i, _ := slices.BinarySearch(ends, j.granted); i > 0 && j.granted > 0 {
-			add(&turn, ends[i-1], j.granted)
 		}
 	}
 	median := func(ds []time.Duration) string {
@@ -188,32 +176,9 @@ func (tl *timeline) summary() string {
 	parts := []string{
 		"Job created → its pod created " + median(podCreate),
 		"pod created → container running " + median(start),
-		"container running → its turn granted " + median(wait),
-		"its turn (or running) → terminated (the save included) " + median(run),
+		"container running → terminated (the save included) " + median(run),
 		"container terminated → Job complete " + median(end),
 		"an archiver ended → the next Job created " + median(gate),
-		"an archiver ended → the next turn granted " + median(turn),
 	}
 	return fmt.Sprintf("%d Jobs, medians: %s", len(tl.jobs), strings.Join(parts, "; "))
-}
-
-// runningEarly is how many containers were running before the first
-// archiver ended: at most the cap without early starts, twice as many with
-// them.
-func (tl *timeline) runningEarly() int {
-	tl.mu.Lock()
-	defer tl.mu.Unlock()
-	first := time.Duration(-1)
-	for _, j := range tl.jobs {
-		if j.terminated > 0 && (first < 0 || j.terminated < first) {
-			first = j.terminated
-		}
-	}
-	n := 0
-	for _, j := range tl.jobs {
-		if j.running > 0 && j.running < first {
-			n++
-		}
-	}
-	return n
 }

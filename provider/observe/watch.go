@@ -2,7 +2,6 @@ package observe
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,8 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // ArchiverContainer is the name of the archiver container in the components' Jobs.
@@ -236,110 +233,60 @@ func archiverSucceeded(p *corev1.Pod) *corev1.ContainerStateTerminated {
 // case a watch breaks or the Job is not there yet. It returns ctx's cause
 // when ctx ends first.
 func ArchiverDone(ctx context.Context, c kubernetes.Interface, ns, name string, interval time.Duration) error {
-	return eachJobPod(ctx, c, ns, name, interval, func(_ context.Context, p *corev1.Pod) (bool, error) {
-		return archiverSucceeded(p) != nil, nil
-	})
-}
-
-// GrantTurn gives the Job's run its turn under a concurrency cap: it sets
-// the annotation jobapi.AnnotationTurn to jobapi.TurnGranted on each pod of
-// the Job that is not granted yet (the pod at hand, and any later one, a
-// retry's, say), which the archiver waits for in its turn file
-// (jobspec.WithTurn). It watches the Job's pods as ArchiverDone does until
-// ctx ends, and returns ctx's cause then; it returns early only when a pod
-// cannot be annotated for good (RBAC forbids it, say), with an error that
-// says what is missing.
-func GrantTurn(ctx context.Context, c kubernetes.Interface, ns, name string, interval time.Duration) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{jobapi.AnnotationTurn: jobapi.TurnGranted}}})
-	if err != nil {
-		return err
-	}
-	return eachJobPod(ctx, c, ns, name, interval, func(ctx context.Context, p *corev1.Pod) (bool, error) {
-		if p.Annotations[jobapi.AnnotationTurn] == jobapi.TurnGranted || p.DeletionTimestamp != nil ||
-			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			return false, nil
-		}
-		_, err := c.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-		switch {
-		case err == nil || apierrors.IsNotFound(err) || ctx.Err() != nil:
-			return false, nil
-		case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
-			return true, fmt.Errorf("giving Job %s/%s its turn: a concurrency cap starts a backup by annotating its pod (%s), which needs the right to patch pods in namespace %s: %w",
-				ns, name, jobapi.AnnotationTurn, ns, err)
-		default:
-			return false, nil // looked at again with the next event or interval
-		}
-	})
-}
-
-// eachJobPod shows visit every pod of the Job, listed and then as watched,
-// until visit says stop (it returns visit's error then: nil, or why it
-// stopped) or ctx ends (it returns ctx's cause). It looks again every
-// interval (0: five seconds) in case a watch breaks or the Job is not there
-// yet.
-func eachJobPod(ctx context.Context, c kubernetes.Interface, ns, name string, interval time.Duration,
-	visit func(context.Context, *corev1.Pod) (stop bool, err error)) error {
 	if interval <= 0 {
 		interval = 5 * time.Second
 	}
-	for {
-		if stop, err := eachJobPodWithin(ctx, c, ns, name, interval, visit); stop {
-			return err
-		}
+	for !archiverDoneWithin(ctx, c, ns, name, interval) {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
 	}
+	return nil
 }
 
-// eachJobPodWithin is eachJobPod for up to interval: stop is false when the
-// time is up, or the Job, its pods or a watch cannot be read (the caller
-// looks again).
-func eachJobPodWithin(ctx context.Context, c kubernetes.Interface, ns, name string, interval time.Duration,
-	visit func(context.Context, *corev1.Pod) (bool, error)) (stop bool, err error) {
+// archiverDoneWithin looks at the Job's pods for up to interval and says
+// whether its archiver has succeeded; false when the time is up, or the
+// Job, its pods or a watch cannot be read (the caller looks again).
+func archiverDoneWithin(ctx context.Context, c kubernetes.Interface, ns, name string, interval time.Duration) bool {
 	wctx, cancel := context.WithTimeout(ctx, interval)
 	defer cancel()
 	job, err := c.BatchV1().Jobs(ns).Get(wctx, name, metav1.GetOptions{})
 	if err != nil || job.Spec.Selector == nil {
 		<-wctx.Done()
-		return false, nil
+		return false
 	}
 	sel, err := metav1.LabelSelectorAsSelector(job.Spec.Selector)
 	if err != nil {
 		<-wctx.Done()
-		return false, nil
+		return false
 	}
 	pods, err := c.CoreV1().Pods(ns).List(wctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
 		<-wctx.Done()
-		return false, nil
+		return false
 	}
 	for i := range pods.Items {
-		if stop, err := visit(wctx, &pods.Items[i]); stop {
-			return true, err
+		if archiverSucceeded(&pods.Items[i]) != nil {
+			return true
 		}
 	}
 	w, err := c.CoreV1().Pods(ns).Watch(wctx, metav1.ListOptions{LabelSelector: sel.String(), ResourceVersion: pods.ResourceVersion})
 	if err != nil {
 		<-wctx.Done()
-		return false, nil
+		return false
 	}
 	defer w.Stop()
 	for {
 		select {
 		case <-wctx.Done():
-			return false, nil
+			return false
 		case ev, open := <-w.ResultChan():
 			if !open {
 				<-wctx.Done()
-				return false, nil
+				return false
 			}
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok || !sel.Matches(labels.Set(p.Labels)) {
-				continue
-			}
-			if stop, err := visit(wctx, p); stop {
-				return true, err
+			if p, ok := ev.Object.(*corev1.Pod); ok && sel.Matches(labels.Set(p.Labels)) && archiverSucceeded(p) != nil {
+				return true
 			}
 		}
 	}

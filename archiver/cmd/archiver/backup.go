@@ -23,7 +23,6 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/rcon"
 	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
-	"github.com/worldbackup/worldbackup/archiver/turn"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
@@ -143,21 +142,8 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 
-	hooks := backupHooks{quiesce: quiescer, prune: pruneOpts}
-	if f.TurnFile != "" {
-		// A turn file that cannot grant the turn is a wrong Job: say so now.
-		t := turn.File{Path: f.TurnFile}
-		if _, err := t.Granted(); err != nil {
-			err = flagErrorf(jobapi.FlagTurnFile, ": %v", err)
-			fmt.Fprintf(stderr, "archiver backup: %s\n", err)
-			tlog.write(log, jobapi.BackupResult{BackupRun: backup.Summary{Status: backup.StatusFailed, Server: f.Server, RunID: f.RunID, Error: err.Error()}})
-			return exitUsage
-		}
-		hooks.turn = t
-	}
-
 	spec.limitMemory()
-	s, err := runBackup(ctx, log, cfg, spec, p, !f.noMigrate, hooks)
+	s, err := runBackup(ctx, log, cfg, spec, p, !f.noMigrate, quiescer, pruneOpts)
 	tlog.write(log, s)
 	if err != nil {
 		log.Error("backup failed", "server", p.Server, "run_id", p.RunID, "error", err)
@@ -298,20 +284,11 @@ func sameFolder(a, b string) bool {
 	return err == nil && os.SameFile(fa, fb)
 }
 
-// backupHooks are what a backup does around its run: quiesce the game
-// server (nil: none), wait for its turn under a concurrency cap (nil: start
-// at once), prune after it (nil: no prune).
-type backupHooks struct {
-	quiesce backup.Quiescer
-	turn    backup.Turn
-	prune   *prune.Options
-}
-
 // runBackup connects to the catalog and performs the run, then, with
 // pruneOpts, the prune (also when the run was already recorded). A failed
 // prune does not fail the run: it is reported in the summary's Prune.
 func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, spec storeSpec, p backup.Params, migrate bool,
-	hooks backupHooks) (jobapi.BackupResult, error) {
+	q backup.Quiescer, pruneOpts *prune.Options) (jobapi.BackupResult, error) {
 	start := time.Now()
 	fail := func(err error) (jobapi.BackupResult, error) {
 		return jobapi.BackupResult{BackupRun: backup.Summary{
@@ -325,7 +302,7 @@ func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, spec st
 	}
 	defer db.Close()
 	// From here on the catalog is reachable: a failed attempt is recorded.
-	js, err := backupWithCatalog(ctx, log, db, spec, p, migrate, hooks, fail)
+	js, err := backupWithCatalog(ctx, log, db, spec, p, migrate, q, pruneOpts, fail)
 	if err != nil && js.Status == backup.StatusFailed {
 		recordFailure(ctx, log, db, p, start, err, spec.secrets(cfg)...)
 	}
@@ -353,7 +330,7 @@ func recordFailure(ctx context.Context, log hclog.Logger, db *catalog.DB, p back
 
 // backupWithCatalog is runBackup once the catalog is open.
 func backupWithCatalog(ctx context.Context, log hclog.Logger, db *catalog.DB, spec storeSpec, p backup.Params, migrate bool,
-	hooks backupHooks, fail func(error) (jobapi.BackupResult, error)) (jobapi.BackupResult, error) {
+	q backup.Quiescer, pruneOpts *prune.Options, fail func(error) (jobapi.BackupResult, error)) (jobapi.BackupResult, error) {
 	if migrate {
 		applied, err := db.Migrate(ctx)
 		if err != nil {
@@ -368,18 +345,15 @@ func backupWithCatalog(ctx context.Context, log hclog.Logger, db *catalog.DB, sp
 		return fail(err)
 	}
 	r := backup.New(st, db, log)
-	if hooks.quiesce != nil {
-		r = r.WithQuiescer(hooks.quiesce)
-	}
-	if hooks.turn != nil {
-		r = r.WithTurn(hooks.turn)
+	if q != nil {
+		r = r.WithQuiescer(q)
 	}
 	s, err := r.Run(ctx, p)
 	js := jobapi.BackupResult{BackupRun: s}
-	if err != nil || hooks.prune == nil {
+	if err != nil || pruneOpts == nil {
 		return js, err
 	}
-	rep, err := prune.Prune(ctx, db, st, *hooks.prune, log)
+	rep, err := prune.Prune(ctx, db, st, *pruneOpts, log)
 	ps := summaryOf(rep, err)
 	js.Prune = &ps
 	return js, nil
