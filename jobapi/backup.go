@@ -2,6 +2,7 @@ package jobapi
 
 import (
 	"flag"
+	"fmt"
 	"strings"
 )
 
@@ -36,6 +37,12 @@ type Backup struct {
 
 	LogFormat LogFormat // "" = LogAuto
 	Notify    Notify    // the webhook of the run's outcome
+
+	// Concurrency, when above 0, has the run wait for one of that many
+	// slots of ConcurrencyGroup in the catalog before it starts (see
+	// CheckConcurrency): the door of a concurrency cap.
+	Concurrency      int
+	ConcurrencyGroup string
 }
 
 // Rcon says how the backup reaches the game server to quiesce it.
@@ -103,7 +110,41 @@ func (b Backup) Args() []string {
 	}
 	b.Notify.args(&a)
 	a.str(FlagLogFormat, string(b.LogFormat))
+	return append(a, ConcurrencyArgs(b.Concurrency, b.ConcurrencyGroup)...)
+}
+
+// ConcurrencyArgs returns the flags that have a backup wait for one of n
+// slots of group (none when n is 0): the backup Job of a capped
+// WorldBackup gets them.
+func ConcurrencyArgs(n int, group string) []string {
+	var a args
+	a.int(FlagConcurrency, int64(n))
+	a.str(FlagConcurrencyGroup, group)
 	return a
+}
+
+// MaxConcurrency bounds a concurrency cap: the components' concurrency
+// input and the archiver's --concurrency.
+const MaxConcurrency = 1000
+
+// MaxConcurrencyGroup bounds the length of a concurrency group, in bytes.
+const MaxConcurrencyGroup = 256
+
+// CheckConcurrency checks a backup's concurrency flags: n from 0 (no cap)
+// to MaxConcurrency, and with a cap a group of 1 to MaxConcurrencyGroup
+// bytes.
+func CheckConcurrency(n int, group string) error {
+	switch {
+	case n < 0 || n > MaxConcurrency:
+		return fmt.Errorf("%s is %d: it is how many backups of the group run at once, from 1 to %d (0: no cap)", Flag(FlagConcurrency), n, MaxConcurrency)
+	case n == 0 && group != "":
+		return fmt.Errorf("%s is set without %s", Flag(FlagConcurrencyGroup), Flag(FlagConcurrency))
+	case n > 0 && group == "":
+		return fmt.Errorf("%s needs %s: the name of the backups that share the cap (a cluster)", Flag(FlagConcurrency), Flag(FlagConcurrencyGroup))
+	case len(group) > MaxConcurrencyGroup:
+		return fmt.Errorf("%s is %d bytes long, more than %d", Flag(FlagConcurrencyGroup), len(group), MaxConcurrencyGroup)
+	}
+	return nil
 }
 
 // Bind registers the backup's flags on fs, storing into b. After fs.Parse,
@@ -129,6 +170,9 @@ func (b *Backup) Bind(fs *flag.FlagSet) {
 	b.S3.Bind(fs)
 	bindLogFormat(fs, &b.LogFormat)
 	b.Notify.Bind(fs)
+	fs.IntVar(&b.Concurrency, FlagConcurrency, 0, "wait, before the run, for one of this many slots of "+Flag(FlagConcurrencyGroup)+
+		" in the catalog (PostgreSQL advisory locks, held until the run ends): at most that many backups of the group run at once (0: no cap)")
+	fs.StringVar(&b.ConcurrencyGroup, FlagConcurrencyGroup, "", "the backups that share "+Flag(FlagConcurrency)+"'s slots (the components: a cluster)")
 }
 
 // Parsed finishes b after fs.Parse: Retention is nil unless a retention

@@ -55,6 +55,9 @@ const (
 	FlagRconRequired     = "rcon-required"
 	FlagLogFormat        = "log-format"
 
+	FlagConcurrency      = "concurrency"
+	FlagConcurrencyGroup = "concurrency-group"
+
 	FlagEncryptionKeyFile    = "encryption-key-file"
 	FlagNewEncryptionKeyFile = "new-encryption-key-file"
 

@@ -10,19 +10,21 @@ import (
 	k8sbatchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/observe"
 	"github.com/worldbackup/worldbackup/provider/preflight"
 )
 
 // MaxConcurrency bounds the concurrency input (and the program's
-// clusters[].concurrency): how many backups a Gate lets run at once.
-const MaxConcurrency = 1000
+// clusters[].concurrency): how many backups a Gate lets run at once. The
+// archiver's --concurrency has the same bound.
+const MaxConcurrency = jobapi.MaxConcurrency
 
 // A Gate bounds how many backups run at once: a backup that sets
 // concurrency, made through Gates (WorldBackupArgs.Gates; the plugin does
-// this for every WorldBackup), has its Job created only once fewer than the
-// gate's limit of its backups are running, whatever the CLI's --parallel.
+// this for every WorldBackup), runs only while fewer than the gate's limit
+// of its backups run, whatever the CLI's --parallel.
 //
 // The Kubernetes provider waits for a Job in one of the engine's step
 // workers, and `pulumi up` has 4 × GOMAXPROCS of them by default: 8 backups
@@ -31,35 +33,90 @@ const MaxConcurrency = 1000
 // is free at once, and the component waits for it itself, as the provider
 // would: its outputs resolve when the Job has finished, a failed Job fails
 // the component (and `pulumi up`) with the Job's reason, and the watchdog
-// fails a Job whose pod cannot start (observe.Watchdog). The next gated
-// Job's registration waits (pulumi.DependsOnInputs) for a free slot, which
-// a finished Job gives back.
+// fails a Job whose pod cannot start (observe.Watchdog).
+//
+// A gated backup runs in two steps, so that starting a pod (seconds on a
+// busy node) overlaps the backups that run:
+//   - its Job is created (its registration waits, pulumi.DependsOnInputs)
+//     while fewer than twice the limit of the gate's Jobs are under way:
+//     the running ones and up to as many started early, an early one only
+//     once every pod under way has started its archiver (Gate.settled);
+//   - its archiver waits at the door for one of the limit's slots in the
+//     catalog (jobspec.WithConcurrency; catalog.Slots in the archiver),
+//     which the archiver before it frees as it exits.
+//
+// The slots are per catalog and group (the cluster's kube context,
+// concurrencyGroup): the backups of one cluster that record into one
+// catalog run at most the limit at once; those that record into several
+// catalogs, at most twice the limit (the Jobs under way). A Job's place is
+// given back as soon as its archiver has exited with 0
+// (observe.ArchiverDone), before the Job controller marks the Job
+// complete; a failed archiver (the Job may retry) keeps it until the Job
+// has finished. A Job waits for its slot inside its deadline.
 //
 // A Job is gated only where the component would watch it anyway: a known
 // Job, the preflight on (a cluster to ask: not in render mode) and no
-// skipAwait; elsewhere the gate is passed by. The skipAwait annotation
-// differs from an ungated Job's, so turning a cap on or off replaces the
-// Jobs of the current run once (the archiver makes a recorded run's new
-// Job a no-op).
+// skipAwait; elsewhere the gate is passed by. A gated Job differs from an
+// ungated one (skipAwait, the door's flags), so turning a cap on or off
+// replaces the Jobs of the current run once (the archiver makes a recorded
+// run's new Job a no-op).
 //
 // One Gate serves one cluster in one program run; a nil *Gate gates
 // nothing.
 type Gate struct {
-	slots chan struct{}
+	slots chan struct{} // the Jobs under way: running or at the door (twice the limit)
+	limit int
+	group string        // the catalog's concurrency group of the gate's backups
 	poll  time.Duration // how often a held slot looks again at its Job, which it watches; 0: observe.Finished's default
+
+	mu       sync.Mutex
+	starting int // Jobs under way whose archiver has not started yet
 }
 
-// newGate returns a gate that lets limit backups run at once; limit must
-// be at least 1.
-func newGate(limit int) (*Gate, error) {
-	if limit < 1 {
-		return nil, fmt.Errorf("a gate's limit must be at least 1, not %d", limit)
+// newGate returns a gate that lets limit backups of group run at once;
+// limit must be at least 1.
+func newGate(limit int, group string) (*Gate, error) {
+	if err := jobapi.CheckConcurrency(limit, group); err != nil || limit < 1 {
+		return nil, fmt.Errorf("a gate's limit must be at least 1, not %d (%v)", limit, err)
 	}
-	return &Gate{slots: make(chan struct{}, limit)}, nil
+	return &Gate{slots: make(chan struct{}, 2*limit), limit: limit, group: group}, nil
 }
 
 // Limit is how many of the gate's backups run at once.
-func (g *Gate) Limit() int { return cap(g.slots) }
+func (g *Gate) Limit() int { return g.limit }
+
+// settleLook is how often a Job to be created early looks whether the gate
+// has settled (Gate.settled).
+const settleLook = 50 * time.Millisecond
+
+// settled says whether a Job may be created early, to wait at the door:
+// only once every Job under way has started its archiver, so that starting
+// pods early never slows those that start now (on a small node, starting
+// pods takes all of its CPU).
+func (g *Gate) settled() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.starting == 0
+}
+
+// addStarting adds n to the Jobs under way whose archiver has not started.
+func (g *Gate) addStarting(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.starting += n
+}
+
+// concurrencyGroup is the group of a cluster's slots in the catalog: its
+// kube context, which names the cluster without credentials and does not
+// change when they do. Two clusters of one name (two kubeconfigs' current
+// contexts, say) that record into one catalog share one cap: stricter,
+// never looser.
+func concurrencyGroup(cl preflight.Cluster) string {
+	if cl.Context == "" {
+		return "current-context"
+	}
+	return "context " + cl.Context
+}
 
 // Gates are the concurrency caps of one program run: one Gate per cluster
 // (the kubeconfig and context the backup's preflight asks), made by the
@@ -86,7 +143,7 @@ func (gs *Gates) of(cl preflight.Cluster, limit int) (*Gate, error) {
 		}
 		return g, nil
 	}
-	g, err := newGate(limit)
+	g, err := newGate(limit, concurrencyGroup(cl))
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +187,7 @@ func (g *Gate) through(pl jobPlan) jobPlan {
 	if !g.gates(pl) {
 		return pl
 	}
-	job := pl.Job.DeepCopy()
+	job := jobspec.WithConcurrency(pl.Job, g.limit, g.group)
 	if job.Annotations == nil {
 		job.Annotations = map[string]string{}
 	}
@@ -159,6 +216,15 @@ func (g *Gate) slot(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, newCl
 		case <-ctx.Context().Done():
 			return nil, ctx.Context().Err()
 		}
+		for len(g.slots) > g.limit && !g.settled() { // a Job created early
+			select {
+			case <-time.After(settleLook):
+			case <-ctx.Context().Done():
+				<-g.slots
+				return nil, ctx.Context().Err()
+			}
+		}
+		g.addStarting(1)
 		go run.hold(ctx, comp, pl, newClient)
 		return rs, nil
 	}).(pulumi.ResourceArrayOutput)
@@ -183,6 +249,8 @@ func (r *gatedRun) hold(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, n
 	defer close(r.done)
 	release := sync.OnceFunc(func() { <-r.g.slots })
 	defer release()
+	started := sync.OnceFunc(func() { r.g.addStarting(-1) })
+	defer started()
 	job := pl.Job
 	select {
 	case <-r.registered:
@@ -202,6 +270,11 @@ func (r *gatedRun) hold(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, n
 		fmt.Errorf("it did not finish within its timeout, %s", pl.Timeout))
 	defer stop()
 	startWatchdog(wctx, ctx, comp, client, job)
+	go func() {
+		if observe.ArchiverStarted(wctx, client, job.Namespace, job.Name, r.g.poll) == nil {
+			started()
+		}
+	}()
 	go func() {
 		if observe.ArchiverDone(wctx, client, job.Namespace, job.Name, r.g.poll) == nil {
 			release()

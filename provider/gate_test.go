@@ -12,6 +12,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -23,9 +24,11 @@ import (
 )
 
 // gateCluster is a cluster (client-go's fake) in which a Job the mocks
-// register starts running. Its controller (run) finishes the running Jobs
-// one at a time, each only once the gate is full (as many run as it
-// allows, or every Job left), and a little later, so a gate that let more
+// register gets a pod whose archiver is running (at the door of the
+// catalog's slots, which are the archiver's to keep: catalog.Slots). Its
+// controller (run) finishes the Jobs under way one at a time, each only
+// once the gate is full (as many Jobs under way as it allows, twice its
+// limit, or every Job left), and a little later, so a gate that let more
 // through would show it in peak, and one that let fewer through would
 // stall the test.
 type gateCluster struct {
@@ -55,6 +58,12 @@ func (c *gateCluster) NewResource(args pulumi.MockResourceArgs) (string, resourc
 	if _, err := c.client.BatchV1().Jobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
 		return "", nil, err
 	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name + "-pod", Namespace: ns, Labels: job.Spec.Selector.MatchLabels},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: observe.ArchiverContainer,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}}
+	if _, err := c.client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		return "", nil, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ann := meta["annotations"]; !ann.IsObject() || ann.ObjectValue()[jobspec.AnnotationSkipAwait].StringValue() != "true" {
@@ -72,7 +81,7 @@ func (c *gateCluster) run(ctx context.Context, ns string) {
 	for done := 0; done < c.total; done++ {
 		for {
 			c.mu.Lock()
-			full := len(c.running) >= min(c.limit, c.total-done)
+			full := len(c.running) >= min(2*c.limit, c.total-done)
 			c.mu.Unlock()
 			if full {
 				break
@@ -118,7 +127,12 @@ func (c *gateCluster) end(ns, name string, failed bool) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name + "-pod", Namespace: ns, Labels: job.Spec.Selector.MatchLabels},
 		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: observe.ArchiverContainer,
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: msg}}}}}}
-	if _, err := c.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if _, err := c.client.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
+		_, err = c.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}) // a retry's pod
+		if err != nil {
+			c.t.Error(err)
+		}
+	} else if err != nil {
 		c.t.Error(err)
 	}
 }
@@ -187,29 +201,29 @@ func gatedBackups(gate *Gate, n int, newClient clientMaker, onJob func(server, j
 	}
 }
 
-// TestGateFreesSlotWhenArchiverEnds: under a gate of one, the second backup's
-// Job is created as soon as the first one's archiver has exited with 0,
-// before the Job controller marks that Job complete; a failed archiver, which
-// the Job may retry, keeps its slot.
+// TestGateFreesSlotWhenArchiverEnds: under a gate of one, two Jobs are
+// under way (one at the door); the third backup's Job is created as soon as
+// the first one's archiver has exited with 0, before the Job controller
+// marks that Job complete; a failed archiver, which the Job may retry,
+// keeps its place.
 func TestGateFreesSlotWhenArchiverEnds(t *testing.T) {
 	tests := []struct {
 		name      string
 		failed    bool
 		wantEarly bool
 	}{
-		{"the archiver succeeded: the slot is free", false, true},
-		{"the archiver failed: the Job may retry, the slot is held", true, false},
+		{"the archiver succeeded: its place is free", false, true},
+		{"the archiver failed: the Job may retry, its place is held", true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &gateCluster{t: t, client: fake.NewClientset(), limit: 1, total: 2}
+			c := &gateCluster{t: t, client: fake.NewClientset(), limit: 1, total: 3}
 			newClient := func(preflight.Cluster) (kubernetes.Interface, error) { return c.client, nil }
-			gate, err := newGate(1)
+			gate, err := newGate(1, "g")
 			if err != nil {
 				t.Fatal(err)
 			}
 			gate.poll = 10 * time.Millisecond
-			names := make(chan string, 2)
 			created := func() int {
 				c.mu.Lock()
 				defer c.mu.Unlock()
@@ -217,16 +231,18 @@ func TestGateFreesSlotWhenArchiverEnds(t *testing.T) {
 			}
 			early := make(chan bool, 1)
 			go func() {
-				first, second := <-names, <-names
-				for created() < 1 {
+				for created() < 2 {
 					time.Sleep(5 * time.Millisecond)
 				}
+				c.mu.Lock()
+				first, second := c.running[0], c.running[1]
+				c.mu.Unlock()
 				c.end(DefaultNamespace, first, tt.failed)
 				deadline := time.Now().Add(time.Second)
-				for created() < 2 && time.Now().Before(deadline) {
+				for created() < 3 && time.Now().Before(deadline) {
 					time.Sleep(5 * time.Millisecond)
 				}
-				early <- created() == 2
+				early <- created() == 3
 				if tt.failed { // the Job's retry succeeds
 					if err := c.client.CoreV1().Pods(DefaultNamespace).Delete(context.Background(), first+"-pod", metav1.DeleteOptions{}); err != nil {
 						t.Error(err)
@@ -234,17 +250,21 @@ func TestGateFreesSlotWhenArchiverEnds(t *testing.T) {
 					c.end(DefaultNamespace, first, false)
 				}
 				c.mark(DefaultNamespace, first, false)
-				for created() < 2 {
+				for created() < 3 {
 					time.Sleep(5 * time.Millisecond)
 				}
+				c.mu.Lock()
+				third := c.running[2]
+				c.mu.Unlock()
 				c.finish(DefaultNamespace, second, false)
+				c.finish(DefaultNamespace, third, false)
 			}()
-			program := gatedBackups(gate, 2, newClient, func(_, job string) { names <- job }, nil)
+			program := gatedBackups(gate, 3, newClient, nil, nil)
 			if err := pulumi.RunErr(program, pulumi.WithMocks("project", "stack", c)); err != nil {
 				t.Fatal(err)
 			}
 			if got := <-early; got != tt.wantEarly {
-				t.Errorf("the second Job was created before the first one completed: %v, want %v", got, tt.wantEarly)
+				t.Errorf("the third Job was created before the first one completed: %v, want %v", got, tt.wantEarly)
 			}
 		})
 	}
@@ -273,7 +293,7 @@ func TestGate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &gateCluster{t: t, client: fake.NewClientset(), limit: tt.limit, total: tt.jobs, fail: map[string]bool{}}
 			newClient := func(preflight.Cluster) (kubernetes.Interface, error) { return c.client, nil }
-			gate, err := newGate(tt.limit)
+			gate, err := newGate(tt.limit, "g")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -299,8 +319,8 @@ func TestGate(t *testing.T) {
 			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
 				t.Fatalf("error %v, want one that says %q", err, tt.wantErr)
 			}
-			if want := min(tt.limit, tt.jobs); c.peak != want {
-				t.Errorf("%d Jobs ran at once, want %d", c.peak, want)
+			if want := min(2*tt.limit, tt.jobs); c.peak != want {
+				t.Errorf("%d Jobs were under way at once, want %d (the limit at the door and as many started early)", c.peak, want)
 			}
 			if c.created != tt.jobs {
 				t.Errorf("%d Jobs created, want %d", c.created, tt.jobs)
@@ -324,7 +344,7 @@ func TestGate(t *testing.T) {
 // known Job, the preflight on, no skipAwait), and never changes the plan's
 // own Job.
 func TestGateThrough(t *testing.T) {
-	gate, err := newGate(3)
+	gate, err := newGate(3, "g")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,9 +388,16 @@ func TestGateThrough(t *testing.T) {
 			if tt.gated && got.Job.Annotations[jobspec.AnnotationSkipAwait] != "true" {
 				t.Errorf("the gated Job has no %s", jobspec.AnnotationSkipAwait)
 			}
+			if got.Job == nil {
+				return
+			}
+			args := strings.Join(got.Job.Spec.Template.Spec.Containers[0].Args, " ")
+			if tt.gated != strings.Contains(args, "--concurrency 3 --concurrency-group g") {
+				t.Errorf("the Job waits for one of the gate's 3 slots of its group: %v, want %v (args %s)", !tt.gated, tt.gated, args)
+			}
 		})
 	}
-	if _, err := newGate(0); err == nil {
+	if _, err := newGate(0, "g"); err == nil {
 		t.Error("newGate(0) is accepted")
 	}
 }
@@ -385,6 +412,9 @@ func TestGatesPerCluster(t *testing.T) {
 	g, err := gs.of(eu, 3)
 	if err != nil || g.Limit() != 3 {
 		t.Fatalf("of(eu, 3) = %v, %v; want a gate of 3", g, err)
+	}
+	if g.group != "context eu" {
+		t.Errorf("the gate of context eu has group %q", g.group)
 	}
 	if again, err := gs.of(eu, 3); again != g || err != nil {
 		t.Errorf("a second backup on eu got %p, %v; want the same gate %p", again, err, g)

@@ -181,8 +181,11 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 		"`pulumi up` then does not report the backup's result. Default: false.")
 	an.Describe(&a.Concurrency, "Caps how many of this program's backups on the same cluster (the Kubernetes provider's "+
 		"kubeconfig and context) run at once, from 1 to "+fmt.Sprint(MaxConcurrency)+", whatever `pulumi up --parallel` says: "+
-		"the Job is created with pulumi.com/skipAwait once fewer than that many are running, and the component waits for it "+
-		"itself (its outputs and failures are the same). Every backup on a cluster that sets it must set the same value. "+
+		"the Job is created with pulumi.com/skipAwait once fewer than twice that many are under way, its archiver waits at the door "+
+		"for one of that many slots in the catalog (PostgreSQL advisory locks of the cluster's kube context, held until it exits; "+
+		"backups that record into several catalogs are capped per catalog), so its pod starts while others run, and the component "+
+		"waits for the Job itself (its outputs and failures are the same; the wait counts in the Job's deadline). "+
+		"Every backup on a cluster that sets it must set the same value. "+
 		"Not with skipAwait or preflight: false; in render mode nothing is awaited, so nothing is capped. Turning it on or off "+
 		"replaces the current run's Job once (a recorded run's new Job does nothing). Default: no cap.")
 	an.Describe(&a.Encryption, "Encrypt the archive on the client with the age identity of this Secret key, mounted read-only "+

@@ -73,6 +73,12 @@ type Quiescer interface {
 	Quiesce(ctx context.Context, log hclog.Logger) (resume func(context.Context) error, err error)
 }
 
+// Turn is the door of a concurrency cap (catalog.Slots): Wait returns once
+// the run may start, with the function that ends its turn.
+type Turn interface {
+	Wait(ctx context.Context) (release func(), err error)
+}
+
 // Params describe one run.
 type Params struct {
 	Server      string // DNS-1123 label
@@ -166,6 +172,7 @@ type Runner struct {
 	store   Store
 	cat     Catalog
 	quiesce Quiescer // nil: the world is read as it is
+	turn    Turn     // nil: the run starts at once
 	log     hclog.Logger
 	now     func() time.Time
 }
@@ -186,6 +193,15 @@ func (r *Runner) WithQuiescer(q Quiescer) *Runner {
 	return r
 }
 
+// WithTurn has each run wait for its turn through t before anything else
+// (before it looks at the catalog, takes the run's lock or quiesces the
+// server), and end it when the run ends. The wait is not part of the run's
+// duration.
+func (r *Runner) WithTurn(t Turn) *Runner {
+	r.turn = t
+	return r
+}
+
 // cleanupTimeout bounds the removal of an archive whose row could not be
 // inserted, which runs even when the run's context was canceled.
 const cleanupTimeout = 30 * time.Second
@@ -194,15 +210,36 @@ const cleanupTimeout = 30 * time.Second
 // StatusFailed and the error text.
 func (r *Runner) Run(ctx context.Context, p Params) (Summary, error) {
 	p = p.withDefaults()
-	start := r.now()
 	s := Summary{Server: p.Server, RunID: p.RunID, Compression: string(p.Compression)}
-	err := r.run(ctx, p, &s)
+	release, err := r.waitTurn(ctx, p)
+	defer release()
+	start := r.now()
+	if err == nil {
+		err = r.run(ctx, p, &s)
+	}
 	s.DurationSeconds = r.now().Sub(start).Seconds()
 	if err != nil {
 		s.Status = StatusFailed
 		s.Error = err.Error()
 	}
 	return s, err
+}
+
+// waitTurn waits for the run's turn when the runner has a Turn; release
+// ends it (a no-op without one, or when the wait failed).
+func (r *Runner) waitTurn(ctx context.Context, p Params) (release func(), err error) {
+	if r.turn == nil {
+		return func() {}, nil
+	}
+	log := r.log.With("server", p.Server, "run_id", p.RunID)
+	log.Info("waiting for the run's turn")
+	start := r.now()
+	release, err = r.turn.Wait(ctx)
+	if err != nil {
+		return func() {}, err
+	}
+	log.Info("the run's turn has come", "waited_seconds", r.now().Sub(start).Seconds())
+	return release, nil
 }
 
 func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {

@@ -29,6 +29,8 @@ var (
 	_ Store   = (*store.Mem)(nil)
 	_ Catalog = (*catalog.DB)(nil)
 	_ Catalog = (*fakeCatalog)(nil)
+	_ Turn    = catalog.Slots{}
+	_ Turn    = fakeTurn{}
 )
 
 // fakeCatalog is an in-memory Catalog.
@@ -567,12 +569,30 @@ func (q *fakeQuiescer) Quiesce(ctx context.Context, log hclog.Logger) (func(cont
 	}, nil
 }
 
+// fakeTurn records its wait and its end in events; the wait returns err.
+type fakeTurn struct {
+	events *[]string
+	err    error
+}
+
+func (f fakeTurn) Wait(ctx context.Context) (func(), error) {
+	*f.events = append(*f.events, "turn")
+	if f.err != nil {
+		return nil, f.err
+	}
+	return func() { *f.events = append(*f.events, "end of turn") }, nil
+}
+
 // TestRunQuiesce: the game server is quiesced before the world is read and
-// resumed once on every exit path after that, before the row is inserted.
+// resumed once on every exit path after that, before the row is inserted;
+// a run that waits for its turn does so before anything else (even the
+// lookup of a recorded run) and ends it last, and a turn that fails fails
+// the run with nothing read, quiesced or written.
 func TestRunQuiesce(t *testing.T) {
 	tests := []struct {
 		name       string
 		q          fakeQuiescer
+		turn       *fakeTurn // nil: no turn to wait for
 		params     func(p *Params)
 		setup      func(c *fakeCatalog, mem *store.Mem)
 		wantEvents string
@@ -592,6 +612,14 @@ func TestRunQuiesce(t *testing.T) {
 		{name: "already recorded: not quiesced", setup: func(c *fakeCatalog, _ *store.Mem) {
 			c.rows["run-1"] = catalog.Record{RunID: "run-1", Server: "survival"}
 		}, wantEvents: "[]", wantRow: true},
+		{name: "the turn comes first and ends last", turn: &fakeTurn{}, wantEvents: "[turn quiesce resume insert end of turn]", wantRow: true},
+		{name: "a failed run ends its turn", turn: &fakeTurn{}, setup: func(c *fakeCatalog, _ *store.Mem) { c.insertErr = errors.New("db gone") },
+			wantEvents: "[turn quiesce resume insert end of turn]", wantErr: "db gone"},
+		{name: "a recorded run waits for its turn too, then does nothing", turn: &fakeTurn{}, setup: func(c *fakeCatalog, _ *store.Mem) {
+			c.rows["run-1"] = catalog.Record{RunID: "run-1", Server: "survival"}
+		}, wantEvents: "[turn end of turn]", wantRow: true},
+		{name: "the turn fails: nothing done", turn: &fakeTurn{err: errors.New("the Job's deadline")},
+			wantEvents: "[turn]", wantErr: "the Job's deadline"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -609,9 +637,18 @@ func TestRunQuiesce(t *testing.T) {
 			q := tt.q
 			q.events = &events
 			r, _ := newRunner(t, mem, cat)
-			_, err := r.WithQuiescer(&q).Run(t.Context(), p)
+			r = r.WithQuiescer(&q)
+			if tt.turn != nil {
+				turn := *tt.turn
+				turn.events = &events
+				r = r.WithTurn(turn)
+			}
+			s, err := r.Run(t.Context(), p)
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Fatalf("Run: %v, want error %q", err, tt.wantErr)
+			}
+			if tt.wantErr != "" && (s.Status != StatusFailed || !strings.Contains(s.Error, tt.wantErr)) {
+				t.Errorf("summary %+v, want failed with the error", s)
 			}
 			if got := fmt.Sprint(events); got != tt.wantEvents {
 				t.Fatalf("events %s, want %s", got, tt.wantEvents)

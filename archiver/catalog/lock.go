@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // lockPoll is how often LockArchive retries a lock another session holds.
@@ -47,23 +49,29 @@ func (db *DB) LockArchive(ctx context.Context, name string) (unlock func(), err 
 		case <-t.C:
 		}
 	}
+	return db.unlocker(conn, "archive", name, `SELECT pg_advisory_unlock(hashtextextended('worldbackup.archive/' || $1, 0))`, name), nil
+}
+
+// unlocker returns the function that releases the advisory lock conn holds
+// (the query unlock, with args, says whether it did) and gives conn back to
+// the pool; it may be called more than once. A lock it cannot release is
+// released by closing conn, which drops every lock of its session.
+func (db *DB) unlocker(conn *pgxpool.Conn, kind, name, unlock string, args ...any) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), closeWait)
 			defer cancel()
 			var released bool
-			err := conn.QueryRow(ctx, `SELECT pg_advisory_unlock(hashtextextended('worldbackup.archive/' || $1, 0))`, name).Scan(&released)
+			err := conn.QueryRow(ctx, unlock, args...).Scan(&released)
 			if err != nil || !released {
-				// The session may still hold it: close the connection,
-				// which drops every lock it has.
-				db.log.Warn("releasing the archive lock failed; closing its connection", "archive", name,
+				db.log.Warn("releasing the "+kind+" lock failed; closing its connection", kind, name,
 					"error", errors.Join(err, errNotHeld(released)))
 				_ = conn.Conn().Close(ctx)
 			}
 			conn.Release()
 		})
-	}, nil
+	}
 }
 
 // errNotHeld is the error of an unlock that found the lock not held.

@@ -191,6 +191,11 @@ func TestConcurrencyCapOnNode(t *testing.T) {
 	t.Logf("%d backups of %s each under a cap of %d, `pulumi up --parallel 2`: %s wall", servers, delay, limit, wall.Round(100*time.Millisecond))
 	t.Logf("timeline: %s", tl.summary())
 	game.check(t, start, servers, limit)
+	// The next backups' pods start while the first ones save, and wait at
+	// the door.
+	if n := tl.runningEarly(); n <= limit {
+		t.Errorf("%d archivers were running before the first one ended, want more than the cap, %d (the next backups start early)", n, limit)
+	}
 	outs := backups(t, res.Outputs)
 	if len(outs) != servers {
 		t.Fatalf("%d backups in the stack outputs, want %d", len(outs), servers)
@@ -203,9 +208,9 @@ func TestConcurrencyCapOnNode(t *testing.T) {
 	}
 }
 
-// checkSkipAwait checks that the Job of server's gated backup exists and
-// was created with pulumi.com/skipAwait: the component, not the engine's
-// step worker, waited for it.
+// checkSkipAwait checks that the Job of server's gated backup exists, was
+// created with pulumi.com/skipAwait (the component, not the engine's step
+// worker, waited for it) and has its archiver wait for a slot.
 func checkSkipAwait(t *testing.T, node *kubenode.Node, ns, server, jobName string) {
 	t.Helper()
 	job, err := node.Client.BatchV1().Jobs(ns).Get(t.Context(), jobName, metav1.GetOptions{})
@@ -215,6 +220,9 @@ func checkSkipAwait(t *testing.T, node *kubenode.Node, ns, server, jobName strin
 	}
 	if job.Annotations["pulumi.com/skipAwait"] != "true" {
 		t.Errorf("%s: Job %s has no pulumi.com/skipAwait: the engine's step worker waited for it", server, jobName)
+	}
+	if args := strings.Join(job.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--concurrency ") {
+		t.Errorf("%s: the archiver of Job %s does not wait for a slot: %s", server, jobName, args)
 	}
 }
 

@@ -182,3 +182,24 @@ func (tl *timeline) summary() string {
 	}
 	return fmt.Sprintf("%d Jobs, medians: %s", len(tl.jobs), strings.Join(parts, "; "))
 }
+
+// runningEarly is how many containers were running before the first
+// archiver ended: at most the cap without early starts, up to twice as
+// many with them.
+func (tl *timeline) runningEarly() int {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	first := time.Duration(-1)
+	for _, j := range tl.jobs {
+		if j.terminated > 0 && (first < 0 || j.terminated < first) {
+			first = j.terminated
+		}
+	}
+	n := 0
+	for _, j := range tl.jobs {
+		if j.running > 0 && j.running < first {
+			n++
+		}
+	}
+	return n
+}

@@ -143,3 +143,18 @@ func BuildBackup(b Backup) *batchv1.Job {
 		Volumes:      volumes,
 	})
 }
+
+// WithConcurrency returns a copy of the backup Job job whose archiver
+// waits for one of n slots of group in the catalog before it runs
+// (jobapi.ConcurrencyArgs): the door of a concurrency cap, which creates a
+// capped backup's Job before its turn, so that its pod starts while others
+// run. job itself is not changed.
+func WithConcurrency(job *batchv1.Job, n int, group string) *batchv1.Job {
+	job = job.DeepCopy()
+	for i := range job.Spec.Template.Spec.Containers {
+		if c := &job.Spec.Template.Spec.Containers[i]; c.Name == ContainerName {
+			c.Args = append(c.Args, jobapi.ConcurrencyArgs(n, group)...)
+		}
+	}
+	return job
+}

@@ -323,3 +323,23 @@ func TestBackupArgsEmptyExcludes(t *testing.T) {
 		t.Fatalf("args %q: want --exclude= for an empty exclude list", args)
 	}
 }
+
+// TestWithConcurrency: a capped backup's archiver waits for a slot of its
+// group (the last flags), nothing else changes, and the Job it was given is
+// not changed.
+func TestWithConcurrency(t *testing.T) {
+	orig := jobspec.BuildBackup(jobtest.DefaultBackup())
+	before := orig.DeepCopy()
+	job := jobspec.WithConcurrency(orig, 10, "context eu-1")
+	if !reflect.DeepEqual(orig, before) {
+		t.Fatal("WithConcurrency changed the Job it was given")
+	}
+	args := job.Spec.Template.Spec.Containers[0].Args
+	if got, want := args[len(args)-4:], []string{"--concurrency", "10", "--concurrency-group", "context eu-1"}; !slices.Equal(got, want) {
+		t.Errorf("the archiver's last args are %q, want %q", got, want)
+	}
+	job.Spec.Template.Spec.Containers[0].Args = args[:len(args)-4]
+	if !reflect.DeepEqual(job, before) {
+		t.Error("WithConcurrency changed more than the archiver's args")
+	}
+}

@@ -233,60 +233,93 @@ func archiverSucceeded(p *corev1.Pod) *corev1.ContainerStateTerminated {
 // case a watch breaks or the Job is not there yet. It returns ctx's cause
 // when ctx ends first.
 func ArchiverDone(ctx context.Context, c kubernetes.Interface, ns, name string, interval time.Duration) error {
+	return eachJobPod(ctx, c, ns, name, interval, func(_ context.Context, p *corev1.Pod) (bool, error) {
+		return archiverSucceeded(p) != nil, nil
+	})
+}
+
+// ArchiverStarted waits until a pod of the Job has started its archiver
+// container (running, or already ended) and returns nil; it watches as
+// ArchiverDone does, and returns ctx's cause when ctx ends first.
+func ArchiverStarted(ctx context.Context, c kubernetes.Interface, ns, name string, interval time.Duration) error {
+	return eachJobPod(ctx, c, ns, name, interval, func(_ context.Context, p *corev1.Pod) (bool, error) {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == ArchiverContainer && (cs.State.Running != nil || cs.State.Terminated != nil) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// eachJobPod shows visit every pod of the Job, listed and then as watched,
+// until visit says stop (it returns visit's error then: nil, or why it
+// stopped) or ctx ends (it returns ctx's cause). It looks again every
+// interval (0: five seconds) in case a watch breaks or the Job is not there
+// yet.
+func eachJobPod(ctx context.Context, c kubernetes.Interface, ns, name string, interval time.Duration,
+	visit func(context.Context, *corev1.Pod) (stop bool, err error)) error {
 	if interval <= 0 {
 		interval = 5 * time.Second
 	}
-	for !archiverDoneWithin(ctx, c, ns, name, interval) {
+	for {
+		if stop, err := eachJobPodWithin(ctx, c, ns, name, interval, visit); stop {
+			return err
+		}
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
 	}
-	return nil
 }
 
-// archiverDoneWithin looks at the Job's pods for up to interval and says
-// whether its archiver has succeeded; false when the time is up, or the
-// Job, its pods or a watch cannot be read (the caller looks again).
-func archiverDoneWithin(ctx context.Context, c kubernetes.Interface, ns, name string, interval time.Duration) bool {
+// eachJobPodWithin is eachJobPod for up to interval: stop is false when the
+// time is up, or the Job, its pods or a watch cannot be read (the caller
+// looks again).
+func eachJobPodWithin(ctx context.Context, c kubernetes.Interface, ns, name string, interval time.Duration,
+	visit func(context.Context, *corev1.Pod) (bool, error)) (stop bool, err error) {
 	wctx, cancel := context.WithTimeout(ctx, interval)
 	defer cancel()
 	job, err := c.BatchV1().Jobs(ns).Get(wctx, name, metav1.GetOptions{})
 	if err != nil || job.Spec.Selector == nil {
 		<-wctx.Done()
-		return false
+		return false, nil
 	}
 	sel, err := metav1.LabelSelectorAsSelector(job.Spec.Selector)
 	if err != nil {
 		<-wctx.Done()
-		return false
+		return false, nil
 	}
 	pods, err := c.CoreV1().Pods(ns).List(wctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
 		<-wctx.Done()
-		return false
+		return false, nil
 	}
 	for i := range pods.Items {
-		if archiverSucceeded(&pods.Items[i]) != nil {
-			return true
+		if stop, err := visit(wctx, &pods.Items[i]); stop {
+			return true, err
 		}
 	}
 	w, err := c.CoreV1().Pods(ns).Watch(wctx, metav1.ListOptions{LabelSelector: sel.String(), ResourceVersion: pods.ResourceVersion})
 	if err != nil {
 		<-wctx.Done()
-		return false
+		return false, nil
 	}
 	defer w.Stop()
 	for {
 		select {
 		case <-wctx.Done():
-			return false
+			return false, nil
 		case ev, open := <-w.ResultChan():
 			if !open {
 				<-wctx.Done()
-				return false
+				return false, nil
 			}
-			if p, ok := ev.Object.(*corev1.Pod); ok && sel.Matches(labels.Set(p.Labels)) && archiverSucceeded(p) != nil {
-				return true
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || !sel.Matches(labels.Set(p.Labels)) {
+				continue
+			}
+			if stop, err := visit(wctx, p); stop {
+				return true, err
 			}
 		}
 	}

@@ -276,18 +276,9 @@ func TestArchiverDone(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := fake.NewClientset(tt.objs...)
-			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-			defer cancel()
-			if tt.later != nil {
-				go func() {
-					time.Sleep(50 * time.Millisecond)
-					if _, err := c.CoreV1().Pods(ns).Create(context.Background(), tt.later, metav1.CreateOptions{}); err != nil {
-						t.Error(err)
-					}
-				}()
-			}
-			err := ArchiverDone(ctx, c, ns, jobName, 20*time.Millisecond)
+			err := watchFor(t, fake.NewClientset(tt.objs...), tt.later, func(ctx context.Context, c *fake.Clientset) error {
+				return ArchiverDone(ctx, c, ns, jobName, 20*time.Millisecond)
+			})
 			if tt.done && err != nil {
 				t.Fatalf("ArchiverDone = %v, want nil (the archiver succeeded)", err)
 			}
@@ -296,4 +287,62 @@ func TestArchiverDone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestArchiverStarted: ArchiverStarted returns once a pod of exactly this
+// Job has its archiver running or ended, whether before it looks or while
+// it watches; a pod still waiting to start, or an earlier Job's running
+// pod, is not, and it waits until its context ends.
+func TestArchiverStarted(t *testing.T) {
+	pod := func(podUID, jobUID string, state corev1.ContainerState) *corev1.Pod {
+		p := waitingPod(podUID, "ContainerCreating", "")
+		if state != (corev1.ContainerState{}) {
+			p.Status.ContainerStatuses[0].State = state
+		}
+		return jobPod(jobUID, p)
+	}
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	ended := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}
+	tests := []struct {
+		name  string
+		objs  []runtime.Object
+		later *corev1.Pod // created while it watches
+		done  bool
+	}{
+		{name: "running before it looks", objs: []runtime.Object{job("j1"), pod("a", "j1", running)}, done: true},
+		{name: "already ended", objs: []runtime.Object{job("j1"), pod("a", "j1", ended)}, done: true},
+		{name: "starts while it watches", objs: []runtime.Object{job("j1"), pod("a", "j1", corev1.ContainerState{})}, later: pod("b", "j1", running), done: true},
+		{name: "still creating", objs: []runtime.Object{job("j1"), pod("a", "j1", corev1.ContainerState{})}},
+		{name: "an earlier Job's pod", objs: []runtime.Object{job("j1"), pod("a", "j0", running)}, later: pod("b", "j0", running)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := watchFor(t, fake.NewClientset(tt.objs...), tt.later, func(ctx context.Context, c *fake.Clientset) error {
+				return ArchiverStarted(ctx, c, ns, jobName, 20*time.Millisecond)
+			})
+			if tt.done && err != nil {
+				t.Fatalf("ArchiverStarted = %v, want nil (the archiver started)", err)
+			}
+			if !tt.done && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("ArchiverStarted = %v, want the context's deadline", err)
+			}
+		})
+	}
+}
+
+// watchFor runs f on c with a context of 300 ms, creating the pod later
+// (when set) 50 ms in, as if while f watches, and returns f's error.
+func watchFor(t *testing.T, c *fake.Clientset, later *corev1.Pod, f func(context.Context, *fake.Clientset) error) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if later != nil {
+		go func() {
+			time.Sleep(50 * time.Millisecond)
+			if _, err := c.CoreV1().Pods(ns).Create(context.Background(), later, metav1.CreateOptions{}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	return f(ctx, c)
 }

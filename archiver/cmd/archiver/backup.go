@@ -143,7 +143,8 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 
 	spec.limitMemory()
-	s, err := runBackup(ctx, log, cfg, spec, p, !f.noMigrate, quiescer, pruneOpts)
+	hooks := backupHooks{quiesce: quiescer, prune: pruneOpts, slots: f.Concurrency, group: f.ConcurrencyGroup}
+	s, err := runBackup(ctx, log, cfg, spec, p, !f.noMigrate, hooks)
 	tlog.write(log, s)
 	if err != nil {
 		log.Error("backup failed", "server", p.Server, "run_id", p.RunID, "error", err)
@@ -181,6 +182,9 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 	}
 	if f.progressInterval <= 0 {
 		errs = append(errs, flagErrorf("progress-interval", "must be positive"))
+	}
+	if err := jobapi.CheckConcurrency(f.Concurrency, f.ConcurrencyGroup); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return backup.Params{}, "", config.Config{}, errors.Join(errs...)
@@ -284,11 +288,21 @@ func sameFolder(a, b string) bool {
 	return err == nil && os.SameFile(fa, fb)
 }
 
+// backupHooks are what a backup does around its run: quiesce the game
+// server (nil: none), wait for one of slots slots of group in the catalog
+// (0: start at once; catalog.Slots), prune after it (nil: no prune).
+type backupHooks struct {
+	quiesce backup.Quiescer
+	slots   int
+	group   string
+	prune   *prune.Options
+}
+
 // runBackup connects to the catalog and performs the run, then, with
 // pruneOpts, the prune (also when the run was already recorded). A failed
 // prune does not fail the run: it is reported in the summary's Prune.
 func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, spec storeSpec, p backup.Params, migrate bool,
-	q backup.Quiescer, pruneOpts *prune.Options) (jobapi.BackupResult, error) {
+	hooks backupHooks) (jobapi.BackupResult, error) {
 	start := time.Now()
 	fail := func(err error) (jobapi.BackupResult, error) {
 		return jobapi.BackupResult{BackupRun: backup.Summary{
@@ -302,7 +316,7 @@ func runBackup(ctx context.Context, log hclog.Logger, cfg config.Config, spec st
 	}
 	defer db.Close()
 	// From here on the catalog is reachable: a failed attempt is recorded.
-	js, err := backupWithCatalog(ctx, log, db, spec, p, migrate, q, pruneOpts, fail)
+	js, err := backupWithCatalog(ctx, log, db, spec, p, migrate, hooks, fail)
 	if err != nil && js.Status == backup.StatusFailed {
 		recordFailure(ctx, log, db, p, start, err, spec.secrets(cfg)...)
 	}
@@ -330,7 +344,7 @@ func recordFailure(ctx context.Context, log hclog.Logger, db *catalog.DB, p back
 
 // backupWithCatalog is runBackup once the catalog is open.
 func backupWithCatalog(ctx context.Context, log hclog.Logger, db *catalog.DB, spec storeSpec, p backup.Params, migrate bool,
-	q backup.Quiescer, pruneOpts *prune.Options, fail func(error) (jobapi.BackupResult, error)) (jobapi.BackupResult, error) {
+	hooks backupHooks, fail func(error) (jobapi.BackupResult, error)) (jobapi.BackupResult, error) {
 	if migrate {
 		applied, err := db.Migrate(ctx)
 		if err != nil {
@@ -345,15 +359,18 @@ func backupWithCatalog(ctx context.Context, log hclog.Logger, db *catalog.DB, sp
 		return fail(err)
 	}
 	r := backup.New(st, db, log)
-	if q != nil {
-		r = r.WithQuiescer(q)
+	if hooks.quiesce != nil {
+		r = r.WithQuiescer(hooks.quiesce)
+	}
+	if hooks.slots > 0 {
+		r = r.WithTurn(db.Slots(hooks.group, hooks.slots))
 	}
 	s, err := r.Run(ctx, p)
 	js := jobapi.BackupResult{BackupRun: s}
-	if err != nil || pruneOpts == nil {
+	if err != nil || hooks.prune == nil {
 		return js, err
 	}
-	rep, err := prune.Prune(ctx, db, st, *pruneOpts, log)
+	rep, err := prune.Prune(ctx, db, st, *hooks.prune, log)
 	ps := summaryOf(rep, err)
 	js.Prune = &ps
 	return js, nil

@@ -75,6 +75,11 @@ func TestContractRoundTrip(t *testing.T) {
 			Excludes: []string{}, Rcon: &jobspec.Rcon{Address: "mc:1", SecretKey: "k", Required: false},
 			Retention: &jobspec.Retention{KeepWithin: "30d", MinKeep: 1}}.Request()},
 		{name: "backup by hand", req: jobapi.Backup{Server: "s", RunID: "r", LogFormat: jobapi.LogText}},
+		{name: "backup under a cap: it waits for a slot", req: func() jobapi.Backup {
+			r := jobspec.Backup{Job: job, ConfigMountPath: "/etc/felis", Compression: "zstd"}.Request()
+			r.Concurrency, r.ConcurrencyGroup = 10, "context eu-1"
+			return r
+		}()},
 		{name: "restore, folder store", req: jobspec.Restore{Job: job, ArchiveRef: "/backups/survival/r.tar.zst",
 			SHA256: strings.Repeat("ab", 32)}.Request()},
 		{name: "restore, S3, every bound", req: jobspec.Restore{Job: job, ArchiveRef: "s3://felis-backups/worlds/survival/r.tar.gz",
