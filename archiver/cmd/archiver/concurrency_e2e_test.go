@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -33,14 +31,7 @@ func TestBackupWaitsForSlot(t *testing.T) {
 	}
 	defer release()
 
-	cmd := exec.CommandContext(t.Context(), archiverBin, e.backupArgs("slot-1", "--concurrency", "1", "--concurrency-group", group)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	_, done, stderr := startArchiver(t, e.backupArgs("slot-1", "--concurrency", "1", "--concurrency-group", group)...)
 	const held = time.Second
 	select {
 	case err := <-done:

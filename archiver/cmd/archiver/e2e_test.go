@@ -80,6 +80,23 @@ func archiver(t *testing.T, args ...string) result {
 	return result{code: exitCode(t, err), stdout: stdout.String(), stderr: stderr.String()}
 }
 
+// startArchiver starts the archiver with args in the background and
+// returns it, the channel its exit is sent on and its stderr; a run still
+// going when the test ends is killed.
+func startArchiver(t *testing.T, args ...string) (*exec.Cmd, <-chan error, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(archiverBin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd, done, &stderr
+}
+
 func exitCode(t *testing.T, err error) int {
 	t.Helper()
 	if err == nil {

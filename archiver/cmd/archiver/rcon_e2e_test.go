@@ -260,21 +260,14 @@ func TestBackupTerminatedWhileSaveOnRedials(t *testing.T) {
 	if err := os.WriteFile(pwFile, []byte(rconPassword+"\n"), 0o400); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(archiverBin, e.backupArgs("redial", "--rcon", addr, "--rcon-password-file", pwFile)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	cmd, done, stderr := startArchiver(t, e.backupArgs("redial", "--rcon", addr, "--rcon-password-file", pwFile)...)
 	select {
 	case <-redialed:
 	case err := <-done:
-		t.Fatalf("the backup exited (%v) before re-dialling for save-on:\n%s", err, &stderr)
+		t.Fatalf("the backup exited (%v) before re-dialling for save-on:\n%s", err, stderr)
 	case <-time.After(time.Minute):
 		cmd.Process.Kill()
-		t.Fatalf("the backup never re-dialled for save-on:\n%s", &stderr)
+		t.Fatalf("the backup never re-dialled for save-on:\n%s", stderr)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -287,10 +280,10 @@ func TestBackupTerminatedWhileSaveOnRedials(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
 		<-done
-		t.Fatalf("still running 30 s after SIGTERM (it would be SIGKILLed without a termination message):\n%s", &stderr)
+		t.Fatalf("still running 30 s after SIGTERM (it would be SIGKILLed without a termination message):\n%s", stderr)
 	}
 	if code := exitCode(t, err); code != 1 {
-		t.Fatalf("exit %d after SIGTERM, want 1:\n%s", code, &stderr)
+		t.Fatalf("exit %d after SIGTERM, want 1:\n%s", code, stderr)
 	}
 	s := summary(t, e.tlog)
 	msg, _ := s["error"].(string)
