@@ -40,7 +40,7 @@ const MaxConcurrency = jobapi.MaxConcurrency
 //   - its Job is created (its registration waits, pulumi.DependsOnInputs)
 //     while fewer than twice the limit of the gate's Jobs are under way:
 //     the running ones and up to as many started early, an early one only
-//     once every pod under way has started its archiver (Gate.settled);
+//     once the pods that run at once have started (Gate.settled);
 //   - its archiver waits at the door for one of the limit's slots in the
 //     catalog (jobspec.WithConcurrency; catalog.Slots in the archiver),
 //     which the archiver before it frees as it exits.
@@ -70,7 +70,7 @@ type Gate struct {
 	poll  time.Duration // how often a held slot looks again at its Job, which it watches; 0: observe.Finished's default
 
 	mu       sync.Mutex
-	starting int // Jobs under way whose archiver has not started yet
+	starting int // Jobs created to run at once (not early) whose archiver has not started yet
 }
 
 // newGate returns a gate that lets limit backups of group run at once;
@@ -90,9 +90,10 @@ func (g *Gate) Limit() int { return g.limit }
 const settleLook = 50 * time.Millisecond
 
 // settled says whether a Job may be created early, to wait at the door:
-// only once every Job under way has started its archiver, so that starting
-// pods early never slows those that start now (on a small node, starting
-// pods takes all of its CPU).
+// only once every Job created to run at once (fewer than the limit were
+// under way) has started its archiver, so that starting pods early never
+// slows those that start to run now (on a small node, starting pods takes
+// all of its CPU). Jobs created early do not hold each other back.
 func (g *Gate) settled() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -200,6 +201,7 @@ func (g *Gate) through(pl jobPlan) jobPlan {
 // registration, and what its run reported, known once it has finished.
 type gatedRun struct {
 	g          *Gate
+	early      bool          // created early, to wait at the door (Gate.settled)
 	registered chan struct{} // closed when the Job is registered
 	done       chan struct{} // closed when sum and err are set
 	sum        observe.Summary
@@ -216,7 +218,8 @@ func (g *Gate) slot(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, newCl
 		case <-ctx.Context().Done():
 			return nil, ctx.Context().Err()
 		}
-		for len(g.slots) > g.limit && !g.settled() { // a Job created early
+		run.early = len(g.slots) > g.limit
+		for run.early && !g.settled() {
 			select {
 			case <-time.After(settleLook):
 			case <-ctx.Context().Done():
@@ -224,7 +227,9 @@ func (g *Gate) slot(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, newCl
 				return nil, ctx.Context().Err()
 			}
 		}
-		g.addStarting(1)
+		if !run.early {
+			g.addStarting(1)
+		}
 		go run.hold(ctx, comp, pl, newClient)
 		return rs, nil
 	}).(pulumi.ResourceArrayOutput)
@@ -249,7 +254,11 @@ func (r *gatedRun) hold(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, n
 	defer close(r.done)
 	release := sync.OnceFunc(func() { <-r.g.slots })
 	defer release()
-	started := sync.OnceFunc(func() { r.g.addStarting(-1) })
+	started := sync.OnceFunc(func() {
+		if !r.early {
+			r.g.addStarting(-1)
+		}
+	})
 	defer started()
 	job := pl.Job
 	select {
