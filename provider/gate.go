@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -76,8 +78,11 @@ type Gate struct {
 // newGate returns a gate that lets limit backups of group run at once;
 // limit must be at least 1.
 func newGate(limit int, group string) (*Gate, error) {
-	if err := jobapi.CheckConcurrency(limit, group); err != nil || limit < 1 {
-		return nil, fmt.Errorf("a gate's limit must be at least 1, not %d (%v)", limit, err)
+	if limit < 1 {
+		return nil, fmt.Errorf("a gate's limit must be at least 1, not %d", limit)
+	}
+	if err := jobapi.CheckConcurrency(limit, group); err != nil {
+		return nil, err
 	}
 	return &Gate{slots: make(chan struct{}, 2*limit), limit: limit, group: group}, nil
 }
@@ -111,12 +116,17 @@ func (g *Gate) addStarting(n int) {
 // kube context, which names the cluster without credentials and does not
 // change when they do. Two clusters of one name (two kubeconfigs' current
 // contexts, say) that record into one catalog share one cap: stricter,
-// never looser.
+// never looser. A name too long for a group is named by its SHA-256.
 func concurrencyGroup(cl preflight.Cluster) string {
-	if cl.Context == "" {
+	switch g := "context " + cl.Context; {
+	case cl.Context == "":
 		return "current-context"
+	case len(g) > jobapi.MaxConcurrencyGroup:
+		sum := sha256.Sum256([]byte(cl.Context))
+		return "context sha256:" + hex.EncodeToString(sum[:])
+	default:
+		return g
 	}
-	return "context " + cl.Context
 }
 
 // Gates are the concurrency caps of one program run: one Gate per cluster

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/observe"
 	"github.com/worldbackup/worldbackup/provider/preflight"
@@ -415,6 +416,13 @@ func TestGatesPerCluster(t *testing.T) {
 	}
 	if g.group != "context eu" {
 		t.Errorf("the gate of context eu has group %q", g.group)
+	}
+	long := preflight.Cluster{Context: strings.Repeat("arn:aws:eks:eu-west-1:123456789012:cluster/", 8)}
+	if lg, err := gs.of(long, 3); err != nil || len(lg.group) > jobapi.MaxConcurrencyGroup || !strings.HasPrefix(lg.group, "context sha256:") {
+		t.Errorf("a context of %d bytes: gate %v, %v; want one whose group is the name's hash", len(long.Context), lg, err)
+	}
+	if cur, _ := gs.of(preflight.Cluster{}, 3); cur == nil || cur.group != "current-context" {
+		t.Errorf("the ambient kubeconfig's current context has gate %v", cur)
 	}
 	if again, err := gs.of(eu, 3); again != g || err != nil {
 		t.Errorf("a second backup on eu got %p, %v; want the same gate %p", again, err, g)
