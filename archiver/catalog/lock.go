@@ -21,35 +21,50 @@ const lockPoll = 50 * time.Millisecond
 // and with it the lock, as with flock(2). unlock may be called more than
 // once.
 func (db *DB) LockArchive(ctx context.Context, name string) (unlock func(), err error) {
-	conn, err := db.pool.Acquire(ctx)
-	if err != nil {
+	conn, ended, err := db.pollLock(ctx, lockPoll, func(call context.Context, conn *pgxpool.Conn) (bool, error) {
+		var got bool
+		err := conn.QueryRow(call, `SELECT pg_try_advisory_lock(hashtextextended('worldbackup.archive/' || $1, 0))`, name).Scan(&got)
+		return got, err
+	})
+	switch {
+	case ended:
+		return nil, ctx.Err()
+	case err != nil:
 		return nil, fmt.Errorf("taking the archive lock of %s: %w", name, err)
 	}
-	t := time.NewTicker(lockPoll)
+	return db.unlocker(conn, "archive", name, `SELECT pg_advisory_unlock(hashtextextended('worldbackup.archive/' || $1, 0))`, name), nil
+}
+
+// pollLock takes a pooled connection and calls try on it (one round of
+// pg_try_advisory_lock, each call bounded) every poll until try takes a lock
+// or ctx ends, and returns the connection that holds the lock. ended says
+// that ctx ended first; err is a connection's or a query's error. On either
+// the connection is given back.
+func (db *DB) pollLock(ctx context.Context, poll time.Duration, try func(call context.Context, conn *pgxpool.Conn) (bool, error)) (conn *pgxpool.Conn, ended bool, err error) {
+	conn, err = db.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
-		var got bool
 		call, cancel := db.bound(ctx)
-		err := conn.QueryRow(call, `SELECT pg_try_advisory_lock(hashtextextended('worldbackup.archive/' || $1, 0))`, name).Scan(&got)
+		got, err := try(call, conn)
 		cancel()
-		if err != nil {
+		switch {
+		case err != nil:
 			conn.Release()
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, fmt.Errorf("taking the archive lock of %s: %w", name, err)
-		}
-		if got {
-			break
+			return nil, ctx.Err() != nil, err
+		case got:
+			return conn, false, nil
 		}
 		select {
 		case <-ctx.Done():
 			conn.Release()
-			return nil, ctx.Err()
+			return nil, true, nil
 		case <-t.C:
 		}
 	}
-	return db.unlocker(conn, "archive", name, `SELECT pg_advisory_unlock(hashtextextended('worldbackup.archive/' || $1, 0))`, name), nil
 }
 
 // unlocker returns the function that releases the advisory lock conn holds

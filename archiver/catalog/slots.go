@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// slotPoll is how often TakeSlot looks again for a free slot.
+// slotPoll is how often Slots.Wait looks again for a free slot.
 const slotPoll = 100 * time.Millisecond
 
 // Slots are the n slots of a concurrency group: at most n backups of the
@@ -33,36 +33,24 @@ func (s Slots) Wait(ctx context.Context) (release func(), err error) {
 	if s.n < 1 {
 		return nil, fmt.Errorf("a concurrency group has at least 1 slot, not %d", s.n)
 	}
-	conn, err := s.db.pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("taking a slot of %q: %w", s.group, err)
-	}
-	t := time.NewTicker(slotPoll)
-	defer t.Stop()
-	for {
+	slot := -1
+	conn, ended, err := s.db.pollLock(ctx, slotPoll, func(call context.Context, conn *pgxpool.Conn) (bool, error) {
 		for i := range s.n {
 			var got bool
-			call, cancel := s.db.bound(ctx)
-			err := conn.QueryRow(call, `SELECT pg_try_advisory_lock(hashtext('worldbackup.concurrency/' || $1), $2)`, s.group, i).Scan(&got)
-			cancel()
-			if err != nil {
-				conn.Release()
-				if ctx.Err() != nil {
-					return nil, fmt.Errorf("waiting for a slot of %q: %w", s.group, context.Cause(ctx))
-				}
-				return nil, fmt.Errorf("taking a slot of %q: %w", s.group, err)
-			}
-			if got {
-				return s.releaser(conn, i), nil
+			if err := conn.QueryRow(call, `SELECT pg_try_advisory_lock(hashtext('worldbackup.concurrency/' || $1), $2)`, s.group, i).Scan(&got); err != nil || got {
+				slot = i
+				return got, err
 			}
 		}
-		select {
-		case <-ctx.Done():
-			conn.Release()
-			return nil, fmt.Errorf("waiting for a slot of %q: %w", s.group, context.Cause(ctx))
-		case <-t.C:
-		}
+		return false, nil
+	})
+	switch {
+	case ended:
+		return nil, fmt.Errorf("waiting for a slot of %q: %w", s.group, context.Cause(ctx))
+	case err != nil:
+		return nil, fmt.Errorf("taking a slot of %q: %w", s.group, err)
 	}
+	return s.releaser(conn, slot), nil
 }
 
 // releaser returns the function that gives slot i, held by conn, back.
