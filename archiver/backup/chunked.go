@@ -10,6 +10,7 @@ import (
 
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/chunked"
+	"github.com/worldbackup/worldbackup/archiver/crypt"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
@@ -66,9 +67,17 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 	if p.Keys != nil {
 		// The server's data key, made on its first encrypted run and
 		// wrapped by the key file's identity beside the manifests.
-		dk, err := p.Keys.DataKey(ctx, r.store, p.Server, true)
+		// A key object only an older identity of the file opens is
+		// rewrapped to the first: the Secret was rotated.
+		dk, ev, err := p.Keys.DataKey(ctx, r.store, p.Server, true)
 		if err != nil {
 			return written{}, fmt.Errorf("the server's data key: %w", err)
+		}
+		switch ev {
+		case crypt.KeyCreated:
+			log.Info("made the server's data key", "key_file", p.Keys.Path())
+		case crypt.KeyRewrapped:
+			log.Info("rewrapped the server's data key to the key file's first identity", "key_file", p.Keys.Path())
 		}
 		sl = chunked.NewSealer(dk)
 		clear(dk[:])

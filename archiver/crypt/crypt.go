@@ -144,6 +144,14 @@ func readBounded(path string) ([]byte, error) {
 	return b, nil
 }
 
+// first returns the Keys of k's first identity alone: what k encrypts to.
+func (k *Keys) first() *Keys {
+	if len(k.identities) == 1 {
+		return k
+	}
+	return &Keys{path: k.path, identities: k.identities[:1], recipient: k.recipient}
+}
+
 // Encrypt returns a writer that encrypts what it is written to the key
 // file's first identity, as age does, into w; Close finishes the age
 // stream (it does not close w).

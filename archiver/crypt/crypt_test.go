@@ -99,13 +99,16 @@ func TestDataKeyRewrap(t *testing.T) {
 	if _, err := old.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrNoDataKey) {
 		t.Fatalf("no key object yet: %v", err)
 	}
-	dk, err := old.DataKey(ctx, st, "survival", true)
-	if err != nil {
-		t.Fatal(err)
+	if _, _, err := old.DataKey(ctx, st, "survival", false); !errors.Is(err, ErrNoDataKey) {
+		t.Fatalf("no key object, not create: %v", err)
 	}
-	again, err := old.DataKey(ctx, st, "survival", true)
-	if err != nil || again != dk {
-		t.Fatalf("a second run got another key (%v)", err)
+	dk, ev, err := old.DataKey(ctx, st, "survival", true)
+	if err != nil || ev != KeyCreated {
+		t.Fatalf("first run: %v, %v", ev, err)
+	}
+	again, ev, err := old.DataKey(ctx, st, "survival", true)
+	if err != nil || again != dk || ev != KeyOpened {
+		t.Fatalf("a second run got another key or event %v (%v)", ev, err)
 	}
 	nextPath, _ := identityFile(t, oldID.String()) // the new identity first, the old kept
 	next, _ := LoadKeyFile(nextPath)
@@ -124,4 +127,76 @@ func TestDataKeyRewrap(t *testing.T) {
 	if _, err := next.OpenDataKey(ctx, st, "creative"); !errors.Is(err, ErrNoDataKey) {
 		t.Errorf("another server: %v", err)
 	}
+	// A retried rekey (the new identity opens it already) succeeds and
+	// leaves the object as it is.
+	if err := Rewrap(ctx, st, "survival", old, next); err != nil {
+		t.Errorf("a retried rekey: %v", err)
+	}
+	if got, err := next.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
+		t.Errorf("after a retried rekey: %v", err)
+	}
+}
+
+// TestDataKeyRotatesWithTheSecret: a backup's DataKey, given a key file
+// whose first identity is new and whose later line is the identity the
+// object is wrapped to (the Secret rotated), rewraps the object to the new
+// identity, keeps the data key, and then the new identity alone opens it;
+// the next run only opens it. A file without the old identity is refused
+// and the object left as it was.
+func TestDataKeyRotatesWithTheSecret(t *testing.T) {
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name string
+		st   Store
+	}{
+		{"mem", store.NewMem()},
+		{"local", mustLocal(t)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oldPath, oldID := identityFile(t)
+			old, _ := LoadKeyFile(oldPath)
+			dk, _, err := old.DataKey(ctx, tc.st, "survival", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			strangerPath, _ := identityFile(t)
+			stranger, _ := LoadKeyFile(strangerPath)
+			if _, _, err := stranger.DataKey(ctx, tc.st, "survival", true); !errors.Is(err, ErrWrongKey) {
+				t.Fatalf("a key file without the old identity: %v, want ErrWrongKey", err)
+			}
+			if got, err := old.OpenDataKey(ctx, tc.st, "survival"); err != nil || got != dk {
+				t.Fatalf("the refused run changed the object: %v", err)
+			}
+
+			rotatedPath, newID := identityFile(t, "# the old one, until the rotation is done", oldID.String())
+			rotated, _ := LoadKeyFile(rotatedPath)
+			got, ev, err := rotated.DataKey(ctx, tc.st, "survival", true)
+			if err != nil || got != dk || ev != KeyRewrapped {
+				t.Fatalf("the first run after the rotation: event %v, same key %v, %v", ev, got == dk, err)
+			}
+			newOnly := filepath.Join(t.TempDir(), "new.txt")
+			if err := os.WriteFile(newOnly, []byte(newID.String()+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			next, _ := LoadKeyFile(newOnly)
+			if got, err := next.OpenDataKey(ctx, tc.st, "survival"); err != nil || got != dk {
+				t.Errorf("the new identity alone after the rotation: %v", err)
+			}
+			if _, err := old.OpenDataKey(ctx, tc.st, "survival"); !errors.Is(err, ErrWrongKey) {
+				t.Errorf("the old identity alone after the rotation: %v, want ErrWrongKey", err)
+			}
+			if got, ev, err := rotated.DataKey(ctx, tc.st, "survival", true); err != nil || got != dk || ev != KeyOpened {
+				t.Errorf("the next run: event %v, %v", ev, err)
+			}
+		})
+	}
+}
+
+func mustLocal(t *testing.T) *store.Local {
+	t.Helper()
+	l, err := store.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -61,39 +61,68 @@ func (k *Keys) OpenDataKey(ctx context.Context, st Opener, server string) (DataK
 	if err != nil {
 		return DataKey{}, err
 	}
-	return k.readDataKey(ctx, st, key, server)
+	dk, _, err := k.readDataKey(ctx, st, key, server)
+	return dk, err
 }
 
-// DataKey is OpenDataKey for a run that writes: with create, a server without one gets a
-// new random key, wrapped to k's first identity and stored (under the
-// store's lock of the object, so concurrent first runs share one key);
-// an object that exists is never replaced. Errors: ErrWrongKey (no
-// identity opens it), ErrCorrupt, ErrNoDataKey (none, and not create).
-func (k *Keys) DataKey(ctx context.Context, st Store, server string, create bool) (DataKey, error) {
+// KeyEvent says what DataKey did besides opening the server's data key.
+type KeyEvent int
+
+const (
+	// KeyOpened: the key object was opened with the key file's first
+	// identity, as it is.
+	KeyOpened KeyEvent = iota
+	// KeyCreated: the server had none; a new data key was made and stored.
+	KeyCreated
+	// KeyRewrapped: a later identity of the key file opened the object,
+	// which is now rewrapped to the first (the Secret was rotated).
+	KeyRewrapped
+)
+
+// DataKey is OpenDataKey for a run that writes. With create, a server
+// without one gets a new random key, wrapped to k's first identity and
+// stored (under the store's lock of the object, so concurrent first runs
+// share one key). An object that only a later identity of k opens is
+// rewrapped to the first, atomically and read back (Rewrap): rotating the
+// Secret (the new identity first, the old on a later line) rotates the
+// envelope at the next backup, and no pack is touched. The data key itself
+// is never replaced. Errors: ErrWrongKey (no identity opens it),
+// ErrCorrupt, ErrNoDataKey (none, and not create).
+func (k *Keys) DataKey(ctx context.Context, st Store, server string, create bool) (DataKey, KeyEvent, error) {
 	key, err := jobapi.DataKeyKey(server)
 	if err != nil {
-		return DataKey{}, err
+		return DataKey{}, 0, err
 	}
-	dk, err := k.readDataKey(ctx, st, key, server)
-	if !create || !errors.Is(err, ErrNoDataKey) {
-		return dk, err
+	dk, first, err := k.readDataKey(ctx, st, key, server)
+	switch {
+	case err == nil && first:
+		return dk, KeyOpened, nil
+	case err == nil:
+		clear(dk[:])
+		if err := rewrap(ctx, st, key, server, k, k); err != nil {
+			return DataKey{}, 0, err
+		}
+		dk, _, err = k.readDataKey(ctx, st, key, server)
+		return dk, KeyRewrapped, err
+	case !create || !errors.Is(err, ErrNoDataKey):
+		return DataKey{}, 0, err
 	}
 	unlock, err := st.Lock(ctx, key)
 	if err != nil {
-		return DataKey{}, fmt.Errorf("locking the data key object %s: %w", key, err)
+		return DataKey{}, 0, fmt.Errorf("locking the data key object %s: %w", key, err)
 	}
 	defer unlock()
-	dk, err = k.readDataKey(ctx, st, key, server) // another run may have made it meanwhile
+	dk, _, err = k.readDataKey(ctx, st, key, server) // another run may have made it meanwhile
 	if !errors.Is(err, ErrNoDataKey) {
-		return dk, err
+		return dk, KeyOpened, err
 	}
 	if _, err := rand.Read(dk[:]); err != nil {
-		return DataKey{}, err
+		return DataKey{}, 0, err
 	}
 	if err := k.writeDataKey(ctx, st, key, server, dk); err != nil {
-		return DataKey{}, err
+		return DataKey{}, 0, err
 	}
-	return dk, nil
+	return dk, KeyCreated, nil
 }
 
 // Rewrap rewraps server's data key object from the identities of old to
@@ -105,12 +134,24 @@ func Rewrap(ctx context.Context, st Store, server string, old, next *Keys) error
 	if err != nil {
 		return err
 	}
+	return rewrap(ctx, st, key, server, old, next)
+}
+
+// rewrap replaces the data key object key, under the store's lock of it:
+// opened with any identity of old, wrapped to the first of next, then read
+// back with that identity alone before it is said to be done. An object
+// that the first of next opens already is left as it is (a rotation done
+// already, or by a concurrent run), so a retried rekey succeeds.
+func rewrap(ctx context.Context, st Store, key, server string, old, next *Keys) error {
 	unlock, err := st.Lock(ctx, key)
 	if err != nil {
 		return fmt.Errorf("locking the data key object %s: %w", key, err)
 	}
 	defer unlock()
-	dk, err := old.readDataKey(ctx, st, key, server)
+	if _, first, err := next.readDataKey(ctx, st, key, server); err == nil && first {
+		return nil
+	}
+	dk, _, err := old.readDataKey(ctx, st, key, server)
 	if err != nil {
 		return err
 	}
@@ -118,50 +159,58 @@ func Rewrap(ctx context.Context, st Store, server string, old, next *Keys) error
 	if err := next.writeDataKey(ctx, st, key, server, dk); err != nil {
 		return err
 	}
-	// Read it back with the new identity before saying it is done.
-	got, err := next.readDataKey(ctx, st, key, server)
-	if err != nil {
+	got, first, err := next.readDataKey(ctx, st, key, server)
+	defer clear(got[:])
+	switch {
+	case err != nil:
 		return fmt.Errorf("reading back the rewrapped data key object %s: %w", key, err)
-	}
-	if got != dk {
+	case !first:
+		return fmt.Errorf("the rewrapped data key object %s does not open with the new key file's first identity", key)
+	case got != dk:
 		return fmt.Errorf("the rewrapped data key object %s does not hold the same key", key)
 	}
 	return nil
 }
 
-func (k *Keys) readDataKey(ctx context.Context, st Opener, key, server string) (DataKey, error) {
+// readDataKey opens the data key object key with k's identities; first
+// reports whether k's first identity opened it (the one k writes for).
+func (k *Keys) readDataKey(ctx context.Context, st Opener, key, server string) (dk DataKey, first bool, err error) {
 	rc, err := st.Open(ctx, key)
 	if errors.Is(err, fs.ErrNotExist) {
-		return DataKey{}, fmt.Errorf("%w: %s is not in the store", ErrNoDataKey, key)
+		return DataKey{}, false, fmt.Errorf("%w: %s is not in the store", ErrNoDataKey, key)
 	}
 	if err != nil {
-		return DataKey{}, fmt.Errorf("opening the data key object %s: %w", key, err)
+		return DataKey{}, false, fmt.Errorf("opening the data key object %s: %w", key, err)
 	}
 	defer rc.Close()
 	b, err := io.ReadAll(io.LimitReader(rc, maxKeyObject+1))
 	if err != nil {
-		return DataKey{}, fmt.Errorf("reading the data key object %s: %w", key, err)
+		return DataKey{}, false, fmt.Errorf("reading the data key object %s: %w", key, err)
 	}
 	if len(b) > maxKeyObject {
-		return DataKey{}, fmt.Errorf("%w: the data key object %s is larger than %d bytes", ErrCorrupt, key, maxKeyObject)
+		return DataKey{}, false, fmt.Errorf("%w: the data key object %s is larger than %d bytes", ErrCorrupt, key, maxKeyObject)
 	}
-	r, err := k.Decrypt(bytes.NewReader(b))
+	// The first identity alone, then (when the file holds more) every one.
+	r, err := k.first().Decrypt(bytes.NewReader(b))
+	first = err == nil
+	if errors.Is(err, ErrWrongKey) && len(k.identities) > 1 {
+		r, err = k.Decrypt(bytes.NewReader(b))
+	}
 	if err != nil {
-		return DataKey{}, fmt.Errorf("data key object %s: %w", key, err)
+		return DataKey{}, false, fmt.Errorf("data key object %s: %w", key, err)
 	}
 	pt, err := io.ReadAll(io.LimitReader(r, 1024))
 	defer clear(pt)
 	if err != nil {
-		return DataKey{}, fmt.Errorf("data key object %s: %w", key, err)
+		return DataKey{}, false, fmt.Errorf("data key object %s: %w", key, err)
 	}
 	want := len(keyObjectMagic) + 1 + len(server) + DataKeySize
 	if len(pt) != want || string(pt[:len(keyObjectMagic)]) != keyObjectMagic ||
 		int(pt[len(keyObjectMagic)]) != len(server) || string(pt[len(keyObjectMagic)+1:want-DataKeySize]) != server {
-		return DataKey{}, fmt.Errorf("%w: the data key object %s is not server %s's key object", ErrCorrupt, key, server)
+		return DataKey{}, false, fmt.Errorf("%w: the data key object %s is not server %s's key object", ErrCorrupt, key, server)
 	}
-	var dk DataKey
 	copy(dk[:], pt[want-DataKeySize:])
-	return dk, nil
+	return dk, first, nil
 }
 
 func (k *Keys) writeDataKey(ctx context.Context, st Store, key, server string, dk DataKey) error {

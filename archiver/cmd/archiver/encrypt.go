@@ -76,14 +76,15 @@ func openChunked(ctx context.Context, st chunked.Store, key, sum string, keys *c
 const rekeyHelp = `Usage: archiver rekey --server S --encryption-key-file OLD --new-encryption-key-file NEW
                      [--archive-root DIR | --store s3://bucket/prefix [--s3-* flags]] [--config FILE]
 
-Rotates the key of a server's encrypted chunked runs: its data key object
-(<root>/_chunked/keys/<server>.key) is opened with an identity of OLD and
-rewrapped to the first identity of NEW, atomically, then read back with NEW.
+Rotates the key of a server's encrypted chunked runs by hand: its data key
+object (<root>/_chunked/keys/<server>.key) is opened with an identity of OLD and
+rewrapped to the first identity of NEW, atomically, then read back with it.
 No pack or manifest is touched. Until it is replaced, OLD opens it; after,
-NEW does. Put NEW in the Secret first with OLD on a later line (an age
-identity file may hold several; archives are written for the first, read with
-any), run rekey, then drop OLD once no tar archive encrypted to it is kept:
-a tar archive is an age file encrypted to the identity itself.
+NEW does; one NEW opens already is left as it is. A backup does the same by
+itself when its key file's first identity is new and a later line holds the
+old one (the Secret rotated). Drop OLD from the Secret once no tar archive
+encrypted to it is kept: a tar archive is an age file encrypted to the
+identity itself.
 `
 
 func cmdRekey(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -408,3 +408,82 @@ func TestS3Encrypted(t *testing.T) {
 	}
 	out.noKeyIn(t, []string{secret}, e.tlog)
 }
+
+// TestEncryptionRotatesWithTheSecret: the rotation a Kubernetes user does,
+// editing the Secret: the new identity first, the old on a later line.
+// The next chunked backup rewraps the server's data key object to the new
+// identity (no pack touched, dedup kept); after it the new identity alone
+// opens every run, old and new, and the old alone opens none; tar runs
+// made before the rotation still restore with the rotated file.
+func TestEncryptionRotatesWithTheSecret(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateWorld(t, e.world)
+	if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
+		t.Fatal(err)
+	}
+	want := snapshot(t, e.world, defaultExcluded)
+	oldKey, oldSecret := keyFile(t)
+	newKey, newSecret := keyFile(t)
+	rotated := filepath.Join(t.TempDir(), "rotated.txt")
+	writeConfig(t, rotated, "# the new identity first; the old one until the rotation is done\n"+newSecret+"\n"+oldSecret+"\n")
+	var out outputs
+	backup := func(t *testing.T, run, format, key string) result {
+		t.Helper()
+		r := out.run(t, e.backupArgs(run, "--format", format, "--encryption-key-file", key)...)
+		if r.code != 0 {
+			t.Fatalf("backup %s exited %d:\n%s", run, r.code, r.stderr)
+		}
+		return r
+	}
+	restore := func(t *testing.T, run, key string) int {
+		t.Helper()
+		var ref, sum string
+		for _, row := range rows(t, e.url) {
+			if row.RunID == run {
+				ref, sum = row.ArchiveRef, row.SHA256
+			}
+		}
+		into := filepath.Join(t.TempDir(), "restored")
+		r := out.run(t, restoreArgs(ref, sum, into, "--encryption-key-file", key)...)
+		if r.code == 0 {
+			compareTrees(t, snapshot(t, into, nil), want)
+		}
+		return r.code
+	}
+	const rewrapped = "rewrapped the server's data key"
+
+	backup(t, "c1", "chunked", oldKey)
+	backup(t, "t1", "tar", oldKey)
+	packs := packDigest(t, e.root)
+
+	r := backup(t, "c2", "chunked", rotated)
+	if !strings.Contains(r.stderr, rewrapped) {
+		t.Errorf("the first chunked backup after the rotation did not say it rewrapped the key:\n%s", r.stderr)
+	}
+	if packDigest(t, e.root) != packs {
+		t.Error("the rotation touched a pack (or the unchanged world added one)")
+	}
+	if r := backup(t, "c3", "chunked", rotated); strings.Contains(r.stderr, rewrapped) {
+		t.Errorf("the next backup rewrapped again:\n%s", r.stderr)
+	}
+	backup(t, "t2", "tar", rotated)
+
+	for _, tc := range []struct {
+		run, key, who string
+		want          int
+	}{
+		{"c1", newKey, "the new identity alone, a run from before the rotation", 0},
+		{"c3", newKey, "the new identity alone, a run from after it", 0},
+		{"c1", oldKey, "the old identity alone, after the rotation", 2},
+		{"t1", rotated, "the rotated file, a tar run encrypted to the old identity", 0},
+		{"t2", newKey, "the new identity alone, a tar run from after the rotation", 0},
+		{"t2", oldKey, "the old identity alone, a tar run from after the rotation", 2},
+	} {
+		t.Run(tc.run+" "+tc.who, func(t *testing.T) {
+			if got := restore(t, tc.run, tc.key); got != tc.want {
+				t.Errorf("restore exited %d, want %d", got, tc.want)
+			}
+		})
+	}
+	out.noKeyIn(t, []string{oldSecret, newSecret}, e.tlog)
+}
