@@ -17,7 +17,8 @@ import (
 // store in a temp folder, the world read from the page cache. Set
 // CHUNKED_BENCH_WORLD to one of make bench's worlds (.bench/worlds/...) to
 // measure it instead of a 128 MiB one; bytes/op is the file data archived.
-// With -cpuprofile it shows where a first backup's CPU goes.
+// With -cpuprofile it shows where a first backup's CPU goes; the sealed
+// case is an encrypted run's (a Sealer), the plain one a run in the clear.
 func BenchmarkWrite(b *testing.B) {
 	root := os.Getenv("CHUNKED_BENCH_WORLD")
 	if root == "" {
@@ -30,21 +31,30 @@ func BenchmarkWrite(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(warm.InputBytes)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		st, err := store.NewLocal(b.TempDir())
-		if err != nil {
-			b.Fatal(err)
+	for _, sealed := range []bool{false, true} {
+		name := "plain"
+		var sl *Sealer
+		if sealed {
+			name, sl = "sealed", NewSealer([32]byte{1, 2, 3})
 		}
-		i++
-		res, err := Write(b.Context(), st, root, Options{Server: "bench", RunID: "r" + string(rune('a'+i%26)),
-			Tar: tarstream.Options{Excludes: tarstream.DefaultExcludes}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ReportMetric(float64(res.AddedBytes)/float64(warm.InputBytes), "stored/in")
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(warm.InputBytes)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				st, err := store.NewLocal(b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				i++
+				res, err := Write(b.Context(), st, root, Options{Server: "bench", RunID: "r" + string(rune('a'+i%26)),
+					Tar: tarstream.Options{Excludes: tarstream.DefaultExcludes}, Sealer: sl})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(res.AddedBytes)/float64(warm.InputBytes), "stored/in")
+			}
+		})
 	}
 }
 

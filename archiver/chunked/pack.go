@@ -133,24 +133,41 @@ type packWriter struct {
 
 	// A sealed run's pack seals its blobs on a goroutine of its own
 	// (sealing), off the run's path, which hashes and compresses the next
-	// blobs meanwhile: add hands it a copy of each blob.
-	seal   chan sealJob
-	sealed chan struct{} // closed once sealing has put every blob in
-	spare  chan []byte   // copies sealing is done with, for reuse
+	// blobs meanwhile: addSealed copies each blob into a group, handed
+	// over once it holds sealGroupSize bytes.
+	group  *sealGroup      // being filled
+	seal   chan *sealGroup // to the sealing goroutine
+	sealed chan struct{}   // closed once sealing has put every blob in
+	spare  chan *sealGroup // groups sealing is done with, for reuse (the run's pool)
+	cipher *blobCipher     // the pack's, used by sealing alone
 }
 
-// sealJob is one blob for a pack's sealing goroutine: its bytes after
-// compression (a copy the job owns), its offset in the pack, ID and flags.
+// sealGroup is blobs for a pack's sealing goroutine, handed over together
+// (one channel operation and wake-up per sealGroupSize bytes, not per
+// blob of a few KiB): their bytes after compression, copied one after
+// the other into buf, and each one's place.
+type sealGroup struct {
+	buf  []byte
+	jobs []sealJob
+}
+
+// sealJob is one blob of a sealGroup: where its bytes end in the group's
+// buf (they start where the previous blob's end), its offset in the pack,
+// ID and flags.
 type sealJob struct {
-	stored []byte
-	off    uint32
-	id     ID
-	flags  byte
+	end   int
+	off   uint32
+	id    ID
+	flags byte
 }
 
-// sealQueue bounds the blobs waiting to be sealed: at most sealQueue
-// copies of MaxBlob bytes per open pack.
-const sealQueue = 16
+// sealGroupSize is the bytes a group gathers before it is handed over, and
+// sealQueue how many groups wait to be sealed: an open pack holds at most
+// (sealQueue+2) groups of sealGroupSize + MaxBlob bytes.
+const (
+	sealGroupSize = 256 << 10
+	sealQueue     = 4
+)
 
 // Pack writer bounds: a batch's size and how many are in flight, so an
 // open pack holds at most (packQueue+2)*packBatch bytes.
@@ -178,28 +195,38 @@ func newPackWriter(ctx context.Context, st Store, id ID) (*packWriter, error) {
 	return newPackWriterHeader(ctx, st, id, packHeader, nil, nil)
 }
 
-// newBatchPool returns the spare batches shared by the packs of a run (so
-// a pack does not allocate its batches afresh: at 32 MiB a pack, that was
-// a third of the run's bytes allocated, cleared and collected).
-func newBatchPool() chan []byte { return make(chan []byte, packQueue+2) }
+// packPool holds what the packs of a run reuse, so a pack does not
+// allocate its own afresh: the batches (at 32 MiB a pack, that was a third
+// of the run's bytes allocated, cleared and collected) and a sealed run's
+// seal groups.
+type packPool struct {
+	batches chan []byte
+	groups  chan *sealGroup
+}
+
+func newPackPool() *packPool {
+	// Two packs are open at a time: the data pack and the lists pack.
+	return &packPool{batches: make(chan []byte, packQueue+2), groups: make(chan *sealGroup, 2*(sealQueue+2))}
+}
 
 // newPackWriterHeader is newPackWriter with the pack's header (a sealed
-// run's: sealedPackHeader), taking its batches from pool and giving them
-// back there (nil: a pool of its own). With sl, its blobs are sealed with
-// sl (addSealed), on a goroutine of its own.
-func newPackWriterHeader(ctx context.Context, st Store, id ID, header []byte, pool chan []byte, sl *Sealer) (*packWriter, error) {
+// run's: sealedPackHeader), taking its batches (and seal groups) from pool
+// and giving them back there (nil: a pool of its own). With sl, its blobs
+// are sealed with sl (addSealed), on a goroutine of its own.
+func newPackWriterHeader(ctx context.Context, st Store, id ID, header []byte, pool *packPool, sl *Sealer) (*packWriter, error) {
 	key, err := jobapi.PackKey(id.String())
 	if err != nil {
 		return nil, err
 	}
 	if pool == nil {
-		pool = newBatchPool()
+		pool = newPackPool()
 	}
-	p := &packWriter{id: id, key: key, ch: make(chan []byte, packQueue), free: pool,
+	p := &packWriter{id: id, key: key, ch: make(chan []byte, packQueue), free: pool.batches,
 		done: make(chan packResult, 1), size: int64(len(packHeader))}
 	p.batch = append(p.take(), header...)
 	if sl != nil {
-		p.seal, p.sealed, p.spare = make(chan sealJob, sealQueue), make(chan struct{}), make(chan []byte, sealQueue+1)
+		p.seal, p.sealed, p.spare = make(chan *sealGroup, sealQueue), make(chan struct{}), pool.groups
+		p.cipher = sl.cipherOf(id)
 		go p.sealing(sl)
 	}
 	go func() {
@@ -289,51 +316,70 @@ func (p *packWriter) add(id ID, typ, flags byte, stored []byte, raw int) uint32 
 }
 
 // addSealed is add for a sealed run: it records the blob at its place,
-// len(stored) plus sl.overhead() bytes, and hands a copy of stored (the
-// blob's bytes after compression; the caller keeps stored) to the pack's
-// sealing goroutine.
+// len(stored) plus sl.overhead() bytes, and copies stored (the blob's bytes
+// after compression; the caller keeps stored) into the group for the
+// pack's sealing goroutine.
 func (p *packWriter) addSealed(sl *Sealer, id ID, typ, flags byte, stored []byte, raw int) uint32 {
 	off := uint32(p.size)
 	n := len(stored) + sl.overhead()
 	p.entries = append(p.entries, packEntry{ID: id, Type: typ, Flags: flags, Offset: off, Stored: uint32(n), Raw: uint32(raw)})
 	p.size += int64(n)
-	var c []byte
-	select {
-	case c = <-p.spare:
-	default:
+	g := p.group
+	if g == nil {
+		select {
+		case g = <-p.spare:
+		default:
+			g = &sealGroup{buf: make([]byte, 0, sealGroupSize+MaxBlob)}
+		}
+		p.group = g
 	}
-	p.seal <- sealJob{stored: append(c[:0], stored...), off: off, id: id, flags: flags}
+	g.buf = append(g.buf, stored...)
+	g.jobs = append(g.jobs, sealJob{end: len(g.buf), off: off, id: id, flags: flags})
+	if len(g.buf) >= sealGroupSize {
+		p.seal <- g
+		p.group = nil
+	}
 	return off
 }
 
 // sealing seals the pack's blobs in order, each for its place (the pack's
 // key, its offset the nonce), straight into the batch when it fits there,
 // else (it would straddle two batches) into scratch, then copied; it puts
-// them in and gives each copy back, until seal is closed.
+// them in and gives each group back, until seal is closed.
 func (p *packWriter) sealing(sl *Sealer) {
 	defer close(p.sealed)
-	for j := range p.seal {
-		if n := len(j.stored) + sl.overhead(); cap(p.batch)-len(p.batch) >= n {
-			p.batch = sl.sealBlobTo(p.batch, p.id, j.off, j.id, j.flags, j.stored)
-			if len(p.batch) == cap(p.batch) {
-				p.flushBatch()
+	for g := range p.seal {
+		start := 0
+		for _, j := range g.jobs {
+			stored := g.buf[start:j.end]
+			start = j.end
+			if n := len(stored) + sl.overhead(); cap(p.batch)-len(p.batch) >= n {
+				p.batch = p.cipher.seal(p.batch, j.off, j.id, j.flags, stored)
+				if len(p.batch) == cap(p.batch) {
+					p.flushBatch()
+				}
+			} else {
+				p.scratch = p.cipher.seal(p.scratch[:0], j.off, j.id, j.flags, stored)
+				p.put(p.scratch)
 			}
-		} else {
-			p.scratch = sl.sealBlobTo(p.scratch[:0], p.id, j.off, j.id, j.flags, j.stored)
-			p.put(p.scratch)
 		}
+		g.buf, g.jobs = g.buf[:0], g.jobs[:0]
 		select {
-		case p.spare <- j.stored:
+		case p.spare <- g:
 		default:
 		}
 	}
 }
 
-// settleSealing waits until a sealed pack's sealing goroutine has put in
-// every blob handed to it (none: a plain pack); the batches are the run's
-// again then.
+// settleSealing hands a sealed pack's last group over and waits until its
+// sealing goroutine has put in every blob (nothing to do for a plain
+// pack); the batches are the run's again then.
 func (p *packWriter) settleSealing() {
 	if p.seal != nil {
+		if g := p.group; g != nil && len(g.jobs) > 0 {
+			p.seal <- g
+		}
+		p.group = nil
 		close(p.seal)
 		<-p.sealed
 		p.seal = nil

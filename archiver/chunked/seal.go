@@ -69,7 +69,7 @@ func NewSealer(dataKey [32]byte) *Sealer {
 	s := &Sealer{idKey: derive(infoBlobID, 32), packBase: append([]byte(nil), dataKey[:]...), packs: make(map[ID]cipher.AEAD)}
 	s.manifest = newGCM(derive(infoManifest, 32))
 	copy(s.keyID[:], derive(infoKeyID, keyIDSize))
-	s.macs.New = func() any { return hmac.New(sha256.New, s.idKey) }
+	s.macs.New = func() any { return &mac{h: hmac.New(sha256.New, s.idKey)} }
 	return s
 }
 
@@ -98,18 +98,24 @@ func newGCM(key []byte) cipher.AEAD {
 }
 
 // blobID returns the name of the blob raw: its SHA-256 in the clear, its
-// HMAC-SHA256 under the blob ID key when sealed.
+// HMAC-SHA256 under the blob ID key when sealed. It allocates nothing.
 func (s *Sealer) blobID(raw []byte) ID {
 	if s == nil {
 		return ID(sha256.Sum256(raw))
 	}
-	m := s.macs.Get().(hash.Hash)
-	m.Reset()
-	m.Write(raw)
-	var id ID
-	m.Sum(id[:0])
+	m := s.macs.Get().(*mac)
+	m.h.Reset()
+	m.h.Write(raw)
+	id := ID(m.h.Sum(m.sum[:0]))
 	s.macs.Put(m)
 	return id
+}
+
+// mac is a pooled HMAC with room for its sum (a sum into a caller's array
+// would escape, one allocation per blob).
+type mac struct {
+	h   hash.Hash
+	sum [sha256.Size]byte
 }
 
 // overhead is what sealing adds to a blob's stored bytes.
@@ -136,7 +142,8 @@ func (s *Sealer) pack(id ID) cipher.AEAD {
 	if a, ok := s.packs[id]; ok {
 		return a
 	}
-	k, err := hkdf.Key(sha256.New, s.packBase, id[:], infoPack, 32)
+	salt := id // only a miss lets the salt escape
+	k, err := hkdf.Key(sha256.New, s.packBase, salt[:], infoPack, 32)
 	if err != nil {
 		panic(err)
 	}
@@ -148,28 +155,36 @@ func (s *Sealer) pack(id ID) cipher.AEAD {
 	return a
 }
 
-// blobNonce is the nonce of the blob at off in its pack: unique per pack
-// key, since a pack is written once and its blobs do not overlap.
-func blobNonce(off uint32) []byte {
-	var n [nonceSize]byte
-	binary.BigEndian.PutUint64(n[4:], uint64(off))
-	return n[:]
+// blobCipher seals or opens the blobs of one pack: the pack's AEAD, and
+// room for a blob's nonce and associated data, so that a blob costs no
+// allocation (slices of a caller's arrays passed to the AEAD would
+// escape). It is not safe for concurrent use: one per goroutine.
+type blobCipher struct {
+	aead  cipher.AEAD
+	nonce [nonceSize]byte
+	ad    [len(ID{}) + 1]byte
 }
 
-// blobAD is a blob's associated data: its ID and its flags, so a blob
-// cannot be passed off as another, nor its compression changed. An array,
-// so sealing and opening a blob allocate nothing for it.
-func blobAD(id ID, flags byte) (ad [len(ID{}) + 1]byte) {
-	copy(ad[:], id[:])
-	ad[len(id)] = flags
-	return ad
+// cipherOf returns a blobCipher of the pack id.
+func (s *Sealer) cipherOf(pack ID) *blobCipher { return &blobCipher{aead: s.pack(pack)} }
+
+// place sets the nonce and associated data of the blob id at off: the
+// nonce is the offset, unique per pack key since a pack is written once
+// and its blobs do not overlap; the associated data is the blob's ID and
+// flags, so a blob cannot be passed off as another, nor its compression
+// changed.
+func (c *blobCipher) place(off uint32, id ID, flags byte) {
+	c.nonce = [nonceSize]byte{}
+	binary.BigEndian.PutUint64(c.nonce[4:], uint64(off))
+	copy(c.ad[:], id[:])
+	c.ad[len(id)] = flags
 }
 
-// sealBlobTo appends stored (the blob's bytes after compression) encrypted
-// for its place at off in pack to dst, which must not overlap stored.
-func (s *Sealer) sealBlobTo(dst []byte, pack ID, off uint32, id ID, flags byte, stored []byte) []byte {
-	ad := blobAD(id, flags)
-	return s.pack(pack).Seal(dst, blobNonce(off), stored, ad[:])
+// seal appends stored (the blob's bytes after compression) encrypted for
+// its place at off in the pack to dst, which must not overlap stored.
+func (c *blobCipher) seal(dst []byte, off uint32, id ID, flags byte, stored []byte) []byte {
+	c.place(off, id, flags)
+	return c.aead.Seal(dst, c.nonce[:], stored, c.ad[:])
 }
 
 // openBlob decrypts the sealed bytes of ref read at its place in pack, in
@@ -178,8 +193,9 @@ func (s *Sealer) openBlob(pack ID, key string, ref Ref, sealed []byte) ([]byte, 
 	if ref.Flags&cipherMask != cipherAESGCM {
 		return nil, fmt.Errorf("%w: blob %s in pack %s at %d is not sealed, in a sealed run", ErrCorrupt, ref.ID, key, ref.Offset)
 	}
-	ad := blobAD(ref.ID, ref.Flags)
-	out, err := s.pack(pack).Open(sealed[:0], blobNonce(ref.Offset), sealed, ad[:])
+	c := s.cipherOf(pack)
+	c.place(ref.Offset, ref.ID, ref.Flags)
+	out, err := c.aead.Open(sealed[:0], c.nonce[:], sealed, c.ad[:])
 	if err != nil {
 		return nil, fmt.Errorf("%w: blob %s in pack %s at %d does not authenticate (tampered, or not this key's)", ErrCorrupt, ref.ID, key, ref.Offset)
 	}

@@ -114,7 +114,7 @@ func Write(ctx context.Context, st WriteStore, root string, o Options) (Result, 
 	if o.Sealer != nil {
 		header = sealedPackHeader
 	}
-	batches := newBatchPool()
+	pool := newPackPool()
 	s := &sink{
 		newPack: func() (*packWriter, error) {
 			id, err := newPackID()
@@ -126,7 +126,7 @@ func Write(ctx context.Context, st WriteStore, root string, o Options) (Result, 
 					return nil, err
 				}
 			}
-			return newPackWriterHeader(ctx, st, id, header, batches, o.Sealer)
+			return newPackWriterHeader(ctx, st, id, header, pool, o.Sealer)
 		},
 		loadList: func(l Ref, packs []ID) (*list, error) {
 			return rd.list(ctx, packs[l.Pack], l)
