@@ -9,15 +9,26 @@ import (
 
 // asyncSink runs a sink on a goroutine of its own, so the walk reads the
 // next files while the blobs of the last are hashed, compressed and
-// written. The tar stream's bytes are copied into a few fixed buffers
-// handed over through a small channel, so memory stays bounded.
+// written. What the walk hands the sink (the tar stream's bytes, and where
+// each file begins and ends) is gathered into batches of up to asyncBuf
+// bytes, handed over through a small channel: one hand-off per batch, not
+// one per header, file or write (a world's thousands of small player files
+// made several each), and memory stays bounded.
 type asyncSink struct {
 	s    *sink
-	ch   chan event
-	free chan []byte
+	cur  *batch      // being filled by the walk
+	ch   chan *batch // to the sink's goroutine
+	free chan *batch // batches the sink is done with
 	done chan struct{}
 	bad  atomic.Bool
 	err  error // the sink's first error; read after done is closed
+}
+
+// batch is what the walk did, in order: the bytes written, one after the
+// other in data, and the events (a write says where its bytes end).
+type batch struct {
+	data []byte
+	evs  []event
 }
 
 type eventKind byte
@@ -30,16 +41,18 @@ const (
 
 type event struct {
 	kind   eventKind
-	data   []byte
+	end    int // evWrite: its bytes are data[previous write's end:end]
 	f      tarstream.File
 	reuse  bool
 	intact bool
 }
 
-// Async bounds: asyncDepth buffers of asyncBuf bytes in flight.
+// Async bounds: asyncDepth batches of asyncBuf bytes (and at most
+// asyncEvents events) in flight.
 const (
-	asyncBuf   = 1 << 20
-	asyncDepth = 4
+	asyncBuf    = 1 << 20
+	asyncDepth  = 4
+	asyncEvents = 4096
 )
 
 // errSinkFailed ends the walk once the sink failed; finish returns the
@@ -47,19 +60,24 @@ const (
 var errSinkFailed = errors.New("chunked: storing the stream failed")
 
 func newAsyncSink(s *sink) *asyncSink {
-	a := &asyncSink{s: s, ch: make(chan event, asyncDepth), free: make(chan []byte, asyncDepth+2), done: make(chan struct{})}
+	a := &asyncSink{s: s, ch: make(chan *batch, asyncDepth), free: make(chan *batch, asyncDepth+2), done: make(chan struct{})}
 	go a.loop()
 	return a
 }
 
 func (a *asyncSink) loop() {
 	defer close(a.done)
-	for ev := range a.ch {
-		if a.err == nil {
+	for b := range a.ch {
+		start := 0
+		for _, ev := range b.evs {
+			if a.err != nil {
+				break
+			}
 			var err error
 			switch ev.kind {
 			case evWrite:
-				_, err = a.s.Write(ev.data)
+				_, err = a.s.Write(b.data[start:ev.end])
+				start = ev.end
 			case evBegin:
 				err = a.s.BeginFile(ev.f, ev.reuse)
 			case evEnd:
@@ -70,20 +88,45 @@ func (a *asyncSink) loop() {
 				a.bad.Store(true)
 			}
 		}
-		if ev.data != nil {
-			select {
-			case a.free <- ev.data[:0]:
-			default:
-			}
+		b.data, b.evs = b.data[:0], b.evs[:0]
+		select {
+		case a.free <- b:
+		default:
 		}
 	}
 }
 
-// finish waits for the sink to take everything and returns its error.
+// finish hands the last batch over, waits for the sink to take everything
+// and returns its error.
 func (a *asyncSink) finish() error {
+	a.send()
 	close(a.ch)
 	<-a.done
 	return a.err
+}
+
+// batch returns the batch being filled, after handing it over when it is
+// full (no room for data, or asyncEvents events).
+func (a *asyncSink) batch() *batch {
+	if b := a.cur; b != nil && (len(b.data) == cap(b.data) || len(b.evs) == asyncEvents) {
+		a.send()
+	}
+	if a.cur == nil {
+		select {
+		case a.cur = <-a.free:
+		default:
+			a.cur = &batch{data: make([]byte, 0, asyncBuf)}
+		}
+	}
+	return a.cur
+}
+
+// send hands the batch being filled (if any) to the sink's goroutine.
+func (a *asyncSink) send() {
+	if a.cur != nil && len(a.cur.evs) > 0 {
+		a.ch <- a.cur
+		a.cur = nil
+	}
 }
 
 func (a *asyncSink) Write(p []byte) (int, error) {
@@ -92,16 +135,15 @@ func (a *asyncSink) Write(p []byte) (int, error) {
 		if a.bad.Load() {
 			return 0, errSinkFailed
 		}
-		var b []byte
-		select {
-		case b = <-a.free:
-		default:
-			b = make([]byte, 0, asyncBuf)
-		}
-		k := min(len(p), asyncBuf)
-		b = append(b, p[:k]...)
+		b := a.batch()
+		k := min(len(p), cap(b.data)-len(b.data))
+		b.data = append(b.data, p[:k]...)
 		p = p[k:]
-		a.ch <- event{kind: evWrite, data: b}
+		if i := len(b.evs) - 1; i >= 0 && b.evs[i].kind == evWrite {
+			b.evs[i].end = len(b.data) // one write after another: one event
+		} else {
+			b.evs = append(b.evs, event{kind: evWrite, end: len(b.data)})
+		}
 	}
 	return n, nil
 }
@@ -114,7 +156,8 @@ func (a *asyncSink) BeginFile(f tarstream.File, reuse bool) error {
 	if a.bad.Load() {
 		return errSinkFailed
 	}
-	a.ch <- event{kind: evBegin, f: f, reuse: reuse}
+	b := a.batch()
+	b.evs = append(b.evs, event{kind: evBegin, f: f, reuse: reuse})
 	return nil
 }
 
@@ -122,6 +165,7 @@ func (a *asyncSink) EndFile(intact bool) error {
 	if a.bad.Load() {
 		return errSinkFailed
 	}
-	a.ch <- event{kind: evEnd, intact: intact}
+	b := a.batch()
+	b.evs = append(b.evs, event{kind: evEnd, intact: intact})
 	return nil
 }
