@@ -24,6 +24,12 @@ type asyncSink struct {
 	err  error // the sink's first error; read after done is closed
 }
 
+// The walk sees an asyncSink as a Sink it can read file data into.
+var (
+	_ tarstream.Sink   = (*asyncSink)(nil)
+	_ tarstream.Spacer = (*asyncSink)(nil)
+)
+
 // batch is what the walk did, in order: the bytes written, one after the
 // other in data, and the events (a write says where its bytes end).
 type batch struct {
@@ -106,7 +112,7 @@ func (a *asyncSink) finish() error {
 }
 
 // batch returns the batch being filled, after handing it over when it is
-// full (no room for data, or asyncEvents events).
+// full (no room for data, or asyncEvents events); its data has room.
 func (a *asyncSink) batch() *batch {
 	if b := a.cur; b != nil && (len(b.data) == cap(b.data) || len(b.evs) == asyncEvents) {
 		a.send()
@@ -129,8 +135,21 @@ func (a *asyncSink) send() {
 	}
 }
 
+// Space returns the free end of the batch being filled: file data read
+// there is kept by Write without a copy (tarstream.Spacer).
+func (a *asyncSink) Space() []byte {
+	b := a.batch()
+	return b.data[len(b.data):cap(b.data)]
+}
+
 func (a *asyncSink) Write(p []byte) (int, error) {
 	n := len(p)
+	if b := a.cur; n > 0 && b != nil && n <= cap(b.data)-len(b.data) && &p[0] == &b.data[:len(b.data)+1][len(b.data)] {
+		// p was read into Space(): it is in place already.
+		b.data = b.data[:len(b.data)+n]
+		a.wrote(b)
+		return n, nil
+	}
 	for len(p) > 0 {
 		if a.bad.Load() {
 			return 0, errSinkFailed
@@ -139,13 +158,18 @@ func (a *asyncSink) Write(p []byte) (int, error) {
 		k := min(len(p), cap(b.data)-len(b.data))
 		b.data = append(b.data, p[:k]...)
 		p = p[k:]
-		if i := len(b.evs) - 1; i >= 0 && b.evs[i].kind == evWrite {
-			b.evs[i].end = len(b.data) // one write after another: one event
-		} else {
-			b.evs = append(b.evs, event{kind: evWrite, end: len(b.data)})
-		}
+		a.wrote(b)
 	}
 	return n, nil
+}
+
+// wrote records that b's data now ends with a write's bytes.
+func (a *asyncSink) wrote(b *batch) {
+	if i := len(b.evs) - 1; i >= 0 && b.evs[i].kind == evWrite {
+		b.evs[i].end = len(b.data) // one write after another: one event
+	} else {
+		b.evs = append(b.evs, event{kind: evWrite, end: len(b.data)})
+	}
 }
 
 // Reusable reads only what the sink was built with: safe on the walk's

@@ -34,6 +34,13 @@ type Sink interface {
 	EndFile(intact bool) error
 }
 
+// Spacer is a Sink that can be read into: Space returns the free end of
+// the buffer its next Write fills, never empty; a Write of a prefix of it
+// (file data read there) is then kept without a copy.
+type Spacer interface {
+	Space() []byte
+}
+
 // File is a regular file as a Sink sees it: its path in the archive and the
 // metadata a later run compares to decide whether it changed.
 type File struct {
@@ -56,11 +63,20 @@ func WriteTar(ctx context.Context, sink Sink, root string, o Options) (Result, e
 	}
 	cw := &countWriter{w: sink, n: &o.Progress.OutputBytes}
 	tw := tar.NewWriter(cw)
+	// File data is read into the sink's own buffer when it offers one.
+	var buf []byte
+	var space func() []byte
+	if sp, ok := sink.(Spacer); ok {
+		space = sp.Space
+	} else {
+		buf = make([]byte, readBuffer)
+	}
 	w := &walker{
 		root:  filepath.Clean(root),
 		tw:    tw,
 		sink:  sink,
-		buf:   make([]byte, readBuffer),
+		buf:   buf,
+		space: space,
 		ex:    m,
 		log:   o.Log,
 		prog:  o.Progress,

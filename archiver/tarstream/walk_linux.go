@@ -23,11 +23,14 @@ import (
 // followed, and a path swapped for a link mid-walk cannot lead outside the
 // world.
 type walker struct {
-	root  string
-	tw    *tar.Writer
-	in    *stage // tw's destination: file data is read into its buffers (nil with a sink)
+	root string
+	tw   *tar.Writer
+	// space, when set, returns where to read the next file data: the
+	// free end of the buffer tw's destination fills (the compressor's
+	// stage, or a Sink that is a Spacer), which keeps it without a copy.
+	space func() []byte
 	sink  Sink   // WriteTar's destination, told where each file's data is
-	buf   []byte // the read buffer when there is no stage
+	buf   []byte // the read buffer without space
 	ex    matcher
 	log   hclog.Logger
 	prog  *Progress
@@ -264,13 +267,11 @@ func (w *walker) copyData(ctx context.Context, fd int, rel string, size int64) e
 			return err
 		}
 		rest := size - done
-		// Read straight into the compressor's input buffer; tw passes
-		// the data on to it unchanged, which then keeps it without a copy.
-		var b []byte
-		if w.in != nil {
-			b = w.in.space()
-		} else {
-			b = w.buf
+		// Read straight into the destination's buffer; tw passes the
+		// data on to it unchanged, which then keeps it without a copy.
+		b := w.buf
+		if w.space != nil {
+			b = w.space()
 		}
 		b = b[:min(int64(len(b)), int64(readBuffer), rest+1)]
 		probed = int64(len(b)) > rest
