@@ -54,10 +54,7 @@ func TestBackupArchiveRootMountedInWorld(t *testing.T) {
 	testenv.RequireRoot(t, "bind-mounting the archive root into the world")
 	testenv.RequireCommands(t, "util-linux", "unshare", "mount")
 	e := newEnv(t, pgtest.URL(t))
-	generateWorld(t, e.world)
-	if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
-		t.Fatal(err)
-	}
+	generateRestorableWorld(t, e.world)
 	os.WriteFile(filepath.Join(e.root, "older.tar.zst"), []byte("an older archive"), 0o640)
 	mnt := filepath.Join(e.world, "backups")
 	if err := os.Mkdir(mnt, 0o755); err != nil {

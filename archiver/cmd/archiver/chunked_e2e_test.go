@@ -59,10 +59,7 @@ func packsOf(t *testing.T, root string) []string {
 // with exit 3 and the world left as it was.
 func TestChunkedEndToEnd(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
-	generateWorld(t, e.world)
-	if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
-		t.Fatal(err)
-	}
+	generateRestorableWorld(t, e.world)
 	want := snapshot(t, e.world, defaultExcluded)
 	if res := archiver(t, e.backupArgs("c1", "--format", "chunked")...); res.code != 0 {
 		t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
@@ -228,10 +225,7 @@ func TestChunkedEndToEnd(t *testing.T) {
 // adds little.
 func TestChunkedS3RoundTrip(t *testing.T) {
 	e := newS3Env(t)
-	generateWorld(t, e.world)
-	if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
-		t.Fatal(err)
-	}
+	generateRestorableWorld(t, e.world)
 	want := snapshot(t, e.world, defaultExcluded)
 	if res := archiver(t, e.args("c1", "--format", "chunked")...); res.code != 0 {
 		t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
@@ -302,10 +296,7 @@ func TestChunkedKill9S3(t *testing.T) {
 // describes (the restore with the flags restoreFlags).
 func chunkedKill9(t *testing.T, e *env, root string, wantKills, wantRecorded int, backupArgs func(id string) []string, pruneArgs, restoreFlags []string) {
 	t.Helper()
-	generateWorld(t, e.world)
-	if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
-		t.Fatal(err)
-	}
+	generateRestorableWorld(t, e.world)
 	rng := rand.New(rand.NewPCG(40, 9))
 	writeRand := func(rel string, n int) {
 		b := make([]byte, n)

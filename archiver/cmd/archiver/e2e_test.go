@@ -158,6 +158,17 @@ func (e *env) archivePath(runID, ext string) string {
 }
 
 // generateWorld writes a small generated server folder plus every odd entry.
+// generateRestorableWorld is generateWorld without the symlink that leads
+// out of the world (which a restore refuses): a world every restore
+// recreates whole.
+func generateRestorableWorld(t *testing.T, dir string) {
+	t.Helper()
+	generateWorld(t, dir)
+	if err := os.Remove(filepath.Join(dir, linkOutOfWorld)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func generateWorld(t *testing.T, dir string) {
 	t.Helper()
 	if _, err := worldgen.Generate(dir, worldgen.Options{Size: 4 << 20, Seed: 7}); err != nil {

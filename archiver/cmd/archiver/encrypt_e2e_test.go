@@ -76,10 +76,7 @@ func TestEncryptedEndToEnd(t *testing.T) {
 	for _, format := range []string{"tar", "chunked"} {
 		t.Run(format, func(t *testing.T) {
 			e := newEnv(t, pgtest.URL(t))
-			generateWorld(t, e.world)
-			if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
-				t.Fatal(err)
-			}
+			generateRestorableWorld(t, e.world)
 			want := snapshot(t, e.world, defaultExcluded)
 			key, secret := keyFile(t)
 			wrong, wrongSecret := keyFile(t)
@@ -366,10 +363,7 @@ func TestEncryptionKeyFileRefused(t *testing.T) {
 // encrypted; a wrong key is refused (exit 2).
 func TestS3Encrypted(t *testing.T) {
 	e := newS3Env(t)
-	generateWorld(t, e.world)
-	if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
-		t.Fatal(err)
-	}
+	generateRestorableWorld(t, e.world)
 	want := snapshot(t, e.world, defaultExcluded)
 	key, secret := keyFile(t)
 	wrong, _ := keyFile(t)
@@ -417,10 +411,7 @@ func TestS3Encrypted(t *testing.T) {
 // made before the rotation still restore with the rotated file.
 func TestEncryptionRotatesWithTheSecret(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
-	generateWorld(t, e.world)
-	if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
-		t.Fatal(err)
-	}
+	generateRestorableWorld(t, e.world)
 	want := snapshot(t, e.world, defaultExcluded)
 	oldKey, oldSecret := keyFile(t)
 	newKey, newSecret := keyFile(t)

@@ -33,10 +33,7 @@ const linkOutOfWorld = "world/odd/passwd"
 func backedUpWorld(t *testing.T, compression, ext string) (*env, string, string) {
 	t.Helper()
 	e := newEnv(t, pgtest.URL(t))
-	generateWorld(t, e.world)
-	if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
-		t.Fatal(err)
-	}
+	generateRestorableWorld(t, e.world)
 	return e, backUp(t, e, compression, ext), rows(t, e.url)[0].SHA256
 }
 

@@ -115,10 +115,7 @@ func (e *s3Env) s3FlagsAt(endpoint string) []string {
 // or config, and pruned.
 func TestS3BackupVerifyRestorePrune(t *testing.T) {
 	e := newS3Env(t)
-	generateWorld(t, e.world)
-	if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
-		t.Fatal(err)
-	}
+	generateRestorableWorld(t, e.world)
 	res := archiver(t, e.args("s3-run-1")...)
 	if res.code != 0 {
 		t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)

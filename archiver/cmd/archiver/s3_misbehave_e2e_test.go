@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -124,10 +123,7 @@ func TestS3BackupMisbehavingServer(t *testing.T) {
 // is read to the object's size and no further.
 func TestS3ReadMisbehavingServer(t *testing.T) {
 	e := newS3Env(t)
-	generateWorld(t, e.world)
-	if err := os.Remove(filepath.Join(e.world, linkOutOfWorld)); err != nil {
-		t.Fatal(err)
-	}
+	generateRestorableWorld(t, e.world)
 	randomFile(t, e.world, "world/region/r.96.96.mca", 6<<20)
 	if res := archiver(t, e.args("to-read")...); res.code != 0 {
 		t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
