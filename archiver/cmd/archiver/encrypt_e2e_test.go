@@ -398,6 +398,24 @@ func TestS3Encrypted(t *testing.T) {
 			if r := out.run(t, "verify", "--run-id", run, "--config", e.config, "--encryption-key-file", key); r.code != 0 {
 				t.Fatalf("verify exited %d:\n%s%s", r.code, r.stdout, r.stderr)
 			}
+			if format == "chunked" {
+				// The Secret rotated: the next backup rewraps the data key
+				// object in the bucket; the new identity alone then opens
+				// the run from before.
+				next, nextSecret := keyFile(t)
+				rotated := filepath.Join(t.TempDir(), "rotated.txt")
+				writeConfig(t, rotated, nextSecret+"\n"+secret+"\n")
+				if r := out.run(t, e.args(run+"-2", "--format", format, "--encryption-key-file", rotated)...); r.code != 0 ||
+					!strings.Contains(r.stderr, "rewrapped the server's data key") {
+					t.Fatalf("backup after the rotation exited %d (or did not rewrap):\n%s", r.code, r.stderr)
+				}
+				into3 := filepath.Join(t.TempDir(), "rotated")
+				if r := out.run(t, append(restoreArgs(ref, sum, into3, "--encryption-key-file", next), e.s3Flags()...)...); r.code != 0 {
+					t.Fatalf("restore with the new identity alone exited %d:\n%s", r.code, r.stderr)
+				}
+				compareTrees(t, snapshot(t, into3, nil), want)
+				out.noKeyIn(t, []string{nextSecret}, e.tlog)
+			}
 		})
 	}
 	out.noKeyIn(t, []string{secret}, e.tlog)
