@@ -60,6 +60,7 @@ func stream(ctx context.Context, st Store, m *Manifest, want func(Ref) bool, emi
 			if err == nil {
 				defer dec.Close()
 			}
+			var ciphers cipherCache
 			for j := range work {
 				switch {
 				case err != nil:
@@ -67,7 +68,7 @@ func stream(ctx context.Context, st Store, m *Manifest, want func(Ref) bool, emi
 				case ctx.Err() != nil:
 					j.err = ctx.Err()
 				default:
-					j.raw, j.err = checkSealed(dec, m.sl, j.pack, j.key, j.ref, j.stored)
+					j.raw, j.err = checkSealed(dec, m.sl, &ciphers, j.pack, j.key, j.ref, j.stored)
 				}
 				j.stored = nil
 				close(j.done)

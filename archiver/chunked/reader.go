@@ -189,7 +189,8 @@ func packOf(packs []ID, r Ref) ID {
 // are kept for repeats (a zero padding shared by many chunks).
 type reader struct {
 	st      Store
-	sl      *Sealer   // opens the blobs of a sealed run
+	sl      *Sealer // opens the blobs of a sealed run
+	ciphers cipherCache
 	open    []*cursor // most recently used last
 	cache   map[ID][]byte
 	cached  int
@@ -259,7 +260,7 @@ func (r *reader) blob(ctx context.Context, pack ID, ref Ref) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := checkSealed(r.dec, r.sl, pack, key, ref, stored)
+	raw, err := checkSealed(r.dec, r.sl, &r.ciphers, pack, key, ref, stored)
 	if err != nil {
 		return nil, err
 	}
@@ -296,16 +297,16 @@ func (r *reader) read(ctx context.Context, pack ID, ref Ref, buf []byte) (string
 // checks them against ref.ID; it returns the raw bytes (stored itself for
 // an uncompressed blob).
 func check(dec *zstd.Decoder, key string, ref Ref, stored []byte) ([]byte, error) {
-	return checkSealed(dec, nil, ID{}, key, ref, stored)
+	return checkSealed(dec, nil, nil, ID{}, key, ref, stored)
 }
 
 // checkSealed is check for a blob of a run sealed by sl (in the clear when
-// nil): the stored bytes are opened first (in place), then decoded, then
-// named by sl's keyed hash.
-func checkSealed(dec *zstd.Decoder, sl *Sealer, pack ID, key string, ref Ref, stored []byte) ([]byte, error) {
+// nil): the stored bytes are opened first (in place, with the cipher of
+// pack kept in cc), then decoded, then named by sl's keyed hash.
+func checkSealed(dec *zstd.Decoder, sl *Sealer, cc *cipherCache, pack ID, key string, ref Ref, stored []byte) ([]byte, error) {
 	if sl != nil {
 		var err error
-		if stored, err = sl.openBlob(pack, key, ref, stored); err != nil {
+		if stored, err = cc.of(sl, pack).openBlob(key, ref, stored); err != nil {
 			return nil, err
 		}
 	}

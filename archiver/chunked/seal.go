@@ -187,19 +187,35 @@ func (c *blobCipher) seal(dst []byte, off uint32, id ID, flags byte, stored []by
 	return c.aead.Seal(dst, c.nonce[:], stored, c.ad[:])
 }
 
-// openBlob decrypts the sealed bytes of ref read at its place in pack, in
-// place; a blob that does not authenticate wraps ErrCorrupt.
-func (s *Sealer) openBlob(pack ID, key string, ref Ref, sealed []byte) ([]byte, error) {
+// openBlob decrypts the sealed bytes of ref read at its place in the pack
+// c is the cipher of, in place; a blob that does not authenticate wraps
+// ErrCorrupt.
+func (c *blobCipher) openBlob(key string, ref Ref, sealed []byte) ([]byte, error) {
 	if ref.Flags&cipherMask != cipherAESGCM {
 		return nil, fmt.Errorf("%w: blob %s in pack %s at %d is not sealed, in a sealed run", ErrCorrupt, ref.ID, key, ref.Offset)
 	}
-	c := s.cipherOf(pack)
 	c.place(ref.Offset, ref.ID, ref.Flags)
 	out, err := c.aead.Open(sealed[:0], c.nonce[:], sealed, c.ad[:])
 	if err != nil {
 		return nil, fmt.Errorf("%w: blob %s in pack %s at %d does not authenticate (tampered, or not this key's)", ErrCorrupt, ref.ID, key, ref.Offset)
 	}
 	return out, nil
+}
+
+// cipherCache keeps a goroutine's blob cipher of the pack it opened last
+// (a run's blobs are read pack after pack): no lock or allocation per
+// blob. The zero value is empty.
+type cipherCache struct {
+	pack ID
+	c    *blobCipher
+}
+
+// of returns the blob cipher of pack, sl's.
+func (cc *cipherCache) of(sl *Sealer, pack ID) *blobCipher {
+	if cc.c == nil || cc.pack != pack {
+		cc.pack, cc.c = pack, sl.cipherOf(pack)
+	}
+	return cc.c
 }
 
 // sealManifest returns header followed by the sealed body: a random nonce,
