@@ -2,6 +2,7 @@ package crypt
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -190,6 +191,51 @@ func TestDataKeyRotatesWithTheSecret(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDataKeyRotationRace: two runs after a rotation both find the object
+// wrapped to the old identity; the one that takes the lock second finds
+// it rewrapped already, leaves it as it is and says it only opened it.
+func TestDataKeyRotationRace(t *testing.T) {
+	ctx := t.Context()
+	st := store.NewMem()
+	oldPath, oldID := identityFile(t)
+	old, _ := LoadKeyFile(oldPath)
+	dk, _, err := old.DataKey(ctx, st, "survival", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotatedPath, _ := identityFile(t, oldID.String())
+	rotated, _ := LoadKeyFile(rotatedPath)
+	var first KeyEvent
+	racing := &lockHook{Store: st, before: func() {
+		var err error
+		if _, first, err = rotated.DataKey(ctx, st, "survival", true); err != nil {
+			t.Errorf("the first run: %v", err)
+		}
+	}}
+	got, ev, err := rotated.DataKey(ctx, racing, "survival", true)
+	if err != nil || got != dk {
+		t.Fatalf("the second run: same key %v, %v", got == dk, err)
+	}
+	if first != KeyRewrapped || ev != KeyOpened {
+		t.Errorf("events %v (first run) and %v (second), want %v and %v", first, ev, KeyRewrapped, KeyOpened)
+	}
+}
+
+// lockHook is a Store whose first Lock runs before (another run's work)
+// before it locks.
+type lockHook struct {
+	Store
+	before func()
+}
+
+func (l *lockHook) Lock(ctx context.Context, key string) (func(), error) {
+	if f := l.before; f != nil {
+		l.before = nil
+		f()
+	}
+	return l.Store.Lock(ctx, key)
 }
 
 func mustLocal(t *testing.T) *store.Local {

@@ -99,11 +99,16 @@ func (k *Keys) DataKey(ctx context.Context, st Store, server string, create bool
 		return dk, KeyOpened, nil
 	case err == nil:
 		clear(dk[:])
-		if err := rewrap(ctx, st, key, server, k, k); err != nil {
+		wrote, err := rewrap(ctx, st, key, server, k, k)
+		if err != nil {
 			return DataKey{}, 0, err
 		}
+		ev := KeyRewrapped
+		if !wrote {
+			ev = KeyOpened // a concurrent run rewrapped it first
+		}
 		dk, _, err = k.readDataKey(ctx, st, key, server)
-		return dk, KeyRewrapped, err
+		return dk, ev, err
 	case !create || !errors.Is(err, ErrNoDataKey):
 		return DataKey{}, 0, err
 	}
@@ -134,42 +139,44 @@ func Rewrap(ctx context.Context, st Store, server string, old, next *Keys) error
 	if err != nil {
 		return err
 	}
-	return rewrap(ctx, st, key, server, old, next)
+	_, err = rewrap(ctx, st, key, server, old, next)
+	return err
 }
 
 // rewrap replaces the data key object key, under the store's lock of it:
 // opened with any identity of old, wrapped to the first of next, then read
 // back with that identity alone before it is said to be done. An object
 // that the first of next opens already is left as it is (a rotation done
-// already, or by a concurrent run), so a retried rekey succeeds.
-func rewrap(ctx context.Context, st Store, key, server string, old, next *Keys) error {
+// already, or by a concurrent run), so a retried rekey succeeds; wrote
+// says whether this call replaced it.
+func rewrap(ctx context.Context, st Store, key, server string, old, next *Keys) (wrote bool, err error) {
 	unlock, err := st.Lock(ctx, key)
 	if err != nil {
-		return fmt.Errorf("locking the data key object %s: %w", key, err)
+		return false, fmt.Errorf("locking the data key object %s: %w", key, err)
 	}
 	defer unlock()
 	if _, first, err := next.readDataKey(ctx, st, key, server); err == nil && first {
-		return nil
+		return false, nil
 	}
 	dk, _, err := old.readDataKey(ctx, st, key, server)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer clear(dk[:])
 	if err := next.writeDataKey(ctx, st, key, server, dk); err != nil {
-		return err
+		return false, err
 	}
 	got, first, err := next.readDataKey(ctx, st, key, server)
 	defer clear(got[:])
 	switch {
 	case err != nil:
-		return fmt.Errorf("reading back the rewrapped data key object %s: %w", key, err)
+		return true, fmt.Errorf("reading back the rewrapped data key object %s: %w", key, err)
 	case !first:
-		return fmt.Errorf("the rewrapped data key object %s does not open with the new key file's first identity", key)
+		return true, fmt.Errorf("the rewrapped data key object %s does not open with the new key file's first identity", key)
 	case got != dk:
-		return fmt.Errorf("the rewrapped data key object %s does not hold the same key", key)
+		return true, fmt.Errorf("the rewrapped data key object %s does not hold the same key", key)
 	}
-	return nil
+	return true, nil
 }
 
 // readDataKey opens the data key object key with k's identities; first
