@@ -17,6 +17,7 @@ import (
 type asyncSink struct {
 	s    *sink
 	cur  *batch      // being filled by the walk
+	skip bool        // in a reused file: its data is zeros the sink drops
 	ch   chan *batch // to the sink's goroutine
 	free chan *batch // batches the sink is done with
 	done chan struct{}
@@ -41,13 +42,14 @@ type eventKind byte
 
 const (
 	evWrite eventKind = iota
+	evSkip            // a reused file's data: only counted, never copied
 	evBegin
 	evEnd
 )
 
 type event struct {
 	kind   eventKind
-	end    int // evWrite: its bytes are data[previous write's end:end]
+	end    int // evWrite: its bytes are data[previous write's end:end]; evSkip: how many
 	f      tarstream.File
 	reuse  bool
 	intact bool
@@ -84,6 +86,8 @@ func (a *asyncSink) loop() {
 			case evWrite:
 				_, err = a.s.Write(b.data[start:ev.end])
 				start = ev.end
+			case evSkip:
+				err = a.s.skip(int64(ev.end))
 			case evBegin:
 				err = a.s.BeginFile(ev.f, ev.reuse)
 			case evEnd:
@@ -144,6 +148,20 @@ func (a *asyncSink) Space() []byte {
 
 func (a *asyncSink) Write(p []byte) (int, error) {
 	n := len(p)
+	if a.skip && n > 0 {
+		// The zeros standing in for a reused file's data: counted in
+		// one event, not copied.
+		if a.bad.Load() {
+			return 0, errSinkFailed
+		}
+		b := a.batch()
+		if i := len(b.evs) - 1; i >= 0 && b.evs[i].kind == evSkip {
+			b.evs[i].end += n
+		} else {
+			b.evs = append(b.evs, event{kind: evSkip, end: n})
+		}
+		return n, nil
+	}
 	if b := a.cur; n > 0 && b != nil && n <= cap(b.data)-len(b.data) && &p[0] == &b.data[:len(b.data)+1][len(b.data)] {
 		// p was read into Space(): it is in place already.
 		b.data = b.data[:len(b.data)+n]
@@ -182,6 +200,7 @@ func (a *asyncSink) BeginFile(f tarstream.File, reuse bool) error {
 	}
 	b := a.batch()
 	b.evs = append(b.evs, event{kind: evBegin, f: f, reuse: reuse})
+	a.skip = reuse
 	return nil
 }
 
@@ -191,5 +210,6 @@ func (a *asyncSink) EndFile(intact bool) error {
 	}
 	b := a.batch()
 	b.evs = append(b.evs, event{kind: evEnd, intact: intact})
+	a.skip = false
 	return nil
 }

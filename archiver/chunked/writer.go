@@ -450,10 +450,9 @@ func (s *sink) Write(p []byte) (int, error) {
 		return len(p), s.addMeta(p)
 	}
 	c := s.cur
-	if c.got+int64(len(p)) > c.rec.Size {
-		return 0, fmt.Errorf("tar stream: %q has more data than its size %d", c.rec.Path, c.rec.Size)
+	if err := s.skip(int64(len(p))); err != nil {
+		return 0, err
 	}
-	c.got += int64(len(p))
 	if c.reuse {
 		return len(p), nil
 	}
@@ -512,6 +511,17 @@ func (s *sink) Reusable(f tarstream.File) bool {
 	}
 	p, ok := s.prevFiles[f.Path]
 	return ok && p.Reusable && p.Size == f.Size && p.MtimeNs == f.MtimeNs && p.CtimeNs == f.CtimeNs && p.Inode == f.Inode
+}
+
+// skip counts n bytes of the current file's data: all there is to do with
+// the zeros standing in for a reused file's data.
+func (s *sink) skip(n int64) error {
+	c := s.cur
+	if c.got+n > c.rec.Size {
+		return fmt.Errorf("tar stream: %q has more data than its size %d", c.rec.Path, c.rec.Size)
+	}
+	c.got += n
+	return nil
 }
 
 // BeginFile starts receiving f's data.
