@@ -162,8 +162,9 @@ func TestDataKeyRotatesWithTheSecret(t *testing.T) {
 			}
 			strangerPath, _ := identityFile(t)
 			stranger, _ := LoadKeyFile(strangerPath)
-			if _, _, err := stranger.DataKey(ctx, tc.st, "survival", true); !errors.Is(err, ErrWrongKey) {
-				t.Fatalf("a key file without the old identity: %v, want ErrWrongKey", err)
+			if _, _, err := stranger.DataKey(ctx, tc.st, "survival", true); !errors.Is(err, ErrWrongKey) ||
+				!strings.Contains(err.Error(), "keep the old identity on a later line") {
+				t.Fatalf("a key file without the old identity: %v, want ErrWrongKey saying how to rotate", err)
 			}
 			if got, err := old.OpenDataKey(ctx, tc.st, "survival"); err != nil || got != dk {
 				t.Fatalf("the refused run changed the object: %v", err)

@@ -203,6 +203,9 @@ func (k *Keys) readDataKey(ctx context.Context, st Opener, key, server string) (
 	if errors.Is(err, ErrWrongKey) && len(k.identities) > 1 {
 		r, err = k.Decrypt(bytes.NewReader(b))
 	}
+	if errors.Is(err, ErrWrongKey) {
+		return DataKey{}, false, fmt.Errorf("data key object %s: %w (after a rotation, keep the old identity on a later line of the key file until a backup or archiver rekey has rewrapped it)", key, err)
+	}
 	if err != nil {
 		return DataKey{}, false, fmt.Errorf("data key object %s: %w", key, err)
 	}
