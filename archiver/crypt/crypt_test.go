@@ -30,6 +30,17 @@ func identityFile(t testing.TB, extra ...string) (string, *age.X25519Identity) {
 	return p, id
 }
 
+// keysOf writes an identity file (identityFile) and loads it.
+func keysOf(t testing.TB, extra ...string) (*Keys, *age.X25519Identity) {
+	t.Helper()
+	p, id := identityFile(t, extra...)
+	k, err := LoadKeyFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, id
+}
+
 // TestKeysNeverPrinted: a Keys or DataKey formatted by mistake shows no
 // key material.
 func TestKeysNeverPrinted(t *testing.T) {
@@ -75,8 +86,7 @@ func TestTarRoundTrip(t *testing.T) {
 	if got, err := read(k, ct.Bytes()); err != nil || !bytes.Equal(got, plain) {
 		t.Fatalf("round trip: %v", err)
 	}
-	p2, _ := identityFile(t)
-	other, _ := LoadKeyFile(p2)
+	other, _ := keysOf(t)
 	if _, err := read(other, ct.Bytes()); !errors.Is(err, ErrWrongKey) {
 		t.Errorf("another identity: %v, want ErrWrongKey", err)
 	}
@@ -95,8 +105,7 @@ func TestTarRoundTrip(t *testing.T) {
 func TestDataKeyRewrap(t *testing.T) {
 	st := store.NewMem()
 	ctx := t.Context()
-	oldPath, oldID := identityFile(t)
-	old, _ := LoadKeyFile(oldPath)
+	old, oldID := keysOf(t)
 	if _, err := old.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrNoDataKey) {
 		t.Fatalf("no key object yet: %v", err)
 	}
@@ -111,8 +120,7 @@ func TestDataKeyRewrap(t *testing.T) {
 	if err != nil || again != dk || ev != KeyOpened {
 		t.Fatalf("a second run got another key or event %v (%v)", ev, err)
 	}
-	nextPath, _ := identityFile(t, oldID.String()) // the new identity first, the old kept
-	next, _ := LoadKeyFile(nextPath)
+	next, _ := keysOf(t, oldID.String()) // the new identity first, the old kept
 	if got, err := next.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
 		t.Fatalf("the old identity on the new file's second line: %v", err)
 	}
@@ -154,14 +162,12 @@ func TestDataKeyRotatesWithTheSecret(t *testing.T) {
 		{"local", mustLocal(t)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			oldPath, oldID := identityFile(t)
-			old, _ := LoadKeyFile(oldPath)
+			old, oldID := keysOf(t)
 			dk, _, err := old.DataKey(ctx, tc.st, "survival", true)
 			if err != nil {
 				t.Fatal(err)
 			}
-			strangerPath, _ := identityFile(t)
-			stranger, _ := LoadKeyFile(strangerPath)
+			stranger, _ := keysOf(t)
 			if _, _, err := stranger.DataKey(ctx, tc.st, "survival", true); !errors.Is(err, ErrWrongKey) ||
 				!strings.Contains(err.Error(), "keep the old identity on a later line") {
 				t.Fatalf("a key file without the old identity: %v, want ErrWrongKey saying how to rotate", err)
@@ -170,8 +176,7 @@ func TestDataKeyRotatesWithTheSecret(t *testing.T) {
 				t.Fatalf("the refused run changed the object: %v", err)
 			}
 
-			rotatedPath, newID := identityFile(t, "# the old one, until the rotation is done", oldID.String())
-			rotated, _ := LoadKeyFile(rotatedPath)
+			rotated, newID := keysOf(t, "# the old one, until the rotation is done", oldID.String())
 			got, ev, err := rotated.DataKey(ctx, tc.st, "survival", true)
 			if err != nil || got != dk || ev != KeyRewrapped {
 				t.Fatalf("the first run after the rotation: event %v, same key %v, %v", ev, got == dk, err)
@@ -200,14 +205,12 @@ func TestDataKeyRotatesWithTheSecret(t *testing.T) {
 func TestDataKeyRotationRace(t *testing.T) {
 	ctx := t.Context()
 	st := store.NewMem()
-	oldPath, oldID := identityFile(t)
-	old, _ := LoadKeyFile(oldPath)
+	old, oldID := keysOf(t)
 	dk, _, err := old.DataKey(ctx, st, "survival", true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rotatedPath, _ := identityFile(t, oldID.String())
-	rotated, _ := LoadKeyFile(rotatedPath)
+	rotated, _ := keysOf(t, oldID.String())
 	var first KeyEvent
 	racing := &lockHook{Store: st, before: func() {
 		var err error
