@@ -154,15 +154,10 @@ func (a *asyncSink) Write(p []byte) (int, error) {
 		if a.bad.Load() {
 			return 0, errSinkFailed
 		}
-		b := a.batch()
-		if i := len(b.evs) - 1; i >= 0 && b.evs[i].kind == evSkip {
-			b.evs[i].end += n
-		} else {
-			b.evs = append(b.evs, event{kind: evSkip, end: n})
-		}
+		a.batch().last(evSkip).end += n
 		return n, nil
 	}
-	if b := a.cur; n > 0 && b != nil && n <= cap(b.data)-len(b.data) && &p[0] == &b.data[:len(b.data)+1][len(b.data)] {
+	if b := a.cur; b != nil && tarstream.InPlace(b.data, p) {
 		// p was read into Space(): it is in place already.
 		b.data = b.data[:len(b.data)+n]
 		a.wrote(b)
@@ -182,12 +177,16 @@ func (a *asyncSink) Write(p []byte) (int, error) {
 }
 
 // wrote records that b's data now ends with a write's bytes.
-func (a *asyncSink) wrote(b *batch) {
-	if i := len(b.evs) - 1; i >= 0 && b.evs[i].kind == evWrite {
-		b.evs[i].end = len(b.data) // one write after another: one event
-	} else {
-		b.evs = append(b.evs, event{kind: evWrite, end: len(b.data)})
+func (a *asyncSink) wrote(b *batch) { b.last(evWrite).end = len(b.data) }
+
+// last returns b's last event when it is of kind (one write or skip after
+// another is one event), else a new one of kind appended to b.
+func (b *batch) last(kind eventKind) *event {
+	if i := len(b.evs) - 1; i >= 0 && b.evs[i].kind == kind {
+		return &b.evs[i]
 	}
+	b.evs = append(b.evs, event{kind: kind})
+	return &b.evs[len(b.evs)-1]
 }
 
 // Reusable reads only what the sink was built with: safe on the walk's

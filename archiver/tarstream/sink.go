@@ -41,6 +41,13 @@ type Spacer interface {
 	Space() []byte
 }
 
+// InPlace reports whether p lies at the free end of buf, within its
+// capacity: data a Spacer's Space returned and the walk read into, which
+// Write then keeps by extending buf, without a copy.
+func InPlace(buf, p []byte) bool {
+	return len(p) > 0 && len(p) <= cap(buf)-len(buf) && &p[0] == &buf[:len(buf)+1][len(buf)]
+}
+
 // File is a regular file as a Sink sees it: its path in the archive and the
 // metadata a later run compares to decide whether it changed.
 type File struct {

@@ -127,8 +127,7 @@ func (s *stage) Write(p []byte) (int, error) {
 	if s.failed.Load() {
 		return 0, s.err
 	}
-	if len(p) > 0 && len(s.buf) < cap(s.buf) && len(p) <= cap(s.buf)-len(s.buf) &&
-		&p[0] == &s.buf[:len(s.buf)+1][len(s.buf)] {
+	if InPlace(s.buf, p) {
 		// p was read into space(): it is in place already.
 		s.buf = s.buf[:len(s.buf)+len(p)]
 		return len(p), nil
