@@ -24,6 +24,7 @@ import (
 // the cause is fixed, `up` with the same run ID replaces the failed Job and
 // the backup completes.
 func TestFailuresNamedQuickly(t *testing.T) {
+	t.Parallel() // waits on graces or the cron minute: see TestMain
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
 
@@ -196,6 +197,7 @@ func exitCode(t *testing.T, node *kubenode.Node, ns string) int32 {
 // (DeadlineExceeded), which ends the provider's await. The right image with
 // the same run ID then succeeds.
 func TestUnpullableImageNamedQuickly(t *testing.T) {
+	t.Parallel() // waits on graces or the cron minute: see TestMain
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
 	ns := namespace(t, node, kubenode.NamespaceOptions{})
@@ -219,6 +221,7 @@ func TestUnpullableImageNamedQuickly(t *testing.T) {
 // fails the Job, so `pulumi up` ends then rather than at the 30-minute
 // deadline. With the folder back, the same run ID succeeds.
 func TestVolumeThatCannotMountNamed(t *testing.T) {
+	t.Parallel() // waits on graces or the cron minute: see TestMain
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
 	ns := namespace(t, node, kubenode.NamespaceOptions{})
@@ -244,6 +247,7 @@ func TestVolumeThatCannotMountNamed(t *testing.T) {
 // refusal the preflight cannot foresee. Without the quota the same run ID
 // succeeds.
 func TestRefusedPodNamed(t *testing.T) {
+	t.Parallel() // waits on graces or the cron minute: see TestMain
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
 	ns := namespace(t, node, kubenode.NamespaceOptions{})

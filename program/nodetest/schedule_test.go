@@ -42,6 +42,7 @@ const scheduleSelector = jobspec.LabelComponent + "=" + jobspec.ComponentSchedul
 // exporter (worldbackup:metrics, scraped once) counts the prune and what
 // it freed and shows the newest run.
 func TestScheduleOnNode(t *testing.T) {
+	t.Parallel() // waits on graces or the cron minute: see TestMain
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
 	ns := namespace(t, node, kubenode.NamespaceOptions{})
