@@ -152,13 +152,6 @@ func (k *Keys) first() *Keys {
 	return &Keys{path: k.path, identities: k.identities[:1], recipient: k.recipient}
 }
 
-// Encrypt returns a writer that encrypts what it is written to the key
-// file's first identity, as age does, into w; Close finishes the age
-// stream (it does not close w).
-func (k *Keys) Encrypt(w io.Writer) (io.WriteCloser, error) {
-	return age.Encrypt(w, k.recipient)
-}
-
 // Decrypt returns the plaintext of the age stream r, read with any of the
 // key file's identities. None opens it: ErrWrongKey. A header that does
 // not parse or authenticate: ErrCorrupt. The reader's errors on a payload

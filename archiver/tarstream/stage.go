@@ -20,6 +20,8 @@ import (
 // (store.Local) can write them as they are.
 const stageBuffer = 2 << 20
 
+var _ Spacer = (*stage)(nil)
+
 // stage passes what is written to it, in order, through its steps: each
 // step sees every buffer in turn, after the step before it, on a goroutine
 // of its own. Writes are gathered into a fixed set of buffers (one per step
@@ -105,10 +107,11 @@ func (s *stage) run(step func([]byte) error, from <-chan []byte, to chan<- []byt
 	}
 }
 
-// space returns the free end of the buffer being filled, never empty: a
+// Space returns the free end of the buffer being filled, never empty: a
 // caller may read data into it and then pass that slice (or the start of
-// it) to Write, which then keeps it without a copy.
-func (s *stage) space() []byte {
+// it) to Write, which then keeps it without a copy. The walk reads file
+// data there, and crypt's age writer seals chunks there.
+func (s *stage) Space() []byte {
 	if len(s.buf) == cap(s.buf) {
 		s.handOver()
 	}
@@ -128,7 +131,7 @@ func (s *stage) Write(p []byte) (int, error) {
 		return 0, s.err
 	}
 	if InPlace(s.buf, p) {
-		// p was read into space(): it is in place already.
+		// p was read into Space(): it is in place already.
 		s.buf = s.buf[:len(s.buf)+len(p)]
 		return len(p), nil
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // TestStage: what is written to a stage, copied or filled in place through
-// space(), reaches consume whole and in order, in aligned buffers.
+// Space(), reaches consume whole and in order, in aligned buffers.
 func TestStage(t *testing.T) {
 	const size = 64 << 10
 	tests := []struct {
@@ -47,8 +47,8 @@ func TestStage(t *testing.T) {
 					p[i] = byte(rng.Uint32())
 				}
 				if tt.inPlace && n > 0 {
-					// As the walker does: read into space(), write what was read.
-					sp := s.space()
+					// As the walker does: read into Space(), write what was read.
+					sp := s.Space()
 					p = p[:min(n, len(sp))]
 					copy(sp, p)
 					p = sp[:len(p)]

@@ -141,7 +141,7 @@ func Write(ctx context.Context, dst io.Writer, root string, o Options) (Result, 
 	w := &walker{
 		root:  filepath.Clean(root),
 		tw:    tw,
-		space: in.space,
+		space: in.Space,
 		ex:    m,
 		log:   o.Log,
 		prog:  o.Progress,
