@@ -64,12 +64,7 @@ func openPayload(br *bufio.Reader, ids []age.Identity) (r io.Reader, ok bool, er
 	}
 	defer clear(fileKey)
 	nonce := head[len(hdr) : len(hdr)+payloadNonceSize]
-	key, err := hkdf.Key(sha256.New, fileKey, nonce, "payload", chacha20poly1305.KeySize)
-	if err != nil {
-		return nil, true, err
-	}
-	defer clear(key)
-	aead, err := chacha20poly1305.New(key)
+	aead, err := payloadAEAD(fileKey, nonce)
 	if err != nil {
 		return nil, true, err
 	}
@@ -77,6 +72,18 @@ func openPayload(br *bufio.Reader, ids []age.Identity) (r io.Reader, ok bool, er
 		return nil, true, err
 	}
 	return &openReader{src: br, aead: aead, depth: 2 * runtime.GOMAXPROCS(0)}, true, nil
+}
+
+// payloadAEAD returns the cipher of an age payload: ChaCha20-Poly1305
+// under the key derived from the file key and the payload's nonce, as age
+// derives it (HKDF-SHA-256, info "payload").
+func payloadAEAD(fileKey, nonce []byte) (cipher.AEAD, error) {
+	key, err := hkdf.Key(sha256.New, fileKey, nonce, "payload", chacha20poly1305.KeySize)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(key)
+	return chacha20poly1305.New(key)
 }
 
 // openReader reads the payload from src: it reads up to depth batches of

@@ -3,8 +3,6 @@ package crypt
 import (
 	"bytes"
 	"crypto/cipher"
-	"crypto/hkdf"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -48,12 +46,7 @@ func (k *Keys) Encrypt(w io.Writer) (io.WriteCloser, error) {
 	if err != nil || len(kc.fileKey) == 0 || head.Len() != len(hdr)+payloadNonceSize {
 		return nil, errors.New("age wrote a header this archiver does not know: the age module's version is not the one it was built for")
 	}
-	key, err := hkdf.Key(sha256.New, kc.fileKey, head.Bytes()[len(hdr):], "payload", chacha20poly1305.KeySize)
-	if err != nil {
-		return nil, err
-	}
-	defer clear(key)
-	aead, err := chacha20poly1305.New(key)
+	aead, err := payloadAEAD(kc.fileKey, head.Bytes()[len(hdr):])
 	if err != nil {
 		return nil, err
 	}

@@ -109,19 +109,7 @@ func TestEncryptIsAge(t *testing.T) {
 							t.Error("no chunk was sealed in place")
 						}
 					}
-					for name, open := range map[string]func(io.Reader) (io.Reader, error){
-						"age":     func(r io.Reader) (io.Reader, error) { return age.Decrypt(r, id) },
-						"Decrypt": k.Decrypt,
-					} {
-						r, err := open(bytes.NewReader(ct))
-						if err != nil {
-							t.Fatalf("%s: %v", name, err)
-						}
-						got, err := io.ReadAll(r)
-						if err != nil || !bytes.Equal(got, plain) {
-							t.Fatalf("%s read %d bytes (want %d), err %v", name, len(got), len(plain), err)
-						}
-					}
+					readsBack(t, k, id, ct, plain)
 				})
 			}
 		}
@@ -159,11 +147,18 @@ func TestEncryptHybridIdentity(t *testing.T) {
 	if !bytes.Contains(ct.Bytes()[:200], []byte("-> mlkem768x25519 ")) {
 		t.Fatalf("the header has no hybrid stanza: %q", ct.Bytes()[:100])
 	}
+	readsBack(t, k, id, ct.Bytes(), plain)
+}
+
+// readsBack checks that age, with id, and k's Decrypt both read plain
+// back from the age file ct.
+func readsBack(t *testing.T, k *Keys, id age.Identity, ct, plain []byte) {
+	t.Helper()
 	for name, open := range map[string]func(io.Reader) (io.Reader, error){
 		"age":     func(r io.Reader) (io.Reader, error) { return age.Decrypt(r, id) },
 		"Decrypt": k.Decrypt,
 	} {
-		r, err := open(bytes.NewReader(ct.Bytes()))
+		r, err := open(bytes.NewReader(ct))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
