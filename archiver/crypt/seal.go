@@ -16,8 +16,8 @@ import (
 //
 // age's own writer copies each 64 KiB chunk into a buffer of its own,
 // seals it there and writes the sealed chunk on, which copies it again into
-// the stream's next buffer: three passes over the archive besides the
-// cipher's. sealWriter seals the chunks straight from what it is written
+// the stream's next buffer: two copies of the archive besides the cipher's
+// pass. sealWriter seals the chunks straight from what it is written
 // into the free end of its destination's buffer (a spacer: the tar stream's
 // hash-and-write stage), so the cipher's own pass is the only one. The
 // header stays age's own: age.Encrypt writes it, and the file key it wraps
