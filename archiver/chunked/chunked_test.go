@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/worldbackup/worldbackup/archiver/store"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 func TestChunkedRoundTrip(t *testing.T) {
@@ -385,6 +389,91 @@ func TestDeflated(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := deflated(tt.b); got != tt.want {
 				t.Errorf("deflated(% x) = %v, want %v", tt.b, got, tt.want)
+			}
+		})
+	}
+}
+
+// registerStore fails a Put of a pack that Register was not called for
+// before it: the catalog must know every pack the store holds.
+type registerStore struct {
+	WriteStore
+	mu         sync.Mutex
+	registered map[string]bool // pack key → registered
+	late       []string        // packs Put before they were registered
+}
+
+func (s *registerStore) register(ctx context.Context, id ID) error {
+	key, err := jobapi.PackKey(id.String())
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.registered[key] = true
+	return nil
+}
+
+func (s *registerStore) Put(ctx context.Context, key string, write func(io.Writer) error) (int64, error) {
+	if strings.HasPrefix(key, jobapi.PacksDir+"/") {
+		s.mu.Lock()
+		if !s.registered[key] {
+			s.late = append(s.late, key)
+		}
+		s.mu.Unlock()
+	}
+	return s.WriteStore.Put(ctx, key, write)
+}
+
+// TestChunkedRegistersPacks: every pack is registered (Options.Register,
+// the catalog's record that lets a prune remove it if no run comes to
+// use it) before anything of it is written, and a registration that fails
+// fails the run with its error, leaving no unregistered pack and no
+// manifest in the store.
+func TestChunkedRegistersPacks(t *testing.T) {
+	world := testWorld(t, rand.New(rand.NewPCG(21, 22)))
+	t.Run("registered first", func(t *testing.T) {
+		st := &registerStore{WriteStore: store.NewMem(), registered: map[string]bool{}}
+		res, err := Write(t.Context(), st, world, Options{Server: "survival", RunID: "r", Register: st.register})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.late) > 0 {
+			t.Errorf("packs written before they were registered: %v", st.late)
+		}
+		if len(res.NewPacks) == 0 || len(st.registered) != len(res.NewPacks) {
+			t.Errorf("%d packs registered, %d written", len(st.registered), len(res.NewPacks))
+		}
+	})
+	for _, failOn := range []int{1, 2} {
+		t.Run(fmt.Sprintf("registration %d fails", failOn), func(t *testing.T) {
+			mem := store.NewMem()
+			st := &registerStore{WriteStore: mem, registered: map[string]bool{}}
+			var calls atomic.Int32
+			refused := errors.New("catalog refused the pack")
+			register := func(ctx context.Context, id ID) error {
+				if calls.Add(1) == int32(failOn) {
+					return refused
+				}
+				return st.register(ctx, id)
+			}
+			_, err := Write(t.Context(), st, world, Options{Server: "survival", RunID: "r", Register: register})
+			if !errors.Is(err, refused) {
+				t.Fatalf("Write: %v, want the registration's error", err)
+			}
+			if calls.Load() < int32(failOn) {
+				t.Fatalf("%d registrations, want at least %d", calls.Load(), failOn)
+			}
+			for _, k := range mem.Keys() {
+				if strings.HasPrefix(k, jobapi.PacksDir+"/") && !st.registered[k] {
+					t.Errorf("the store holds %s, which was never registered", k)
+				}
+				if strings.HasSuffix(k, ".manifest") {
+					t.Errorf("the store holds a manifest, %s, after a failed run", k)
+				}
+			}
+			if len(st.late) > 0 {
+				t.Errorf("packs written before they were registered: %v", st.late)
 			}
 		})
 	}
