@@ -82,7 +82,9 @@ func LoadKeyFile(path string) (*Keys, error) {
 	}
 	defer clear(b)
 	k := &Keys{path: path}
-	sc := bufio.NewScanner(bytes.NewReader(b))
+	// A byte order mark, which an editor on Windows may put before the
+	// first line, is not part of it.
+	sc := bufio.NewScanner(bytes.NewReader(bytes.TrimPrefix(b, []byte("\ufeff"))))
 	sc.Buffer(make([]byte, 0, MaxKeyFile), MaxKeyFile)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -105,7 +107,7 @@ func LoadKeyFile(path string) (*Keys, error) {
 		}
 		if id == nil {
 			// The line is never quoted: it may be a key with a typo.
-			return nil, fmt.Errorf("%w: %s: line %d is not an age identity (AGE-SECRET-KEY-1..., as age-keygen writes it)", ErrKeyFile, path, n)
+			return nil, fmt.Errorf("%w: %s: line %d is not an age identity (AGE-SECRET-KEY-1..., as age-keygen writes it)%s", ErrKeyFile, path, n, notIdentityHint(line))
 		}
 		k.identities = append(k.identities, id)
 		if k.recipient == nil {
@@ -116,6 +118,27 @@ func LoadKeyFile(path string) (*Keys, error) {
 		return nil, fmt.Errorf("%w: %s holds no age identity: put the output of age-keygen there (AGE-SECRET-KEY-1...)", ErrKeyFile, path)
 	}
 	return k, nil
+}
+
+// notIdentityHint says what a line that is not an identity looks like
+// instead, for the mistakes a user makes with age's files, without quoting
+// it.
+func notIdentityHint(line string) string {
+	switch {
+	case strings.HasPrefix(line, "age1"):
+		return ": it is a recipient, the public half; the key file needs the identity age-keygen wrote beside it"
+	case strings.HasPrefix(line, "age-encryption.org/"), strings.HasPrefix(line, "-----BEGIN AGE ENCRYPTED FILE-----"):
+		return ": the file is itself encrypted (age -p); store the identity unencrypted in the Secret"
+	case strings.HasPrefix(line, "AGE-PLUGIN-"):
+		return ": plugin identities (hardware keys) are not supported, the archiver runs unattended"
+	case strings.HasPrefix(line, "-----BEGIN"):
+		return ": SSH and PEM keys are not supported"
+	case strings.HasPrefix(line, "age-secret-key-"):
+		return ": identities are written in capitals, as age-keygen writes them"
+	case strings.HasPrefix(line, "AGE-SECRET-KEY-"):
+		return ": it starts like one, so look for a typo or a cut line"
+	}
+	return ""
 }
 
 // readBounded reads path: a regular file of at most MaxKeyFile bytes.

@@ -250,3 +250,74 @@ func mustLocal(t *testing.T) *store.Local {
 	}
 	return l
 }
+
+// TestKeyFileSaysWhatIsWrong: a key file holding one of age's other files
+// (a recipient, a passphrase-encrypted identity, a plugin identity) or an
+// SSH key is refused with what it is instead, never quoted.
+func TestKeyFileSaysWhatIsWrong(t *testing.T) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := id.String()
+	for name, tc := range map[string]struct{ content, says string }{
+		"recipient":           {"# public key\n" + id.Recipient().String() + "\n", "line 2 is not an age identity (AGE-SECRET-KEY-1..., as age-keygen writes it): it is a recipient"},
+		"encrypted identity":  {"age-encryption.org/v1\n-> scrypt c2FsdA 18\nc2VjcmV0\n--- bWFj\n\x00\x01binary", "line 1 is not an age identity (AGE-SECRET-KEY-1..., as age-keygen writes it): the file is itself encrypted"},
+		"armored identity":    {"-----BEGIN AGE ENCRYPTED FILE-----\nYWdl\n-----END AGE ENCRYPTED FILE-----\n", "the file is itself encrypted"},
+		"plugin identity":     {"AGE-PLUGIN-YUBIKEY-1QQQQQQ\n", "plugin identities"},
+		"ssh key":             {"-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE\n", "SSH and PEM keys are not supported"},
+		"lower case identity": {strings.ToLower(secret) + "\n", "written in capitals"},
+		"cut identity":        {secret[:40] + "\n", "look for a typo or a cut line"},
+		"something else":      {"hunter2\n", "line 1 is not an age identity (AGE-SECRET-KEY-1..., as age-keygen writes it)\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "key.txt")
+			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadKeyFile(path)
+			if !errors.Is(err, ErrKeyFile) {
+				t.Fatalf("LoadKeyFile: %v, want ErrKeyFile", err)
+			}
+			if !strings.Contains(err.Error()+"\n", tc.says) || !strings.Contains(err.Error(), path) {
+				t.Errorf("error %q, want it to name the file and say %q", err, tc.says)
+			}
+			for _, line := range strings.Split(tc.content, "\n") {
+				if len(line) > 8 && !strings.HasPrefix(line, "#") && strings.Contains(err.Error(), line) {
+					t.Errorf("error quotes the key file's line %q", line)
+				}
+			}
+			if strings.Contains(strings.ToUpper(err.Error()), strings.ToUpper(secret[16:40])) {
+				t.Error("error holds part of the identity")
+			}
+		})
+	}
+}
+
+// TestKeyFileFromAnotherEditor: an identity saved with a byte order mark
+// and CRLF line ends (an editor on Windows) is read as the same key.
+func TestKeyFileFromAnotherEditor(t *testing.T) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "key.txt")
+	content := "\ufeff# created: today\r\n# public key: " + id.Recipient().String() + "\r\n" + id.String() + "\r\n"
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k, err := LoadKeyFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := k.recipient.(*age.X25519Recipient).String(); got != id.Recipient().String() {
+		t.Errorf("recipient %s, want %s", got, id.Recipient())
+	}
+	// And with the mark before the identity itself.
+	if err := os.WriteFile(path, []byte("\ufeff"+id.String()+"\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKeyFile(path); err != nil {
+		t.Fatal(err)
+	}
+}
