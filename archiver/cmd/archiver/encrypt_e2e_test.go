@@ -138,15 +138,18 @@ func TestEncryptedEndToEnd(t *testing.T) {
 					t.Fatalf("verify without the key exited %d, want 2:\n%s%s", r.code, r.stdout, r.stderr)
 				}
 			})
-			for name, args := range map[string][]string{
-				"wrong key": {"--encryption-key-file", wrong},
-				"no key":    nil,
+			for name, tc := range map[string]struct {
+				args []string
+				says string
+			}{
+				"wrong key": {[]string{"--encryption-key-file", wrong}, "does not open"},
+				"no key":    {nil, "is encrypted: pass --encryption-key-file"},
 			} {
 				t.Run(name, func(t *testing.T) {
 					into, before := populated(t)
-					r := out.run(t, restoreArgs(ref, sum, into, append(args, "--replace")...)...)
-					if r.code != 2 {
-						t.Fatalf("restore exited %d, want 2:\n%s", r.code, r.stderr)
+					r := out.run(t, restoreArgs(ref, sum, into, append(tc.args, "--replace")...)...)
+					if r.code != 2 || !strings.Contains(r.stderr, tc.says) {
+						t.Fatalf("restore exited %d, want 2 saying %q:\n%s", r.code, tc.says, r.stderr)
 					}
 					untouched(t, into, before)
 				})

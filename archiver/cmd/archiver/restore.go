@@ -196,7 +196,7 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		var refused *extract.RefusedError
 		switch {
 		case keyProblem(err):
-			log.Error("restore refused: the encryption key does not open the archive", "archive", *archive, "into", *into,
+			log.Error("restore refused: the encryption key is missing, unusable or wrong", "archive", *archive, "into", *into,
 				"world_state", state, "error", err)
 			return exitUsage
 		case errors.As(err, &refused):
