@@ -21,33 +21,13 @@ export TEST_LOG_DIR=$log_dir # tests keep artifacts there (the status page's scr
 log=$log_dir/go-test.log
 
 scripts/doctor.sh test || { echo "0 passed, 1 failed"; exit 1; }
-# Tier 5 (a real node, internal/kubenode) needs root, the cluster tools and the
-# archiver image; as root (always in CI) build what is missing and the image of
-# this checkout. Elsewhere those tests skip, saying so. The cluster tools build
-# in the background, beside the Pulumi tools: on a fresh machine each build
-# spends minutes downloading modules and linking on one CPU, which the other
-# fills.
-cluster_pid=
-cluster_log=$log_dir/cluster-tools.log
-if [ "$(id -u)" = 0 ] || [ "${CI:-}" = true ]; then
-  echo "test: building the cluster tools in the background (log: $cluster_log)"
-  # A process group of its own (setsid), so that it can be stopped whole.
-  setsid scripts/cluster-tools.sh >"$cluster_log" 2>&1 &
-  cluster_pid=$!
-fi
-# The background build never outlives the script: a failure of the
-# foreground or an interrupt stops it, its go builds included.
-stop_cluster_tools() { [ -z "$cluster_pid" ] || kill -- "-$cluster_pid" 2>/dev/null; cluster_pid=; }
-trap stop_cluster_tools EXIT
-trap 'exit 130' INT TERM
 scripts/tools.sh || { echo "test: building the Pulumi tools failed (see above)"; exit 1; }
 scripts/sdks.sh tools || { echo "test: building the SDK generator or installing the SDK tests' npm packages failed (see above)"; exit 1; }
-if [ -n "$cluster_pid" ]; then
-  wait "$cluster_pid"
-  cluster_status=$?
-  cluster_pid=
-  cat "$cluster_log"
-  [ "$cluster_status" = 0 ] || { echo "test: building the cluster tools failed (see above)"; exit 1; }
+# Tier 5 (a real node, internal/kubenode) needs root, the cluster tools and the
+# archiver image; as root (always in CI) build what is missing and the image of
+# this checkout. Elsewhere those tests skip, saying so.
+if [ "$(id -u)" = 0 ] || [ "${CI:-}" = true ]; then
+  scripts/cluster-tools.sh || { echo "test: building the cluster tools failed (see above)"; exit 1; }
   scripts/image.sh >/dev/null || { echo "test: building the archiver image failed (see above)"; exit 1; }
 fi
 

@@ -5,10 +5,8 @@
 # the tool's files. It is built under a temp name beside it and renamed into
 # place only when the build succeeded, so a killed or failed build is never
 # taken for a built tool; a leftover temp folder is removed by the next build.
-# One build at a time per entry (flock on <entry>.lock), so two clones
-# building the same tool at once wait for each other instead of building it
-# twice, while different tools build side by side (make test builds the
-# cluster tools beside the Pulumi tools).
+# One build at a time per cache (flock), so two clones building at once wait
+# for each other instead of building twice.
 #
 #   WB_CACHE       default ${XDG_CACHE_HOME:-$HOME/.cache}/worldbackup
 #   WB_TOOL_CACHE  default $WB_CACHE/tools
@@ -69,6 +67,6 @@ tool_build() {
     fi
     mv -T "$out" "$dir"
     say "built $name $version in $((SECONDS - start)) s"
-  ) 9>"$dir.lock" >&2 || return 1
+  ) 9>"$WB_TOOL_CACHE/.lock" >&2 || return 1
   echo "$dir"
 }
