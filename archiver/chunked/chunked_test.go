@@ -394,7 +394,7 @@ func TestDeflated(t *testing.T) {
 	}
 }
 
-// registerStore fails a Put of a pack that Register was not called for
+// registerStore records a Put of a pack that Register was not called for
 // before it: the catalog must know every pack the store holds.
 type registerStore struct {
 	WriteStore
