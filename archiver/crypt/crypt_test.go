@@ -271,10 +271,7 @@ func TestKeyFileSaysWhatIsWrong(t *testing.T) {
 		"something else":      {"hunter2\n", "line 1 is not an age identity (AGE-SECRET-KEY-1..., as age-keygen writes it)\n"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "key.txt")
-			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			path := rawKeyFile(t, tc.content)
 			_, err := LoadKeyFile(path)
 			if !errors.Is(err, ErrKeyFile) {
 				t.Fatalf("LoadKeyFile: %v, want ErrKeyFile", err)
@@ -301,12 +298,7 @@ func TestKeyFileFromAnotherEditor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "key.txt")
-	content := "\ufeff# created: today\r\n# public key: " + id.Recipient().String() + "\r\n" + id.String() + "\r\n"
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	k, err := LoadKeyFile(path)
+	k, err := LoadKeyFile(rawKeyFile(t, "\ufeff# created: today\r\n# public key: "+id.Recipient().String()+"\r\n"+id.String()+"\r\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,10 +306,17 @@ func TestKeyFileFromAnotherEditor(t *testing.T) {
 		t.Errorf("recipient %s, want %s", got, id.Recipient())
 	}
 	// And with the mark before the identity itself.
-	if err := os.WriteFile(path, []byte("\ufeff"+id.String()+"\r\n"), 0o600); err != nil {
+	if _, err := LoadKeyFile(rawKeyFile(t, "\ufeff"+id.String()+"\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadKeyFile(path); err != nil {
+}
+
+// rawKeyFile writes content, as it is, to a key file of its own.
+func rawKeyFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "key.txt")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return path
 }
