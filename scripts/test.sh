@@ -23,6 +23,12 @@ log=$log_dir/go-test.log
 scripts/doctor.sh test || { echo "0 passed, 1 failed"; exit 1; }
 scripts/tools.sh || { echo "test: building the Pulumi tools failed (see above)"; exit 1; }
 scripts/sdks.sh tools || { echo "test: building the SDK generator or installing the SDK tests' npm packages failed (see above)"; exit 1; }
+# Everything after the tool builds compiles this module in one configuration,
+# the release one (static, -trimpath: scripts/image.sh, scripts/dist.sh): go vet,
+# go test and the binaries the tests and scripts build (the archiver, the
+# plugin, the node's images) then share one compile of each package instead
+# of two or three. The module has no cgo.
+export CGO_ENABLED=0 GOFLAGS="-buildvcs=false -trimpath"
 # Tier 5 (a real node, internal/kubenode) needs root, the cluster tools and the
 # archiver image; as root (always in CI) build what is missing and the image of
 # this checkout. Elsewhere those tests skip, saying so.
@@ -51,7 +57,10 @@ go vet ./... || { echo "0 passed, 1 failed"; exit 1; }
 first=(./program/nodetest ./sdk)
 mapfile -t rest < <(go list ./... | grep -v -x -e "$(go list -m)/program/nodetest" -e "$(go list -m)/sdk")
 echo "test: go test ${first[*]} and the other ${#rest[@]} packages (full log: $log)"
-go test -count=1 -v -timeout 40m "${first[@]}" "${rest[@]}" > "$log" 2>&1
+# -s -w: the test binaries are linked without a symbol table and DWARF, which
+# only a debugger reads (stack traces come from the pclntab); linking sixty
+# of them is a good part of go test's time on a cold cache.
+go test -count=1 -v -timeout 40m -ldflags="-s -w" "${first[@]}" "${rest[@]}" > "$log" 2>&1
 status=$?
 grep -E '^(ok|FAIL|---|panic:|\s+--- FAIL)|^\s+\S+_test\.go:[0-9]+:' "$log" | grep -v -- '--- PASS' | grep -v -- '--- SKIP' || true
 

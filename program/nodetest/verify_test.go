@@ -95,8 +95,40 @@ func verifyResult(t *testing.T, node *kubenode.Node, ns, name string) (jobapi.Ve
 			}
 		}
 	}
-	t.Fatalf("Job %s has no finished pod:\n%s", name, node.PodLogs(t, ns, "job-name="+name))
+	var conds string
+	if job, err := node.Client.BatchV1().Jobs(ns).Get(t.Context(), name, metav1.GetOptions{}); err == nil {
+		conds = jobConditions(job)
+	} else {
+		conds = err.Error()
+	}
+	t.Fatalf("Job %s has no finished pod (Job: %s):\n%s", name, conds, node.PodLogs(t, ns, "job-name="+name))
 	return jobapi.VerifyResult{}, 0
+}
+
+// jobFailed says whether the Job has the condition Failed.
+func jobFailed(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// jobConditions is the Job's true conditions with their reasons and
+// messages (DeadlineExceeded, BackoffLimitExceeded, ...), for a failure
+// message: they stay on the Job after its pods are gone.
+func jobConditions(j *batchv1.Job) string {
+	var out []string
+	for _, c := range j.Status.Conditions {
+		if c.Status == corev1.ConditionTrue {
+			out = append(out, fmt.Sprintf("%s (%s: %s)", c.Type, c.Reason, c.Message))
+		}
+	}
+	if len(out) == 0 {
+		return "no condition"
+	}
+	return strings.Join(out, "; ")
 }
 
 // damageChunk flips a byte inside the compressed payload of the region
@@ -163,6 +195,11 @@ func scheduledVerifyPassed(t *testing.T, node *kubenode.Node, ns *kubenode.Names
 	})
 	if err != nil {
 		t.Fatalf("no scheduled verify finished %s after pulumi up (%v)\npods:\n%s", scheduleBound, err, node.PodLogs(t, ns.Name, selector))
+	}
+	if jobFailed(done) {
+		// Said before anything else is read: the CronJob's history limit
+		// deletes a finished Job and its pod once the next one finishes.
+		t.Fatalf("the scheduled verify %s failed: %s\n%s", done.Name, jobConditions(done), node.PodLogs(t, ns.Name, selector))
 	}
 	got, code := verifyResult(t, node, ns.Name, done.Name)
 	recorded := runs()
