@@ -41,6 +41,10 @@
 #                              (an age identity made by age-keygen in $BENCH_DIR); 0 to skip
 #   BENCH_CRYPT_CACHE=warm     its cache mode: warm (the world in the page cache) or cold (the
 #                              page cache dropped before each backup and each restore; root)
+#   BENCH_CRYPT_CPU=           its CPU limit, in CPUs, as a Job's cpuLimit sets it (the Jobs'
+#                              default is 1): every backup and restore runs in a cgroup with
+#                              that CFS quota, as the kubelet runs the container (root;
+#                              cgroup v1 or v2); empty: no limit
 #   BENCH_VERIFY=1             the verify section (issue 26): per size, one backup, then
 #                              archiver verify --world-check of the world folder (every
 #                              chunk, and --chunks 10%) and of the backup's archive
@@ -84,6 +88,7 @@ BENCH_SEED=${BENCH_SEED:-1}
 BENCH_PEERS=${BENCH_PEERS:-1}
 BENCH_CRYPT_PAIRS=${BENCH_CRYPT_PAIRS:-5}
 BENCH_CRYPT_CACHE=${BENCH_CRYPT_CACHE:-warm}
+BENCH_CRYPT_CPU=${BENCH_CRYPT_CPU:-}
 BENCH_VERIFY=${BENCH_VERIFY:-1}
 BENCH_CACHE=${BENCH_CACHE:-cold warm}
 BENCH_MUTATE_SEED=${BENCH_MUTATE_SEED:-1}
@@ -112,6 +117,8 @@ for m in "${cache_modes[@]}"; do
 done
 [[ $BENCH_CRYPT_CACHE == cold || $BENCH_CRYPT_CACHE == warm ]] || die "BENCH_CRYPT_CACHE: $BENCH_CRYPT_CACHE: want cold or warm"
 [[ $BENCH_CRYPT_CACHE == warm || BENCH_CRYPT_PAIRS -eq 0 || -w /proc/sys/vm/drop_caches ]] || die "BENCH_CRYPT_CACHE=cold needs root (/proc/sys/vm/drop_caches)"
+[[ -z $BENCH_CRYPT_CPU || $BENCH_CRYPT_CPU =~ ^[0-9]+(\.[0-9]+)?$ && $BENCH_CRYPT_CPU != 0 ]] || die "BENCH_CRYPT_CPU=$BENCH_CRYPT_CPU: want a CPU limit like 1 or 0.5 (a Job's cpuLimit), or empty"
+[[ -z $BENCH_CRYPT_CPU || BENCH_CRYPT_PAIRS -eq 0 || $(id -u) == 0 ]] || die "BENCH_CRYPT_CPU needs root (it makes a cgroup)"
 ((${#cache_modes[@]} > 0 || BENCH_PEERS == 0)) || die "BENCH_CACHE is empty: give \"cold warm\", cold or warm"
 [[ $BENCH_MUTATE_SEED =~ ^-?[0-9]+$ ]] || die "BENCH_MUTATE_SEED=$BENCH_MUTATE_SEED: want an integer"
 [[ $BENCH_VERIFY == 0 || $BENCH_VERIFY == 1 ]] || die "BENCH_VERIFY=$BENCH_VERIFY: want 0 or 1"
@@ -318,7 +325,7 @@ run_crypt() {
   mkdir -p "$croot"
   drop_cache "$BENCH_CRYPT_CACHE"
   t0=$(now)
-  /usr/bin/time -f "$TIMEFMT" -o "$out/time" "$archiver" backup --server "$server" --run-id "$rid" --world "$w" \
+  "${crypt_limit[@]}" /usr/bin/time -f "$TIMEFMT" -o "$out/time" "$archiver" backup --server "$server" --run-id "$rid" --world "$w" \
     --config "$config" --archive-root "$croot" --format "$format" "${kf[@]}" --log-format text \
     --termination-log "$out/crypt-termination.json" 2>"$out/crypt.log" || { tail -20 "$out/crypt.log" >&2; die "archiver backup ($format, $mode) failed"; }
   t1=$(now)
@@ -327,7 +334,7 @@ run_crypt() {
   ref=$(jq -r .archive_ref "$out/crypt-termination.json") sum=$(jq -r .sha256 "$out/crypt-termination.json")
   drop_cache "$BENCH_CRYPT_CACHE"
   tr=$(now)
-  /usr/bin/time -f "$TIMEFMT" -o "$out/time" "$archiver" restore --archive "$ref" --sha256 "$sum" --into "$into" \
+  "${crypt_limit[@]}" /usr/bin/time -f "$TIMEFMT" -o "$out/time" "$archiver" restore --archive "$ref" --sha256 "$sum" --into "$into" \
     "${kf[@]}" --log-format text --termination-log "" >/dev/null 2>"$out/crypt.log" || { tail -20 "$out/crypt.log" >&2; die "archiver restore ($format, $mode) failed"; }
   sync
   t2=$(now)
@@ -372,13 +379,37 @@ run_verify() {
   rm -rf -- "$vroot" "$scratch"
 }
 
-# cleanup: stops the S3 gateway and removes the side-by-side temp folder.
-s3_pid= peer_tmp=
+# cleanup: stops the S3 gateway and removes the side-by-side temp folder and
+# the encryption section's cgroup.
+s3_pid= peer_tmp= crypt_cg=
 cleanup() {
   [[ -z $s3_pid ]] || kill "$s3_pid" 2>/dev/null || true
   [[ -z $peer_tmp ]] || rm -rf -- "$peer_tmp"
+  [[ -z $crypt_cg ]] || rmdir "$crypt_cg" 2>/dev/null || true
 }
 trap cleanup EXIT
+
+# crypt_limit: the command prefix that runs a command in a cgroup of its own
+# whose CFS quota is BENCH_CRYPT_CPU CPUs per 100 ms period, what the kubelet
+# sets for a container's CPU limit; empty without BENCH_CRYPT_CPU. The Go
+# runtime reads that quota too (GOMAXPROCS: the limit rounded up, at least 2).
+crypt_limit=()
+if [[ -n $BENCH_CRYPT_CPU ]] && ((BENCH_CRYPT_PAIRS > 0)); then
+  quota=$(awk -v c="$BENCH_CRYPT_CPU" 'BEGIN { printf "%d", c * 100000 }')
+  if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then # v2
+    crypt_cg=/sys/fs/cgroup/worldbackup-bench-$$
+    grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control ||
+      die "BENCH_CRYPT_CPU: cannot enable the cpu controller in /sys/fs/cgroup"
+    mkdir "$crypt_cg" && echo "$quota 100000" >"$crypt_cg/cpu.max" || die "BENCH_CRYPT_CPU: cannot make the cgroup $crypt_cg"
+  elif [[ -d /sys/fs/cgroup/cpu ]]; then # v1
+    crypt_cg=/sys/fs/cgroup/cpu/worldbackup-bench-$$
+    mkdir "$crypt_cg" && echo 100000 >"$crypt_cg/cpu.cfs_period_us" && echo "$quota" >"$crypt_cg/cpu.cfs_quota_us" ||
+      die "BENCH_CRYPT_CPU: cannot make the cgroup $crypt_cg"
+  else
+    die "BENCH_CRYPT_CPU: no cgroup cpu controller under /sys/fs/cgroup"
+  fi
+  crypt_limit=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$crypt_cg")
+fi
 
 # --- S3 store -----------------------------------------------------------------
 # A versitygw over $BENCH_DIR/s3 on a free local port, with throwaway
@@ -743,8 +774,10 @@ report="$BENCH_DIR/results/$(date -u +%Y%m%dT%H%M%SZ).txt"
     echo "encryption: a first backup (an empty store) and its restore + sync, without and with --encryption-key-file,"
     crypt_cache="world in the page cache"
     [[ $BENCH_CRYPT_CACHE == cold ]] && crypt_cache="page cache dropped before each backup and restore"
+    crypt_cpus="of $(nproc) CPUs"
+    [[ -z $BENCH_CRYPT_CPU ]] || crypt_cpus="$(nproc) CPUs, each run limited to $BENCH_CRYPT_CPU (a CFS quota, as a Job's cpuLimit)"
     echo "$BENCH_CRYPT_PAIRS alternated pairs per size and format, $crypt_cache; ratio = median of the pairwise"
-    echo "encrypted / plain wall times (goal <= 1.05); CPU: median user + sys, of $(nproc) CPUs."
+    echo "encrypted / plain wall times (goal <= 1.05); CPU: median user + sys, $crypt_cpus."
     printf '%-8s %-8s %-8s %9s %9s %7s  %-26s %9s %9s %9s %9s\n' world format step "plain s" "enc s" ratio "pairwise ratios" "plain MiB" "enc MiB" "plain CPU" "enc CPU"
     for s in "${sizes[@]}"; do
       for format in tar chunked; do

@@ -16,6 +16,7 @@
 #
 #   scripts/cluster-tools.sh         build what is missing (make cluster-tools)
 #   scripts/cluster-tools.sh check   say what is missing, build nothing; exit 1 if anything is
+#   scripts/cluster-tools.sh prefetch  download the modules of the tools not built yet, build nothing
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -24,7 +25,7 @@ cd "$root"
 export GOFLAGS=-buildvcs=false
 
 mode=${1:-build}
-case $mode in build|check) ;; *) echo "usage: $0 [check]" >&2; exit 2 ;; esac
+case $mode in build|check|prefetch) ;; *) echo "usage: $0 [check|prefetch]" >&2; exit 2 ;; esac
 
 k8s_version=$(modver tools/kubernetes/go.mod k8s.io/kubernetes)
 etcd_version=$(modver tools/etcd/go.mod go.etcd.io/etcd/server/v3)
@@ -80,6 +81,14 @@ tools=(
   "runc $runc_version build_runc runc"
   "cni-plugins $cni_version build_cni bridge host-local loopback"
 )
+
+if [ "$mode" = prefetch ]; then
+  for t in "${tools[@]}"; do
+    read -r name version _ <<<"$t"
+    tool_prefetch "tools/${name%-plugins}" "$name" "$version" # cni-plugins: tools/cni
+  done
+  exit 0
+fi
 
 if [ "$mode" = check ]; then
   missing=0

@@ -15,6 +15,7 @@
 #
 #   scripts/prometheus.sh           build what is missing
 #   scripts/prometheus.sh promtool  promtool only
+#   scripts/prometheus.sh prefetch  download their modules unless both are built
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -25,6 +26,7 @@ export GOFLAGS=-buildvcs=false
 version=$(modver tools/prometheus/go.mod github.com/prometheus/prometheus)
 [ -n "$version" ] || { say "cannot read the prometheus version from tools/prometheus/go.mod"; exit 1; }
 # v0.316.0 is Prometheus 3.16.0 (the Go module's versions are v0.<major><minor>.<patch>).
+if [ "${1:-}" = prefetch ]; then tool_prefetch tools/prometheus promtool "$version" prometheus "$version"; exit 0; fi
 semver=${version#v0.}
 semver=$((${semver%%.*} / 100)).$((${semver%%.*} % 100)).${semver#*.}
 

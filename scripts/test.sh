@@ -21,6 +21,16 @@ export TEST_LOG_DIR=$log_dir # tests keep artifacts there (the status page's scr
 log=$log_dir/go-test.log
 
 scripts/doctor.sh test || { echo "0 passed, 1 failed"; exit 1; }
+# The downloads of the tools not built yet, and of this module, in the
+# background while the first tool compiles: each build would otherwise start
+# by waiting for its own (a few minutes in all on a new machine).
+{
+  scripts/tools.sh prefetch
+  if [ "$(id -u)" = 0 ] || [ "${CI:-}" = true ]; then scripts/cluster-tools.sh prefetch; fi
+  go mod download
+} >/dev/null 2>&1 &
+prefetch=$!
+trap 'kill "$prefetch" 2>/dev/null' EXIT
 scripts/tools.sh || { echo "test: building the Pulumi tools failed (see above)"; exit 1; }
 scripts/sdks.sh tools || { echo "test: building the SDK generator or installing the SDK tests' npm packages failed (see above)"; exit 1; }
 # Everything after the tool builds compiles this module in one configuration,

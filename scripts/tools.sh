@@ -16,6 +16,7 @@
 #
 #   scripts/tools.sh                      build what is missing (make tools)
 #   scripts/tools.sh moddir DIR MODULE    print MODULE's folder for the tools module DIR, downloaded first
+#   scripts/tools.sh prefetch             download the modules of the tools not built yet, build nothing
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -35,6 +36,16 @@ yaml_version=$(modver tools/pulumi-yaml/go.mod github.com/pulumi/pulumi-yaml)
 for v in cli_version k8s_version yaml_version; do
   [ -n "${!v}" ] || { say "cannot read $v from the go.mod files"; exit 1; }
 done
+
+if [ "${1:-}" = prefetch ]; then
+  # In the order they are built, the CLI last: it is built first, beside this.
+  tool_prefetch tools/pulumi-kubernetes pulumi-resource-kubernetes "$k8s_version"
+  tool_prefetch tools/pulumi-yaml pulumi-language-yaml "$yaml_version"
+  scripts/versitygw.sh prefetch
+  scripts/prometheus.sh prefetch
+  tool_prefetch tools/pulumi-cli pulumi "$cli_version"
+  exit 0
+fi
 
 build_cli() {
   (cd tools/pulumi-cli && go build -o "$out/pulumi" \

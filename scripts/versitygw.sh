@@ -5,7 +5,8 @@
 # (.tools/bin by default). scripts/tools.sh runs it, so `make tools` and
 # `make test` build it too; a second checkout on the machine builds nothing.
 #
-# The version is pinned in tools/versitygw/go.mod.
+# The version is pinned in tools/versitygw/go.mod. `scripts/versitygw.sh
+# prefetch` downloads its modules unless it is built, and builds nothing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -15,6 +16,7 @@ export GOFLAGS=-buildvcs=false
 
 version=$(modver tools/versitygw/go.mod github.com/versity/versitygw)
 [ -n "$version" ] || { say "cannot read the versitygw version from tools/versitygw/go.mod"; exit 1; }
+if [ "${1:-}" = prefetch ]; then tool_prefetch tools/versitygw versitygw "$version"; exit 0; fi
 
 build_versitygw() {
   (cd tools/versitygw && go build -o "$out/versitygw" -ldflags "-s -w" \

@@ -100,6 +100,37 @@ bad() { echo partial > "$out/tool"; return 1; }
 	}
 }
 
+// TestToolPrefetch: tool_prefetch downloads a tools module's modules when
+// one of the entries it names is not built, and does nothing when all are
+// (a machine with its tools built downloads nothing for them). go is a shell
+// function here that records what it is asked.
+func TestToolPrefetch(t *testing.T) {
+	cache := t.TempDir()
+	calls := filepath.Join(t.TempDir(), "calls")
+	fake := `go() { if [ "$1" = env ]; then echo go9.9; else echo "${PWD##*/} $*" >> ` + calls + `; fi; }
+mkdir -p "$WB_TOOL_CACHE/built-1.0-go9.9" "$WB_TOOL_CACHE/other-2.0-go9.9"
+`
+	for _, tc := range []struct {
+		name, call, want string
+	}{
+		{"every entry built: nothing", "tool_prefetch tools/pulumi-yaml built 1.0 other 2.0", ""},
+		{"the entry missing: its modules", "tool_prefetch tools/pulumi-yaml missing 1.0", "pulumi-yaml mod download\n"},
+		{"another version of a built tool: its modules", "tool_prefetch tools/versitygw built 1.1", "versitygw mod download\n"},
+		{"one of two missing: the modules once", "tool_prefetch tools/prometheus built 1.0 missing 2.0", "prometheus mod download\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.Remove(calls)
+			if _, err := script(t, []string{"WB_TOOL_CACHE=" + cache}, fake+tc.call); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := os.ReadFile(calls)
+			if string(got) != tc.want {
+				t.Fatalf("go was asked %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestToolBuildKilled: a build killed with SIGKILL halfway leaves no entry,
 // and the next build removes its temp folder and builds.
 func TestToolBuildKilled(t *testing.T) {

@@ -41,6 +41,22 @@ moddir() {
 # tool_dir NAME VERSION: the entry's folder (whether or not it is built).
 tool_dir() { echo "$WB_TOOL_CACHE/$1-$2-$(go_version)"; }
 
+# tool_prefetch DIR NAME VERSION [NAME VERSION]...: downloads the modules
+# of the tools module DIR (go mod download) unless every named entry is
+# built. make test runs it in the background while the first tool compiles,
+# so a later build does not wait for its downloads (10-30 s each on a new
+# machine). Quiet; a failure is left to the build, which says what failed.
+tool_prefetch() {
+  local dir=$1; shift
+  while [ $# -ge 2 ]; do
+    if ! [ -d "$(tool_dir "$1" "$2")" ]; then
+      (cd "$dir" && go mod download) >/dev/null 2>&1 || true
+      return 0
+    fi
+    shift 2
+  done
+}
+
 # tool_build NAME VERSION CMD...: builds the entry unless it exists. CMD runs
 # with $out set to an empty temp folder that it fills; on success the folder
 # is renamed to $(tool_dir NAME VERSION). Prints the entry's folder.
