@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The test command (README: `make test`): every tier, as CI runs it.
 #  1. the Pulumi tools, versitygw, promtool and prometheus, built from the Go module proxy
-#     when absent (scripts/tools.sh);
+#     when absent (scripts/tools.sh; the modules of those not built yet download in the
+#     background meanwhile);
 #     as root (or CI=true) also the cluster tools (scripts/cluster-tools.sh) and the
 #     archiver image (scripts/image.sh) that tier 5 runs on a real node;
 #  2. PostgreSQL: DATABASE_URL when set, else the local server on 127.0.0.1:5432 when one
 #     answers, else each test binary starts a private one with initdb/pg_ctl (internal/pgtest);
-#  3. go vet, then `go test` over the whole module (unit, component, catalog, stack);
+#  3. go vet, then `go test` over the whole module (unit, component, catalog, stack), the
+#     node tests and the release build first, all compiled as the release is (CGO_ENABLED=0,
+#     -trimpath);
 #  4. a short fuzz run of the restore extractor.
 # Prints "N passed, N failed, N skipped" last. With CI=true a missing dependency fails.
 set -uo pipefail
