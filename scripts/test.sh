@@ -7,9 +7,9 @@
 #     archiver image (scripts/image.sh) that tier 5 runs on a real node;
 #  2. PostgreSQL: DATABASE_URL when set, else the local server on 127.0.0.1:5432 when one
 #     answers, else each test binary starts a private one with initdb/pg_ctl (internal/pgtest);
-#  3. go vet, then `go test` over the whole module (unit, component, catalog, stack), the
-#     node tests and the release build first, all compiled as the release is (CGO_ENABLED=0,
-#     -trimpath);
+#  3. `go test` over the whole module (unit, component, catalog, stack) with every go vet
+#     check (-vet=all), the node tests and the release build first, all compiled as the
+#     release is (CGO_ENABLED=0, -trimpath);
 #  4. a short fuzz run of the restore extractor.
 # Prints "N passed, N failed, N skipped" last. With CI=true a missing dependency fails.
 set -uo pipefail
@@ -37,8 +37,8 @@ trap 'kill "$prefetch" 2>/dev/null' EXIT
 scripts/tools.sh || { echo "test: building the Pulumi tools failed (see above)"; exit 1; }
 scripts/sdks.sh tools || { echo "test: building the SDK generator or installing the SDK tests' npm packages failed (see above)"; exit 1; }
 # Everything after the tool builds compiles this module in one configuration,
-# the release one (static, -trimpath: scripts/image.sh, scripts/dist.sh): go vet,
-# go test and the binaries the tests and scripts build (the archiver, the
+# the release one (static, -trimpath: scripts/image.sh, scripts/dist.sh): go test
+# and the binaries the tests and scripts build (the archiver, the
 # plugin, the node's images) then share one compile of each package instead
 # of two or three. The module has no cgo.
 export CGO_ENABLED=0 GOFLAGS="-buildvcs=false -trimpath"
@@ -59,9 +59,6 @@ if [ -z "${DATABASE_URL:-}" ]; then
   fi
 fi
 
-echo "test: go vet ./..."
-go vet ./... || { echo "0 passed, 1 failed"; exit 1; }
-
 # The long poles first: go test starts the packages' runs in the order given
 # (two at a time on two cores), and the node tests (program/nodetest, ~11 min,
 # several of them waiting on the cron minute with the CPUs idle) and the
@@ -70,12 +67,15 @@ go vet ./... || { echo "0 passed, 1 failed"; exit 1; }
 first=(./program/nodetest ./sdk)
 mapfile -t rest < <(go list ./... | grep -v -x -e "$(go list -m)/program/nodetest" -e "$(go list -m)/sdk")
 echo "test: go test ${first[*]} and the other ${#rest[@]} packages (full log: $log)"
+# -vet=all: every check of `go vet ./...` (not only go test's few), on each
+# package as part of its test, so a vet finding fails that package and the
+# vet work overlaps the other packages' instead of running before all of them.
 # -s -w: the test binaries are linked without a symbol table and DWARF, which
 # only a debugger reads (stack traces come from the pclntab); linking sixty
 # of them is a good part of go test's time on a cold cache.
-go test -count=1 -v -timeout 40m -ldflags="-s -w" "${first[@]}" "${rest[@]}" > "$log" 2>&1
+go test -count=1 -v -timeout 40m -vet=all -ldflags="-s -w" "${first[@]}" "${rest[@]}" > "$log" 2>&1
 status=$?
-grep -E '^(ok|FAIL|---|panic:|\s+--- FAIL)|^\s+\S+_test\.go:[0-9]+:' "$log" | grep -v -- '--- PASS' | grep -v -- '--- SKIP' || true
+grep -E '^(ok|FAIL|---|panic:|\s+--- FAIL)|^\s+\S+_test\.go:[0-9]+:|^\S+\.go:[0-9]+:[0-9]+: ' "$log" | grep -v -- '--- PASS' | grep -v -- '--- SKIP' || true
 
 fuzz_log=$log_dir/fuzz.log
 if go list ./archiver/extract >/dev/null 2>&1 && grep -q 'func FuzzRestore' archiver/extract/*_test.go 2>/dev/null; then
