@@ -31,7 +31,7 @@ semver=${version#v0.}
 semver=$((${semver%%.*} / 100)).$((${semver%%.*} % 100)).${semver#*.}
 
 build_one() {
-  (cd tools/prometheus && go build -trimpath -tags remove_all_sd -o "$out/$1" \
+  (cd tools/prometheus && go build "${tool_buildflags[@]}" -tags remove_all_sd -o "$out/$1" \
     -ldflags "-s -w -X github.com/prometheus/common/version.Version=$semver -X github.com/prometheus/common/version.Revision=$version" \
     "github.com/prometheus/prometheus/cmd/$1")
 }

@@ -38,7 +38,7 @@ cli_version=$(modver tools/pulumi-cli/go.mod github.com/pulumi/pulumi/pkg/v3)
 [ -n "$cli_version" ] || { say "cannot read the pkg/v3 version from tools/pulumi-cli/go.mod"; exit 1; }
 
 build_sdkgen() {
-  (cd tools/pulumi-cli && go build -o "$out/pulumi-sdkgen" -ldflags "-s -w" ./sdkgen)
+  (cd tools/pulumi-cli && go build "${tool_buildflags[@]}" -o "$out/pulumi-sdkgen" -ldflags "-s -w" ./sdkgen)
 }
 
 # node_key: the cache key of the npm packages: TypeScript, @pulumi/pulumi,

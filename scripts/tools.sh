@@ -48,7 +48,7 @@ if [ "${1:-}" = prefetch ]; then
 fi
 
 build_cli() {
-  (cd tools/pulumi-cli && go build -o "$out/pulumi" \
+  (cd tools/pulumi-cli && go build "${tool_buildflags[@]}" -o "$out/pulumi" \
     -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$cli_version" \
     github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
 }
@@ -57,12 +57,12 @@ build_k8s() {
   src=$(moddir tools/pulumi-kubernetes github.com/pulumi/pulumi-kubernetes/provider/v4)
   (cd tools/pulumi-kubernetes &&
     go run ./gen -version "$k8s_version" -src "$src/cmd/pulumi-resource-kubernetes" -out cmd/pulumi-resource-kubernetes &&
-    go build -o "$out/pulumi-resource-kubernetes" \
+    go build "${tool_buildflags[@]}" -o "$out/pulumi-resource-kubernetes" \
       -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$k8s_version" \
       ./cmd/pulumi-resource-kubernetes)
 }
 build_yaml() {
-  (cd tools/pulumi-yaml && go build -o "$out/pulumi-language-yaml" -ldflags "-s -w" \
+  (cd tools/pulumi-yaml && go build "${tool_buildflags[@]}" -o "$out/pulumi-language-yaml" -ldflags "-s -w" \
     github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml)
 }
 

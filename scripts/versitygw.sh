@@ -19,7 +19,7 @@ version=$(modver tools/versitygw/go.mod github.com/versity/versitygw)
 if [ "${1:-}" = prefetch ]; then tool_prefetch tools/versitygw versitygw "$version"; exit 0; fi
 
 build_versitygw() {
-  (cd tools/versitygw && go build -o "$out/versitygw" -ldflags "-s -w" \
+  (cd tools/versitygw && go build "${tool_buildflags[@]}" -o "$out/versitygw" -ldflags "-s -w" \
     github.com/versity/versitygw/cmd/versitygw)
 }
 
