@@ -257,6 +257,7 @@ const (
 	chunkedRuns    = ChunkedDir + "/runs"
 	chunkedKeys    = ChunkedDir + "/keys"
 	dataKeySuffix  = ".key"
+	spareSuffix    = ".spare"
 	manifestSuffix = ".manifest"
 )
 
@@ -375,6 +376,20 @@ func DataKeyKey(server string) (string, error) {
 		return "", err
 	}
 	return chunkedKeys + "/" + server + dataKeySuffix, nil
+}
+
+// DataKeySpareKey returns the store key of the spare of server's data key
+// object, "_chunked/keys/<server>.key.spare": a rewrap writes the new
+// wrapping there first and removes it once the key object itself is
+// replaced, so a write that fails half-way (and that the store takes back)
+// never leaves the server without its data key. Crypto-shredding removes
+// both.
+func DataKeySpareKey(server string) (string, error) {
+	key, err := DataKeyKey(server)
+	if err != nil {
+		return "", err
+	}
+	return key + spareSuffix, nil
 }
 
 // SplitManifestKey splits a manifest's key (ManifestKey's form) into its

@@ -145,6 +145,15 @@ func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string, 
 		return nil, err
 	}
 	m, err := chunked.OpenSealed(ctx, r.store, key, rec.SHA256, sl)
+	if errors.Is(err, chunked.ErrWrongKey) {
+		// The key object holds another key than the one the server's runs
+		// were sealed with: it was removed (and this run made a new one)
+		// or replaced. The earlier runs need the old key to be read.
+		log.Error("the previous chunked run is sealed with another data key than the server's key object holds: "+
+			"the key object was removed or replaced, and the earlier encrypted runs cannot be read with it; "+
+			"every file is read and stored again under the new key", "previous_run", rec.RunID, "error", err)
+		return nil, nil
+	}
 	if err != nil {
 		log.Warn("the previous chunked run cannot be read; every file is read and stored again",
 			"previous_run", rec.RunID, "error", err)

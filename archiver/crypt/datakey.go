@@ -20,11 +20,15 @@ type Opener interface {
 
 // Store holds a server's data key object (store.Local, store.S3,
 // store.Mem): written atomically, read whole, and locked while it is
-// created so two first runs of a server agree on one key.
+// created or rewrapped so two runs of a server agree on one key. A Put
+// that fails may remove what it was writing (S3 takes back an object it
+// cannot confirm), so the key object is never replaced without a spare.
 type Store interface {
 	Put(ctx context.Context, key string, write func(io.Writer) error) (size int64, err error)
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
 	Lock(ctx context.Context, key string) (unlock func(), err error)
+	Remove(ctx context.Context, key string) error
+	CleanTemps(ctx context.Context, key string) (removed []string, err error)
 }
 
 // DataKeySize is the size of a data key.
@@ -57,12 +61,28 @@ var ErrNoDataKey = errors.New("the server has no data key")
 // with any of k's identities. Errors: ErrWrongKey (no identity opens it),
 // ErrCorrupt, ErrNoDataKey (the server has none).
 func (k *Keys) OpenDataKey(ctx context.Context, st Opener, server string) (DataKey, error) {
-	key, err := jobapi.DataKeyKey(server)
+	names, err := keyNames(server)
 	if err != nil {
 		return DataKey{}, err
 	}
-	dk, _, err := k.readDataKey(ctx, st, key, server)
+	dk, _, err := k.readDataKey(ctx, st, names)
 	return dk, err
+}
+
+// objectNames are the store keys of a server's data key object and of its
+// spare (jobapi.DataKeyKey, jobapi.DataKeySpareKey), and the server.
+type objectNames struct{ key, spare, server string }
+
+func keyNames(server string) (objectNames, error) {
+	key, err := jobapi.DataKeyKey(server)
+	if err != nil {
+		return objectNames{}, err
+	}
+	spare, err := jobapi.DataKeySpareKey(server)
+	if err != nil {
+		return objectNames{}, err
+	}
+	return objectNames{key, spare, server}, nil
 }
 
 // KeyEvent says what DataKey did besides opening the server's data key.
@@ -89,17 +109,17 @@ const (
 // is never replaced. Errors: ErrWrongKey (no identity opens it),
 // ErrCorrupt, ErrNoDataKey (none, and not create).
 func (k *Keys) DataKey(ctx context.Context, st Store, server string, create bool) (DataKey, KeyEvent, error) {
-	key, err := jobapi.DataKeyKey(server)
+	names, err := keyNames(server)
 	if err != nil {
 		return DataKey{}, 0, err
 	}
-	dk, first, err := k.readDataKey(ctx, st, key, server)
+	dk, first, err := k.readDataKey(ctx, st, names)
 	switch {
 	case err == nil && first:
 		return dk, KeyOpened, nil
 	case err == nil:
 		clear(dk[:])
-		wrote, err := rewrap(ctx, st, key, server, k, k)
+		wrote, err := rewrap(ctx, st, names, k, k)
 		if err != nil {
 			return DataKey{}, 0, err
 		}
@@ -107,81 +127,141 @@ func (k *Keys) DataKey(ctx context.Context, st Store, server string, create bool
 		if !wrote {
 			ev = KeyOpened // a concurrent run rewrapped it first
 		}
-		dk, _, err = k.readDataKey(ctx, st, key, server)
+		dk, _, err = k.readDataKey(ctx, st, names)
 		return dk, ev, err
 	case !create || !errors.Is(err, ErrNoDataKey):
 		return DataKey{}, 0, err
 	}
-	unlock, err := st.Lock(ctx, key)
+	unlock, err := lockKey(ctx, st, names)
 	if err != nil {
-		return DataKey{}, 0, fmt.Errorf("locking the data key object %s: %w", key, err)
+		return DataKey{}, 0, err
 	}
 	defer unlock()
-	dk, _, err = k.readDataKey(ctx, st, key, server) // another run may have made it meanwhile
+	dk, _, err = k.readDataKey(ctx, st, names) // another run may have made it meanwhile
 	if !errors.Is(err, ErrNoDataKey) {
 		return dk, KeyOpened, err
 	}
 	if _, err := rand.Read(dk[:]); err != nil {
 		return DataKey{}, 0, err
 	}
-	if err := k.writeDataKey(ctx, st, key, server, dk); err != nil {
+	// A new key seals nothing yet: a failed write that the store takes
+	// back loses nothing, and the next run makes another.
+	if err := k.writeDataKey(ctx, st, names.key, names.server, dk); err != nil {
 		return DataKey{}, 0, err
 	}
 	return dk, KeyCreated, nil
 }
 
+// lockKey takes the store's lock of the server's data key object and
+// removes the temp files that earlier writes of it or of its spare, killed
+// before they committed, left in the store (each holds a wrapping of the
+// key, which crypto-shredding must not miss). Nothing else writes them
+// while the lock is held.
+func lockKey(ctx context.Context, st Store, names objectNames) (unlock func(), err error) {
+	unlock, err = st.Lock(ctx, names.key)
+	if err != nil {
+		return nil, fmt.Errorf("locking the data key object %s: %w", names.key, err)
+	}
+	for _, key := range []string{names.key, names.spare} {
+		if _, err := st.CleanTemps(ctx, key); err != nil {
+			unlock()
+			return nil, fmt.Errorf("removing the temp files of earlier writes of %s: %w", key, err)
+		}
+	}
+	return unlock, nil
+}
+
 // Rewrap rewraps server's data key object from the identities of old to
 // the first identity of next: the rotation of the key file. No pack or
-// manifest is touched; the object is replaced atomically, so until then
-// old opens it, and after it next does.
+// manifest is touched; until the object is replaced old opens it, and
+// after it next does (see rewrap).
 func Rewrap(ctx context.Context, st Store, server string, old, next *Keys) error {
-	key, err := jobapi.DataKeyKey(server)
+	names, err := keyNames(server)
 	if err != nil {
 		return err
 	}
-	_, err = rewrap(ctx, st, key, server, old, next)
+	_, err = rewrap(ctx, st, names, old, next)
 	return err
 }
 
-// rewrap replaces the data key object key, under the store's lock of it:
-// opened with any identity of old, wrapped to the first of next, then read
-// back with that identity alone before it is said to be done. An object
-// that the first of next opens already is left as it is (a rotation done
-// already, or by a concurrent run), so a retried rekey succeeds; wrote
-// says whether this call replaced it.
-func rewrap(ctx context.Context, st Store, key, server string, old, next *Keys) (wrote bool, err error) {
-	unlock, err := st.Lock(ctx, key)
+// rewrap replaces the server's data key object, under the store's lock of
+// it: opened with any identity of old, wrapped to the first of next. The
+// new wrapping is written to the spare first and read back, then over the
+// object and read back, then the spare is removed: a store's failed write
+// may remove the object it was writing (S3 takes back what it cannot
+// confirm), and at every step the object or the spare holds the key, which
+// readDataKey finds in either. An object that the first of next opens
+// already is left as it is (a rotation done already, or by a concurrent
+// run), so a retried rekey succeeds; wrote says whether this call replaced
+// it.
+func rewrap(ctx context.Context, st Store, names objectNames, old, next *Keys) (wrote bool, err error) {
+	unlock, err := lockKey(ctx, st, names)
 	if err != nil {
-		return false, fmt.Errorf("locking the data key object %s: %w", key, err)
+		return false, err
 	}
 	defer unlock()
-	if _, first, err := next.readDataKey(ctx, st, key, server); err == nil && first {
+	if got, first, err := next.readObject(ctx, st, names.key, names.server); err == nil && first {
+		clear(got[:])
 		return false, nil
 	}
-	dk, _, err := old.readDataKey(ctx, st, key, server)
+	dk, _, err := old.readDataKey(ctx, st, names)
 	if err != nil {
 		return false, err
 	}
 	defer clear(dk[:])
-	if err := next.writeDataKey(ctx, st, key, server, dk); err != nil {
+	if err := next.replace(ctx, st, names.spare, names.server, dk); err != nil {
 		return false, err
 	}
-	got, first, err := next.readDataKey(ctx, st, key, server)
-	defer clear(got[:])
-	switch {
-	case err != nil:
-		return true, fmt.Errorf("reading back the rewrapped data key object %s: %w", key, err)
-	case !first:
-		return true, fmt.Errorf("the rewrapped data key object %s does not open with the new key file's first identity", key)
-	case got != dk:
-		return true, fmt.Errorf("the rewrapped data key object %s does not hold the same key", key)
+	if err := next.replace(ctx, st, names.key, names.server, dk); err != nil {
+		return true, fmt.Errorf("%w (the data key is safe in %s, which the key file's first identity opens: run the backup or archiver rekey again to finish the rewrap)", err, names.spare)
+	}
+	if err := st.Remove(ctx, names.spare); err != nil {
+		return true, fmt.Errorf("the data key object %s is rewrapped; removing its spare %s: %w", names.key, names.spare, err)
 	}
 	return true, nil
 }
 
-// readDataKey opens the data key object key with k's identities; first
+// replace writes dk wrapped to k's first identity under key, then reads it
+// back with that identity alone.
+func (k *Keys) replace(ctx context.Context, st Store, key, server string, dk DataKey) error {
+	if err := k.writeDataKey(ctx, st, key, server, dk); err != nil {
+		return err
+	}
+	got, first, err := k.readObject(ctx, st, key, server)
+	defer clear(got[:])
+	switch {
+	case err != nil:
+		return fmt.Errorf("reading back the rewrapped data key object %s: %w", key, err)
+	case !first:
+		return fmt.Errorf("the rewrapped data key object %s does not open with the new key file's first identity", key)
+	case got != dk:
+		return fmt.Errorf("the rewrapped data key object %s does not hold the same key", key)
+	}
+	return nil
+}
+
+// readDataKey opens the server's data key: its key object, or, when that
+// is gone or opens with none of k's identities, its spare (a rewrap that
+// failed half-way). first reports whether k's first identity opened the
+// key object itself, which then needs no rewrap.
+func (k *Keys) readDataKey(ctx context.Context, st Opener, names objectNames) (dk DataKey, first bool, err error) {
+	dk, first, err = k.readObject(ctx, st, names.key, names.server)
+	if err == nil || !(errors.Is(err, ErrNoDataKey) || errors.Is(err, ErrWrongKey) || errors.Is(err, ErrCorrupt)) {
+		return dk, first, err
+	}
+	spare, _, serr := k.readObject(ctx, st, names.spare, names.server)
+	switch {
+	case serr == nil:
+		return spare, false, nil
+	case errors.Is(err, ErrNoDataKey) && !errors.Is(serr, ErrNoDataKey):
+		return DataKey{}, false, serr // only the spare is left, and it does not open
+	}
+	return DataKey{}, false, err
+}
+
+// readObject opens the data key object key with k's identities; first
 // reports whether k's first identity opened it (the one k writes for).
-func (k *Keys) readDataKey(ctx context.Context, st Opener, key, server string) (dk DataKey, first bool, err error) {
+func (k *Keys) readObject(ctx context.Context, st Opener, key, server string) (dk DataKey, first bool, err error) {
 	rc, err := st.Open(ctx, key)
 	if errors.Is(err, fs.ErrNotExist) {
 		return DataKey{}, false, fmt.Errorf("%w: %s is not in the store", ErrNoDataKey, key)

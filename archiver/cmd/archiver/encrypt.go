@@ -46,31 +46,38 @@ func keyProblem(err error) bool {
 // openChunked opens the chunked run at key for reading its stream
 // (chunked.OpenStreamSealed: the file records are decoded as the stream is
 // walked), checked against sum: with keys, a sealed run is opened with its
-// server's data key (read from the store's key object).
+// server's data key (read from the store's key object). The key object's
+// trouble is the run's only when the run is sealed: a run in the clear
+// opens whatever became of it. A key object that does not decrypt or is
+// another server's is damage (chunked.ErrCorrupt, exit 3), one that is
+// gone a key problem (exit 2).
 func openChunked(ctx context.Context, st chunked.Store, key, sum string, keys *crypt.Keys) (*chunked.Manifest, error) {
 	var sl *chunked.Sealer
-	var noKey error
+	var keyErr error
 	if keys != nil {
 		server, _, ok := jobapi.SplitManifestKey(key)
 		if !ok {
 			return nil, fmt.Errorf("%q is not a chunked run's manifest key", key)
 		}
 		dk, err := keys.OpenDataKey(ctx, st, server)
-		switch {
-		case errors.Is(err, crypt.ErrNoDataKey):
-			noKey = err // a run in the clear needs none
-		case err != nil:
-			return nil, err
-		default:
+		if err != nil {
+			keyErr = err
+		} else {
 			sl = chunked.NewSealer(dk)
 			clear(dk[:])
 		}
 	}
 	m, err := chunked.OpenStreamSealed(ctx, st, key, sum, sl)
-	if errors.Is(err, chunked.ErrNeedKey) && noKey != nil {
-		return nil, fmt.Errorf("%w (%w: removed, or crypto-shredded: the run cannot be read)", err, noKey)
+	if !errors.Is(err, chunked.ErrNeedKey) || keyErr == nil {
+		return m, err
 	}
-	return m, err
+	switch {
+	case errors.Is(keyErr, crypt.ErrNoDataKey):
+		return nil, fmt.Errorf("%w (%w: removed, or crypto-shredded: the run cannot be read)", err, keyErr)
+	case errors.Is(keyErr, crypt.ErrCorrupt):
+		return nil, fmt.Errorf("%w: the server's data key object: %w", chunked.ErrCorrupt, keyErr)
+	}
+	return nil, keyErr
 }
 
 const rekeyHelp = `Usage: archiver rekey --server S --encryption-key-file OLD --new-encryption-key-file NEW
@@ -139,6 +146,9 @@ func cmdRekey(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		log.Error("rekey failed", "server", *server, "error", err)
 		if keyProblem(err) {
 			return exitUsage
+		}
+		if errors.Is(err, crypt.ErrCorrupt) {
+			return exitRefused // the key object does not decrypt, or is another server's
 		}
 		return exitFailed
 	}

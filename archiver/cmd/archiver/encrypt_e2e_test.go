@@ -499,3 +499,54 @@ func TestEncryptionRotatesWithTheSecret(t *testing.T) {
 	}
 	out.noKeyIn(t, []string{oldSecret, newSecret}, e.tlog)
 }
+
+// TestDamagedKeyObject: a server's data key object cut short (its
+// ciphertext no longer authenticates) is damage, not a key problem: a
+// restore, verify or export of a sealed run exits 3 and leaves the world
+// as it was; a run of the same server in the clear restores as always
+// with the key file given (a restore Job passes it whenever the component
+// has encryption), as no key is needed to read it.
+func TestDamagedKeyObject(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateRestorableWorld(t, e.world)
+	want := snapshot(t, e.world, defaultExcluded)
+	key, secret := keyFile(t)
+	var out outputs
+	for _, args := range [][]string{e.backupArgs("plain"), e.backupArgs("sealed", "--encryption-key-file", key)} {
+		if r := out.run(t, args...); r.code != 0 {
+			t.Fatalf("backup exited %d:\n%s", r.code, r.stderr)
+		}
+	}
+	refs := map[string]row{}
+	for _, r := range rows(t, e.url) {
+		refs[r.RunID] = r
+	}
+	obj := filepath.Join(e.root, "_chunked/keys/survival.key")
+	b, err := os.ReadFile(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(obj, b[:len(b)-8], 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	sealed := refs["sealed"]
+	into := filepath.Join(t.TempDir(), "world")
+	before := oldWorld(t, into)
+	if r := out.run(t, restoreArgs(sealed.ArchiveRef, sealed.SHA256, into, "--replace", "--encryption-key-file", key)...); r.code != 3 ||
+		!strings.Contains(r.stderr, "data key object") {
+		t.Fatalf("restore of a sealed run whose key object is cut exited %d, want 3 naming the key object:\n%s", r.code, r.stderr)
+	}
+	untouched(t, into, before, "world")
+	if r := out.run(t, "verify", "--archive", sealed.ArchiveRef, "--sha256", sealed.SHA256, "--encryption-key-file", key); r.code != 3 {
+		t.Errorf("verify of that run exited %d, want 3:\n%s", r.code, r.stderr)
+	}
+
+	plain := refs["plain"]
+	restored := filepath.Join(t.TempDir(), "restored")
+	if r := out.run(t, restoreArgs(plain.ArchiveRef, plain.SHA256, restored, "--encryption-key-file", key)...); r.code != 0 {
+		t.Fatalf("restore of the run in the clear, its server's key object cut, exited %d, want 0:\n%s", r.code, r.stderr)
+	}
+	compareTrees(t, snapshot(t, restored, nil), want)
+	out.noKeyIn(t, []string{secret}, e.tlog)
+}

@@ -1,0 +1,192 @@
+package crypt
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/worldbackup/worldbackup/archiver/store"
+	"github.com/worldbackup/worldbackup/internal/s3test"
+	"github.com/worldbackup/worldbackup/jobapi"
+)
+
+// newOnly loads a key file holding id alone: the key file once a rotation
+// is done and the old identity dropped.
+func newOnly(t *testing.T, id interface{ String() string }) *Keys {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "new.txt")
+	if err := os.WriteFile(p, []byte(id.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k, err := LoadKeyFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestRewrapSurvivesAFailedWrite: an S3 server that stores the rewrapped
+// key object and answers 500 (the answer lost), every time, makes the
+// store take the object back; the rewrap fails, and the server's data key
+// is still there: the new identity alone opens it (from the spare), and
+// the next run finishes the rewrap, with the same key, and removes the
+// spare. Before the spare, that failure left the server without its data
+// key, every encrypted chunked run of it unreadable.
+func TestRewrapSurvivesAFailedWrite(t *testing.T) {
+	ctx := t.Context()
+	srv := s3test.New(t)
+	bucket := srv.NewBucket(t)
+	mainKey, _ := jobapi.DataKeyKey("survival")
+	spareKey, _ := jobapi.DataKeySpareKey("survival")
+	var mu sync.Mutex // the lock is not what is tested: one process, one mutex
+	var lock oneLock = func(context.Context, string) (func(), error) { mu.Lock(); return mu.Unlock, nil }
+	open := func(endpoint string) *store.S3 {
+		s, err := store.NewS3(store.S3Options{URL: "s3://" + bucket + "/pre", Endpoint: endpoint, Region: s3test.Region, PathStyle: true,
+			AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, Locker: lock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	p := srv.Proxy(t, func(r s3test.Request) s3test.Action {
+		if r.Op == "PutObject" && strings.HasSuffix(r.HTTP.URL.Path, "/"+mainKey) {
+			return s3test.ForwardThenFail(http.StatusInternalServerError)
+		}
+		return nil
+	})
+	direct, failing := open(srv.Endpoint), open(p.Endpoint)
+	exists := func(key string) bool {
+		rc, err := direct.Open(ctx, key)
+		if err == nil {
+			rc.Close()
+			return true
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		return false
+	}
+
+	old, oldID := keysOf(t)
+	dk, _, err := old.DataKey(ctx, direct, "survival", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated, newID := keysOf(t, oldID.String())
+	_, _, err = rotated.DataKey(ctx, failing, "survival", true)
+	if err == nil || !strings.Contains(err.Error(), "the data key is safe in "+spareKey) {
+		t.Fatalf("the run whose key object write failed: %v, want an error naming the spare", err)
+	}
+	if exists(mainKey) {
+		t.Fatal("the key object is still there: the failure did not take it back, so this test proves nothing")
+	}
+	if p.Count("PutObject") < 2 {
+		t.Fatalf("%d PutObject requests: the spare and the key object were not both written", p.Count("PutObject"))
+	}
+	next := newOnly(t, newID)
+	if got, err := next.OpenDataKey(ctx, direct, "survival"); err != nil || got != dk {
+		t.Fatalf("the new identity alone after the failed rewrap: same key %v, %v", got == dk, err)
+	}
+	if got, err := rotated.OpenDataKey(ctx, direct, "survival"); err != nil || got != dk {
+		t.Fatalf("the rotated key file after the failed rewrap: same key %v, %v", got == dk, err)
+	}
+
+	got, ev, err := next.DataKey(ctx, direct, "survival", true)
+	if err != nil || got != dk || ev != KeyRewrapped {
+		t.Fatalf("the next run: event %v, same key %v, %v; want the rewrap finished with the same key", ev, got == dk, err)
+	}
+	if !exists(mainKey) || exists(spareKey) {
+		t.Errorf("after the rewrap: key object there %v, spare there %v; want the object and no spare", exists(mainKey), exists(spareKey))
+	}
+	if got, first, err := next.readObject(ctx, direct, mainKey, "survival"); err != nil || !first || got != dk {
+		t.Errorf("the key object after the rewrap: first identity %v, same key %v, %v", first, got == dk, err)
+	}
+}
+
+// TestSpareOpensWhenTheObjectDoesNot: a rewrap that wrote the spare and
+// failed before the key object changed leaves the object wrapped to the
+// old identity only; a key file without it reads the spare, and its next
+// run rewraps the object from there. A key object that opens with no
+// identity and no spare is still ErrWrongKey; a spare that does not open
+// while the object is gone is the spare's error.
+func TestSpareOpensWhenTheObjectDoesNot(t *testing.T) {
+	ctx := t.Context()
+	st := store.NewMem()
+	old, oldID := keysOf(t)
+	dk, _, err := old.DataKey(ctx, st, "survival", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated, newID := keysOf(t, oldID.String())
+	refusing := &failPut{Store: st, key: "_chunked/keys/survival.key"}
+	if err := Rewrap(ctx, refusing, "survival", old, rotated); err == nil {
+		t.Fatal("the rewrap whose key object write failed succeeded")
+	}
+	if got, err := old.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
+		t.Fatalf("the old identity: the key object changed: %v", err)
+	}
+	next := newOnly(t, newID)
+	if got, err := next.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
+		t.Fatalf("the new identity alone: same key %v, %v; want the spare's key", got == dk, err)
+	}
+	if got, ev, err := next.DataKey(ctx, st, "survival", true); err != nil || got != dk || ev != KeyRewrapped {
+		t.Fatalf("the next run with the new identity alone: event %v, same key %v, %v", ev, got == dk, err)
+	}
+	if _, err := old.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrWrongKey) {
+		t.Errorf("the old identity after the finished rewrap: %v, want ErrWrongKey", err)
+	}
+	if keys := st.Keys(); strings.Join(keys, " ") != "_chunked/keys/survival.key" {
+		t.Errorf("the store holds %v, want the key object alone", keys)
+	}
+
+	stranger, _ := keysOf(t)
+	if _, err := stranger.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrWrongKey) {
+		t.Errorf("another identity: %v, want ErrWrongKey", err)
+	}
+	// Only a spare left, which this identity does not open.
+	if _, err := st.Put(ctx, "_chunked/keys/survival.key.spare", func(w io.Writer) error {
+		rc, err := st.Open(ctx, "_chunked/keys/survival.key")
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		_, err = io.Copy(w, rc)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Remove(ctx, "_chunked/keys/survival.key"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stranger.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrWrongKey) {
+		t.Errorf("another identity, only the spare left: %v, want ErrWrongKey", err)
+	}
+	if got, err := next.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
+		t.Errorf("only the spare left: same key %v, %v", got == dk, err)
+	}
+}
+
+// failPut is a Store whose Puts of key fail before they write.
+type failPut struct {
+	Store
+	key string
+}
+
+func (f *failPut) Put(ctx context.Context, key string, write func(io.Writer) error) (int64, error) {
+	if key == f.key {
+		return 0, errors.New("the store refused the write")
+	}
+	return f.Store.Put(ctx, key, write)
+}
+
+// oneLock is a store.Locker of a function.
+type oneLock func(ctx context.Context, name string) (func(), error)
+
+func (f oneLock) Lock(ctx context.Context, name string) (func(), error) { return f(ctx, name) }
