@@ -64,6 +64,7 @@ func (r *Runner) writeTar(ctx context.Context, log hclog.Logger, p Params, key s
 func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, key string, prog *tarstream.Progress) (written, error) {
 	ref := r.store.Ref(key)
 	var sl *chunked.Sealer
+	created := false // the server's data key was made by this run
 	if p.Keys != nil {
 		// The server's data key, made on its first encrypted run and
 		// wrapped by the key file's identity beside the manifests.
@@ -75,6 +76,7 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 		}
 		switch ev {
 		case crypt.KeyCreated:
+			created = true
 			log.Info("made the server's data key", "key_file", p.Keys.Path())
 		case crypt.KeyRewrapped:
 			log.Info("rewrapped the server's data key to the key file's first identity", "key_file", p.Keys.Path())
@@ -82,7 +84,7 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 		sl = chunked.NewSealer(dk)
 		clear(dk[:])
 	}
-	prev, err := r.previous(ctx, log, p.Server, sl)
+	prev, err := r.previous(ctx, log, p.Server, sl, created)
 	if err != nil {
 		return written{}, err
 	}
@@ -131,8 +133,14 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 
 // previous returns the server's newest chunked run, checked against its
 // row, or nil when it has none. A previous run that cannot be read is a
-// warning: this run then reads and stores everything.
-func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string, sl *chunked.Sealer) (*chunked.Manifest, error) {
+// warning: this run then reads and stores everything. A previous run
+// sealed with another data key than sl's is an error unless this run made
+// sl's key (created): the server's key object was replaced. The row
+// vouches for the manifest, and so for the key it names, while the key
+// object is only as safe as the store: anyone who can write there can
+// wrap a key of their own to the server's recipient (age does not say
+// who encrypted), and the runs sealed with it would be theirs to read.
+func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string, sl *chunked.Sealer, created bool) (*chunked.Manifest, error) {
 	rec, err := r.cat.LatestChunked(ctx, server)
 	if errors.Is(err, catalog.ErrNotFound) {
 		return nil, nil
@@ -145,14 +153,19 @@ func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string, 
 		return nil, err
 	}
 	m, err := chunked.OpenSealed(ctx, r.store, key, rec.SHA256, sl)
-	if errors.Is(err, chunked.ErrWrongKey) {
-		// The key object holds another key than the one the server's runs
-		// were sealed with: it was removed (and this run made a new one)
-		// or replaced. The earlier runs need the old key to be read.
-		log.Error("the previous chunked run is sealed with another data key than the server's key object holds: "+
-			"the key object was removed or replaced, and the earlier encrypted runs cannot be read with it; "+
-			"every file is read and stored again under the new key", "previous_run", rec.RunID, "error", err)
+	switch {
+	case errors.Is(err, chunked.ErrWrongKey) && created:
+		// The key object was gone: removed (crypto-shredded) or lost.
+		log.Error("the server's data key object was gone, and this run made a new key: "+
+			"its earlier encrypted chunked runs cannot be read with it; every file is read and stored again",
+			"previous_run", rec.RunID, "error", err)
 		return nil, nil
+	case errors.Is(err, chunked.ErrWrongKey):
+		return nil, fmt.Errorf("refusing to seal the run: the server's data key object %s holds another key than its "+
+			"previous run %s was sealed with, so it was replaced, and whoever wrote it may know the key: "+
+			"put back the key object the earlier runs were sealed with, or remove it to have a new key made "+
+			"(the runs sealed with the old one stay readable only with it): %w",
+			r.store.Ref(dataKeyKey(server)), rec.RunID, err)
 	}
 	if err != nil {
 		log.Warn("the previous chunked run cannot be read; every file is read and stored again",
@@ -170,4 +183,11 @@ func checkEmpty(p Params, res tarstream.Result) error {
 			ErrEmptyWorld, p.World, excludedNote(res.Excluded))
 	}
 	return nil
+}
+
+// dataKeyKey is the store key of server's data key object, for messages;
+// server was checked before.
+func dataKeyKey(server string) string {
+	key, _ := jobapi.DataKeyKey(server)
+	return key
 }

@@ -18,6 +18,8 @@ import (
 
 	"filippo.io/age"
 
+	"github.com/worldbackup/worldbackup/archiver/crypt"
+	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/internal/pgtest"
 )
 
@@ -548,5 +550,70 @@ func TestDamagedKeyObject(t *testing.T) {
 		t.Fatalf("restore of the run in the clear, its server's key object cut, exited %d, want 0:\n%s", r.code, r.stderr)
 	}
 	compareTrees(t, snapshot(t, restored, nil), want)
+	out.noKeyIn(t, []string{secret}, e.tlog)
+}
+
+// TestReplacedKeyObjectRefused: a key object that holds another key than
+// the server's previous run was sealed with (written by anyone who can
+// write to the store: age does not say who encrypted, and a recipient is
+// public) is refused, exit 2, nothing recorded: the runs sealed with it
+// would be readable by whoever wrote it. The key object put back, the
+// backup goes on; removed (crypto-shredding), a new key is made and the
+// run says so.
+func TestReplacedKeyObjectRefused(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateRestorableWorld(t, e.world)
+	key, secret := keyFile(t)
+	var out outputs
+	if r := out.run(t, e.backupArgs("s1", "--encryption-key-file", key)...); r.code != 0 {
+		t.Fatalf("backup exited %d:\n%s", r.code, r.stderr)
+	}
+	obj := filepath.Join(e.root, "_chunked/keys/survival.key")
+	original, err := os.ReadFile(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another key object for the server, wrapped to the same recipient.
+	keys, err := crypt.LoadKeyFile(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := store.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := keys.DataKey(t.Context(), other, "survival", true); err != nil {
+		t.Fatal(err)
+	}
+	forged, err := os.ReadFile(filepath.Join(other.Root(), "_chunked/keys/survival.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(obj, forged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := out.run(t, e.backupArgs("s2", "--encryption-key-file", key)...); r.code != 2 ||
+		!strings.Contains(r.stderr, "was replaced") || !strings.Contains(r.stderr, "s1") {
+		t.Fatalf("backup with a replaced key object exited %d, want 2 saying it was replaced:\n%s", r.code, r.stderr)
+	}
+	if rs := rows(t, e.url); len(rs) != 1 {
+		t.Fatalf("the refused backup recorded a row: %+v", rs)
+	}
+
+	if err := os.WriteFile(obj, original, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := out.run(t, e.backupArgs("s3", "--encryption-key-file", key)...); r.code != 0 {
+		t.Fatalf("backup with the key object put back exited %d:\n%s", r.code, r.stderr)
+	}
+	if err := os.Remove(obj); err != nil {
+		t.Fatal(err)
+	}
+	if r := out.run(t, e.backupArgs("s4", "--encryption-key-file", key)...); r.code != 0 || !strings.Contains(r.stderr, "was gone") {
+		t.Fatalf("backup after the key object was removed exited %d, want 0 saying a new key was made:\n%s", r.code, r.stderr)
+	}
+	if rs := rows(t, e.url); len(rs) != 3 {
+		t.Fatalf("rows %+v, want s1, s3 and s4", rs)
+	}
 	out.noKeyIn(t, []string{secret}, e.tlog)
 }
