@@ -14,9 +14,22 @@
 # stamped with the version that the pulumi-kubernetes SDK in the root go.mod
 # asks for, so the engine finds it without downloading anything.
 #
+# The plugin's and the YAML host's modules are aligned with the CLI's: every
+# module that a tool compiles and the CLI compiles too is required at the
+# CLI's version where that is newer (`align`), so those packages (gRPC,
+# protobuf, OpenTelemetry, go-git, the x/ modules, ...; about a quarter of
+# the plugin) compile once, for the CLI, and the later builds find them in
+# the build cache. Each keeps the Pulumi SDK and pkg it was written against:
+# pkg/v3's API changes between releases, and neither builds against the
+# CLI's. Run `scripts/tools.sh align` after changing a version here.
+# A cache entry of these three is keyed by the version and its module's
+# go.sum, so an aligned build list is a new entry.
+#
 #   scripts/tools.sh                      build what is missing (make tools)
 #   scripts/tools.sh moddir DIR MODULE    print MODULE's folder for the tools module DIR, downloaded first
 #   scripts/tools.sh prefetch             download the modules of the tools not built yet, build nothing
+#   scripts/tools.sh align [check]        align the plugin's and the YAML host's go.mod with the CLI's
+#                                         (check: say what is not aligned, change nothing; exit 1 if anything)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -37,14 +50,65 @@ for v in cli_version k8s_version yaml_version; do
   [ -n "${!v}" ] || { say "cannot read $v from the go.mod files"; exit 1; }
 done
 
+# sumkey DIR: the first 12 hex digits of the SHA-256 of DIR's go.sum.
+sumkey() { sha256sum "$1/go.sum" | cut -c1-12; }
+cli_key=$cli_version-$(sumkey tools/pulumi-cli)
+k8s_key=$k8s_version-$(sumkey tools/pulumi-kubernetes)
+yaml_key=$yaml_version-$(sumkey tools/pulumi-yaml)
+
 if [ "${1:-}" = prefetch ]; then
   # In the order they are built, the CLI last: it is built first, beside this.
-  tool_prefetch tools/pulumi-kubernetes pulumi-resource-kubernetes "$k8s_version"
-  tool_prefetch tools/pulumi-yaml pulumi-language-yaml "$yaml_version"
+  tool_prefetch tools/pulumi-kubernetes pulumi-resource-kubernetes "$k8s_key"
+  tool_prefetch tools/pulumi-yaml pulumi-language-yaml "$yaml_key"
   scripts/versitygw.sh prefetch
   scripts/prometheus.sh prefetch
-  tool_prefetch tools/pulumi-cli pulumi "$cli_version"
+  tool_prefetch tools/pulumi-cli pulumi "$cli_key"
   exit 0
+fi
+
+# used DIR PACKAGE: "module version" of every module whose packages the
+# build of PACKAGE in the tools module DIR compiles (the plugin's main
+# embeds files gen writes: -e lists its imports without them).
+used() { (cd "$1" && go list -e -deps -f '{{with .Module}}{{.Path}} {{.Version}}{{end}}' "$2" | sort -u); }
+
+# misaligned DIR PACKAGE: the modules that PACKAGE compiles at an older
+# version than the CLI does, as "module cli-version own-version". The
+# Pulumi SDK and pkg are the tool's own.
+misaligned() {
+  join <(used tools/pulumi-cli github.com/pulumi/pulumi/pkg/v3/cmd/pulumi) <(used "$1" "$2") |
+    while read -r mod cli own; do
+      [ "$cli" != "$own" ] || continue
+      case $mod in github.com/pulumi/pulumi/*) continue ;; esac
+      if [ "$(printf '%s\n%s\n' "$cli" "$own" | sort -V | tail -1)" = "$cli" ]; then echo "$mod $cli $own"; fi
+    done
+}
+
+if [ "${1:-}" = align ]; then
+  status=0
+  for t in "tools/pulumi-kubernetes ./cmd/pulumi-resource-kubernetes" "tools/pulumi-yaml github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml"; do
+    read -r dir pkg <<<"$t"
+    # A raised requirement can pull in modules at older versions: again
+    # until nothing is left (or the same is left twice, which is a module
+    # the CLI's version cannot be given to).
+    last=
+    for _ in 1 2 3 4 5; do
+      left=$(misaligned "$dir" "$pkg")
+      [ -n "$left" ] && [ "$left" != "$last" ] || break
+      if [ "${2:-}" = check ]; then break; fi
+      args=()
+      while read -r mod cli _; do args+=("-require=$mod@$cli"); done <<<"$left"
+      (cd "$dir" && go mod edit "${args[@]}" && go mod tidy)
+      last=$left
+    done
+    if [ -n "$left" ]; then
+      say "$dir compiles these modules at older versions than the CLI (module, CLI's, its own):"
+      printf '%s\n' "$left" >&2
+      status=1
+    else
+      say "$dir: aligned with tools/pulumi-cli"
+    fi
+  done
+  exit "$status"
 fi
 
 build_cli() {
@@ -66,9 +130,9 @@ build_yaml() {
     github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml)
 }
 
-cli=$(tool_build pulumi "$cli_version" build_cli)
-k8s=$(tool_build pulumi-resource-kubernetes "$k8s_version" build_k8s)
-yaml=$(tool_build pulumi-language-yaml "$yaml_version" build_yaml)
+cli=$(tool_build pulumi "$cli_key" build_cli)
+k8s=$(tool_build pulumi-resource-kubernetes "$k8s_key" build_k8s)
+yaml=$(tool_build pulumi-language-yaml "$yaml_key" build_yaml)
 
 # The checkout's view: links into the cache. The Kubernetes plugin is kept off
 # PATH (the engine would warn that it uses a plugin from $PATH); the engine

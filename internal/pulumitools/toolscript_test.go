@@ -50,6 +50,23 @@ func TestModdirDownloadsIntoAnEmptyModuleCache(t *testing.T) {
 	}
 }
 
+// TestToolModulesAligned: the Kubernetes plugin's and the YAML host's
+// modules compile each module they share with the CLI at the CLI's version
+// or a newer one (scripts/tools.sh align), so those packages compile once,
+// for the CLI, and a cold build of the tools does not compile them twice.
+// A version changed without `scripts/tools.sh align` fails here.
+func TestToolModulesAligned(t *testing.T) {
+	cmd := exec.CommandContext(t.Context(), "bash", "scripts/tools.sh", "align", "check")
+	cmd.Dir = repoRoot(t)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("scripts/tools.sh align check: %v\n%s\n(run scripts/tools.sh align after changing a tool's version)", err, out)
+	}
+	if n := strings.Count(string(out), "aligned with tools/pulumi-cli"); n != 2 {
+		t.Fatalf("align check reported %d aligned modules, want 2:\n%s", n, out)
+	}
+}
+
 func TestModver(t *testing.T) {
 	got, err := script(t, nil, "modver tools/pulumi-yaml/go.mod github.com/pulumi/pulumi-yaml; modver go.mod github.com/pulumi/pulumi-kubernetes/sdk/v4")
 	if err != nil {
