@@ -181,11 +181,7 @@ func TestDataKeyRotatesWithTheSecret(t *testing.T) {
 			if err != nil || got != dk || ev != KeyRewrapped {
 				t.Fatalf("the first run after the rotation: event %v, same key %v, %v", ev, got == dk, err)
 			}
-			newOnly := filepath.Join(t.TempDir(), "new.txt")
-			if err := os.WriteFile(newOnly, []byte(newID.String()+"\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			next, _ := LoadKeyFile(newOnly)
+			next := newOnly(t, newID)
 			if got, err := next.OpenDataKey(ctx, tc.st, "survival"); err != nil || got != dk {
 				t.Errorf("the new identity alone after the rotation: %v", err)
 			}
@@ -205,12 +201,7 @@ func TestDataKeyRotatesWithTheSecret(t *testing.T) {
 func TestDataKeyRotationRace(t *testing.T) {
 	ctx := t.Context()
 	st := store.NewMem()
-	old, oldID := keysOf(t)
-	dk, _, err := old.DataKey(ctx, st, "survival", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rotated, _ := keysOf(t, oldID.String())
+	_, dk, rotated, _ := rotation(t, st)
 	var first KeyEvent
 	racing := &lockHook{Store: st, before: func() {
 		var err error

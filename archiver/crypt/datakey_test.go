@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"filippo.io/age"
+
 	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/internal/s3test"
 	"github.com/worldbackup/worldbackup/jobapi"
@@ -30,6 +32,20 @@ func newOnly(t *testing.T, id interface{ String() string }) *Keys {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// rotation makes server survival's data key in st with a key file (old)
+// and returns it with the key file of the Secret rotated: a new identity
+// first (newID), the old one on a later line.
+func rotation(t *testing.T, st Store) (old *Keys, dk DataKey, rotated *Keys, newID *age.X25519Identity) {
+	t.Helper()
+	old, oldID := keysOf(t)
+	dk, _, err := old.DataKey(t.Context(), st, "survival", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated, newID = keysOf(t, oldID.String())
+	return old, dk, rotated, newID
 }
 
 // TestRewrapSurvivesAFailedWrite: an S3 server that stores the rewrapped
@@ -74,13 +90,8 @@ func TestRewrapSurvivesAFailedWrite(t *testing.T) {
 		return false
 	}
 
-	old, oldID := keysOf(t)
-	dk, _, err := old.DataKey(ctx, direct, "survival", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rotated, newID := keysOf(t, oldID.String())
-	_, _, err = rotated.DataKey(ctx, failing, "survival", true)
+	_, dk, rotated, newID := rotation(t, direct)
+	_, _, err := rotated.DataKey(ctx, failing, "survival", true)
 	if err == nil || !strings.Contains(err.Error(), "the data key is safe in "+spareKey) {
 		t.Fatalf("the run whose key object write failed: %v, want an error naming the spare", err)
 	}
@@ -119,12 +130,7 @@ func TestRewrapSurvivesAFailedWrite(t *testing.T) {
 func TestSpareOpensWhenTheObjectDoesNot(t *testing.T) {
 	ctx := t.Context()
 	st := store.NewMem()
-	old, oldID := keysOf(t)
-	dk, _, err := old.DataKey(ctx, st, "survival", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rotated, newID := keysOf(t, oldID.String())
+	old, dk, rotated, newID := rotation(t, st)
 	refusing := &failPut{Store: st, key: "_chunked/keys/survival.key"}
 	if err := Rewrap(ctx, refusing, "survival", old, rotated); err == nil {
 		t.Fatal("the rewrap whose key object write failed succeeded")

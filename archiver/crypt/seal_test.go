@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"filippo.io/age"
@@ -124,14 +122,7 @@ func TestEncryptHybridIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(t.TempDir(), "key.txt")
-	if err := os.WriteFile(p, []byte(id.String()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	k, err := LoadKeyFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := newOnly(t, id)
 	plain := bytes.Repeat([]byte("post-quantum "), 20000)
 	var ct bytes.Buffer
 	w, err := k.Encrypt(&ct)
