@@ -59,15 +59,11 @@ if [ -z "${DATABASE_URL:-}" ]; then
   fi
 fi
 
-# The long poles first: go test starts the packages' runs in the order given,
-# and the node tests (program/nodetest, ~11 min, several of them waiting on
-# the cron minute with the CPUs idle) and the release build (sdk's TestDist,
-# ~5 min) would otherwise start last and run alone. Every other package
-# follows in go list's order. -p 3 on two cores: a package's test run holds
-# one of go's slots for as long as it runs, compiles and links included, and
-# the node tests hold theirs for 11 minutes mostly waiting on the node; with
-# the default (-p 2, the cores) everything else compiled and ran in the one
-# slot left meanwhile.
+# The long poles first: go test starts the packages' runs in the order given
+# (two at a time on two cores), and the node tests (program/nodetest, ~11 min,
+# several of them waiting on the cron minute with the CPUs idle) and the
+# release build (sdk's TestDist, ~5 min) would otherwise start last and run
+# alone. Every other package follows in go list's order.
 first=(./program/nodetest ./sdk)
 mapfile -t rest < <(go list ./... | grep -v -x -e "$(go list -m)/program/nodetest" -e "$(go list -m)/sdk")
 echo "test: go test ${first[*]} and the other ${#rest[@]} packages (full log: $log)"
@@ -77,7 +73,7 @@ echo "test: go test ${first[*]} and the other ${#rest[@]} packages (full log: $l
 # -s -w: the test binaries are linked without a symbol table and DWARF, which
 # only a debugger reads (stack traces come from the pclntab); linking sixty
 # of them is a good part of go test's time on a cold cache.
-go test -p 3 -count=1 -v -timeout 40m -vet=all -ldflags="-s -w" "${first[@]}" "${rest[@]}" > "$log" 2>&1
+go test -count=1 -v -timeout 40m -vet=all -ldflags="-s -w" "${first[@]}" "${rest[@]}" > "$log" 2>&1
 status=$?
 grep -E '^(ok|FAIL|---|panic:|\s+--- FAIL)|^\s+\S+_test\.go:[0-9]+:|^\S+\.go:[0-9]+:[0-9]+: ' "$log" | grep -v -- '--- PASS' | grep -v -- '--- SKIP' || true
 
