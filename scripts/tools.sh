@@ -72,10 +72,10 @@ fi
 used() { (cd "$1" && go list -e -deps -f '{{with .Module}}{{.Path}} {{.Version}}{{end}}' "$2" | sort -u); }
 
 # misaligned DIR PACKAGE: the modules that PACKAGE compiles at an older
-# version than the CLI does, as "module cli-version own-version". The
-# Pulumi SDK and pkg are the tool's own.
+# version than the CLI does ($cli_used), as "module cli-version
+# own-version". The Pulumi SDK and pkg are the tool's own.
 misaligned() {
-  join <(used tools/pulumi-cli github.com/pulumi/pulumi/pkg/v3/cmd/pulumi) <(used "$1" "$2") |
+  join <(printf '%s\n' "$cli_used") <(used "$1" "$2") |
     while read -r mod cli own; do
       [ "$cli" != "$own" ] || continue
       case $mod in github.com/pulumi/pulumi/*) continue ;; esac
@@ -85,6 +85,7 @@ misaligned() {
 
 if [ "${1:-}" = align ]; then
   status=0
+  cli_used=$(used tools/pulumi-cli github.com/pulumi/pulumi/pkg/v3/cmd/pulumi) # align changes only the other two
   for t in "tools/pulumi-kubernetes ./cmd/pulumi-resource-kubernetes" "tools/pulumi-yaml github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml"; do
     read -r dir pkg <<<"$t"
     # A raised requirement can pull in modules at older versions: again
