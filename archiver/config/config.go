@@ -243,7 +243,7 @@ func (c Config) Validate() error {
 		bad("[archive] full_read_every", "%d is negative: give the number of runs between full reads, or 0 for never", n)
 	}
 	if p := c.Archive.EncryptionKeyFile; p != "" && !filepath.IsAbs(p) {
-		bad("[archive] encryption_key_file", "%q is not an absolute path", p)
+		bad("[archive] encryption_key_file", "%s", notAbsSecretFile)
 	}
 	if r := c.Rcon; r.Enabled() || r.PasswordFile != "" || r.Required != nil {
 		if err := jobapi.CheckRconAddress(r.Address); err != nil {
@@ -253,11 +253,17 @@ func (c Config) Validate() error {
 		case r.PasswordFile == "":
 			bad("[rcon] password_file", "missing: the file of the mounted Secret that holds the RCON password")
 		case !filepath.IsAbs(r.PasswordFile):
-			bad("[rcon] password_file", "%q is not an absolute path", r.PasswordFile)
+			bad("[rcon] password_file", "%s", notAbsSecretFile)
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// notAbsSecretFile is the problem of a setting naming a Secret's file
+// (a key, a password) that is not an absolute path. The value is not
+// printed: a user may have typed the secret itself there.
+const notAbsSecretFile = "is not an absolute path: name the file of the mounted Secret " +
+	"(the value is not printed, in case it is the secret itself)"
 
 func (c Config) pathOrDefault() string {
 	if c.path == "" {

@@ -235,6 +235,21 @@ local_pth = "/backups"
 			wantErr: []string{"[rcon] address", "host:port", "[rcon] password_file", "absolute"},
 		},
 		{
+			name:    "the key itself as encryption_key_file",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[archive]\nencryption_key_file = \"AGE-SECRET-KEY-1" + secret + "\"\n"),
+			wantErr: []string{"[archive] encryption_key_file", "absolute", "not printed"},
+		},
+		{
+			name:    "the password itself as rcon password_file",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[rcon]\naddress = \"mc:25575\"\npassword_file = \"" + secret + "\"\n"),
+			wantErr: []string{"[rcon] password_file", "absolute", "not printed"},
+		},
+		{
+			name:    "the secret key itself as secret_key_file",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n[archive]\nstore = \"s3://felis\"\naccess_key_file = \"/s/a\"\nsecret_key_file = \"" + secret + "\"\n"),
+			wantErr: []string{"[archive] secret_key_file", "absolute", "not printed"},
+		},
+		{
 			name:    "several errors at once",
 			toml:    ptr("[archive]\ncompression = \"xz\"\nlocal_path = \"rel\"\n"),
 			wantErr: []string{"[database] url", "[archive] compression", "[archive] local_path"},

@@ -58,7 +58,7 @@ func (s S3) problems(localPath string) []problem {
 		case f.path == "":
 			ps = append(ps, problem{"[archive] " + f.key, "missing: the file of the mounted Secret that holds the S3 " + f.holds})
 		case !filepath.IsAbs(f.path):
-			ps = append(ps, problem{"[archive] " + f.key, fmt.Sprintf("%q is not an absolute path", f.path)})
+			ps = append(ps, problem{"[archive] " + f.key, notAbsSecretFile})
 		}
 	}
 	return ps
