@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -64,7 +65,8 @@ func (r *Runner) writeTar(ctx context.Context, log hclog.Logger, p Params, key s
 func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, key string, prog *tarstream.Progress) (written, error) {
 	ref := r.store.Ref(key)
 	var sl *chunked.Sealer
-	created := false // the server's data key was made by this run
+	created := false   // the server's data key was made by this run
+	unvouched := false // its key object is in format 1, which does not say who wrote it
 	if p.Keys != nil {
 		// The server's data key, made on its first encrypted run and
 		// wrapped by the key file's identity beside the manifests.
@@ -80,6 +82,8 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 			log.Info("made the server's data key", "key_file", p.Keys.Path())
 		case crypt.KeyRewrapped:
 			log.Info("rewrapped the server's data key to the key file's first identity", "key_file", p.Keys.Path())
+		case crypt.KeyUnauthenticated:
+			unvouched = true
 		}
 		sl = chunked.NewSealer(dk)
 		clear(dk[:])
@@ -87,6 +91,11 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 	prev, err := r.previous(ctx, log, p.Server, sl, created)
 	if err != nil {
 		return written{}, err
+	}
+	if unvouched {
+		if err := r.vouch(ctx, log, p, prev, sl); err != nil {
+			return written{}, err
+		}
 	}
 	log.Info("backup started", "world", p.World, "archive", ref, "format", jobapi.FormatChunked, "encrypted", sl != nil)
 	res, err := chunked.Write(ctx, r.store, p.World, chunked.Options{
@@ -173,6 +182,27 @@ func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string, 
 		return nil, nil
 	}
 	return m, nil
+}
+
+// vouch rewrites the server's data key object, found in format 1 (no MAC:
+// anyone who can write to the store could have wrapped a key of their own
+// to the server's recipient), in format 2, when its previous run prev,
+// which its catalog row vouches for, was sealed with the same key;
+// otherwise it refuses to seal the run.
+func (r *Runner) vouch(ctx context.Context, log hclog.Logger, p Params, prev *chunked.Manifest, sl *chunked.Sealer) error {
+	obj := r.store.Ref(dataKeyKey(p.Server))
+	if prev == nil || !bytes.Equal(prev.KeyID, sl.KeyID()) {
+		return fmt.Errorf("refusing to seal the run: %w: %s was written by an earlier archiver, whose key objects do not say who "+
+			"wrote them, and the server's newest recorded chunked run was not sealed with its key, so it may have been planted; "+
+			"if you trust it, authenticate it with archiver rekey --server %s and --encryption-key-file and --new-encryption-key-file "+
+			"both naming the key file, or remove it to have a new key made",
+			crypt.ErrUnvouchedKey, obj, p.Server)
+	}
+	if err := crypt.Rewrap(ctx, r.store, p.Server, p.Keys, p.Keys); err != nil {
+		return fmt.Errorf("rewriting the server's data key object in format 2: %w", err)
+	}
+	log.Info("the server's data key object is now authenticated (format 2)", "key_object", obj, "vouched_by", prev.RunID)
+	return nil
 }
 
 // checkEmpty refuses a world without files unless p allows it.

@@ -56,6 +56,10 @@ type Keys struct {
 	path       string
 	identities []age.Identity
 	recipient  age.Recipient
+	// macKeys[i] authenticates the data key objects written for
+	// identities[i] (objectMAC): derived from the identity's secret, so
+	// one who knows only its recipient cannot make one.
+	macKeys [][]byte
 }
 
 // Path returns the key file's path (never its content).
@@ -76,6 +80,11 @@ func (k *Keys) GoString() string { return k.String() }
 // '#' are skipped, as age does). Its errors wrap ErrKeyFile and never
 // hold the file's content.
 func LoadKeyFile(path string) (*Keys, error) {
+	if strings.Contains(strings.ToUpper(path), "AGE-SECRET-KEY-") {
+		// Never quoted: it is the key itself, given where its file's path goes.
+		return nil, fmt.Errorf("%w: an age identity was given where the key file's path goes: "+
+			"put it in a file (a Secret's key, mounted read-only) and give that file's path", ErrKeyFile)
+	}
 	b, err := readBounded(path)
 	if err != nil {
 		return nil, err
@@ -110,6 +119,7 @@ func LoadKeyFile(path string) (*Keys, error) {
 			return nil, fmt.Errorf("%w: %s: line %d is not an age identity (AGE-SECRET-KEY-1..., as age-keygen writes it)%s", ErrKeyFile, path, n, notIdentityHint(line))
 		}
 		k.identities = append(k.identities, id)
+		k.macKeys = append(k.macKeys, objectMACKey(line))
 		if k.recipient == nil {
 			k.recipient = r
 		}
@@ -172,7 +182,7 @@ func (k *Keys) first() *Keys {
 	if len(k.identities) == 1 {
 		return k
 	}
-	return &Keys{path: k.path, identities: k.identities[:1], recipient: k.recipient}
+	return &Keys{path: k.path, identities: k.identities[:1], recipient: k.recipient, macKeys: k.macKeys[:1]}
 }
 
 // Decrypt returns the plaintext of the age stream r, read with any of the

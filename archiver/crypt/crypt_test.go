@@ -282,6 +282,25 @@ func TestKeyFileSaysWhatIsWrong(t *testing.T) {
 	}
 }
 
+// TestIdentityGivenAsThePath: the identity itself given where the key
+// file's path goes (a flag or a setting filled with the key) is refused
+// without quoting it, in either case.
+func TestIdentityGivenAsThePath(t *testing.T) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{id.String(), strings.ToLower(id.String()), "/etc/" + id.String()} {
+		_, err := LoadKeyFile(path)
+		if !errors.Is(err, ErrKeyFile) || !strings.Contains(err.Error(), "an age identity was given where the key file's path goes") {
+			t.Errorf("LoadKeyFile(the identity): %v, want ErrKeyFile saying so", err)
+		}
+		if err != nil && strings.Contains(strings.ToUpper(err.Error()), id.String()[16:40]) {
+			t.Errorf("the error quotes the identity: %v", err)
+		}
+	}
+}
+
 // TestKeyFileFromAnotherEditor: an identity saved with a byte order mark
 // and CRLF line ends (an editor on Windows) is read as the same key.
 func TestKeyFileFromAnotherEditor(t *testing.T) {

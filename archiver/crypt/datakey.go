@@ -3,7 +3,10 @@ package crypt
 import (
 	"bytes"
 	"context"
+	"crypto/hkdf"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -48,14 +51,75 @@ func (DataKey) GoString() string { return "DataKey(…)" }
 // header with a few stanzas and 40 bytes of payload.
 const maxKeyObject = 16 << 10
 
-// keyObjectMagic starts the plaintext of a data key object, version 1:
-// "WBDK" 0x01, the server name (a byte of length, then it), the key.
-const keyObjectMagic = "WBDK\x01"
+// The plaintext of a data key object, format 2: keyObjectMagic, the
+// server name (a byte of length, then it), the key, then an HMAC-SHA256 of
+// all that under the MAC key of the identity it is wrapped to
+// (objectMACKey). age does not say who encrypted a file and a server's
+// recipient is public, so without the MAC anyone who can write to the
+// store could wrap a key of their own to it and read every later run; the
+// MAC needs the identity's secret. Format 1 (keyObjectV1: no MAC), which
+// earlier archivers wrote, is still read; a backup seals with its key only
+// once a recorded run vouches for it, and then rewrites it in format 2.
+const (
+	keyObjectMagic = "WBDK\x02"
+	keyObjectV1    = "WBDK\x01"
+	infoObjectMAC  = "worldbackup data key object mac"
+)
+
+// objectMACKey derives the key that authenticates the data key objects
+// wrapped to identity (its AGE-SECRET-KEY-1... line).
+func objectMACKey(identity string) []byte {
+	k, err := hkdf.Key(sha256.New, []byte(identity), nil, infoObjectMAC, sha256.Size)
+	if err != nil {
+		panic(err) // only for lengths hkdf refuses
+	}
+	return k
+}
+
+func objectMAC(key, body []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// splitKeyObject checks that pt is server's data key object, format 2 or
+// 1, and returns what its MAC covers (ending with the key) and the MAC
+// (nil in format 1).
+func splitKeyObject(pt []byte, server string) (body, tag []byte, legacy, ok bool) {
+	head := len(keyObjectMagic) + 1 + len(server)
+	switch {
+	case len(pt) == head+DataKeySize+sha256.Size && string(pt[:len(keyObjectMagic)]) == keyObjectMagic:
+		body, tag = pt[:head+DataKeySize], pt[head+DataKeySize:]
+	case len(pt) == head+DataKeySize && string(pt[:len(keyObjectV1)]) == keyObjectV1:
+		body, legacy = pt, true
+	default:
+		return nil, nil, false, false
+	}
+	if int(body[len(keyObjectMagic)]) != len(server) || string(body[len(keyObjectMagic)+1:head]) != server {
+		return nil, nil, false, false
+	}
+	return body, tag, legacy, true
+}
+
+// authentic reports whether tag is body's MAC under one of k's identities.
+func (k *Keys) authentic(body, tag []byte) bool {
+	for _, mk := range k.macKeys {
+		if hmac.Equal(objectMAC(mk, body), tag) {
+			return true
+		}
+	}
+	return false
+}
 
 // ErrNoDataKey is wrapped by the error of a server that has no data key
 // object: it never wrote an encrypted chunked run, or its key was removed
 // (crypto-shredded).
 var ErrNoDataKey = errors.New("the server has no data key")
+
+// ErrUnvouchedKey is wrapped by the error of a backup that refuses to seal
+// with a format-1 data key object (which does not say who wrote it) that
+// no recorded run of the server was sealed with: it may have been planted.
+var ErrUnvouchedKey = errors.New("the data key object is in format 1 and no recorded run vouches for its key")
 
 // OpenDataKey returns server's data key from its key object in st, opened
 // with any of k's identities. Errors: ErrWrongKey (no identity opens it),
@@ -67,6 +131,12 @@ func (k *Keys) OpenDataKey(ctx context.Context, st Opener, server string) (DataK
 	}
 	dk, _, err := k.readDataKey(ctx, st, names)
 	return dk, err
+}
+
+// opened says how readObject opened a data key object.
+type opened struct {
+	first  bool // k's first identity opened it (the one k writes for)
+	legacy bool // format 1: nothing says who wrote it
 }
 
 // objectNames are the store keys of a server's data key object and of its
@@ -97,6 +167,11 @@ const (
 	// KeyRewrapped: a later identity of the key file opened the object,
 	// which is now rewrapped to the first (the Secret was rotated).
 	KeyRewrapped
+	// KeyUnauthenticated: the object is in format 1, which does not say
+	// who wrote it. The caller seals with the key only if a recorded run
+	// was sealed with it, and then rewrites the object in format 2
+	// (Rewrap with k as both old and next).
+	KeyUnauthenticated
 )
 
 // DataKey is OpenDataKey for a run that writes. With create, a server
@@ -106,16 +181,20 @@ const (
 // rewrapped to the first, atomically and read back (Rewrap): rotating the
 // Secret (the new identity first, the old on a later line) rotates the
 // envelope at the next backup, and no pack is touched. The data key itself
-// is never replaced. Errors: ErrWrongKey (no identity opens it),
-// ErrCorrupt, ErrNoDataKey (none, and not create).
+// is never replaced. A format-1 object is returned as it is
+// (KeyUnauthenticated): the caller checks it first. Errors: ErrWrongKey
+// (no identity opens it), ErrCorrupt (damaged, or its MAC is not one of
+// k's identities': replaced), ErrNoDataKey (none, and not create).
 func (k *Keys) DataKey(ctx context.Context, st Store, server string, create bool) (DataKey, KeyEvent, error) {
 	names, err := keyNames(server)
 	if err != nil {
 		return DataKey{}, 0, err
 	}
-	dk, first, err := k.readDataKey(ctx, st, names)
+	dk, o, err := k.readDataKey(ctx, st, names)
 	switch {
-	case err == nil && first:
+	case err == nil && o.legacy:
+		return dk, KeyUnauthenticated, nil
+	case err == nil && o.first:
 		return dk, KeyOpened, nil
 	case err == nil:
 		clear(dk[:])
@@ -137,8 +216,11 @@ func (k *Keys) DataKey(ctx context.Context, st Store, server string, create bool
 		return DataKey{}, 0, err
 	}
 	defer unlock()
-	dk, _, err = k.readDataKey(ctx, st, names) // another run may have made it meanwhile
-	if !errors.Is(err, ErrNoDataKey) {
+	dk, o, err = k.readDataKey(ctx, st, names) // another run may have made it meanwhile
+	switch {
+	case err == nil && o.legacy:
+		return dk, KeyUnauthenticated, nil
+	case !errors.Is(err, ErrNoDataKey):
 		return dk, KeyOpened, err
 	}
 	if _, err := rand.Read(dk[:]); err != nil {
@@ -185,23 +267,28 @@ func Rewrap(ctx context.Context, st Store, server string, old, next *Keys) error
 }
 
 // rewrap replaces the server's data key object, under the store's lock of
-// it: opened with any identity of old, wrapped to the first of next. The
+// it: opened with any identity of old, wrapped to the first of next, in
+// format 2. The
 // new wrapping is written to the spare first and read back, then over the
 // object and read back, then the spare is removed: a store's failed write
 // may remove the object it was writing (S3 takes back what it cannot
 // confirm), and at every step the object or the spare holds the key, which
-// readDataKey finds in either. An object that the first of next opens
-// already is left as it is (a rotation done already, or by a concurrent
-// run), so a retried rekey succeeds; wrote says whether this call replaced
-// it.
+// readDataKey finds in either. An object in format 2 that the first of
+// next opens already is left as it is (a rotation done already, or by a
+// concurrent run), so a retried rekey succeeds; a spare left by a rewrap
+// that failed after writing the object is removed then. wrote says whether
+// this call replaced the object.
 func rewrap(ctx context.Context, st Store, names objectNames, old, next *Keys) (wrote bool, err error) {
 	unlock, err := lockKey(ctx, st, names)
 	if err != nil {
 		return false, err
 	}
 	defer unlock()
-	if got, first, err := next.readObject(ctx, st, names.key, names.server); err == nil && first {
+	if got, o, err := next.readObject(ctx, st, names.key, names.server); err == nil && o.first && !o.legacy {
 		clear(got[:])
+		if err := st.Remove(ctx, names.spare); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return false, fmt.Errorf("the data key object %s is rewrapped; removing its spare %s: %w", names.key, names.spare, err)
+		}
 		return false, nil
 	}
 	dk, _, err := old.readDataKey(ctx, st, names)
@@ -227,12 +314,12 @@ func (k *Keys) replace(ctx context.Context, st Store, key, server string, dk Dat
 	if err := k.writeDataKey(ctx, st, key, server, dk); err != nil {
 		return err
 	}
-	got, first, err := k.readObject(ctx, st, key, server)
+	got, o, err := k.readObject(ctx, st, key, server)
 	defer clear(got[:])
 	switch {
 	case err != nil:
 		return fmt.Errorf("reading back the rewrapped data key object %s: %w", key, err)
-	case !first:
+	case !o.first || o.legacy:
 		return fmt.Errorf("the rewrapped data key object %s does not open with the new key file's first identity", key)
 	case got != dk:
 		return fmt.Errorf("the rewrapped data key object %s does not hold the same key", key)
@@ -242,73 +329,79 @@ func (k *Keys) replace(ctx context.Context, st Store, key, server string, dk Dat
 
 // readDataKey opens the server's data key: its key object, or, when that
 // is gone or opens with none of k's identities, its spare (a rewrap that
-// failed half-way). first reports whether k's first identity opened the
-// key object itself, which then needs no rewrap.
-func (k *Keys) readDataKey(ctx context.Context, st Opener, names objectNames) (dk DataKey, first bool, err error) {
-	dk, first, err = k.readObject(ctx, st, names.key, names.server)
+// failed half-way), with o.first false for the spare.
+func (k *Keys) readDataKey(ctx context.Context, st Opener, names objectNames) (dk DataKey, o opened, err error) {
+	dk, o, err = k.readObject(ctx, st, names.key, names.server)
 	if err == nil || !(errors.Is(err, ErrNoDataKey) || errors.Is(err, ErrWrongKey) || errors.Is(err, ErrCorrupt)) {
-		return dk, first, err
+		return dk, o, err
 	}
-	spare, _, serr := k.readObject(ctx, st, names.spare, names.server)
+	spare, so, serr := k.readObject(ctx, st, names.spare, names.server)
 	switch {
 	case serr == nil:
-		return spare, false, nil
+		return spare, opened{legacy: so.legacy}, nil
 	case errors.Is(err, ErrNoDataKey) && !errors.Is(serr, ErrNoDataKey):
-		return DataKey{}, false, serr // only the spare is left, and it does not open
+		return DataKey{}, opened{}, serr // only the spare is left, and it does not open
 	}
-	return DataKey{}, false, err
+	return DataKey{}, opened{}, err
 }
 
-// readObject opens the data key object key with k's identities; first
-// reports whether k's first identity opened it (the one k writes for).
-func (k *Keys) readObject(ctx context.Context, st Opener, key, server string) (dk DataKey, first bool, err error) {
+// readObject opens the data key object key with k's identities and checks
+// its MAC (format 2) against theirs.
+func (k *Keys) readObject(ctx context.Context, st Opener, key, server string) (dk DataKey, o opened, err error) {
 	rc, err := st.Open(ctx, key)
 	if errors.Is(err, fs.ErrNotExist) {
-		return DataKey{}, false, fmt.Errorf("%w: %s is not in the store", ErrNoDataKey, key)
+		return DataKey{}, o, fmt.Errorf("%w: %s is not in the store", ErrNoDataKey, key)
 	}
 	if err != nil {
-		return DataKey{}, false, fmt.Errorf("opening the data key object %s: %w", key, err)
+		return DataKey{}, o, fmt.Errorf("opening the data key object %s: %w", key, err)
 	}
 	defer rc.Close()
 	b, err := io.ReadAll(io.LimitReader(rc, maxKeyObject+1))
 	if err != nil {
-		return DataKey{}, false, fmt.Errorf("reading the data key object %s: %w", key, err)
+		return DataKey{}, o, fmt.Errorf("reading the data key object %s: %w", key, err)
 	}
 	if len(b) > maxKeyObject {
-		return DataKey{}, false, fmt.Errorf("%w: the data key object %s is larger than %d bytes", ErrCorrupt, key, maxKeyObject)
+		return DataKey{}, o, fmt.Errorf("%w: the data key object %s is larger than %d bytes", ErrCorrupt, key, maxKeyObject)
 	}
 	// The first identity alone, then (when the file holds more) every one.
 	r, err := k.first().Decrypt(bytes.NewReader(b))
-	first = err == nil
+	o.first = err == nil
 	if errors.Is(err, ErrWrongKey) && len(k.identities) > 1 {
 		r, err = k.Decrypt(bytes.NewReader(b))
 	}
 	if errors.Is(err, ErrWrongKey) {
-		return DataKey{}, false, fmt.Errorf("data key object %s: %w (after a rotation, keep the old identity on a later line of the key file until a backup or archiver rekey has rewrapped it)", key, err)
+		return DataKey{}, opened{}, fmt.Errorf("data key object %s: %w (after a rotation, keep the old identity on a later line of the key file until a backup or archiver rekey has rewrapped it)", key, err)
 	}
 	if err != nil {
-		return DataKey{}, false, fmt.Errorf("data key object %s: %w", key, err)
+		return DataKey{}, opened{}, fmt.Errorf("data key object %s: %w", key, err)
 	}
 	pt, err := io.ReadAll(io.LimitReader(r, 1024))
 	defer clear(pt)
 	if err != nil {
-		return DataKey{}, false, fmt.Errorf("data key object %s: %w", key, err)
+		return DataKey{}, opened{}, fmt.Errorf("data key object %s: %w", key, err)
 	}
-	want := len(keyObjectMagic) + 1 + len(server) + DataKeySize
-	if len(pt) != want || string(pt[:len(keyObjectMagic)]) != keyObjectMagic ||
-		int(pt[len(keyObjectMagic)]) != len(server) || string(pt[len(keyObjectMagic)+1:want-DataKeySize]) != server {
-		return DataKey{}, false, fmt.Errorf("%w: the data key object %s is not server %s's key object", ErrCorrupt, key, server)
+	body, tag, legacy, ok := splitKeyObject(pt, server)
+	switch {
+	case !ok:
+		return DataKey{}, opened{}, fmt.Errorf("%w: the data key object %s is not server %s's key object", ErrCorrupt, key, server)
+	case !legacy && !k.authentic(body, tag):
+		return DataKey{}, opened{}, fmt.Errorf("%w: the data key object %s opens, but was not written with an identity of the key file: "+
+			"replaced by someone who knows only the server's recipient, or damaged", ErrCorrupt, key)
 	}
-	copy(dk[:], pt[want-DataKeySize:])
-	return dk, first, nil
+	o.legacy = legacy
+	copy(dk[:], body[len(body)-DataKeySize:])
+	return dk, o, nil
 }
 
+// writeDataKey writes dk as server's data key object key, format 2,
+// wrapped to k's first identity and authenticated with its MAC key.
 func (k *Keys) writeDataKey(ctx context.Context, st Store, key, server string, dk DataKey) error {
-	pt := make([]byte, 0, len(keyObjectMagic)+1+len(server)+DataKeySize)
+	pt := make([]byte, 0, len(keyObjectMagic)+1+len(server)+DataKeySize+sha256.Size)
 	pt = append(pt, keyObjectMagic...)
 	pt = append(pt, byte(len(server)))
 	pt = append(pt, server...)
 	pt = append(pt, dk[:]...)
+	pt = append(pt, objectMAC(k.macKeys[0], pt)...)
 	defer clear(pt)
 	_, err := st.Put(ctx, key, func(w io.Writer) error {
 		ew, err := k.Encrypt(w)

@@ -1,6 +1,7 @@
 package crypt
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -116,8 +117,8 @@ func TestRewrapSurvivesAFailedWrite(t *testing.T) {
 	if !exists(mainKey) || exists(spareKey) {
 		t.Errorf("after the rewrap: key object there %v, spare there %v; want the object and no spare", exists(mainKey), exists(spareKey))
 	}
-	if got, first, err := next.readObject(ctx, direct, mainKey, "survival"); err != nil || !first || got != dk {
-		t.Errorf("the key object after the rewrap: first identity %v, same key %v, %v", first, got == dk, err)
+	if got, o, err := next.readObject(ctx, direct, mainKey, "survival"); err != nil || !o.first || o.legacy || got != dk {
+		t.Errorf("the key object after the rewrap: first identity %v, format 1 %v, same key %v, %v", o.first, o.legacy, got == dk, err)
 	}
 }
 
@@ -196,3 +197,141 @@ func (f *failPut) Put(ctx context.Context, key string, write func(io.Writer) err
 type oneLock func(ctx context.Context, name string) (func(), error)
 
 func (f oneLock) Lock(ctx context.Context, name string) (func(), error) { return f(ctx, name) }
+
+// plant writes server's data key object as one who can write to the store
+// but holds no identity of the server would: dk wrapped to the server's
+// recipient with age, in format 1 (no MAC), or in format 2 with a MAC
+// under macKey (a key of the planter's own).
+func plant(t *testing.T, st Store, server string, to age.Recipient, dk DataKey, macKey []byte) {
+	t.Helper()
+	magic := keyObjectMagic
+	if macKey == nil {
+		magic = keyObjectV1
+	}
+	pt := append([]byte(magic), byte(len(server)))
+	pt = append(append(pt, server...), dk[:]...)
+	if macKey != nil {
+		pt = append(pt, objectMAC(macKey, pt)...)
+	}
+	key, _ := jobapi.DataKeyKey(server)
+	if _, err := st.Put(t.Context(), key, func(w io.Writer) error {
+		ew, err := age.Encrypt(w, to)
+		if err != nil {
+			return err
+		}
+		if _, err := ew.Write(pt); err != nil {
+			return err
+		}
+		return ew.Close()
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKeyObjectAuthenticated: age does not say who encrypted, so a key
+// object wrapped to the server's (public) recipient by someone else opens
+// with the server's identity. In format 2 its MAC, which needs the
+// identity's secret, gives it away: ErrCorrupt for readers and writers,
+// the object left as it is. In format 1 (what archivers wrote before the
+// MAC) a writer is told KeyUnauthenticated, to check it before it seals;
+// Rewrap with the same key file rewrites it in format 2 with the same key,
+// and a second Rewrap writes nothing.
+func TestKeyObjectAuthenticated(t *testing.T) {
+	ctx := t.Context()
+	victim, id := keysOf(t)
+	planted := DataKey{7, 7, 7}
+	key, _ := jobapi.DataKeyKey("survival")
+
+	t.Run("format 2 with a MAC of another key", func(t *testing.T) {
+		st := store.NewMem()
+		plant(t, st, "survival", id.Recipient(), planted, objectMACKey("AGE-SECRET-KEY-1PLANTER"))
+		before := objectBytes(t, st, key)
+		if _, err := victim.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "replaced") {
+			t.Errorf("a reader: %v, want ErrCorrupt saying the object was replaced", err)
+		}
+		if _, ev, err := victim.DataKey(ctx, st, "survival", true); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("a writer: event %v, %v; want ErrCorrupt", ev, err)
+		}
+		if err := Rewrap(ctx, st, "survival", victim, victim); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("a rekey: %v, want ErrCorrupt", err)
+		}
+		if after := objectBytes(t, st, key); !bytes.Equal(after, before) {
+			t.Error("the planted object was changed")
+		}
+	})
+	t.Run("format 1", func(t *testing.T) {
+		st := store.NewMem()
+		plant(t, st, "survival", id.Recipient(), planted, nil)
+		if got, err := victim.OpenDataKey(ctx, st, "survival"); err != nil || got != planted {
+			t.Errorf("a reader: same key %v, %v; want format 1 read", got == planted, err)
+		}
+		got, ev, err := victim.DataKey(ctx, st, "survival", true)
+		if err != nil || got != planted || ev != KeyUnauthenticated {
+			t.Fatalf("a writer: event %v, same key %v, %v; want KeyUnauthenticated", ev, got == planted, err)
+		}
+		if err := Rewrap(ctx, st, "survival", victim, victim); err != nil {
+			t.Fatal(err)
+		}
+		if got, o, err := victim.readObject(ctx, st, key, "survival"); err != nil || o.legacy || !o.first || got != planted {
+			t.Fatalf("after Rewrap: format 1 %v, first %v, same key %v, %v; want format 2, the same key", o.legacy, o.first, got == planted, err)
+		}
+		if got, ev, err := victim.DataKey(ctx, st, "survival", true); err != nil || got != planted || ev != KeyOpened {
+			t.Errorf("a writer after Rewrap: event %v, same key %v, %v; want KeyOpened", ev, got == planted, err)
+		}
+		before := objectBytes(t, st, key)
+		if err := Rewrap(ctx, st, "survival", victim, victim); err != nil {
+			t.Fatal(err)
+		}
+		if after := objectBytes(t, st, key); !bytes.Equal(after, before) {
+			t.Error("a second Rewrap rewrote an object already in format 2")
+		}
+	})
+}
+
+// TestLeftSpareRemoved: a spare left by a rewrap that replaced the object
+// and failed to remove the spare (a second copy of the key, which
+// crypto-shredding must find) is removed by the next rewrap, which finds
+// the object done.
+func TestLeftSpareRemoved(t *testing.T) {
+	ctx := t.Context()
+	st := store.NewMem()
+	old, dk, rotated, _ := rotation(t, st)
+	keepSpare := &failRemove{Store: st}
+	if err := Rewrap(ctx, keepSpare, "survival", old, rotated); err == nil {
+		t.Fatal("a rewrap whose spare could not be removed succeeded")
+	}
+	spare, _ := jobapi.DataKeySpareKey("survival")
+	if rc, err := st.Open(ctx, spare); err != nil {
+		t.Fatalf("the spare is not there to be left: %v", err)
+	} else {
+		rc.Close()
+	}
+	if err := Rewrap(ctx, st, "survival", old, rotated); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Open(ctx, spare); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the spare after the next rewrap: %v, want it gone", err)
+	}
+	if got, err := rotated.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
+		t.Errorf("the data key after: same %v, %v", got == dk, err)
+	}
+}
+
+// failRemove is a Store whose Remove fails.
+type failRemove struct{ Store }
+
+func (f *failRemove) Remove(context.Context, string) error { return errors.New("remove refused") }
+
+func objectBytes(t *testing.T, st Opener, key string) []byte {
+	t.Helper()
+	rc, err := st.Open(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

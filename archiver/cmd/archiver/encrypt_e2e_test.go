@@ -507,7 +507,8 @@ func TestEncryptionRotatesWithTheSecret(t *testing.T) {
 // restore, verify or export of a sealed run exits 3 and leaves the world
 // as it was; a run of the same server in the clear restores as always
 // with the key file given (a restore Job passes it whenever the component
-// has encryption), as no key is needed to read it.
+// has encryption), as no key is needed to read it; a backup of the server
+// exits 2 and leaves the object alone.
 func TestDamagedKeyObject(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
 	generateRestorableWorld(t, e.world)
@@ -550,6 +551,26 @@ func TestDamagedKeyObject(t *testing.T) {
 		t.Fatalf("restore of the run in the clear, its server's key object cut, exited %d, want 0:\n%s", r.code, r.stderr)
 	}
 	compareTrees(t, snapshot(t, restored, nil), want)
+
+	// A backup neither seals with nor replaces a damaged key object: exit
+	// 2 naming it, nothing recorded, the object as it was (a spare or an
+	// old bucket version may still hold the key).
+	cut, err := os.ReadFile(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := out.run(t, e.backupArgs("after-cut", "--encryption-key-file", key)...); r.code != 2 ||
+		!strings.Contains(r.stderr, "survival.key") {
+		t.Errorf("backup with the key object cut exited %d, want 2 naming the key object:\n%s", r.code, r.stderr)
+	}
+	for _, r := range rows(t, e.url) {
+		if r.RunID == "after-cut" {
+			t.Errorf("the backup refused for its damaged key object recorded %+v", r)
+		}
+	}
+	if after, err := os.ReadFile(obj); err != nil || !bytes.Equal(after, cut) {
+		t.Errorf("the backup changed the damaged key object (err %v)", err)
+	}
 	out.noKeyIn(t, []string{secret}, e.tlog)
 }
 
@@ -614,6 +635,117 @@ func TestReplacedKeyObjectRefused(t *testing.T) {
 	}
 	if rs := rows(t, e.url); len(rs) != 3 {
 		t.Fatalf("rows %+v, want s1, s3 and s4", rs)
+	}
+	out.noKeyIn(t, []string{secret}, e.tlog)
+}
+
+// TestPlantedKeyObjectRefused: age does not say who encrypted and a
+// server's recipient is public, so anyone who can write to the store can
+// wrap a key of their own to it. A key object now carries a MAC that needs
+// the identity's secret: one planted with another MAC is refused (exit 2,
+// nothing recorded, the object left as it is), even with the newest
+// manifest removed so that no earlier run can say the key changed. One in
+// format 1, as archivers wrote before the MAC, is sealed with only when
+// the newest recorded run was sealed with its key, and then rewritten in
+// format 2; planted in format 1 with the newest manifest removed, it is
+// refused.
+func TestPlantedKeyObjectRefused(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateRestorableWorld(t, e.world)
+	key, secret := keyFile(t)
+	id, err := age.ParseX25519Identity(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := filepath.Join(e.root, "_chunked/keys/survival.key")
+	// objectAs rewrites the key object as a writer holding only the
+	// recipient would: magic (format), the server, dk, then tail (a MAC).
+	objectAs := func(magic string, dk, tail []byte) {
+		t.Helper()
+		pt := append([]byte(magic), byte(len("survival")))
+		pt = append(append(append(pt, "survival"...), dk...), tail...)
+		var b bytes.Buffer
+		w, err := age.Encrypt(&b, id.Recipient())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(pt); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(obj, b.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// plaintext opens the key object with the identity.
+	plaintext := func() []byte {
+		t.Helper()
+		f, err := os.Open(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		r, err := age.Decrypt(f, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if _, err := b.ReadFrom(r); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	head := len("WBDK\x02") + 1 + len("survival")
+	var out outputs
+	if r := out.run(t, e.backupArgs("s1", "--encryption-key-file", key)...); r.code != 0 {
+		t.Fatalf("backup exited %d:\n%s", r.code, r.stderr)
+	}
+	pt := plaintext()
+	if string(pt[:5]) != "WBDK\x02" || len(pt) != head+32+32 {
+		t.Fatalf("a new key object is %d bytes starting %q, want format 2 with its MAC", len(pt), pt[:5])
+	}
+	dk := pt[head : head+32]
+
+	// The same key in format 1: s1 vouches for it.
+	objectAs("WBDK\x01", dk, nil)
+	if r := out.run(t, e.backupArgs("s2", "--encryption-key-file", key)...); r.code != 0 || !strings.Contains(r.stderr, "now authenticated") {
+		t.Fatalf("backup with the server's own key in format 1 exited %d, want 0 rewriting it:\n%s", r.code, r.stderr)
+	}
+	if pt := plaintext(); string(pt[:5]) != "WBDK\x02" || !bytes.Equal(pt[head:head+32], dk) {
+		t.Fatalf("after the backup the key object starts %q, want format 2 with the same key", pt[:5])
+	}
+
+	for _, tc := range []struct {
+		name, magic string
+		tail        []byte
+		want        string
+	}{
+		{"format 2, a MAC of another key", "WBDK\x02", bytes.Repeat([]byte{9}, 32), "not written with an identity of the key file"},
+		{"format 1, no MAC", "WBDK\x01", nil, "no recorded run vouches"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objectAs(tc.magic, bytes.Repeat([]byte{7}, 32), tc.tail)
+			planted, err := os.ReadFile(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// No earlier run to say the key changed: the newest manifest
+			// is gone (the row still names it).
+			if err := os.Remove(filepath.Join(e.root, "_chunked/runs/survival/s2.manifest")); err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+			if r := out.run(t, e.backupArgs("s3", "--encryption-key-file", key)...); r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("backup with a planted key object exited %d, want 2 saying %q:\n%s", r.code, tc.want, r.stderr)
+			}
+			if after, err := os.ReadFile(obj); err != nil || !bytes.Equal(after, planted) {
+				t.Errorf("the refused backup changed the planted key object (err %v)", err)
+			}
+			if rs := rows(t, e.url); len(rs) != 2 {
+				t.Fatalf("rows %+v, want s1 and s2 only", rs)
+			}
+		})
 	}
 	out.noKeyIn(t, []string{secret}, e.tlog)
 }
