@@ -175,6 +175,13 @@ func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string, 
 			"put back the key object the earlier runs were sealed with, or remove it to have a new key made "+
 			"(the runs sealed with the old one stay readable only with it): %w",
 			r.store.Ref(dataKeyKey(server)), rec.RunID, err)
+	case errors.Is(err, chunked.ErrNeedKey):
+		// Encryption was switched off, on purpose or not (the key file's
+		// setting or the component's encryption input dropped).
+		log.Warn("the previous chunked run is encrypted and this one is not: this run stores every file in the clear; "+
+			"pass --encryption-key-file ([archive] encryption_key_file) to keep the server's runs encrypted",
+			"previous_run", rec.RunID)
+		return nil, nil
 	}
 	if err != nil {
 		log.Warn("the previous chunked run cannot be read; every file is read and stored again",

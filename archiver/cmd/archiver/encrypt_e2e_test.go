@@ -636,6 +636,10 @@ func TestReplacedKeyObjectRefused(t *testing.T) {
 	if rs := rows(t, e.url); len(rs) != 3 {
 		t.Fatalf("rows %+v, want s1, s3 and s4", rs)
 	}
+	// Encryption switched off: the run goes on in the clear, saying so.
+	if r := out.run(t, e.backupArgs("s5")...); r.code != 0 || !strings.Contains(r.stderr, "this run stores every file in the clear") {
+		t.Fatalf("backup without the key after encrypted runs exited %d, want 0 warning that it is in the clear:\n%s", r.code, r.stderr)
+	}
 	out.noKeyIn(t, []string{secret}, e.tlog)
 }
 
