@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	k8sbatchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/worldbackup/worldbackup/jobapi"
@@ -313,7 +312,7 @@ func (r *gatedRun) hold(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, n
 
 // registerGated registers the gated Job of pl as registerChildJob does,
 // once the gate has a slot for it, and returns what its run reports.
-func registerGated(ctx *pulumi.Context, comp pulumi.Resource, name string, pl jobPlan, newClient clientMaker) (*k8sbatchv1.Job, *gatedRun, error) {
+func registerGated(ctx *pulumi.Context, comp pulumi.Resource, name string, pl jobPlan, newClient clientMaker) (*kubeResource, *gatedRun, error) {
 	run, dep := pl.gate.slot(ctx, comp, pl, newClient)
 	res, err := registerChildJob(ctx, comp, name, pl, pulumi.DependsOnInputs(dep))
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	k8sbatchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/utilities"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	batchv1 "k8s.io/api/batch/v1"
@@ -91,14 +90,25 @@ func (pl jobPlan) outputs(res pulumi.Resource) jobOutputs {
 	}
 }
 
+// kubeResource is the state of a registered Kubernetes object (a Job, a
+// CronJob, the exporter's Deployment and Service) whose outputs the
+// components do not read: only its URN orders what follows it. The
+// pulumi-kubernetes SDK's typed resources would make every binary that
+// imports the provider compile its batch/v1, core/v1 (which batch/v1
+// imports) and meta/v1 packages: core/v1 alone takes over a minute of
+// one CPU, on the path of every test binary above the provider.
+type kubeResource struct {
+	pulumi.CustomResourceState
+}
+
 // registerJob registers job as a pulumi-kubernetes Job named name with the
 // same inputs and default options (the SDK's plugin version) that
 // batchv1.NewJob would send, plus opts.
-func registerJob(ctx *pulumi.Context, name string, job *batchv1.Job, opts ...pulumi.ResourceOption) (*k8sbatchv1.Job, error) {
+func registerJob(ctx *pulumi.Context, name string, job *batchv1.Job, opts ...pulumi.ResourceOption) (*kubeResource, error) {
 	return registerPlannedJob(ctx, name, jobPlan{Job: job}, opts...)
 }
 
-func registerPlannedJob(ctx *pulumi.Context, name string, pl jobPlan, opts ...pulumi.ResourceOption) (*k8sbatchv1.Job, error) {
+func registerPlannedJob(ctx *pulumi.Context, name string, pl jobPlan, opts ...pulumi.ResourceOption) (*kubeResource, error) {
 	props, err := pl.props()
 	if err != nil {
 		return nil, err
@@ -106,7 +116,7 @@ func registerPlannedJob(ctx *pulumi.Context, name string, pl jobPlan, opts ...pu
 	if len(pl.Deps) > 0 {
 		opts = append(opts, pulumi.DependsOn(pl.Deps))
 	}
-	var res k8sbatchv1.Job
+	var res kubeResource
 	if err := ctx.RegisterResource(jobType, name, props, &res, utilities.PkgResourceDefaultOpts(opts)...); err != nil {
 		return nil, fmt.Errorf("registering Job %q: %w", name, err)
 	}
@@ -123,7 +133,7 @@ func registerPlannedJob(ctx *pulumi.Context, name string, pl jobPlan, opts ...pu
 // deleted fails with "not found"). The same name comes back for the same
 // run ID, and the archiver makes the new Job a no-op for a run that is
 // already recorded (backup) or restored (restore).
-func registerChildJob(ctx *pulumi.Context, parent pulumi.Resource, name string, pl jobPlan, opts ...pulumi.ResourceOption) (*k8sbatchv1.Job, error) {
+func registerChildJob(ctx *pulumi.Context, parent pulumi.Resource, name string, pl jobPlan, opts ...pulumi.ResourceOption) (*kubeResource, error) {
 	t := pl.Timeout.String()
 	return registerPlannedJob(ctx, name, pl, append([]pulumi.ResourceOption{
 		pulumi.Parent(parent),

@@ -114,7 +114,8 @@ func TestRegisterJobMatchesNewJob(t *testing.T) {
 		},
 	}
 
-	var typedJob, genericJob *pbatchv1.Job
+	var typedJob *pbatchv1.Job
+	var genericJob *kubeResource
 	m, err := runMocked(t, func(ctx *pulumi.Context) error {
 		var err error
 		if typedJob, err = pbatchv1.NewJob(ctx, "typed", typed); err != nil {

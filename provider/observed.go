@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	k8sbatchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/client-go/kubernetes"
@@ -52,7 +51,7 @@ func noResult() observe.Summary { return observe.Summary{} }
 // preview a known Job that already ran (the same run) gives its result, any
 // other unknown outputs. A message that cannot be read leaves the outputs
 // empty, with a warning saying why.
-func observeJob(ctx *pulumi.Context, comp pulumi.Resource, res *k8sbatchv1.Job, pl jobPlan, newClient clientMaker) observedOutputs {
+func observeJob(ctx *pulumi.Context, comp pulumi.Resource, res *kubeResource, pl jobPlan, newClient clientMaker) observedOutputs {
 	if pl.Job == nil {
 		reader := pl.Later.ApplyT(func(v any) resultReader {
 			jr := v.(jobResult)

@@ -8,7 +8,6 @@ import (
 	_ "time/tzdata" // timeZone is checked wherever the program runs
 
 	"github.com/pulumi/pulumi-go-provider/infer"
-	k8sbatchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/utilities"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	batchv1 "k8s.io/api/batch/v1"
@@ -148,7 +147,7 @@ func registerCronJob[A any](ctx *pulumi.Context, typ, name string, comp pulumi.C
 	if len(st.Deps) > 0 {
 		childOpts = append(childOpts, pulumi.DependsOn(st.Deps))
 	}
-	var res k8sbatchv1.CronJob
+	var res kubeResource
 	if err := ctx.RegisterResource("kubernetes:batch/v1:CronJob", name+"-cronjob", props, &res,
 		utilities.PkgResourceDefaultOpts(childOpts)...); err != nil {
 		return cronJobOutputs{}, fmt.Errorf("registering CronJob of %s %q: %w", kind, name, err)

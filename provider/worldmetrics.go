@@ -153,13 +153,6 @@ func (a WorldMetricsArgs) resolve() (jobspec.Metrics, error) {
 	return m, nil
 }
 
-// kubeResource is the state of a registered Kubernetes object whose
-// outputs the component does not read: it spares compiling the
-// pulumi-kubernetes SDK's very large apps/v1 and core/v1 packages.
-type kubeResource struct {
-	pulumi.CustomResourceState
-}
-
 // metricsObjects are the exporter's two objects.
 type metricsObjects struct {
 	dep *appsv1.Deployment
