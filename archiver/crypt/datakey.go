@@ -286,10 +286,7 @@ func rewrap(ctx context.Context, st Store, names objectNames, old, next *Keys) (
 	defer unlock()
 	if got, o, err := next.readObject(ctx, st, names.key, names.server); err == nil && o.first && !o.legacy {
 		clear(got[:])
-		if err := st.Remove(ctx, names.spare); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return false, fmt.Errorf("the data key object %s is rewrapped; removing its spare %s: %w", names.key, names.spare, err)
-		}
-		return false, nil
+		return false, removeSpare(ctx, st, names)
 	}
 	dk, _, err := old.readDataKey(ctx, st, names)
 	if err != nil {
@@ -302,10 +299,15 @@ func rewrap(ctx context.Context, st Store, names objectNames, old, next *Keys) (
 	if err := next.replace(ctx, st, names.key, names.server, dk); err != nil {
 		return true, fmt.Errorf("%w (the data key is safe in %s, which the key file's first identity opens: run the backup or archiver rekey again to finish the rewrap)", err, names.spare)
 	}
-	if err := st.Remove(ctx, names.spare); err != nil {
-		return true, fmt.Errorf("the data key object %s is rewrapped; removing its spare %s: %w", names.key, names.spare, err)
+	return true, removeSpare(ctx, st, names)
+}
+
+// removeSpare removes the spare of a rewrapped key object, if there is one.
+func removeSpare(ctx context.Context, st Store, names objectNames) error {
+	if err := st.Remove(ctx, names.spare); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("the data key object %s is rewrapped; removing its spare %s: %w", names.key, names.spare, err)
 	}
-	return true, nil
+	return nil
 }
 
 // replace writes dk wrapped to k's first identity under key, then reads it
