@@ -65,34 +65,32 @@ func (r *Runner) writeTar(ctx context.Context, log hclog.Logger, p Params, key s
 func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, key string, prog *tarstream.Progress) (written, error) {
 	ref := r.store.Ref(key)
 	var sl *chunked.Sealer
-	created := false   // the server's data key was made by this run
-	unvouched := false // its key object is in format 1, which does not say who wrote it
+	var ev crypt.KeyEvent // what opening the server's data key did, when sl is set
 	if p.Keys != nil {
 		// The server's data key, made on its first encrypted run and
 		// wrapped by the key file's identity beside the manifests.
 		// A key object only an older identity of the file opens is
 		// rewrapped to the first: the Secret was rotated.
-		dk, ev, err := p.Keys.DataKey(ctx, r.store, p.Server, true)
+		dk, e, err := p.Keys.DataKey(ctx, r.store, p.Server, true)
 		if err != nil {
 			return written{}, fmt.Errorf("the server's data key: %w", err)
 		}
+		ev = e
 		switch ev {
 		case crypt.KeyCreated:
-			created = true
 			log.Info("made the server's data key", "key_file", p.Keys.Path())
 		case crypt.KeyRewrapped:
 			log.Info("rewrapped the server's data key to the key file's first identity", "key_file", p.Keys.Path())
-		case crypt.KeyUnauthenticated:
-			unvouched = true
 		}
 		sl = chunked.NewSealer(dk)
 		clear(dk[:])
 	}
-	prev, err := r.previous(ctx, log, p.Server, sl, created)
+	prev, err := r.previous(ctx, log, p.Server, sl, ev)
 	if err != nil {
 		return written{}, err
 	}
-	if unvouched {
+	if sl != nil && ev == crypt.KeyUnauthenticated {
+		// Its key object is in format 1, which does not say who wrote it.
 		if err := r.vouch(ctx, log, p, prev, sl); err != nil {
 			return written{}, err
 		}
@@ -142,14 +140,15 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 
 // previous returns the server's newest chunked run, checked against its
 // row, or nil when it has none. A previous run that cannot be read is a
-// warning: this run then reads and stores everything. A previous run
-// sealed with another data key than sl's is an error unless this run made
-// sl's key (created): the server's key object was replaced. The row
-// vouches for the manifest, and so for the key it names, while the key
-// object is only as safe as the store: anyone who can write there can
-// wrap a key of their own to the server's recipient (age does not say
-// who encrypted), and the runs sealed with it would be theirs to read.
-func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string, sl *chunked.Sealer, created bool) (*chunked.Manifest, error) {
+// warning: this run then reads and stores everything. So is one sealed
+// with another data key than sl's, which ev (what opening sl's key did)
+// explains: the key object was removed (crypto-shredded) and this run made
+// a new key; or an earlier run did, and a run still going with the old key
+// finished after it; or the object was put back from elsewhere. A key
+// object in format 2 carries a MAC only a holder of the key file's
+// identity can make, who could read the runs anyway; one in format 1 does
+// not, and vouch refuses it when prev is nil.
+func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string, sl *chunked.Sealer, ev crypt.KeyEvent) (*chunked.Manifest, error) {
 	rec, err := r.cat.LatestChunked(ctx, server)
 	if errors.Is(err, catalog.ErrNotFound) {
 		return nil, nil
@@ -163,18 +162,21 @@ func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string, 
 	}
 	m, err := chunked.OpenSealed(ctx, r.store, key, rec.SHA256, sl)
 	switch {
-	case errors.Is(err, chunked.ErrWrongKey) && created:
+	case errors.Is(err, chunked.ErrWrongKey) && ev == crypt.KeyCreated:
 		// The key object was gone: removed (crypto-shredded) or lost.
 		log.Error("the server's data key object was gone, and this run made a new key: "+
 			"its earlier encrypted chunked runs cannot be read with it; every file is read and stored again",
 			"previous_run", rec.RunID, "error", err)
 		return nil, nil
+	case errors.Is(err, chunked.ErrWrongKey) && ev == crypt.KeyUnauthenticated:
+		return nil, nil // vouch refuses the key object
 	case errors.Is(err, chunked.ErrWrongKey):
-		return nil, fmt.Errorf("refusing to seal the run: the server's data key object %s holds another key than its "+
-			"previous run %s was sealed with, so it was replaced, and whoever wrote it may know the key: "+
-			"put back the key object the earlier runs were sealed with, or remove it to have a new key made "+
-			"(the runs sealed with the old one stay readable only with it): %w",
-			r.store.Ref(dataKeyKey(server)), rec.RunID, err)
+		log.Warn("the server's previous chunked run was sealed with another data key than its key object holds: "+
+			"the object was made again with the key file's identity (after it was removed, while a run with the old "+
+			"key was still going) or put back from elsewhere; that run is readable only with its own key object, "+
+			"and this one reads and stores every file again",
+			"previous_run", rec.RunID, "key_object", r.store.Ref(dataKeyKey(server)))
+		return nil, nil
 	case errors.Is(err, chunked.ErrNeedKey):
 		// Encryption was switched off, on purpose or not (the key file's
 		// setting or the component's encryption input dropped).

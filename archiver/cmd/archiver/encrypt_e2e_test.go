@@ -18,8 +18,6 @@ import (
 
 	"filippo.io/age"
 
-	"github.com/worldbackup/worldbackup/archiver/crypt"
-	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/internal/pgtest"
 )
 
@@ -574,71 +572,97 @@ func TestDamagedKeyObject(t *testing.T) {
 	out.noKeyIn(t, []string{secret}, e.tlog)
 }
 
-// TestReplacedKeyObjectRefused: a key object that holds another key than
-// the server's previous run was sealed with (written by anyone who can
-// write to the store: age does not say who encrypted, and a recipient is
-// public) is refused, exit 2, nothing recorded: the runs sealed with it
-// would be readable by whoever wrote it. The key object put back, the
-// backup goes on; removed (crypto-shredding), a new key is made and the
-// run says so.
-func TestReplacedKeyObjectRefused(t *testing.T) {
+// TestReplacedKeyObject: a key object that holds another key than the
+// server's previous run was sealed with, made with the key file's identity
+// (its MAC says so), is taken with a warning naming that run: the run
+// reads and stores every file again, and the object is left as it is.
+// This is what a shred leaves when a run that was still going with the old
+// key finishes after the next run made a new key; the object is never
+// removed, so the runs sealed with the new key stay readable (the advice
+// to remove it, which this used to give, would have shredded them too).
+// Removed (crypto-shredding), a new key is made and the run says so; the
+// key dropped, the run goes on in the clear and says so.
+func TestReplacedKeyObject(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
 	generateRestorableWorld(t, e.world)
+	want := snapshot(t, e.world, defaultExcluded)
 	key, secret := keyFile(t)
 	var out outputs
-	if r := out.run(t, e.backupArgs("s1", "--encryption-key-file", key)...); r.code != 0 {
-		t.Fatalf("backup exited %d:\n%s", r.code, r.stderr)
+	backup := func(runID string, args ...string) result {
+		t.Helper()
+		r := out.run(t, e.backupArgs(runID, args...)...)
+		if r.code != 0 {
+			t.Fatalf("backup %s exited %d:\n%s", runID, r.code, r.stderr)
+		}
+		return r
 	}
+	backup("s1", "--encryption-key-file", key)
 	obj := filepath.Join(e.root, "_chunked/keys/survival.key")
-	original, err := os.ReadFile(obj)
+	first, err := os.ReadFile(obj)
 	if err != nil {
 		t.Fatal(err)
-	}
-	// Another key object for the server, wrapped to the same recipient.
-	keys, err := crypt.LoadKeyFile(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := store.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := keys.DataKey(t.Context(), other, "survival", true); err != nil {
-		t.Fatal(err)
-	}
-	forged, err := os.ReadFile(filepath.Join(other.Root(), "_chunked/keys/survival.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(obj, forged, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if r := out.run(t, e.backupArgs("s2", "--encryption-key-file", key)...); r.code != 2 ||
-		!strings.Contains(r.stderr, "was replaced") || !strings.Contains(r.stderr, "s1") {
-		t.Fatalf("backup with a replaced key object exited %d, want 2 saying it was replaced:\n%s", r.code, r.stderr)
-	}
-	if rs := rows(t, e.url); len(rs) != 1 {
-		t.Fatalf("the refused backup recorded a row: %+v", rs)
-	}
-
-	if err := os.WriteFile(obj, original, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if r := out.run(t, e.backupArgs("s3", "--encryption-key-file", key)...); r.code != 0 {
-		t.Fatalf("backup with the key object put back exited %d:\n%s", r.code, r.stderr)
 	}
 	if err := os.Remove(obj); err != nil {
 		t.Fatal(err)
 	}
-	if r := out.run(t, e.backupArgs("s4", "--encryption-key-file", key)...); r.code != 0 || !strings.Contains(r.stderr, "was gone") {
-		t.Fatalf("backup after the key object was removed exited %d, want 0 saying a new key was made:\n%s", r.code, r.stderr)
+	if r := backup("s2", "--encryption-key-file", key); !strings.Contains(r.stderr, "was gone") {
+		t.Fatalf("backup after the key object was removed does not say a new key was made:\n%s", r.stderr)
 	}
-	if rs := rows(t, e.url); len(rs) != 3 {
-		t.Fatalf("rows %+v, want s1, s3 and s4", rs)
+	second, err := os.ReadFile(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// s3 stands for the run that was still going with the first key: it
+	// is recorded after s2, sealed with the first key.
+	if err := os.WriteFile(obj, first, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := backup("s3", "--encryption-key-file", key); !strings.Contains(r.stderr, "sealed with another data key") ||
+		!strings.Contains(r.stderr, `"previous_run":"s2"`) {
+		t.Fatalf("backup with the first key object put back does not warn naming s2:\n%s", r.stderr)
+	}
+	// The shred's outcome: the second key's object, the newest run sealed
+	// with the first key.
+	if err := os.WriteFile(obj, second, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := backup("s4", "--encryption-key-file", key)
+	if !strings.Contains(r.stderr, "sealed with another data key") || !strings.Contains(r.stderr, `"previous_run":"s3"`) {
+		t.Fatalf("backup after a run sealed with the shredded key does not warn naming s3:\n%s", r.stderr)
+	}
+	if !strings.Contains(r.stderr, `"reused_files":0`) {
+		t.Errorf("backup after a key change reused files of a run it cannot read:\n%s", r.stderr)
+	}
+	if after, err := os.ReadFile(obj); err != nil || !bytes.Equal(after, second) {
+		t.Fatalf("the backup changed the key object (err %v)", err)
+	}
+	rs := rows(t, e.url)
+	if len(rs) != 4 {
+		t.Fatalf("rows %+v, want s1 to s4", rs)
+	}
+	for _, tc := range []struct {
+		run  row
+		code int
+	}{{rs[1], 0}, {rs[3], 0}, {rs[2], 2}} {
+		into := filepath.Join(t.TempDir(), "restored")
+		res := out.run(t, restoreArgs(tc.run.ArchiveRef, tc.run.SHA256, into, "--encryption-key-file", key)...)
+		if res.code != tc.code {
+			t.Fatalf("restore of %s exited %d, want %d:\n%s", tc.run.RunID, res.code, tc.code, res.stderr)
+		}
+		if tc.code == 0 {
+			compareTrees(t, snapshot(t, into, nil), want)
+		}
+	}
+
+	if err := os.Remove(obj); err != nil {
+		t.Fatal(err)
+	}
+	if r := backup("s5", "--encryption-key-file", key); !strings.Contains(r.stderr, "was gone") {
+		t.Fatalf("backup after the key object was removed does not say a new key was made:\n%s", r.stderr)
 	}
 	// Encryption switched off: the run goes on in the clear, saying so.
-	if r := out.run(t, e.backupArgs("s5")...); r.code != 0 || !strings.Contains(r.stderr, "this run stores every file in the clear") {
-		t.Fatalf("backup without the key after encrypted runs exited %d, want 0 warning that it is in the clear:\n%s", r.code, r.stderr)
+	if r := backup("s6"); !strings.Contains(r.stderr, "this run stores every file in the clear") {
+		t.Fatalf("backup without the key after encrypted runs does not warn that it is in the clear:\n%s", r.stderr)
 	}
 	out.noKeyIn(t, []string{secret}, e.tlog)
 }
