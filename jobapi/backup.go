@@ -163,7 +163,7 @@ func (b *Backup) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&b.Rcon.Address, FlagRcon, "", "host:port of the game server's RCON: autosave off while the world is read; overrides [rcon] address")
 	fs.StringVar(&b.Rcon.PasswordFile, FlagRconPasswordFile, "", "file holding the RCON password (a mounted Secret); overrides [rcon] password_file")
 	fs.Var(notBool{&b.Rcon.Optional}, FlagRconRequired, "fail when the game server cannot be reached (false: warn and back up without quiescing); overrides [rcon] required")
-	BindEncryptionKeyFile(fs, &b.EncryptionKeyFile)
+	BindEncryptionKeyFile(fs, &b.EncryptionKeyFile, KeyFileWrites)
 	b.Retention = new(Retention)
 	b.Retention.Bind(fs)
 	fs.StringVar(&b.Store, FlagStore, "", "s3://bucket/prefix: archive into this S3 store (settings: the --s3-* flags over [archive]); overrides [archive] store and local_path")
@@ -190,8 +190,22 @@ func setDefault(v *string, def string) {
 }
 
 // BindEncryptionKeyFile registers --encryption-key-file on fs (backup,
-// restore, verify, export), storing into p.
-func BindEncryptionKeyFile(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, FlagEncryptionKeyFile, "", "file holding the age identity (AGE-SECRET-KEY-1..., as age-keygen writes it; a mounted Secret): "+
-		"archives are encrypted to its first identity and read with any of them; overrides [archive] encryption_key_file")
+// restore, verify, export, rekey), storing into p; use says what the
+// command does with the file, which holds an age identity.
+func BindEncryptionKeyFile(fs *flag.FlagSet, p *string, use string) {
+	fs.StringVar(p, FlagEncryptionKeyFile, "", "file holding the age identity (AGE-SECRET-KEY-1..., as age-keygen writes it; a mounted Secret): "+use)
+}
+
+// The uses of --encryption-key-file that BindEncryptionKeyFile's callers give.
+const (
+	// KeyFileWrites: a backup's.
+	KeyFileWrites = "archives are encrypted to its first identity; overrides [archive] encryption_key_file"
+	// KeyFileReads: a restore's or an export's.
+	KeyFileReads = "an encrypted archive is read with any of its identities"
+)
+
+// NeedKeyAdvice is what an encrypted archive read without a key file is
+// told to do, in the archiver's errors.
+func NeedKeyAdvice() string {
+	return "pass " + Flag(FlagEncryptionKeyFile) + " (in a Job, the component's encryption input)"
 }

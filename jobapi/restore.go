@@ -79,7 +79,7 @@ func (r *Restore) Bind(fs *flag.FlagSet) {
 	bindLogFormat(fs, &r.LogFormat)
 	r.Notify.Bind(fs)
 	r.S3.Bind(fs)
-	BindEncryptionKeyFile(fs, &r.EncryptionKeyFile)
+	BindEncryptionKeyFile(fs, &r.EncryptionKeyFile, KeyFileReads)
 }
 
 // Parsed finishes r after fs.Parse (nothing to do: every field is a flag).

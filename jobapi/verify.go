@@ -68,7 +68,7 @@ func (v *Verify) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&v.Chunks, FlagChunks, "", "with "+Flag(FlagWorldCheck)+": check about this share of each region's chunks (10% or 0.1; default all; each region's newest always)")
 	fs.StringVar(&v.Scratch, FlagScratch, "", "with "+Flag(FlagWorldCheck)+": folder under which the archive is restored for the check, removed after (default the system temp folder)")
 	v.S3.Bind(fs)
-	BindEncryptionKeyFile(fs, &v.EncryptionKeyFile)
+	BindEncryptionKeyFile(fs, &v.EncryptionKeyFile, KeyFileReads+"; with "+Flag(FlagRunID)+", overrides [archive] encryption_key_file")
 	bindLogFormat(fs, &v.LogFormat)
 }
 

@@ -190,9 +190,10 @@ func (a *WorldBackupArgs) Annotate(an infer.Annotator) {
 		"replaces the current run's Job once (a recorded run's new Job does nothing). Default: no cap.")
 	an.Describe(&a.Encryption, "Encrypt the archive on the client with the age identity of this Secret key, mounted read-only "+
 		"as a file (passed as "+descFlag(jobapi.FlagEncryptionKeyFile)+", never in arguments, environment or state): a tar run "+
-		"is an age file, archiveRef <...>.tar.zst.age (age -d -i key.txt | tar --zstd -x restores it); a chunked run's blobs and "+
+		"is an age file, archiveRef <...>.tar.zst.age (age -d -i key.txt RUN.tar.zst.age | tar --zstd -x restores it; "+
+		"with compression gzip, .tar.gz.age and tar -xz); a chunked run's blobs and "+
 		"manifest are sealed with the server's data key, which the identity wraps. A WorldRestore of it needs the same encryption. "+
-		"Default: none (or the config file's [archive] encryption_key_file).")
+		"Default: none. The config file's [archive] encryption_key_file names a file only this input mounts: set this input instead.")
 	an.Describe(&a.Rcon, "Quiesce the game server over RCON while the world is read: save-off and save-all flush before, "+
 		"save-on after the archive is written (on every exit path). Needs the server's RCON password in a Secret.")
 	an.Describe(&a.Store, "Archive into an S3-compatible object store instead of the backup claim: the Job passes "+

@@ -181,7 +181,7 @@ func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string, 
 		// Encryption was switched off, on purpose or not (the key file's
 		// setting or the component's encryption input dropped).
 		log.Warn("the previous chunked run is encrypted and this one is not: this run stores every file in the clear; "+
-			"pass --encryption-key-file ([archive] encryption_key_file) to keep the server's runs encrypted",
+			jobapi.NeedKeyAdvice()+" to keep the server's runs encrypted",
 			"previous_run", rec.RunID)
 		return nil, nil
 	}
@@ -203,9 +203,9 @@ func (r *Runner) vouch(ctx context.Context, log hclog.Logger, p Params, prev *ch
 	if prev == nil || !bytes.Equal(prev.KeyID, sl.KeyID()) {
 		return fmt.Errorf("refusing to seal the run: %w: %s was written by an earlier archiver, whose key objects do not say who "+
 			"wrote them, and the server's newest recorded chunked run was not sealed with its key, so it may have been planted; "+
-			"if you trust it, authenticate it with archiver rekey --server %s and --encryption-key-file and --new-encryption-key-file "+
+			"if you trust it, authenticate it with archiver rekey %s %s and %s and %s "+
 			"both naming the key file, or remove it to have a new key made",
-			crypt.ErrUnvouchedKey, obj, p.Server)
+			crypt.ErrUnvouchedKey, obj, jobapi.Flag(jobapi.FlagServer), p.Server, jobapi.Flag(jobapi.FlagEncryptionKeyFile), jobapi.Flag(jobapi.FlagNewEncryptionKeyFile))
 	}
 	if err := crypt.Rewrap(ctx, r.store, p.Server, p.Keys, p.Keys); err != nil {
 		return fmt.Errorf("rewriting the server's data key object in format 2: %w", err)

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"hash"
 	"sync"
+
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // ErrNeedKey is wrapped by the error of an encrypted run read without a
@@ -19,7 +21,7 @@ import (
 // one given (another server's, or a key made after the old one was
 // removed). Neither is damage: no retry, and no other archive, can help.
 var (
-	ErrNeedKey  = errors.New("the chunked run is encrypted: pass --encryption-key-file")
+	ErrNeedKey  = errors.New("the chunked run is encrypted: " + jobapi.NeedKeyAdvice())
 	ErrWrongKey = errors.New("the chunked run is sealed with another data key")
 )
 

@@ -24,6 +24,8 @@ import (
 	"syscall"
 
 	"filippo.io/age"
+
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // MaxKeyFile bounds the key file: an identity is 74 bytes, age-keygen's
@@ -43,7 +45,7 @@ var ErrWrongKey = errors.New("the encryption key does not open this archive")
 
 // ErrNoKey is wrapped by the error of an encrypted archive read without a
 // key file.
-var ErrNoKey = errors.New("the archive is encrypted: pass --encryption-key-file")
+var ErrNoKey = errors.New("the archive is encrypted: " + jobapi.NeedKeyAdvice())
 
 // ErrCorrupt is wrapped by the errors of an encrypted stream whose bytes
 // do not authenticate (tampered, truncated): the archive is refused.

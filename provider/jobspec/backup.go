@@ -59,8 +59,8 @@ type Backup struct {
 	Rcon      *Rcon      // nil: the world is read without quiescing the server
 	Retention *Retention // nil: no prune after the run
 	// Encryption is the Secret key of the age identity the archive is
-	// encrypted to; nil: the config file's [archive] encryption_key_file,
-	// or none.
+	// encrypted to; nil: none (the config file's [archive]
+	// encryption_key_file would name a file no Job mounts).
 	Encryption *Encryption
 }
 

@@ -130,12 +130,12 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 
 	if err == nil {
-		keyFile := cfg.Archive.EncryptionKeyFile
+		keyFile, from := cfg.Archive.EncryptionKeyFile, cfg.Path()+": [archive] encryption_key_file"
 		if flagSet(fs, jobapi.FlagEncryptionKeyFile) {
-			keyFile = f.EncryptionKeyFile
+			keyFile, from = f.EncryptionKeyFile, jobapi.Flag(jobapi.FlagEncryptionKeyFile)
 		}
-		if p.Keys, err = loadKeys(keyFile); err != nil {
-			err = fmt.Errorf("%s (or %s): %w", cfg.Path()+": [archive] encryption_key_file", jobapi.Flag(jobapi.FlagEncryptionKeyFile), err)
+		if p.Keys, err = loadKeys(fs, keyFile); err != nil {
+			err = fmt.Errorf("%s: %w", from, err)
 			fmt.Fprintf(stderr, "archiver backup: %s\n", err)
 			tlog.write(log, jobapi.BackupResult{BackupRun: backup.Summary{Status: backup.StatusFailed, Server: f.Server, RunID: f.RunID, Error: err.Error()}})
 			return exitUsage

@@ -119,11 +119,11 @@ func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var s3f jobapi.S3
 	s3f.Bind(fs)
 	var keyFile string
-	jobapi.BindEncryptionKeyFile(fs, &keyFile)
+	jobapi.BindEncryptionKeyFile(fs, &keyFile, jobapi.KeyFileReads)
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
-	keys, err := loadKeys(keyFile)
+	keys, err := loadKeys(fs, keyFile)
 	if err != nil {
 		return usageError(stderr, "export", "%s", flagErrorf(jobapi.FlagEncryptionKeyFile, ": %s", err))
 	}

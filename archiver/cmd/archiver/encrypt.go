@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 
@@ -12,9 +13,15 @@ import (
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
-// loadKeys reads the key file path (nil, nil when path is empty). Its
-// errors wrap crypt.ErrKeyFile (exit 2) and never hold the file's content.
-func loadKeys(path string) (*crypt.Keys, error) {
+// loadKeys reads the key file path: nil, nil when path is empty and
+// --encryption-key-file was not given on fs (no encryption). The flag
+// given empty (a variable that expanded to nothing) is an error: it would
+// turn encryption off without a word. Its errors wrap crypt.ErrKeyFile
+// (exit 2) and never hold the file's content.
+func loadKeys(fs *flag.FlagSet, path string) (*crypt.Keys, error) {
+	if path == "" && flagSet(fs, jobapi.FlagEncryptionKeyFile) {
+		return nil, fmt.Errorf("%w: given empty: name the file holding the age identity, or leave the flag out to store the run in the clear", crypt.ErrKeyFile)
+	}
 	if path == "" {
 		return nil, nil
 	}
@@ -73,7 +80,8 @@ func openChunked(ctx context.Context, st chunked.Store, key, sum string, keys *c
 	}
 	switch {
 	case errors.Is(keyErr, crypt.ErrNoDataKey):
-		return nil, fmt.Errorf("%w (%w: removed, or crypto-shredded: the run cannot be read)", err, keyErr)
+		// The key file was given: the advice to pass one is not for here.
+		return nil, fmt.Errorf("the chunked run is encrypted and %w: removed (crypto-shredded) or lost, the run cannot be read", keyErr)
 	case errors.Is(keyErr, crypt.ErrCorrupt):
 		return nil, fmt.Errorf("%w: the server's data key object: %w", chunked.ErrCorrupt, keyErr)
 	}
@@ -105,7 +113,7 @@ func cmdRekey(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	root := fs.String(jobapi.FlagArchiveRoot, "", "archive root folder; overrides [archive] local_path")
 	storeURL := fs.String(jobapi.FlagStore, "", "s3://bucket/prefix: the S3 store (settings: the --s3-* flags over [archive])")
 	var oldFile, newFile string
-	jobapi.BindEncryptionKeyFile(fs, &oldFile)
+	jobapi.BindEncryptionKeyFile(fs, &oldFile, "OLD, one of whose identities opens the server's data key object now (required)")
 	fs.StringVar(&newFile, jobapi.FlagNewEncryptionKeyFile, "", "file holding the new age identity: the data key is rewrapped to its first identity (required)")
 	fs.Var(&format, jobapi.FlagLogFormat, "json, text or auto (json when stderr is not a terminal)")
 	var s3f jobapi.S3
@@ -119,11 +127,11 @@ func cmdRekey(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case oldFile == "" || newFile == "":
 		return usageError(stderr, "rekey", "%s and %s are both required", jobapi.Flag(jobapi.FlagEncryptionKeyFile), jobapi.Flag(jobapi.FlagNewEncryptionKeyFile))
 	}
-	old, err := loadKeys(oldFile)
+	old, err := loadKeys(fs, oldFile)
 	if err != nil {
 		return usageError(stderr, "rekey", "%s", flagErrorf(jobapi.FlagEncryptionKeyFile, ": %s", err))
 	}
-	next, err := loadKeys(newFile)
+	next, err := loadKeys(fs, newFile)
 	if err != nil {
 		return usageError(stderr, "rekey", "%s", flagErrorf(jobapi.FlagNewEncryptionKeyFile, ": %s", err))
 	}

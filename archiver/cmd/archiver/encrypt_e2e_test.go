@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,6 +138,17 @@ func TestEncryptedEndToEnd(t *testing.T) {
 				if r := out.run(t, "verify", "--run-id", "e1", "--config", e.config); r.code != 2 {
 					t.Fatalf("verify without the key exited %d, want 2:\n%s%s", r.code, r.stdout, r.stderr)
 				}
+				// A run verified by its ID takes the key file from the
+				// felis.toml that names its catalog.
+				b, err := os.ReadFile(e.config)
+				if err != nil {
+					t.Fatal(err)
+				}
+				withKey := filepath.Join(t.TempDir(), "felis.toml")
+				writeConfig(t, withKey, string(b)+fmt.Sprintf("encryption_key_file = %q\n", key))
+				if r := out.run(t, "verify", "--run-id", "e1", "--config", withKey); r.code != 0 {
+					t.Fatalf("verify with felis.toml's key file exited %d:\n%s%s", r.code, r.stdout, r.stderr)
+				}
 			})
 			for name, tc := range map[string]struct {
 				args []string
@@ -238,7 +250,7 @@ func TestEncryptedEndToEnd(t *testing.T) {
 					}
 					into3, before3 := populated(t)
 					if r := out.run(t, restoreArgs(ref, sum, into3, "--replace", "--encryption-key-file", next)...); r.code != 2 ||
-						!strings.Contains(r.stderr, "shredded") {
+						!strings.Contains(r.stderr, "shredded") || strings.Contains(r.stderr, "pass --encryption-key-file") {
 						t.Fatalf("restore of a shredded run exited %d, want 2:\n%s", r.code, r.stderr)
 					}
 					untouched(t, into3, before3)
@@ -317,8 +329,9 @@ func buildAge(t *testing.T) string {
 }
 
 // TestEncryptionKeyFileRefused: a key file that is a device, a FIFO, too
-// large, empty or not an identity is a usage error (exit 2) naming the
-// file, read at most MaxKeyFile bytes, never quoted.
+// large, empty or not an identity, or the flag given empty, is a usage
+// error (exit 2) naming the file, read at most MaxKeyFile bytes, never
+// quoted.
 func TestEncryptionKeyFileRefused(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
 	generateWorld(t, e.world)
@@ -340,12 +353,15 @@ func TestEncryptionKeyFileRefused(t *testing.T) {
 		"not a key":    {typo, "line 1 is not an age identity"},
 		"no identity":  {empty, "holds no age identity"},
 		"missing file": {filepath.Join(dir, "missing"), "no such file"},
+		// A variable that expanded to nothing: not encryption turned off.
+		"given empty": {"", "given empty"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			for _, args := range [][]string{
 				e.backupArgs("k1", "--encryption-key-file", tc.path),
 				restoreArgs(filepath.Join(e.root, "x.tar.zst.age"), strings.Repeat("0", 64), t.TempDir(), "--encryption-key-file", tc.path),
 				{"verify", "--archive", filepath.Join(e.root, "x.tar.zst.age"), "--sha256", strings.Repeat("0", 64), "--encryption-key-file", tc.path},
+				{"export", "--archive", filepath.Join(e.root, "_chunked/runs/survival/x.manifest"), "--sha256", strings.Repeat("0", 64), "--encryption-key-file", tc.path},
 			} {
 				r := archiver(t, args...)
 				if r.code != 2 || !strings.Contains(r.stderr, tc.says) || !strings.Contains(r.stderr, tc.path) {

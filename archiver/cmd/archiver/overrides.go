@@ -31,6 +31,7 @@ func configOverrides() []configOverride {
 		{jobapi.FlagS3PathStyle, "archive.path_style"},
 		{jobapi.FlagS3AccessKeyFile, "archive.access_key_file"},
 		{jobapi.FlagS3SecretKeyFile, "archive.secret_key_file"},
+		{jobapi.FlagEncryptionKeyFile, "archive.encryption_key_file"},
 		{jobapi.FlagRcon, "rcon.address"},
 		{jobapi.FlagRconPasswordFile, "rcon.password_file"},
 		{jobapi.FlagRconRequired, "rcon.required"},

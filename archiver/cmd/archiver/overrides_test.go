@@ -13,23 +13,26 @@ import (
 // TestFlagOverridingConfigWarns shows that a key of felis.toml that a flag
 // replaces is named in a warning (a Job's arguments always give
 // --archive-root, --format and --compression, so those keys of its config Secret
-// never take effect), and that the flag wins.
+// never take effect; --encryption-key-file with the encryption input), and
+// that the flag wins.
 func TestFlagOverridingConfigWarns(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
 	generateWorld(t, e.world)
-	writeConfig(t, e.config, fmt.Sprintf("[database]\nurl = %q\n[archive]\nlocal_path = \"/nonexistent\"\ncompression = \"gzip\"\nformat = \"chunked\"\n", e.url))
+	writeConfig(t, e.config, fmt.Sprintf("[database]\nurl = %q\n[archive]\nlocal_path = \"/nonexistent\"\ncompression = \"gzip\"\nformat = \"chunked\"\n"+
+		"encryption_key_file = \"/nonexistent/age-identity\"\n", e.url))
+	key, _ := keyFile(t)
 
-	res := archiver(t, e.backupArgs("run-override", "--compression", "zstd", "--format", "tar")...)
+	res := archiver(t, e.backupArgs("run-override", "--compression", "zstd", "--format", "tar", "--encryption-key-file", key)...)
 	if res.code != 0 {
 		t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
 	}
-	for _, key := range []string{"archive.compression", "archive.local_path", "archive.format"} {
+	for _, key := range []string{"archive.compression", "archive.local_path", "archive.format", "archive.encryption_key_file"} {
 		if !strings.Contains(res.stderr, `"key":"`+key+`"`) || !strings.Contains(res.stderr, "overrides a key of felis.toml") {
 			t.Errorf("no warning names %s:\n%s", key, res.stderr)
 		}
 	}
-	if _, err := os.Stat(e.archivePath("run-override", ".tar.zst")); err != nil {
-		t.Errorf("the flags' format and compression did not win: %v", err)
+	if _, err := os.Stat(e.archivePath("run-override", ".tar.zst.age")); err != nil {
+		t.Errorf("the flags' format, compression and key file did not win: %v", err)
 	}
 
 	// A key no flag replaces draws no warning.

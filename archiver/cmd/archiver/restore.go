@@ -127,7 +127,7 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if *maxEntries <= 0 {
 		problems = append(problems, flagErrorf(jobapi.FlagMaxEntries, "%d: must be positive", *maxEntries).Error())
 	}
-	keys, err := loadKeys(f.EncryptionKeyFile)
+	keys, err := loadKeys(fs, f.EncryptionKeyFile)
 	if err != nil {
 		problems = append(problems, flagErrorf(jobapi.FlagEncryptionKeyFile, ": %s", err).Error())
 	}

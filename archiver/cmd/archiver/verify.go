@@ -91,7 +91,17 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	f.Parsed(fs)
 	format, configPath, runID, archive, sha, subset, s3f := f.LogFormat, &f.config, &f.runID, &f.Archive, &f.SHA256, &f.subset, f.S3
-	keys, err := loadKeys(f.EncryptionKeyFile)
+	keyFile := f.EncryptionKeyFile
+	if !flagSet(fs, jobapi.FlagEncryptionKeyFile) && *runID != "" {
+		// A run verified by its ID is looked up in the catalog that
+		// felis.toml names, whose key file is the one its backups used.
+		// A config that does not load is reported where the catalog is
+		// opened.
+		if cfg, err := config.Load(*configPath); err == nil {
+			keyFile = cfg.Archive.EncryptionKeyFile
+		}
+	}
+	keys, err := loadKeys(fs, keyFile)
 	if err != nil {
 		return usageError(stderr, "verify", "%s", flagErrorf(jobapi.FlagEncryptionKeyFile, ": %s", err))
 	}
