@@ -141,6 +141,10 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 			continue
 		}
 		p.text("excludes", e, 4096)
+		// The archiver's rule: what it would refuse at run time is refused here.
+		if _, _, err := jobapi.ParseExclude(e); err != nil {
+			p.addf("excludes", "item %d: %s", i, err)
+		}
 	}
 	rcon := a.Rcon.resolve(p, a.Server)
 	retention := a.Retention.resolve(p)

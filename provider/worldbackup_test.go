@@ -339,6 +339,9 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 			a.Compression = new(CompressionGzip)
 		}, []string{"compression"}, `compression is set to "gzip", but format is not set, so it is chunked, the default`},
 		{"empty exclude", func(a *WorldBackupArgs) { a.Excludes = pulumi.ToStringArray([]string{"*.jar", ""}) }, []string{"excludes"}, "item 1 is empty"},
+		{"exclude not a glob", func(a *WorldBackupArgs) { a.Excludes = pulumi.ToStringArray([]string{"*.jar", "[abc"}) }, []string{"excludes"}, `item 1: exclude pattern "[abc" is not a glob`},
+		{"exclude only a slash", func(a *WorldBackupArgs) { a.Excludes = pulumi.ToStringArray([]string{"/"}) }, []string{"excludes"}, `item 0: exclude pattern "/" matches nothing`},
+		{"exclude only dot slash", func(a *WorldBackupArgs) { a.Excludes = pulumi.ToStringArray([]string{"./"}) }, []string{"excludes"}, `exclude pattern "./" matches nothing`},
 		{"nodeName and nodeSelector", func(a *WorldBackupArgs) {
 			a.NodeName = pulumi.String("n1")
 			a.NodeSelector = pulumi.ToStringMap(map[string]string{"zone": "a"})
