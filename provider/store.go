@@ -101,9 +101,7 @@ func (s *StoreArgs) resolve(p *problems, role storeRole) *jobspec.S3Store {
 		p.dnsSubdomain("store.credentialsSecretName", out.SecretName)
 	}
 	for _, k := range []struct{ input, v string }{{"store.accessKeyKey", out.AccessKeyKey}, {"store.secretKeyKey", out.SecretKeyKey}} {
-		if !secretKeyRE.MatchString(k.v) {
-			p.addf(k.input, "%q is not a valid Secret key: use letters, digits, '-', '_' and '.', e.g. %s", k.v, DefaultAccessKeyKey)
-		}
+		p.secretKey(k.input, k.v, DefaultAccessKeyKey)
 	}
 	if out.AccessKeyKey == out.SecretKeyKey {
 		p.addf("store.secretKeyKey", "is the same key as accessKeyKey (%q): the access key ID and the secret access key are two keys of the Secret", out.AccessKeyKey)

@@ -179,6 +179,7 @@ func TestStoreInvalidInputs(t *testing.T) {
 			"store.credentialsSecretName is required: set it to the Secret holding the S3 access key ID and secret access key"},
 		{"bad secret name", func(a *WorldBackupArgs) { a.Store.CredentialsSecretName = pulumi.String("S3!") }, []string{"store.credentialsSecretName"}, "is invalid"},
 		{"bad key", func(a *WorldBackupArgs) { a.Store.AccessKeyKey = pulumi.String("access key") }, []string{"store.accessKeyKey"}, "not a valid Secret key"},
+		{"key starting with dot-dot", func(a *WorldBackupArgs) { a.Store.SecretKeyKey = pulumi.String("..secret") }, []string{"store.secretKeyKey"}, "must not start with '..'"},
 		{"same keys", func(a *WorldBackupArgs) { a.Store.SecretKeyKey = pulumi.String("access-key") }, []string{"store.secretKeyKey"}, "is the same key as accessKeyKey"},
 		{"endpoint without scheme", func(a *WorldBackupArgs) { a.Store.Endpoint = pulumi.String("minio:9000") }, []string{"store.endpoint"}, "want http(s)://host[:port]"},
 		{"endpoint with path", func(a *WorldBackupArgs) { a.Store.Endpoint = pulumi.String("http://minio:9000/s3") }, []string{"store.endpoint"}, "want http(s)://host[:port]"},

@@ -317,6 +317,16 @@ func (p *problems) dnsSubdomain(input, value string) {
 	}
 }
 
+// secretKey checks a key of a Secret that a Job mounts: what a Secret's
+// data may hold (validation.IsConfigMapKey, the API server's rule: letters,
+// digits, '-', '_' and '.', at most 253, not "." or "..", not starting
+// with ".."). example is a valid key for the message.
+func (p *problems) secretKey(input, key, example string) {
+	if errs := validation.IsConfigMapKey(key); len(errs) > 0 {
+		p.addf(input, "%q is not a valid Secret key (%s): use letters, digits, '-', '_' and '.', e.g. %s", key, strings.Join(errs, "; "), example)
+	}
+}
+
 func (p *problems) text(input, value string, maxLen int) {
 	if len(value) > maxLen {
 		p.addf(input, "is %d bytes long: use at most %d", len(value), maxLen)

@@ -365,6 +365,10 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		{"concurrency with skipAwait", func(a *WorldBackupArgs) { a.Concurrency = new(2); a.SkipAwait = true }, []string{"concurrency"}, "waits for none"},
 		{"concurrency without the preflight", func(a *WorldBackupArgs) { a.Concurrency = new(2); a.Preflight = new(false) }, []string{"concurrency"}, "needs the preflight"},
 		{"rcon bad secret key", func(a *WorldBackupArgs) { a.Rcon = &RconArgs{SecretKey: pulumi.String("a/b")} }, []string{"rcon.secretKey"}, "not a valid Secret key"},
+		{"rcon secret key dot-dot", func(a *WorldBackupArgs) { a.Rcon = &RconArgs{SecretKey: pulumi.String("..")} }, []string{"rcon.secretKey"}, `rcon.secretKey ".." is not a valid Secret key (must not be '..')`},
+		{"encryption secret key dot", func(a *WorldBackupArgs) {
+			a.Encryption = &EncryptionArgs{SecretName: pulumi.String("survival-encryption"), SecretKey: pulumi.String(".")}
+		}, []string{"encryption.secretKey"}, `encryption.secretKey "." is not a valid Secret key (must not be '.')`},
 		{"retention without rule", func(a *WorldBackupArgs) { a.Retention = &RetentionArgs{MinKeep: pulumi.Int(2)} }, []string{"retention"}, "no keep rule"},
 		{"retention without floor", func(a *WorldBackupArgs) { a.Retention = &RetentionArgs{KeepLast: pulumi.Int(2)} }, []string{"retention.minKeep"}, "at least 1"},
 		{"retention bad within", func(a *WorldBackupArgs) {

@@ -450,8 +450,8 @@ func TestWorldRestoreSchemaThroughInfer(t *testing.T) {
 	}
 }
 
-// TestNotifyInput: notify gives the Job its webhook Secret; a bad key is an
-// input error naming notify.key.
+// TestNotifyInput: notify gives the Job its webhook Secret; a missing
+// Secret name or a key a Secret cannot hold is an input error naming it.
 func TestNotifyInput(t *testing.T) {
 	a := validRestoreArgs()
 	a.Notify = &NotifyArgs{SecretName: "felis-notify", Key: "url", OnSuccess: true}
@@ -462,6 +462,24 @@ func TestNotifyInput(t *testing.T) {
 	if r.Notify == nil || *r.Notify != (jobspec.Notify{SecretName: "felis-notify", Key: "url", Always: true}) {
 		t.Fatalf("notify = %+v", r.Notify)
 	}
-	a.Notify = &NotifyArgs{SecretName: "felis-notify", Key: "a/b"}
-	checkRestoreInputError(t, a, []string{"notify.key"}, []string{"is not a Secret key"})
+	for _, tt := range []struct {
+		name      string
+		notify    NotifyArgs
+		wantInput string
+		wantText  string
+	}{
+		{"key with a slash", NotifyArgs{SecretName: "felis-notify", Key: "a/b"}, "notify.key", `notify.key "a/b" is not a valid Secret key`},
+		{"key dot", NotifyArgs{SecretName: "felis-notify", Key: "."}, "notify.key", `notify.key "." is not a valid Secret key (must not be '.')`},
+		{"key dot-dot", NotifyArgs{SecretName: "felis-notify", Key: ".."}, "notify.key", "must not be '..'"},
+		{"key starting with dot-dot", NotifyArgs{SecretName: "felis-notify", Key: "..url"}, "notify.key", "must not start with '..'"},
+		{"no key", NotifyArgs{SecretName: "felis-notify"}, "notify.key", "notify.key is required"},
+		{"no secret name", NotifyArgs{Key: "url"}, "notify.secretName", "notify.secretName is required: set it to the Secret that holds the webhook URL"},
+		{"onSuccess alone", NotifyArgs{Key: "url", OnSuccess: true}, "notify.secretName", "notify.secretName is required"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := validRestoreArgs()
+			a.Notify = &tt.notify
+			checkRestoreInputError(t, a, []string{tt.wantInput}, []string{tt.wantText})
+		})
+	}
 }
