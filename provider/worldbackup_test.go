@@ -317,6 +317,13 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		{"timeout not a duration", func(a *WorldBackupArgs) { a.Timeout = "soon" }, []string{"timeout"}, "is not a duration: give a number with a unit"},
 		{"cpuLimit invalid", func(a *WorldBackupArgs) { a.CPULimit = pulumi.String("one") }, []string{"cpuLimit"}, "not a Kubernetes quantity"},
 		{"memoryLimit zero", func(a *WorldBackupArgs) { a.MemoryLimit = pulumi.String("0") }, []string{"memoryLimit"}, "greater than zero"},
+		{"memoryLimit in thousandths", func(a *WorldBackupArgs) { a.MemoryLimit = pulumi.String("512m") }, []string{"memoryLimit"},
+			`memoryLimit "512m" is below the minimum 64Mi, which no run can work with: m means thousandths, so 512m is a fraction of a byte: write Mi or Gi, e.g. 512Mi or 2Gi`},
+		{"memoryLimit in bytes", func(a *WorldBackupArgs) { a.MemoryLimit = pulumi.String("512") }, []string{"memoryLimit"}, "a plain number counts bytes: write Mi or Gi"},
+		{"memoryLimit below the minimum", func(a *WorldBackupArgs) { a.MemoryLimit = pulumi.String("32Mi") }, []string{"memoryLimit"}, `"32Mi" is below the minimum 64Mi`},
+		{"cpuLimit in thousandths", func(a *WorldBackupArgs) { a.CPULimit = pulumi.String("1m") }, []string{"cpuLimit"},
+			`cpuLimit "1m" is below the minimum 100m, which no run can work with: m means thousandths of a CPU: write 1 for one CPU`},
+		{"cpuLimit below the minimum", func(a *WorldBackupArgs) { a.CPULimit = pulumi.String("0.05") }, []string{"cpuLimit"}, "below the minimum 100m"},
 		{"securityMode unknown", func(a *WorldBackupArgs) { a.SecurityMode = new(SecurityMode("privileged")) }, []string{"securityMode"}, "use baseline"},
 		{"restricted as root", func(a *WorldBackupArgs) {
 			a.SecurityMode = new(SecurityMode("restricted"))
@@ -406,6 +413,28 @@ func checkInputError(t *testing.T, args WorldBackupArgs, wantInputs, wantText []
 func TestWorldBackupValidArgs(t *testing.T) {
 	if err := validArgs().Validate(); err != nil {
 		t.Fatalf("Validate() = %v", err)
+	}
+	for _, tt := range []struct {
+		name   string
+		modify func(a *WorldBackupArgs)
+	}{
+		{"limits at their minimums", func(a *WorldBackupArgs) { a.MemoryLimit, a.CPULimit = pulumi.String("64Mi"), pulumi.String("100m") }},
+		{"limits in other units", func(a *WorldBackupArgs) { a.MemoryLimit, a.CPULimit = pulumi.String("1G"), pulumi.String("0.5") }},
+		{"retention grace equal to the deadline", func(a *WorldBackupArgs) {
+			a.Deadline = pulumi.String("2h")
+			a.Retention = &RetentionArgs{KeepLast: pulumi.Int(1), MinKeep: pulumi.Int(1), Grace: pulumi.String("2h")}
+		}},
+		{"excludes of every form", func(a *WorldBackupArgs) {
+			a.Excludes = pulumi.ToStringArray([]string{"*.jar", "cache/", "/logs/", "./region/r.[0-9]*.mca"})
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := validArgs()
+			tt.modify(&a)
+			if err := a.Validate(); err != nil {
+				t.Fatalf("Validate() = %v", err)
+			}
+		})
 	}
 }
 
