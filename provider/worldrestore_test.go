@@ -14,6 +14,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/internal/jobtest"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
@@ -293,6 +294,14 @@ func TestWorldRestoreInvalidInputs(t *testing.T) {
 			a.FromRun, a.ArchiveRef, a.SHA256 = pulumi.String("../x"), nil, nil
 		}, []string{"fromRun"}, `neither "latest" nor a run ID`},
 		{"fromServer without fromRun", func(a *WorldRestoreArgs) { a.FromServer = pulumi.String("lobby") }, []string{"fromServer"}, "fromRun is not"},
+		{"fromServer past the server-name rule", func(a *WorldRestoreArgs) {
+			a.FromRun, a.ArchiveRef, a.SHA256 = pulumi.String("latest"), nil, nil
+			a.FromServer = pulumi.String(strings.Repeat("s", 64))
+		}, []string{"fromServer"}, "at most 63 lowercase letters"},
+		{"fromServer not a label", func(a *WorldRestoreArgs) {
+			a.FromRun, a.ArchiveRef, a.SHA256 = pulumi.String("latest"), nil, nil
+			a.FromServer = pulumi.String("Lobby")
+		}, []string{"fromServer"}, `fromServer "Lobby" is invalid: use the name of a backed-up server`},
 		{"configSecretName without fromRun", func(a *WorldRestoreArgs) { a.ConfigSecretName = pulumi.String("c") }, []string{"configSecretName"}, "only by a restore by run"},
 		{"fromRun in restricted mode without fsGroup", func(a *WorldRestoreArgs) {
 			a.FromRun, a.ArchiveRef, a.SHA256 = pulumi.String("latest"), nil, nil
@@ -349,6 +358,13 @@ func TestWorldRestoreByRun(t *testing.T) {
 	pod := jobspec.BuildRestore(r).Spec.Template.Spec
 	if len(pod.InitContainers) != 1 || !slices.Contains(pod.InitContainers[0].Args, "lobby") {
 		t.Fatalf("init containers %+v: want the resolve of lobby", pod.InitContainers)
+	}
+	// fromServer names no Job: a server name of 63 characters, which the
+	// archiver takes, is not held to the Job name's 46.
+	long := strings.Repeat("s", jobapi.MaxServerLen)
+	a.FromServer = pulumi.String(long)
+	if r, err := a.Job(); err != nil || r.FromServer != long {
+		t.Fatalf("fromServer of %d characters: %v", len(long), err)
 	}
 }
 
