@@ -456,6 +456,9 @@ func (c Config) Validate() error {
 		if v := s.Verify; v != nil && !v.scheduled() && (v.TimeZone != "" || v.Spread != "") {
 			add("servers[%d].verify.timeZone and .spread go with servers[%d].verify.schedule: set a schedule, or remove them", i, i)
 		}
+		if s.Schedule == "" && (s.TimeZone != "" || s.Spread != "") {
+			add("servers[%d].timeZone and .spread go with servers[%d].schedule: set a schedule, or remove them", i, i)
+		}
 	}
 	clusters := map[string]bool{}
 	for i, cl := range c.Clusters {

@@ -94,6 +94,11 @@ func TestParseConfig(t *testing.T) {
 			m["worldbackup:renderDir"] = "/tmp/out"
 			m["worldbackup:clusters"] = `[{"name":"eu","concurrency":10}]`
 		}, []string{"clusters[0].concurrency caps the backups that `pulumi up` waits for", "remove clusters[0].concurrency, or unset renderDir and skipAwait"}},
+		{"timeZone without a schedule", func(m map[string]string) {
+			m["worldbackup:servers"] = `[{"name":"lobby"},{"name":"survival","timeZone":"Europe/Berlin"}]`
+		}, []string{"worldbackup:servers[1].timeZone and .spread go with servers[1].schedule: set a schedule, or remove them"}},
+		{"spread without a schedule", func(m map[string]string) { m["worldbackup:servers"] = `[{"name":"lobby","spread":"2h"}]` },
+			[]string{"servers[0].timeZone and .spread go with servers[0].schedule"}},
 		{"concurrency with skipAwait", func(m map[string]string) {
 			m["worldbackup:skipAwait"] = "true"
 			m["worldbackup:clusters"] = `[{"name":"eu","concurrency":10}]`
