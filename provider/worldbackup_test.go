@@ -384,6 +384,14 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		{"retention zero grace", func(a *WorldBackupArgs) {
 			a.Retention = &RetentionArgs{KeepLast: pulumi.Int(1), MinKeep: pulumi.Int(1), Grace: pulumi.String("0h")}
 		}, []string{"retention.grace"}, "positive"},
+		{"retention grace below the deadline", func(a *WorldBackupArgs) {
+			a.Deadline = pulumi.String("2h")
+			a.Retention = &RetentionArgs{KeepLast: pulumi.Int(1), MinKeep: pulumi.Int(1), Grace: pulumi.String("30m")}
+		}, []string{"retention.grace"}, `retention.grace "30m" is shorter than deadline 2h: a prune could remove what a backup still running has written (it keeps only what is younger than grace); set the grace to at least 2h, or shorten deadline`},
+		{"retention default grace below the deadline", func(a *WorldBackupArgs) {
+			a.Deadline = pulumi.String("90m")
+			a.Retention = &RetentionArgs{KeepLast: pulumi.Int(1), MinKeep: pulumi.Int(1)}
+		}, []string{"retention.grace"}, "retention.grace (not set: the default 1h) is shorter than deadline 1h30m"},
 		{"several problems listed together", func(a *WorldBackupArgs) {
 			a.Image = pulumi.String("")
 			a.Compression = new(Compression("xz"))
