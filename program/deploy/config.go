@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider"
@@ -519,6 +520,7 @@ func (c Config) Validate() error {
 			add("restores[%d] (%s): archiveRef %q is in an S3 store, but neither worldbackup:store nor the server's store is set: set one with its endpoint and credentialsSecretName", i, r.Server, r.ArchiveRef)
 		}
 	}
+	errs = append(errs, c.checkGrace()...)
 	if c.Format != "" && jobapi.CheckFormat(c.Format) != nil {
 		add("format %q is not an archive format: use %s, e.g. `pulumi config set worldbackup:format %s`", c.Format, strings.Join(jobapi.Formats(), " or "), jobapi.FormatChunked)
 	}
@@ -539,4 +541,66 @@ func (c Config) Validate() error {
 		add("renderDir %q: `~` is not expanded; use an absolute path or one relative to the project folder", c.RenderDir)
 	}
 	return errors.Join(errs...)
+}
+
+// checkGrace refuses a prune grace shorter than the longest deadline of
+// the backups into the same store (jobapi.CheckGrace): the retention after
+// each backup (a server's own, or worldbackup:retention) and a server's
+// prune. A prune removes the store's unreferenced packs, whichever server
+// wrote them, so every backup into the store counts. A grace or deadline
+// that does not parse is left to the component, which names it.
+func (c Config) checkGrace() []error {
+	type deadline struct {
+		d    time.Duration
+		name string
+	}
+	longest := map[string]deadline{} // by store
+	for i, s := range c.Servers {
+		d, name := s.Deadline, fmt.Sprintf("servers[%d].deadline", i)
+		if d == "" {
+			d, name = provider.DefaultDeadline, fmt.Sprintf("servers[%d].deadline (not set: the default)", i)
+		}
+		v, err := time.ParseDuration(d)
+		if k := c.storeKey(s); err == nil && v > longest[k].d {
+			longest[k] = deadline{v, name}
+		}
+	}
+	var errs []error
+	reported := map[string]bool{}
+	check := func(key, grace string, s Server) {
+		g, shown := jobapi.DefaultGrace, "(not set: the default "+jobapi.ShortDuration(jobapi.DefaultGrace)+")"
+		if grace != "" {
+			v, err := jobapi.ParseDuration(grace)
+			if err != nil || v <= 0 {
+				return
+			}
+			g, shown = v, strconv.Quote(grace)
+		}
+		l := longest[c.storeKey(s)]
+		if err := jobapi.CheckGrace(g, l.d, l.name); err != nil && !reported[key] {
+			reported[key] = true
+			errs = append(errs, fmt.Errorf("%s:%s %s %w", Namespace, key, shown, err))
+		}
+	}
+	for i, s := range c.Servers {
+		switch {
+		case s.Retention != nil:
+			check(fmt.Sprintf("servers[%d].retention.grace", i), s.Retention.Grace, s)
+		case c.Retention != nil:
+			check("retention.grace", c.Retention.Grace, s)
+		}
+		if s.Prune != nil {
+			check(fmt.Sprintf("servers[%d].prune.grace", i), s.Prune.Grace, s)
+		}
+	}
+	return errs
+}
+
+// storeKey names the store server s backs up into: its S3 store's
+// endpoint and URL, or "" for the backup claim.
+func (c Config) storeKey(s Server) string {
+	if st := c.storeOf(s); st != nil {
+		return st.Endpoint + " " + st.URL
+	}
+	return ""
 }
