@@ -506,7 +506,7 @@ func (c Config) Validate() error {
 		if r.Cluster != "" && !clusters[r.Cluster] {
 			add("restores[%d].cluster %q is not one of worldbackup:clusters", i, r.Cluster)
 		}
-		key := r.Cluster + "/" + r.Server
+		key := c.clusterOf(r) + "/" + r.Server
 		if restored[key] {
 			add("restores[%d]: %s is restored twice in one run: keep one entry", i, r.Server)
 		}
@@ -520,6 +520,7 @@ func (c Config) Validate() error {
 			add("restores[%d] (%s): archiveRef %q is in an S3 store, but neither worldbackup:store nor the server's store is set: set one with its endpoint and credentialsSecretName", i, r.Server, r.ArchiveRef)
 		}
 	}
+	errs = append(errs, c.checkNames()...)
 	errs = append(errs, c.checkGrace()...)
 	if c.Format != "" && jobapi.CheckFormat(c.Format) != nil {
 		add("format %q is not an archive format: use %s, e.g. `pulumi config set worldbackup:format %s`", c.Format, strings.Join(jobapi.Formats(), " or "), jobapi.FormatChunked)
@@ -541,6 +542,58 @@ func (c Config) Validate() error {
 		add("renderDir %q: `~` is not expanded; use an absolute path or one relative to the project folder", c.RenderDir)
 	}
 	return errors.Join(errs...)
+}
+
+// checkNames refuses two entries that would declare the same Pulumi
+// resource (resourceName: <cluster>-<server>, the same type), which
+// preview would fail on with a duplicate URN that names no config key:
+// clusters eu and eu-west with servers west-lobby and lobby both give
+// eu-west-lobby. A server's schedule, prune and verify are named after its
+// backup, so the backups and the restores are all there is to compare.
+func (c Config) checkNames() []error {
+	var errs []error
+	for _, kind := range []struct {
+		what    string
+		entries func(yield func(cluster, entry, name string))
+	}{
+		{"backup", func(yield func(string, string, string)) {
+			for ci, cl := range c.Clusters {
+				for si, s := range c.Servers {
+					yield(cl.Name, fmt.Sprintf("clusters[%d] (%s) with servers[%d] (%s)", ci, cl.Name, si, s.Name), resourceName(cl.Name, s.Name, ""))
+				}
+			}
+		}},
+		{"restore", func(yield func(string, string, string)) {
+			for ri, r := range c.Restores {
+				if cl := c.clusterOf(r); cl != "" && r.Server != "" {
+					yield(cl, fmt.Sprintf("restores[%d] (%s in cluster %s)", ri, r.Server, cl), resourceName(cl, r.Server, suffixRestore))
+				}
+			}
+		}},
+	} {
+		first := map[string]string{} // resource name → entry
+		firstCluster := map[string]string{}
+		kind.entries(func(cluster, entry, name string) {
+			prev, dup := first[name]
+			switch {
+			case !dup:
+				first[name], firstCluster[name] = entry, cluster
+			case firstCluster[name] != cluster: // the same cluster's duplicates are refused as such
+				errs = append(errs, fmt.Errorf("%s:%s and %s would both name the %s resource %q, which Pulumi refuses: rename a cluster or a server so that <cluster>-<server> differs",
+					Namespace, prev, entry, kind.what, name))
+			}
+		})
+	}
+	return errs
+}
+
+// clusterOf returns the cluster r restores in: its own, or the only one
+// when it names none ("" when it names none among several).
+func (c Config) clusterOf(r Restore) string {
+	if r.Cluster == "" && len(c.Clusters) == 1 {
+		return c.Clusters[0].Name
+	}
+	return r.Cluster
 }
 
 // checkGrace refuses a prune grace shorter than the longest deadline of

@@ -99,6 +99,17 @@ func TestParseConfig(t *testing.T) {
 		}, []string{"worldbackup:servers[1].timeZone and .spread go with servers[1].schedule: set a schedule, or remove them"}},
 		{"spread without a schedule", func(m map[string]string) { m["worldbackup:servers"] = `[{"name":"lobby","spread":"2h"}]` },
 			[]string{"servers[0].timeZone and .spread go with servers[0].schedule"}},
+		{"backups of two clusters with one resource name", func(m map[string]string) {
+			m["worldbackup:clusters"] = `[{"name":"eu"},{"name":"eu-west"}]`
+			m["worldbackup:servers"] = `[{"name":"west-lobby"},{"name":"lobby"}]`
+		}, []string{`worldbackup:clusters[0] (eu) with servers[0] (west-lobby) and clusters[1] (eu-west) with servers[1] (lobby) would both name the backup resource "eu-west-lobby", which Pulumi refuses: rename a cluster or a server`}},
+		{"restores of two clusters with one resource name", func(m map[string]string) {
+			m["worldbackup:clusters"] = `[{"name":"eu"},{"name":"eu-west"}]`
+			m["worldbackup:restores"] = `[{"server":"west-hub","cluster":"eu","fromRun":"latest"},{"server":"hub","cluster":"eu-west","fromRun":"latest"}]`
+		}, []string{`restores[0] (west-hub in cluster eu) and restores[1] (hub in cluster eu-west) would both name the restore resource "eu-west-hub-restore"`}},
+		{"restored twice, once naming the only cluster", func(m map[string]string) {
+			m["worldbackup:restores"] = `[{"server":"lobby","fromRun":"latest"},{"server":"lobby","cluster":"default","fromRun":"r1"}]`
+		}, []string{"restores[1]: lobby is restored twice"}},
 		{"retention grace below a deadline", func(m map[string]string) {
 			m["worldbackup:servers"] = `[{"name":"lobby","deadline":"2h"},{"name":"survival"}]`
 			m["worldbackup:retention"] = `{"keepLast":3,"minKeep":1,"grace":"30m"}`
