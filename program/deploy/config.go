@@ -234,6 +234,19 @@ type Restore struct {
 	// RunID is the restore's own trigger: a new one restores again (default:
 	// the archive's checksum, or fromRun).
 	RunID string `json:"runId,omitempty"`
+	// Encryption replaces the server's encryption for this restore: the
+	// identity that reads an encrypted run of another server (fromServer)
+	// whose identity differs (nil: the server's own).
+	Encryption *Encryption `json:"encryption,omitempty"`
+}
+
+// encryptionOf returns the encryption restore r reads its archive with: its
+// own, else that of the server it restores into, s (nil: none).
+func (r Restore) encryptionOf(s Server) *Encryption {
+	if r.Encryption != nil {
+		return r.Encryption
+	}
+	return s.Encryption
 }
 
 // byRun reports whether r restores a recorded run (fromRun).

@@ -282,7 +282,7 @@ func restoreArgs(cfg Config, cl Cluster, r Restore, archiveRef pulumi.StringInpu
 		Store:      store,
 		ArchiveRef: archiveRef,
 		SHA256:     pulumi.String(r.SHA256),
-		Encryption: server.Encryption.args(),
+		Encryption: r.encryptionOf(server).args(),
 	}
 	if store != nil {
 		a.BackupClaimName = nil // an S3 restore mounts no backup claim
@@ -302,7 +302,7 @@ func restoreByRunArgs(cfg Config, cl Cluster, r Restore, server Server, fromRun 
 	a := provider.WorldRestoreArgs{
 		JobInputs:   jobInputs(cfg, cl, server, RunID(cl.Name, r.Server, trigger)),
 		ByRunInputs: provider.ByRunInputs{FromRun: fromRun},
-		Encryption:  server.Encryption.args(),
+		Encryption:  r.encryptionOf(server).args(),
 	}
 	if r.FromServer != "" {
 		a.FromServer = pulumi.String(r.FromServer)
