@@ -45,7 +45,7 @@ type Config struct {
 	// BackupClaim); a server's own store replaces it.
 	Store *Store
 	// Format is the stack-wide archive format, tar or chunked ("": the
-	// component's default, tar); a server's own format replaces it.
+	// component's default, chunked); a server's own format replaces it.
 	Format string
 	// Notify is the webhook every Job posts its failures (or, with
 	// onSuccess, every outcome) to; nil: none.
