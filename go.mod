@@ -25,6 +25,7 @@ require (
 	github.com/pulumi/pulumi-kubernetes/sdk/v4 v4.32.0
 	github.com/pulumi/pulumi/sdk/v3 v3.256.0
 	github.com/restic/chunker v0.4.0
+	github.com/robfig/cron/v3 v3.0.1
 	golang.org/x/sys v0.48.0
 	google.golang.org/grpc v1.83.0
 	k8s.io/api v0.34.4

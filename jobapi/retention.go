@@ -66,6 +66,21 @@ func (r *Retention) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&r.Grace, FlagGrace, DefaultGrace.String(), "keep runs and archive files younger than this")
 }
 
+// CheckGrace reports whether grace, a prune's grace period, covers
+// deadline, the longest a backup into the same store may run (its Job's
+// activeDeadlineSeconds): a prune keeps only the runs, files and packs
+// younger than grace, so a shorter one could remove what a backup still
+// running has written. deadlineOf names the deadline in the error, which
+// starts "is shorter than <deadlineOf> <deadline>" for the caller to
+// prefix with the grace input.
+func CheckGrace(grace, deadline time.Duration, deadlineOf string) error {
+	if grace >= deadline {
+		return nil
+	}
+	return fmt.Errorf("is shorter than %s %s: a prune could remove what a backup still running has written (it keeps only what is younger than grace); set the grace to at least %s, or shorten %s",
+		deadlineOf, ShortDuration(deadline), ShortDuration(deadline), deadlineOf)
+}
+
 // ShortDuration formats d as Go does, without zero minutes and seconds at
 // its end: "1h" for an hour, "1h30m" for 90 minutes.
 func ShortDuration(d time.Duration) string {

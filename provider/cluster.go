@@ -46,6 +46,9 @@ func checkCluster(ctx *pulumi.Context, component string, s preflightSettings, re
 	for _, u := range res.Unverified {
 		warn("could not check " + u)
 	}
+	for _, w := range res.Warnings {
+		warn(w)
+	}
 	if err := res.Err(req.Job, when); err != nil {
 		return fmt.Errorf("%s: %w (or set preflight false to skip this check)", component, err)
 	}

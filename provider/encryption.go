@@ -50,9 +50,7 @@ func (e *EncryptionArgs) resolve(p *problems) *jobspec.Encryption {
 		"set it to the Secret holding the age identity, e.g. survival-encryption (kubectl create secret generic survival-encryption --from-file="+DefaultEncryptionSecretKey+"=key.txt)") {
 		p.dnsSubdomain("encryption.secretName", out.SecretName)
 	}
-	if !secretKeyRE.MatchString(out.SecretKey) {
-		p.addf("encryption.secretKey", "%q is not a valid Secret key: use letters, digits, '-', '_' and '.', e.g. %s", out.SecretKey, DefaultEncryptionSecretKey)
-	}
+	p.secretKey("encryption.secretKey", out.SecretKey, DefaultEncryptionSecretKey)
 	return &out
 }
 

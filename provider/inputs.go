@@ -255,9 +255,11 @@ func (p *problems) common(a JobInputs, st *StoreArgs, role storeRole, w worldPat
 		p.dnsSubdomain("worldClaimName", w.WorldClaimName)
 	}
 	if n := a.Notify; n != nil {
-		p.dnsSubdomain("notify.secretName", n.SecretName)
-		if p.required("notify.key", n.Key, "set it to the Secret's key that holds the webhook URL, e.g. url") && !secretKeyRE.MatchString(n.Key) {
-			p.addf("notify.key", "%q is not a Secret key: use letters, digits, '-', '_' and '.'", n.Key)
+		if p.required("notify.secretName", n.SecretName, "set it to the Secret that holds the webhook URL, e.g. felis-notify, or remove notify") {
+			p.dnsSubdomain("notify.secretName", n.SecretName)
+		}
+		if p.required("notify.key", n.Key, "set it to the Secret's key that holds the webhook URL, e.g. url") {
+			p.secretKey("notify.key", n.Key, "url")
 		}
 		j.Notify = &jobspec.Notify{SecretName: n.SecretName, Key: n.Key, Always: n.OnSuccess}
 	}

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"regexp"
 	"strconv"
 
 	"github.com/pulumi/pulumi-go-provider/infer"
@@ -66,13 +65,9 @@ func (r *RconArgs) resolve(p *problems, server string) *jobspec.Rcon {
 		p.addf("rcon.address", "%s", err)
 	}
 	p.dnsSubdomain("rcon.secretName", out.SecretName)
-	if !secretKeyRE.MatchString(out.SecretKey) {
-		p.addf("rcon.secretKey", "%q is not a valid Secret key: use letters, digits, '-', '_' and '.', e.g. rcon-password", out.SecretKey)
-	}
+	p.secretKey("rcon.secretKey", out.SecretKey, DefaultRconSecretKey)
 	return &out
 }
-
-var secretKeyRE = regexp.MustCompile(`^[-._a-zA-Z0-9]{1,253}$`)
 
 // RetentionArgs are the rules of the prune a backup runs after its run:
 // restic's forget rules (a run kept by any rule is kept) with a floor of

@@ -101,9 +101,7 @@ func (s *StoreArgs) resolve(p *problems, role storeRole) *jobspec.S3Store {
 		p.dnsSubdomain("store.credentialsSecretName", out.SecretName)
 	}
 	for _, k := range []struct{ input, v string }{{"store.accessKeyKey", out.AccessKeyKey}, {"store.secretKeyKey", out.SecretKeyKey}} {
-		if !secretKeyRE.MatchString(k.v) {
-			p.addf(k.input, "%q is not a valid Secret key: use letters, digits, '-', '_' and '.', e.g. %s", k.v, DefaultAccessKeyKey)
-		}
+		p.secretKey(k.input, k.v, DefaultAccessKeyKey)
 	}
 	if out.AccessKeyKey == out.SecretKeyKey {
 		p.addf("store.secretKeyKey", "is the same key as accessKeyKey (%q): the access key ID and the secret access key are two keys of the Secret", out.AccessKeyKey)
@@ -111,13 +109,26 @@ func (s *StoreArgs) resolve(p *problems, role storeRole) *jobspec.S3Store {
 	return &out
 }
 
+// s3Credentials reports whether the s3:// URL u (with bucket, its first
+// element) holds credentials, user:secret@bucket: an '@' with a bucket no
+// store has (a secret may hold '/', which would cut the bucket short).
+// Messages about such a URL quote it with jobapi.RedactURL and never quote
+// its bucket.
+func s3Credentials(u, bucket string) bool {
+	return strings.Contains(u, "@") && !jobapi.ValidBucket(bucket)
+}
+
 // s3StoreURL checks an s3://bucket[/prefix] URL and returns its canonical
 // form (no trailing slash); the archiver accepts the same.
 func (p *problems) s3StoreURL(input, u string) string {
 	const example = "s3://felis-backups/worlds"
 	bucket, prefix, ok := jobapi.SplitS3Ref(u)
-	if !ok {
-		p.addf(input, "%q is not an S3 store: use s3://bucket or s3://bucket/prefix, e.g. %s", u, example)
+	switch {
+	case !ok:
+		p.addf(input, "%q is not an S3 store: use s3://bucket or s3://bucket/prefix, e.g. %s", jobapi.RedactURL(u), example)
+		return ""
+	case s3Credentials(u, bucket):
+		p.addf(input, "%q has credentials in it: remove them, e.g. %s; the keys belong in the Secret credentialsSecretName", jobapi.RedactURL(u), example)
 		return ""
 	}
 	prefix = strings.TrimSuffix(prefix, "/")
@@ -142,8 +153,10 @@ func (p *problems) s3ArchiveRef(input, ref, store string) {
 	const example = "s3://felis-backups/worlds/survival/2025-06-01T0300Z.tar.zst"
 	bucket, key, ok := jobapi.SplitS3Ref(ref)
 	switch {
+	case ok && s3Credentials(ref, bucket):
+		p.addf(input, "%q has credentials in it: remove them, e.g. %s; the keys belong in the store's Secret credentialsSecretName", jobapi.RedactURL(ref), example)
 	case !ok || key == "":
-		p.addf(input, "%q is not an archive in an S3 store: use s3://bucket/key, a WorldBackup's archiveRef output or the archive_ref column of `archiver list`, e.g. %s", ref, example)
+		p.addf(input, "%q is not an archive in an S3 store: use s3://bucket/key, a WorldBackup's archiveRef output or the archive_ref column of `archiver list`, e.g. %s", jobapi.RedactURL(ref), example)
 	case !jobapi.ValidBucket(bucket):
 		p.addf(input, "%q: bucket %q is not a valid bucket name: use 3 to 63 lowercase letters, digits, '.' and '-'", ref, bucket)
 	case jobapi.CheckKey(key) != nil:

@@ -163,6 +163,45 @@ func TestWorldBackupScheduleS3Store(t *testing.T) {
 	}
 }
 
+// TestStoreErrorsNeverQuoteCredentials: a store URL or S3 archiveRef with
+// user:secret@ in it is refused naming the input, and the message quotes
+// it redacted, however the secret is spelt.
+func TestStoreErrorsNeverQuoteCredentials(t *testing.T) {
+	for _, tt := range []struct {
+		name, url string
+		restore   bool // the URL is the restore's archiveRef, not store.url
+		wantInput string
+		wantText  string
+	}{
+		{"store url", "s3://AKIA:hunter2@felis-backups/worlds", false, "store.url", `store.url "s3://<redacted>@felis-backups/worlds" has credentials in it`},
+		{"store url, a secret with a slash", "s3://AKIA:hunt/er2@felis-backups/worlds", false, "store.url", "has credentials in it"},
+		{"store url, only a user", "s3://hunter2@felis-backups", false, "store.url", "has credentials in it"},
+		{"store url not s3", "https://AKIA:hunter2@felis-backups/worlds", false, "store.url", "is not an S3 store"},
+		{"archiveRef", "s3://AKIA:hunter2@felis-backups/worlds/survival/x.tar.zst", true, "archiveRef", `archiveRef "s3://<redacted>@felis-backups/worlds/survival/x.tar.zst" has credentials in it`},
+		{"archiveRef, a secret with a slash", "s3://AKIA:hunt/er2@felis-backups/worlds/survival/x.tar.zst", true, "archiveRef", "has credentials in it"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			if tt.restore {
+				a := s3Restore()
+				a.ArchiveRef = pulumi.String(tt.url)
+				checkRestoreInputError(t, a, []string{tt.wantInput}, []string{tt.wantText})
+				err = a.Validate()
+			} else {
+				a := s3Backup()
+				a.Store.URL = pulumi.String(tt.url)
+				checkInputError(t, a, []string{tt.wantInput}, []string{tt.wantText})
+				err = a.Validate()
+			}
+			for _, secret := range []string{"hunter2", "hunt", "er2"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Fatalf("the message quotes the secret: %v", err)
+				}
+			}
+		})
+	}
+}
+
 func TestStoreInvalidInputs(t *testing.T) {
 	backup := []struct {
 		name       string
@@ -179,6 +218,7 @@ func TestStoreInvalidInputs(t *testing.T) {
 			"store.credentialsSecretName is required: set it to the Secret holding the S3 access key ID and secret access key"},
 		{"bad secret name", func(a *WorldBackupArgs) { a.Store.CredentialsSecretName = pulumi.String("S3!") }, []string{"store.credentialsSecretName"}, "is invalid"},
 		{"bad key", func(a *WorldBackupArgs) { a.Store.AccessKeyKey = pulumi.String("access key") }, []string{"store.accessKeyKey"}, "not a valid Secret key"},
+		{"key starting with dot-dot", func(a *WorldBackupArgs) { a.Store.SecretKeyKey = pulumi.String("..secret") }, []string{"store.secretKeyKey"}, "must not start with '..'"},
 		{"same keys", func(a *WorldBackupArgs) { a.Store.SecretKeyKey = pulumi.String("access-key") }, []string{"store.secretKeyKey"}, "is the same key as accessKeyKey"},
 		{"endpoint without scheme", func(a *WorldBackupArgs) { a.Store.Endpoint = pulumi.String("minio:9000") }, []string{"store.endpoint"}, "want http(s)://host[:port]"},
 		{"endpoint with path", func(a *WorldBackupArgs) { a.Store.Endpoint = pulumi.String("http://minio:9000/s3") }, []string{"store.endpoint"}, "want http(s)://host[:port]"},

@@ -49,6 +49,27 @@ const (
 	DefaultWorldRoot  = jobapi.DefaultWorld
 )
 
+// Floors of the quantity inputs, one rule each (problems.quantityAtLeast). Each is
+// well below what a run needs at all, so a value under it is a unit typo
+// rather than a choice (512m is half a byte: 512Mi was meant; 1m is a
+// thousandth of a CPU: 1 was meant), which would otherwise show only after
+// `pulumi up`, as an OOM-killed, unschedulable or crawling pod.
+var (
+	// MinMemoryLimit: a whole archiver run was measured at 20-35 MiB RSS
+	// (a tar backup or a restore of a small world) up to about 90 MiB (a
+	// chunked backup, whose runtime keeps the heap near its 80 MiB soft
+	// memory limit, archiver/cmd/archiver DefaultSoftMemoryLimit); below
+	// 64Mi not even the smallest run has headroom.
+	MinMemoryLimit = resource.MustParse("64Mi")
+	// MinCPULimit is the CPU a Job requests by default
+	// (jobspec.DefaultCPURequest): less throttles a run into its deadline.
+	MinCPULimit = resource.MustParse("100m")
+	// MinScratchSize: a verify's scratch volume holds the whole restored
+	// world, and even a new world's region files, level.dat and player
+	// data take tens of MiB.
+	MinScratchSize = resource.MustParse("64Mi")
+)
+
 // maxID is the largest UID/GID accepted (Kubernetes allows 0..2^31-1).
 const maxID = math.MaxInt32
 
@@ -189,8 +210,8 @@ func (p *problems) job(j sharedInputs, r jobRules) jobSettings {
 			p.addf("timeout", "%q is shorter than deadline %q: Pulumi would stop waiting while the %s still runs; use at least the deadline, or set skipAwait", j.Timeout, j.Deadline, r.run)
 		}
 	}
-	cpu, _ := p.quantity("cpuLimit", j.CPULimit, "500m or 2")
-	mem, _ := p.quantity("memoryLimit", j.MemoryLimit, "512Mi or 2Gi")
+	cpu, _ := p.quantityAtLeast("cpuLimit", j.CPULimit, "500m or 2", MinCPULimit)
+	mem, _ := p.quantityAtLeast("memoryLimit", j.MemoryLimit, "512Mi or 2Gi", MinMemoryLimit)
 	id := p.identity(j.SecurityMode, j.RunAsUser, j.RunAsGroup, j.FSGroup, r)
 	if *j.BackoffLimit < 0 || *j.BackoffLimit > 100 {
 		p.addf("backoffLimit", "%d is out of range: use 0 to 100 (retries after a failed pod)", *j.BackoffLimit)
@@ -317,6 +338,16 @@ func (p *problems) dnsSubdomain(input, value string) {
 	}
 }
 
+// secretKey checks a key of a Secret that a Job mounts: what a Secret's
+// data may hold (validation.IsConfigMapKey, the API server's rule: letters,
+// digits, '-', '_' and '.', at most 253, not "." or "..", not starting
+// with ".."). example is a valid key for the message.
+func (p *problems) secretKey(input, key, example string) {
+	if errs := validation.IsConfigMapKey(key); len(errs) > 0 {
+		p.addf(input, "%q is not a valid Secret key (%s): use letters, digits, '-', '_' and '.', e.g. %s", key, strings.Join(errs, "; "), example)
+	}
+}
+
 func (p *problems) text(input, value string, maxLen int) {
 	if len(value) > maxLen {
 		p.addf(input, "is %d bytes long: use at most %d", len(value), maxLen)
@@ -405,6 +436,33 @@ func (p *problems) quantity(input, value, example string) (resource.Quantity, bo
 		return resource.Quantity{}, false
 	}
 	return q, true
+}
+
+// quantityAtLeast parses a Kubernetes resource quantity of at least
+// minimum (a memory or storage size when minimum is in bytes, else CPUs);
+// one below it is refused with the likely typo: a lower-case m is
+// thousandths, a plain number bytes.
+func (p *problems) quantityAtLeast(input, value, example string, minimum resource.Quantity) (resource.Quantity, bool) {
+	q, ok := p.quantity(input, value, example)
+	if !ok || q.Cmp(minimum) >= 0 {
+		return q, ok
+	}
+	bytes := minimum.Format == resource.BinarySI
+	var hint string
+	switch {
+	case strings.HasSuffix(value, "m") && bytes:
+		hint = "m means thousandths, so " + value + " is a fraction of a byte: write Mi or Gi"
+	case strings.HasSuffix(value, "m"):
+		hint = "m means thousandths of a CPU: write 1 for one CPU"
+	case bytes && isNumber(value):
+		hint = "a plain number counts bytes: write Mi or Gi"
+	case bytes:
+		hint = "write Mi or Gi"
+	default:
+		hint = "write CPUs or thousandths of one"
+	}
+	p.addf(input, "%q is below the minimum %s, which no run can work with: %s, e.g. %s", value, minimum.String(), hint, example)
+	return q, false
 }
 
 // id checks an optional UID/GID.

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -141,9 +142,25 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 			continue
 		}
 		p.text("excludes", e, 4096)
+		// The archiver's rule: what it would refuse at run time is refused here.
+		if _, _, err := jobapi.ParseExclude(e); err != nil {
+			p.addf("excludes", "item %d: %s", i, err)
+		}
 	}
 	rcon := a.Rcon.resolve(p, a.Server)
 	retention := a.Retention.resolve(p)
+	if retention != nil && j.Deadline > 0 {
+		grace, shown := jobapi.DefaultGrace, "(not set: the default "+jobapi.ShortDuration(jobapi.DefaultGrace)+")"
+		if retention.Grace != "" {
+			grace, shown = 0, strconv.Quote(retention.Grace)
+			if g, err := jobapi.ParseDuration(retention.Grace); err == nil {
+				grace = g
+			}
+		}
+		if err := jobapi.CheckGrace(grace, j.Deadline, "deadline"); grace > 0 && err != nil {
+			p.addf("retention.grace", "%s %s", shown, err)
+		}
+	}
 	if c := a.Concurrency; c != nil {
 		switch {
 		case *c < 1 || *c > MaxConcurrency:

@@ -317,6 +317,13 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		{"timeout not a duration", func(a *WorldBackupArgs) { a.Timeout = "soon" }, []string{"timeout"}, "is not a duration: give a number with a unit"},
 		{"cpuLimit invalid", func(a *WorldBackupArgs) { a.CPULimit = pulumi.String("one") }, []string{"cpuLimit"}, "not a Kubernetes quantity"},
 		{"memoryLimit zero", func(a *WorldBackupArgs) { a.MemoryLimit = pulumi.String("0") }, []string{"memoryLimit"}, "greater than zero"},
+		{"memoryLimit in thousandths", func(a *WorldBackupArgs) { a.MemoryLimit = pulumi.String("512m") }, []string{"memoryLimit"},
+			`memoryLimit "512m" is below the minimum 64Mi, which no run can work with: m means thousandths, so 512m is a fraction of a byte: write Mi or Gi, e.g. 512Mi or 2Gi`},
+		{"memoryLimit in bytes", func(a *WorldBackupArgs) { a.MemoryLimit = pulumi.String("512") }, []string{"memoryLimit"}, "a plain number counts bytes: write Mi or Gi"},
+		{"memoryLimit below the minimum", func(a *WorldBackupArgs) { a.MemoryLimit = pulumi.String("32Mi") }, []string{"memoryLimit"}, `"32Mi" is below the minimum 64Mi`},
+		{"cpuLimit in thousandths", func(a *WorldBackupArgs) { a.CPULimit = pulumi.String("1m") }, []string{"cpuLimit"},
+			`cpuLimit "1m" is below the minimum 100m, which no run can work with: m means thousandths of a CPU: write 1 for one CPU`},
+		{"cpuLimit below the minimum", func(a *WorldBackupArgs) { a.CPULimit = pulumi.String("0.05") }, []string{"cpuLimit"}, "below the minimum 100m"},
 		{"securityMode unknown", func(a *WorldBackupArgs) { a.SecurityMode = new(SecurityMode("privileged")) }, []string{"securityMode"}, "use baseline"},
 		{"restricted as root", func(a *WorldBackupArgs) {
 			a.SecurityMode = new(SecurityMode("restricted"))
@@ -339,6 +346,9 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 			a.Compression = new(CompressionGzip)
 		}, []string{"compression"}, `compression is set to "gzip", but format is not set, so it is chunked, the default`},
 		{"empty exclude", func(a *WorldBackupArgs) { a.Excludes = pulumi.ToStringArray([]string{"*.jar", ""}) }, []string{"excludes"}, "item 1 is empty"},
+		{"exclude not a glob", func(a *WorldBackupArgs) { a.Excludes = pulumi.ToStringArray([]string{"*.jar", "[abc"}) }, []string{"excludes"}, `item 1: exclude pattern "[abc" is not a glob`},
+		{"exclude only a slash", func(a *WorldBackupArgs) { a.Excludes = pulumi.ToStringArray([]string{"/"}) }, []string{"excludes"}, `item 0: exclude pattern "/" matches nothing`},
+		{"exclude only dot slash", func(a *WorldBackupArgs) { a.Excludes = pulumi.ToStringArray([]string{"./"}) }, []string{"excludes"}, `exclude pattern "./" matches nothing`},
 		{"nodeName and nodeSelector", func(a *WorldBackupArgs) {
 			a.NodeName = pulumi.String("n1")
 			a.NodeSelector = pulumi.ToStringMap(map[string]string{"zone": "a"})
@@ -362,6 +372,10 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		{"concurrency with skipAwait", func(a *WorldBackupArgs) { a.Concurrency = new(2); a.SkipAwait = true }, []string{"concurrency"}, "waits for none"},
 		{"concurrency without the preflight", func(a *WorldBackupArgs) { a.Concurrency = new(2); a.Preflight = new(false) }, []string{"concurrency"}, "needs the preflight"},
 		{"rcon bad secret key", func(a *WorldBackupArgs) { a.Rcon = &RconArgs{SecretKey: pulumi.String("a/b")} }, []string{"rcon.secretKey"}, "not a valid Secret key"},
+		{"rcon secret key dot-dot", func(a *WorldBackupArgs) { a.Rcon = &RconArgs{SecretKey: pulumi.String("..")} }, []string{"rcon.secretKey"}, `rcon.secretKey ".." is not a valid Secret key (must not be '..')`},
+		{"encryption secret key dot", func(a *WorldBackupArgs) {
+			a.Encryption = &EncryptionArgs{SecretName: pulumi.String("survival-encryption"), SecretKey: pulumi.String(".")}
+		}, []string{"encryption.secretKey"}, `encryption.secretKey "." is not a valid Secret key (must not be '.')`},
 		{"retention without rule", func(a *WorldBackupArgs) { a.Retention = &RetentionArgs{MinKeep: pulumi.Int(2)} }, []string{"retention"}, "no keep rule"},
 		{"retention without floor", func(a *WorldBackupArgs) { a.Retention = &RetentionArgs{KeepLast: pulumi.Int(2)} }, []string{"retention.minKeep"}, "at least 1"},
 		{"retention bad within", func(a *WorldBackupArgs) {
@@ -370,6 +384,14 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		{"retention zero grace", func(a *WorldBackupArgs) {
 			a.Retention = &RetentionArgs{KeepLast: pulumi.Int(1), MinKeep: pulumi.Int(1), Grace: pulumi.String("0h")}
 		}, []string{"retention.grace"}, "positive"},
+		{"retention grace below the deadline", func(a *WorldBackupArgs) {
+			a.Deadline = pulumi.String("2h")
+			a.Retention = &RetentionArgs{KeepLast: pulumi.Int(1), MinKeep: pulumi.Int(1), Grace: pulumi.String("30m")}
+		}, []string{"retention.grace"}, `retention.grace "30m" is shorter than deadline 2h: a prune could remove what a backup still running has written (it keeps only what is younger than grace); set the grace to at least 2h, or shorten deadline`},
+		{"retention default grace below the deadline", func(a *WorldBackupArgs) {
+			a.Deadline = pulumi.String("90m")
+			a.Retention = &RetentionArgs{KeepLast: pulumi.Int(1), MinKeep: pulumi.Int(1)}
+		}, []string{"retention.grace"}, "retention.grace (not set: the default 1h) is shorter than deadline 1h30m"},
 		{"several problems listed together", func(a *WorldBackupArgs) {
 			a.Image = pulumi.String("")
 			a.Compression = new(Compression("xz"))
@@ -399,6 +421,28 @@ func checkInputError(t *testing.T, args WorldBackupArgs, wantInputs, wantText []
 func TestWorldBackupValidArgs(t *testing.T) {
 	if err := validArgs().Validate(); err != nil {
 		t.Fatalf("Validate() = %v", err)
+	}
+	for _, tt := range []struct {
+		name   string
+		modify func(a *WorldBackupArgs)
+	}{
+		{"limits at their minimums", func(a *WorldBackupArgs) { a.MemoryLimit, a.CPULimit = pulumi.String("64Mi"), pulumi.String("100m") }},
+		{"limits in other units", func(a *WorldBackupArgs) { a.MemoryLimit, a.CPULimit = pulumi.String("1G"), pulumi.String("0.5") }},
+		{"retention grace equal to the deadline", func(a *WorldBackupArgs) {
+			a.Deadline = pulumi.String("2h")
+			a.Retention = &RetentionArgs{KeepLast: pulumi.Int(1), MinKeep: pulumi.Int(1), Grace: pulumi.String("2h")}
+		}},
+		{"excludes of every form", func(a *WorldBackupArgs) {
+			a.Excludes = pulumi.ToStringArray([]string{"*.jar", "cache/", "/logs/", "./region/r.[0-9]*.mca"})
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := validArgs()
+			tt.modify(&a)
+			if err := a.Validate(); err != nil {
+				t.Fatalf("Validate() = %v", err)
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package provider
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	_ "time/tzdata" // timeZone is checked wherever the program runs
@@ -10,6 +11,7 @@ import (
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/utilities"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/robfig/cron/v3"
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/worldbackup/worldbackup/jobapi"
@@ -213,14 +215,15 @@ func (a ScheduleInputs) resolve(p *problems, namespace, server, name string) job
 		if key == "" {
 			key = naming.SpreadKey(namespace, server)
 		}
-		cron, err := naming.SpreadSchedule(s.Cron, window, key)
-		switch {
-		case err != nil:
+		expr, err := naming.SpreadSchedule(s.Cron, window, key)
+		if err != nil {
 			p.addf("spread", "%s", err)
-		case !validCron(cron):
-			p.addf("schedule", "%q is not a cron expression: use five fields (minute hour day-of-month month day-of-week), e.g. \"0 4 * * *\", or @hourly, @daily, @weekly, @monthly, or one of %s (a stable minute per server)", s.Cron, strings.Join(naming.SpreadMacros(), ", "))
-		default:
-			s.Cron = cron
+		} else if err := checkCron(expr); errors.Is(err, errCronTZ) {
+			p.addf("schedule", "%q %s: remove the prefix and set timeZone instead, e.g. timeZone: Europe/Berlin", s.Cron, err)
+		} else if err != nil {
+			p.addf("schedule", "%q is not a cron expression (%s): use five fields (minute 0-59, hour 0-23, day-of-month 1-31, month 1-12, day-of-week 0-6), e.g. \"0 4 * * *\", or @hourly, @daily, @weekly, @monthly, or one of %s (a stable minute per server)", s.Cron, err, strings.Join(naming.SpreadMacros(), ", "))
+		} else {
+			s.Cron = expr
 		}
 	}
 	if a.TimeZone != "" {
@@ -254,25 +257,40 @@ func (a ScheduleInputs) resolve(p *problems, namespace, server, name string) job
 	return s
 }
 
-// validCron reports whether s looks like a cron schedule the CronJob
-// controller accepts: five fields or a macro. The API server has the last
-// word; this catches typos at preview.
-func validCron(s string) bool {
-	switch s {
-	case "@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly":
-		return true
-	}
-	fields := strings.Fields(s)
-	if len(fields) != 5 {
-		return false
-	}
-	for _, f := range fields {
-		if strings.Trim(f, "0123456789*/,-?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") != "" {
-			return false
+// cronMacros are the schedule macros the components take besides five
+// fields (ParseStandard's, but @every, which a CronJob's cron dialect
+// documents not).
+var cronMacros = []string{"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+
+// checkCron reports whether s is a schedule the API server accepts for a
+// CronJob: five fields, each in its range (minute 0-59, hour 0-23,
+// day-of-month 1-31, month 1-12 or JAN-DEC, day-of-week 0-6 or SUN-SAT), or
+// a macro. The API server parses it with the same parser,
+// robfig/cron/v3's ParseStandard, and refuses TZ= and CRON_TZ=, for which
+// the CronJob has the timeZone field: so preview refuses what `pulumi up`
+// would have the API server refuse. Its errors say what is wrong, not the
+// fix.
+func checkCron(s string) error {
+	switch {
+	case strings.Contains(s, "TZ"):
+		return errCronTZ
+	case strings.HasPrefix(s, "@"):
+		if !slices.Contains(cronMacros, s) {
+			return fmt.Errorf("%s is not a macro the components take", s)
 		}
+		return nil
+	case len(strings.Fields(s)) != 5:
+		return fmt.Errorf("has %d fields, not 5", len(strings.Fields(s)))
 	}
-	return true
+	if _, err := cron.ParseStandard(s); err != nil {
+		return err
+	}
+	return nil
 }
+
+// errCronTZ is checkCron's error for a schedule with a TZ= or CRON_TZ=
+// prefix.
+var errCronTZ = errors.New("sets its time zone with TZ= or CRON_TZ=, which a CronJob refuses")
 
 // Annotate describes WorldBackupSchedule and its outputs in the plugin's
 // schema and sets its token to worldbackup:index:WorldBackupSchedule.

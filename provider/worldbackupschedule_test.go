@@ -88,7 +88,7 @@ func TestWorldBackupScheduleSpread(t *testing.T) {
 			if err := json.Unmarshal(b, &cj); err != nil {
 				t.Fatal(err)
 			}
-			if cj.Spec.Schedule != want || !validCron(cj.Spec.Schedule) || strings.HasPrefix(cj.Spec.Schedule, "@") {
+			if cj.Spec.Schedule != want || checkCron(cj.Spec.Schedule) != nil || strings.HasPrefix(cj.Spec.Schedule, "@") {
 				t.Fatalf("CronJob schedule %q, want %q (five fields)", cj.Spec.Schedule, want)
 			}
 			if got != want {
@@ -107,6 +107,14 @@ func TestWorldBackupScheduleInvalidInputs(t *testing.T) {
 	}{
 		{"no schedule", func(a *WorldBackupScheduleArgs) { a.Schedule = "" }, []string{"schedule"}, "is required"},
 		{"four fields", func(a *WorldBackupScheduleArgs) { a.Schedule = "0 4 * *" }, []string{"schedule"}, "five fields"},
+		{"hour out of range", func(a *WorldBackupScheduleArgs) { a.Schedule = "0 25 * * *" }, []string{"schedule"}, `"0 25 * * *" is not a cron expression (end of range (25) above maximum (23)`},
+		{"minute out of range", func(a *WorldBackupScheduleArgs) { a.Schedule = "60 4 * * *" }, []string{"schedule"}, "minute 0-59"},
+		{"day of month zero", func(a *WorldBackupScheduleArgs) { a.Schedule = "0 4 0 * *" }, []string{"schedule"}, "below minimum"},
+		{"month 13", func(a *WorldBackupScheduleArgs) { a.Schedule = "0 4 1 13 *" }, []string{"schedule"}, "above maximum"},
+		{"day of week name misspelt", func(a *WorldBackupScheduleArgs) { a.Schedule = "0 4 * * MONDAY" }, []string{"schedule"}, "is not a cron expression"},
+		{"TZ prefix", func(a *WorldBackupScheduleArgs) { a.Schedule = "TZ=Europe/Berlin 0 4 * * *" }, []string{"schedule"}, "TZ= or CRON_TZ=, which a CronJob refuses: remove the prefix and set timeZone instead"},
+		{"CRON_TZ prefix", func(a *WorldBackupScheduleArgs) { a.Schedule = "CRON_TZ=UTC 0 4 * * *" }, []string{"schedule"}, "set timeZone instead"},
+		{"@every", func(a *WorldBackupScheduleArgs) { a.Schedule = "@every 1h" }, []string{"schedule"}, "not a macro the components take"},
 		{"bad time zone", func(a *WorldBackupScheduleArgs) { a.TimeZone = "Mars/Olympus" }, []string{"timeZone"}, "IANA"},
 		{"bad history", func(a *WorldBackupScheduleArgs) { a.FailedJobsHistory = new(-1) }, []string{"failedJobsHistory"}, "out of range"},
 		{"starting deadline too short", func(a *WorldBackupScheduleArgs) { a.StartingDeadline = "1s" }, []string{"startingDeadline"}, "too short"},
@@ -191,5 +199,17 @@ func TestWorldBackupScheduleOutputInputs(t *testing.T) {
 	}
 	if regs := m.ofType("kubernetes:batch/v1:CronJob"); len(regs) != 1 || regs[0].Inputs["spec"].IsObject() {
 		t.Fatalf("CronJobs %+v, want one with an unknown spec", regs)
+	}
+}
+
+// TestCheckCron: what the API server's parser takes passes, names and
+// steps included.
+func TestCheckCron(t *testing.T) {
+	for _, s := range []string{"0 4 * * *", "*/15 * * * *", "0 4 * * MON-FRI", "0 0 1 JAN *", "0 4 ? * *", "59 23 31 12 6", "@daily", "@yearly", "@midnight"} {
+		t.Run(s, func(t *testing.T) {
+			if err := checkCron(s); err != nil {
+				t.Fatalf("checkCron(%q) = %v", s, err)
+			}
+		})
 	}
 }

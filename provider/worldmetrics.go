@@ -142,7 +142,7 @@ func (a WorldMetricsArgs) resolve() (jobspec.Metrics, error) {
 	uid, gid := int64(deref(a.RunAsUser, DefaultGameUID)), int64(deref(a.RunAsGroup, DefaultGameGID))
 	m.Identity = jobspec.Identity{Mode: jobspec.Restricted, RunAsUser: uid, RunAsGroup: gid, FSGroup: gid}
 	cpuQ, _ := p.quantity("cpuLimit", cpu, "200m")
-	memQ, _ := p.quantity("memoryLimit", mem, "128Mi")
+	memQ, _ := p.quantityAtLeast("memoryLimit", mem, "128Mi", MinMemoryLimit)
 	m.Resources = jobspec.Resources{CPULimit: cpuQ, MemoryLimit: memQ}
 	p.labels("labels", m.Labels, jobspec.ReservedLabels)
 	p.annotations("annotations", m.Annotations, nil)

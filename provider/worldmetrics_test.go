@@ -132,6 +132,7 @@ func TestWorldMetricsInvalidInputs(t *testing.T) {
 		{"bad server", func(a *WorldMetricsArgs) { a.ServerMaxAges = map[string]string{"Survival": "1h"} }, []string{"serverMaxAges"}, "Survival"},
 		{"root", func(a *WorldMetricsArgs) { a.RunAsUser = new(0) }, []string{"runAsUser"}, "non-root"},
 		{"port", func(a *WorldMetricsArgs) { a.Port = new(70000) }, []string{"port"}, "out of range"},
+		{"memory in thousandths", func(a *WorldMetricsArgs) { a.MemoryLimit = pulumi.String("128m") }, []string{"memoryLimit"}, "below the minimum 64Mi"},
 		{"reserved label", func(a *WorldMetricsArgs) { a.Labels = pulumi.StringMap{"app.kubernetes.io/name": pulumi.String("x")} }, []string{"labels"}, "set by the component"},
 	}
 	for _, tt := range tests {

@@ -186,8 +186,11 @@ func (p *problems) byRun(kind string, in jobspec.ByRun, archiveRef, sum string, 
 	if err := jobapi.CheckRunRef(in.FromRun); err != nil {
 		p.addf("fromRun", "%s", err)
 	}
-	if in.FromServer != "" {
-		p.server("fromServer", in.FromServer, kind)
+	// fromServer names no Job, only the server whose run is looked up:
+	// the archiver's rule of a server name, not the Job name's.
+	if in.FromServer != "" && jobapi.CheckServer(in.FromServer) != nil {
+		p.addf("fromServer", "%q is invalid: use the name of a backed-up server, at most %d lowercase letters, digits and '-', starting and ending with a letter or digit",
+			in.FromServer, jobapi.MaxServerLen)
 	}
 	p.dnsSubdomain("configSecretName", in.ConfigSecretName)
 	mounts = append(mounts, mount{"configMountPath", in.ConfigMountPath}, mount{"the resolved-run folder", jobapi.ResolvedMountPath})

@@ -14,6 +14,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/internal/jobtest"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
@@ -293,6 +294,14 @@ func TestWorldRestoreInvalidInputs(t *testing.T) {
 			a.FromRun, a.ArchiveRef, a.SHA256 = pulumi.String("../x"), nil, nil
 		}, []string{"fromRun"}, `neither "latest" nor a run ID`},
 		{"fromServer without fromRun", func(a *WorldRestoreArgs) { a.FromServer = pulumi.String("lobby") }, []string{"fromServer"}, "fromRun is not"},
+		{"fromServer past the server-name rule", func(a *WorldRestoreArgs) {
+			a.FromRun, a.ArchiveRef, a.SHA256 = pulumi.String("latest"), nil, nil
+			a.FromServer = pulumi.String(strings.Repeat("s", 64))
+		}, []string{"fromServer"}, "at most 63 lowercase letters"},
+		{"fromServer not a label", func(a *WorldRestoreArgs) {
+			a.FromRun, a.ArchiveRef, a.SHA256 = pulumi.String("latest"), nil, nil
+			a.FromServer = pulumi.String("Lobby")
+		}, []string{"fromServer"}, `fromServer "Lobby" is invalid: use the name of a backed-up server`},
 		{"configSecretName without fromRun", func(a *WorldRestoreArgs) { a.ConfigSecretName = pulumi.String("c") }, []string{"configSecretName"}, "only by a restore by run"},
 		{"fromRun in restricted mode without fsGroup", func(a *WorldRestoreArgs) {
 			a.FromRun, a.ArchiveRef, a.SHA256 = pulumi.String("latest"), nil, nil
@@ -349,6 +358,13 @@ func TestWorldRestoreByRun(t *testing.T) {
 	pod := jobspec.BuildRestore(r).Spec.Template.Spec
 	if len(pod.InitContainers) != 1 || !slices.Contains(pod.InitContainers[0].Args, "lobby") {
 		t.Fatalf("init containers %+v: want the resolve of lobby", pod.InitContainers)
+	}
+	// fromServer names no Job: a server name of 63 characters, which the
+	// archiver takes, is not held to the Job name's 46.
+	long := strings.Repeat("s", jobapi.MaxServerLen)
+	a.FromServer = pulumi.String(long)
+	if r, err := a.Job(); err != nil || r.FromServer != long {
+		t.Fatalf("fromServer of %d characters: %v", len(long), err)
 	}
 }
 
@@ -450,8 +466,8 @@ func TestWorldRestoreSchemaThroughInfer(t *testing.T) {
 	}
 }
 
-// TestNotifyInput: notify gives the Job its webhook Secret; a bad key is an
-// input error naming notify.key.
+// TestNotifyInput: notify gives the Job its webhook Secret; a missing
+// Secret name or a key a Secret cannot hold is an input error naming it.
 func TestNotifyInput(t *testing.T) {
 	a := validRestoreArgs()
 	a.Notify = &NotifyArgs{SecretName: "felis-notify", Key: "url", OnSuccess: true}
@@ -462,6 +478,24 @@ func TestNotifyInput(t *testing.T) {
 	if r.Notify == nil || *r.Notify != (jobspec.Notify{SecretName: "felis-notify", Key: "url", Always: true}) {
 		t.Fatalf("notify = %+v", r.Notify)
 	}
-	a.Notify = &NotifyArgs{SecretName: "felis-notify", Key: "a/b"}
-	checkRestoreInputError(t, a, []string{"notify.key"}, []string{"is not a Secret key"})
+	for _, tt := range []struct {
+		name      string
+		notify    NotifyArgs
+		wantInput string
+		wantText  string
+	}{
+		{"key with a slash", NotifyArgs{SecretName: "felis-notify", Key: "a/b"}, "notify.key", `notify.key "a/b" is not a valid Secret key`},
+		{"key dot", NotifyArgs{SecretName: "felis-notify", Key: "."}, "notify.key", `notify.key "." is not a valid Secret key (must not be '.')`},
+		{"key dot-dot", NotifyArgs{SecretName: "felis-notify", Key: ".."}, "notify.key", "must not be '..'"},
+		{"key starting with dot-dot", NotifyArgs{SecretName: "felis-notify", Key: "..url"}, "notify.key", "must not start with '..'"},
+		{"no key", NotifyArgs{SecretName: "felis-notify"}, "notify.key", "notify.key is required"},
+		{"no secret name", NotifyArgs{Key: "url"}, "notify.secretName", "notify.secretName is required: set it to the Secret that holds the webhook URL"},
+		{"onSuccess alone", NotifyArgs{Key: "url", OnSuccess: true}, "notify.secretName", "notify.secretName is required"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := validRestoreArgs()
+			a.Notify = &tt.notify
+			checkRestoreInputError(t, a, []string{tt.wantInput}, []string{tt.wantText})
+		})
+	}
 }

@@ -97,7 +97,7 @@ func (a WorldVerifyArgs) resolve() (resolvedVerify, error) {
 	}
 	scratch := jobspec.Scratch{StorageClassName: str(a.ScratchStorageClassName)}
 	if in := str(a.ScratchSize); in != "" {
-		if q, ok := p.quantity("scratchSize", in, "16Gi or 500Mi"); ok {
+		if q, ok := p.quantityAtLeast("scratchSize", in, "16Gi or 500Mi", MinScratchSize); ok {
 			if q.Cmp(maxScratchSize) > 0 {
 				p.addf("scratchSize", "%q is too large: use at most 1Ei", in)
 			}

@@ -1,9 +1,7 @@
 package tarstream
 
 import (
-	"fmt"
 	"path"
-	"strings"
 
 	"github.com/worldbackup/worldbackup/jobapi"
 )
@@ -29,27 +27,20 @@ func ValidateExcludes(globs []string) error {
 	return err
 }
 
-// compileExcludes checks and compiles glob patterns. A pattern matches an
-// entry when path.Match matches it against the entry's slash path relative
-// to the world root or against its base name; a trailing '/' restricts it to
-// directories (an excluded directory is not descended into).
+// compileExcludes checks and compiles glob patterns with
+// jobapi.ParseExclude, the rule the components apply at preview. A pattern
+// matches an entry when path.Match matches it against the entry's slash
+// path relative to the world root or against its base name; a trailing '/'
+// restricts it to directories (an excluded directory is not descended
+// into).
 func compileExcludes(globs []string) (matcher, error) {
 	m := make(matcher, 0, len(globs))
 	for _, g := range globs {
-		p := pattern{src: g, glob: g}
-		p.glob = strings.TrimPrefix(p.glob, "./")
-		p.glob = strings.TrimLeft(p.glob, "/")
-		if strings.HasSuffix(p.glob, "/") {
-			p.dirOnly = true
-			p.glob = strings.TrimRight(p.glob, "/")
+		glob, dirOnly, err := jobapi.ParseExclude(g)
+		if err != nil {
+			return nil, err
 		}
-		if p.glob == "" {
-			return nil, fmt.Errorf("exclude pattern %q matches nothing: give a glob such as \"*.jar\" or \"cache/\"", g)
-		}
-		if _, err := path.Match(p.glob, ""); err != nil {
-			return nil, fmt.Errorf("exclude pattern %q: %w", g, err)
-		}
-		m = append(m, p)
+		m = append(m, pattern{src: g, glob: glob, dirOnly: dirOnly})
 	}
 	return m, nil
 }

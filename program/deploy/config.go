@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider"
@@ -44,7 +45,7 @@ type Config struct {
 	// BackupClaim); a server's own store replaces it.
 	Store *Store
 	// Format is the stack-wide archive format, tar or chunked ("": the
-	// component's default, tar); a server's own format replaces it.
+	// component's default, chunked); a server's own format replaces it.
 	Format string
 	// Notify is the webhook every Job posts its failures (or, with
 	// onSuccess, every outcome) to; nil: none.
@@ -233,6 +234,19 @@ type Restore struct {
 	// RunID is the restore's own trigger: a new one restores again (default:
 	// the archive's checksum, or fromRun).
 	RunID string `json:"runId,omitempty"`
+	// Encryption replaces the server's encryption for this restore: the
+	// identity that reads an encrypted run of another server (fromServer)
+	// whose identity differs (nil: the server's own).
+	Encryption *Encryption `json:"encryption,omitempty"`
+}
+
+// encryptionOf returns the encryption restore r reads its archive with: its
+// own, else that of the server it restores into, s (nil: none).
+func (r Restore) encryptionOf(s Server) *Encryption {
+	if r.Encryption != nil {
+		return r.Encryption
+	}
+	return s.Encryption
 }
 
 // byRun reports whether r restores a recorded run (fromRun).
@@ -456,6 +470,9 @@ func (c Config) Validate() error {
 		if v := s.Verify; v != nil && !v.scheduled() && (v.TimeZone != "" || v.Spread != "") {
 			add("servers[%d].verify.timeZone and .spread go with servers[%d].verify.schedule: set a schedule, or remove them", i, i)
 		}
+		if s.Schedule == "" && (s.TimeZone != "" || s.Spread != "") {
+			add("servers[%d].timeZone and .spread go with servers[%d].schedule: set a schedule, or remove them", i, i)
+		}
 	}
 	clusters := map[string]bool{}
 	for i, cl := range c.Clusters {
@@ -502,7 +519,7 @@ func (c Config) Validate() error {
 		if r.Cluster != "" && !clusters[r.Cluster] {
 			add("restores[%d].cluster %q is not one of worldbackup:clusters", i, r.Cluster)
 		}
-		key := r.Cluster + "/" + r.Server
+		key := c.clusterOf(r) + "/" + r.Server
 		if restored[key] {
 			add("restores[%d]: %s is restored twice in one run: keep one entry", i, r.Server)
 		}
@@ -516,6 +533,8 @@ func (c Config) Validate() error {
 			add("restores[%d] (%s): archiveRef %q is in an S3 store, but neither worldbackup:store nor the server's store is set: set one with its endpoint and credentialsSecretName", i, r.Server, r.ArchiveRef)
 		}
 	}
+	errs = append(errs, c.checkNames()...)
+	errs = append(errs, c.checkGrace()...)
 	if c.Format != "" && jobapi.CheckFormat(c.Format) != nil {
 		add("format %q is not an archive format: use %s, e.g. `pulumi config set worldbackup:format %s`", c.Format, strings.Join(jobapi.Formats(), " or "), jobapi.FormatChunked)
 	}
@@ -536,4 +555,118 @@ func (c Config) Validate() error {
 		add("renderDir %q: `~` is not expanded; use an absolute path or one relative to the project folder", c.RenderDir)
 	}
 	return errors.Join(errs...)
+}
+
+// checkNames refuses two entries that would declare the same Pulumi
+// resource (resourceName: <cluster>-<server>, the same type), which
+// preview would fail on with a duplicate URN that names no config key:
+// clusters eu and eu-west with servers west-lobby and lobby both give
+// eu-west-lobby. A server's schedule, prune and verify are named after its
+// backup, so the backups and the restores are all there is to compare.
+func (c Config) checkNames() []error {
+	var errs []error
+	for _, kind := range []struct {
+		what    string
+		entries func(yield func(cluster, entry, name string))
+	}{
+		{"backup", func(yield func(string, string, string)) {
+			for ci, cl := range c.Clusters {
+				for si, s := range c.Servers {
+					yield(cl.Name, fmt.Sprintf("clusters[%d] (%s) with servers[%d] (%s)", ci, cl.Name, si, s.Name), resourceName(cl.Name, s.Name, ""))
+				}
+			}
+		}},
+		{"restore", func(yield func(string, string, string)) {
+			for ri, r := range c.Restores {
+				if cl := c.clusterOf(r); cl != "" && r.Server != "" {
+					yield(cl, fmt.Sprintf("restores[%d] (%s in cluster %s)", ri, r.Server, cl), resourceName(cl, r.Server, suffixRestore))
+				}
+			}
+		}},
+	} {
+		first := map[string]string{} // resource name → entry
+		firstCluster := map[string]string{}
+		kind.entries(func(cluster, entry, name string) {
+			prev, dup := first[name]
+			switch {
+			case !dup:
+				first[name], firstCluster[name] = entry, cluster
+			case firstCluster[name] != cluster: // the same cluster's duplicates are refused as such
+				errs = append(errs, fmt.Errorf("%s:%s and %s would both name the %s resource %q, which Pulumi refuses: rename a cluster or a server so that <cluster>-<server> differs",
+					Namespace, prev, entry, kind.what, name))
+			}
+		})
+	}
+	return errs
+}
+
+// clusterOf returns the cluster r restores in: its own, or the only one
+// when it names none ("" when it names none among several).
+func (c Config) clusterOf(r Restore) string {
+	if r.Cluster == "" && len(c.Clusters) == 1 {
+		return c.Clusters[0].Name
+	}
+	return r.Cluster
+}
+
+// checkGrace refuses a prune grace shorter than the longest deadline of
+// the backups into the same store (jobapi.CheckGrace): the retention after
+// each backup (a server's own, or worldbackup:retention) and a server's
+// prune. A prune removes the store's unreferenced packs, whichever server
+// wrote them, so every backup into the store counts. A grace or deadline
+// that does not parse is left to the component, which names it.
+func (c Config) checkGrace() []error {
+	type deadline struct {
+		d    time.Duration
+		name string
+	}
+	longest := map[string]deadline{} // by store
+	for i, s := range c.Servers {
+		d, name := s.Deadline, fmt.Sprintf("servers[%d].deadline", i)
+		if d == "" {
+			d, name = provider.DefaultDeadline, fmt.Sprintf("servers[%d].deadline (not set: the default)", i)
+		}
+		v, err := time.ParseDuration(d)
+		if k := c.storeKey(s); err == nil && v > longest[k].d {
+			longest[k] = deadline{v, name}
+		}
+	}
+	var errs []error
+	reported := map[string]bool{}
+	check := func(key, grace string, s Server) {
+		g, shown := jobapi.DefaultGrace, "(not set: the default "+jobapi.ShortDuration(jobapi.DefaultGrace)+")"
+		if grace != "" {
+			v, err := jobapi.ParseDuration(grace)
+			if err != nil || v <= 0 {
+				return
+			}
+			g, shown = v, strconv.Quote(grace)
+		}
+		l := longest[c.storeKey(s)]
+		if err := jobapi.CheckGrace(g, l.d, l.name); err != nil && !reported[key] {
+			reported[key] = true
+			errs = append(errs, fmt.Errorf("%s:%s %s %w", Namespace, key, shown, err))
+		}
+	}
+	for i, s := range c.Servers {
+		switch {
+		case s.Retention != nil:
+			check(fmt.Sprintf("servers[%d].retention.grace", i), s.Retention.Grace, s)
+		case c.Retention != nil:
+			check("retention.grace", c.Retention.Grace, s)
+		}
+		if s.Prune != nil {
+			check(fmt.Sprintf("servers[%d].prune.grace", i), s.Prune.Grace, s)
+		}
+	}
+	return errs
+}
+
+// storeKey names the store server s backs up into: its S3 store's
+// endpoint and URL, or "" for the backup claim.
+func (c Config) storeKey(s Server) string {
+	if st := c.storeOf(s); st != nil {
+		return st.Endpoint + " " + st.URL
+	}
+	return ""
 }

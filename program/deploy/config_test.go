@@ -94,6 +94,32 @@ func TestParseConfig(t *testing.T) {
 			m["worldbackup:renderDir"] = "/tmp/out"
 			m["worldbackup:clusters"] = `[{"name":"eu","concurrency":10}]`
 		}, []string{"clusters[0].concurrency caps the backups that `pulumi up` waits for", "remove clusters[0].concurrency, or unset renderDir and skipAwait"}},
+		{"timeZone without a schedule", func(m map[string]string) {
+			m["worldbackup:servers"] = `[{"name":"lobby"},{"name":"survival","timeZone":"Europe/Berlin"}]`
+		}, []string{"worldbackup:servers[1].timeZone and .spread go with servers[1].schedule: set a schedule, or remove them"}},
+		{"spread without a schedule", func(m map[string]string) { m["worldbackup:servers"] = `[{"name":"lobby","spread":"2h"}]` },
+			[]string{"servers[0].timeZone and .spread go with servers[0].schedule"}},
+		{"backups of two clusters with one resource name", func(m map[string]string) {
+			m["worldbackup:clusters"] = `[{"name":"eu"},{"name":"eu-west"}]`
+			m["worldbackup:servers"] = `[{"name":"west-lobby"},{"name":"lobby"}]`
+		}, []string{`worldbackup:clusters[0] (eu) with servers[0] (west-lobby) and clusters[1] (eu-west) with servers[1] (lobby) would both name the backup resource "eu-west-lobby", which Pulumi refuses: rename a cluster or a server`}},
+		{"restores of two clusters with one resource name", func(m map[string]string) {
+			m["worldbackup:clusters"] = `[{"name":"eu"},{"name":"eu-west"}]`
+			m["worldbackup:restores"] = `[{"server":"west-hub","cluster":"eu","fromRun":"latest"},{"server":"hub","cluster":"eu-west","fromRun":"latest"}]`
+		}, []string{`restores[0] (west-hub in cluster eu) and restores[1] (hub in cluster eu-west) would both name the restore resource "eu-west-hub-restore"`}},
+		{"restored twice, once naming the only cluster", func(m map[string]string) {
+			m["worldbackup:restores"] = `[{"server":"lobby","fromRun":"latest"},{"server":"lobby","cluster":"default","fromRun":"r1"}]`
+		}, []string{"restores[1]: lobby is restored twice"}},
+		{"retention grace below a deadline", func(m map[string]string) {
+			m["worldbackup:servers"] = `[{"name":"lobby","deadline":"2h"},{"name":"survival"}]`
+			m["worldbackup:retention"] = `{"keepLast":3,"minKeep":1,"grace":"30m"}`
+		}, []string{`worldbackup:retention.grace "30m" is shorter than servers[0].deadline 2h: a prune could remove what a backup still running has written`, "set the grace to at least 2h, or shorten servers[0].deadline"}},
+		{"default grace below a server's deadline", func(m map[string]string) {
+			m["worldbackup:servers"] = `[{"name":"lobby","deadline":"3h","retention":{"keepLast":3,"minKeep":1}}]`
+		}, []string{"worldbackup:servers[0].retention.grace (not set: the default 1h) is shorter than servers[0].deadline 3h"}},
+		{"prune grace below another server's deadline into the same store", func(m map[string]string) {
+			m["worldbackup:servers"] = `[{"name":"lobby","prune":{"runId":"p1","keepLast":3,"minKeep":1,"grace":"45m"}},{"name":"survival","deadline":"2h"}]`
+		}, []string{`worldbackup:servers[0].prune.grace "45m" is shorter than servers[1].deadline 2h`}},
 		{"concurrency with skipAwait", func(m map[string]string) {
 			m["worldbackup:skipAwait"] = "true"
 			m["worldbackup:clusters"] = `[{"name":"eu","concurrency":10}]`
@@ -115,6 +141,28 @@ func TestParseConfig(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
+			}
+		})
+	}
+}
+
+// TestGraceAgainstDeadlines: a grace of at least the longest deadline into
+// its store passes; a longer deadline into another store does not count.
+func TestGraceAgainstDeadlines(t *testing.T) {
+	for _, tt := range []struct{ name, servers, retention string }{
+		{"defaults", `[{"name":"lobby","retention":{"keepLast":3,"minKeep":1}}]`, ""},
+		{"grace equal to the deadline", `[{"name":"lobby","deadline":"2h"}]`, `{"keepLast":3,"minKeep":1,"grace":"2h"}`},
+		{"grace in days", `[{"name":"lobby","deadline":"48h"}]`, `{"keepLast":3,"minKeep":1,"grace":"2d"}`},
+		{"a longer deadline into another store", `[{"name":"lobby","prune":{"runId":"p1","keepLast":3,"minKeep":1,"grace":"45m"}},` +
+			`{"name":"survival","deadline":"5h","store":{"url":"s3://other/x","credentialsSecretName":"s3"}}]`, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := map[string]string{"worldbackup:image": "img:1", "worldbackup:backupClaim": "backups", "worldbackup:servers": tt.servers}
+			if tt.retention != "" {
+				m["worldbackup:retention"] = tt.retention
+			}
+			if _, err := ParseConfig(getter(m), nil); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
@@ -422,7 +470,7 @@ func TestStore(t *testing.T) {
 func TestPruneIsDeclared(t *testing.T) {
 	m := map[string]string{
 		"worldbackup:image": "img:1", "worldbackup:backupClaim": "backups",
-		"worldbackup:servers": `[{"name":"lobby","securityMode":"restricted","prune":{"runId":"p1","keepLast":2,"minKeep":1,"grace":"1m","dryRun":true}}]`,
+		"worldbackup:servers": `[{"name":"lobby","securityMode":"restricted","prune":{"runId":"p1","keepLast":2,"minKeep":1,"grace":"2h","dryRun":true}}]`,
 	}
 	c, err := ParseConfig(getter(m), nil)
 	if err != nil {
@@ -430,7 +478,7 @@ func TestPruneIsDeclared(t *testing.T) {
 	}
 	a := pruneArgs(c, c.Clusters[0], c.Servers[0])
 	if promptString(a.RunID) != RunID(DefaultCluster, "lobby", "p1") || a.Retention.KeepLast != pulumi.Int(2) ||
-		promptString(a.Retention.Grace) != "1m" || !a.DryRun || *a.SecurityMode != provider.SecurityModeRestricted ||
+		promptString(a.Retention.Grace) != "2h" || !a.DryRun || *a.SecurityMode != provider.SecurityModeRestricted ||
 		promptString(a.BackupClaimName) != "backups" || a.WorldClaimName != nil || a.Store != nil {
 		t.Fatalf("prune args %+v", a)
 	}

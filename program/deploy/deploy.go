@@ -88,7 +88,7 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 		}
 		saved := map[string]*provider.WorldBackup{}
 		for _, s := range cfg.Servers {
-			b, err := provider.NewWorldBackup(ctx, cl.Name+"-"+s.Name, backupArgs(cfg, cl, s), pulumi.Provider(k8s))
+			b, err := provider.NewWorldBackup(ctx, resourceName(cl.Name, s.Name, ""), backupArgs(cfg, cl, s), pulumi.Provider(k8s))
 			if err != nil {
 				return fmt.Errorf("cluster %s, server %s: %w", cl.Name, s.Name, err)
 			}
@@ -99,7 +99,7 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			if s.Schedule != "" {
 				sched := provider.WorldBackupScheduleArgs{WorldBackupArgs: backupArgs(cfg, cl, s), ScheduleInputs: provider.ScheduleInputs{
 					Schedule: s.Schedule, TimeZone: s.TimeZone, Spread: s.Spread, SpreadKey: naming.SpreadKey(cl.Name, s.Name)}}
-				sc, err := provider.NewWorldBackupSchedule(ctx, cl.Name+"-"+s.Name+"-schedule", sched, pulumi.Provider(k8s))
+				sc, err := provider.NewWorldBackupSchedule(ctx, resourceName(cl.Name, s.Name, suffixSchedule), sched, pulumi.Provider(k8s))
 				if err != nil {
 					return fmt.Errorf("cluster %s, server %s, schedule: %w", cl.Name, s.Name, err)
 				}
@@ -108,7 +108,7 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			}
 			if s.Prune != nil {
 				// After this run's backup, so the prune sees it.
-				p, err := provider.NewWorldPrune(ctx, cl.Name+"-"+s.Name+"-prune", pruneArgs(cfg, cl, s),
+				p, err := provider.NewWorldPrune(ctx, resourceName(cl.Name, s.Name, suffixPrune), pruneArgs(cfg, cl, s),
 					pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{b}))
 				if err != nil {
 					return fmt.Errorf("cluster %s, server %s, prune: %w", cl.Name, s.Name, err)
@@ -118,7 +118,7 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			}
 			switch {
 			case s.Verify.scheduled():
-				vs, err := provider.NewWorldVerifySchedule(ctx, cl.Name+"-"+s.Name+"-verify-schedule", verifyScheduleArgs(cfg, cl, s), pulumi.Provider(k8s))
+				vs, err := provider.NewWorldVerifySchedule(ctx, resourceName(cl.Name, s.Name, suffixVerifySchedule), verifyScheduleArgs(cfg, cl, s), pulumi.Provider(k8s))
 				if err != nil {
 					return fmt.Errorf("cluster %s, server %s, verify schedule: %w", cl.Name, s.Name, err)
 				}
@@ -127,7 +127,7 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			case s.Verify != nil:
 				// The archive and checksum are this run's backup's outputs:
 				// the verify waits for it (a data dependency).
-				v, err := provider.NewWorldVerify(ctx, cl.Name+"-"+s.Name+"-verify", verifyArgs(cfg, cl, s, b), pulumi.Provider(k8s))
+				v, err := provider.NewWorldVerify(ctx, resourceName(cl.Name, s.Name, suffixVerify), verifyArgs(cfg, cl, s, b), pulumi.Provider(k8s))
 				if err != nil {
 					return fmt.Errorf("cluster %s, server %s, verify: %w", cl.Name, s.Name, err)
 				}
@@ -154,7 +154,7 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 				// after the backup.
 				ref = b.ArchiveRef.ApplyT(func(string) string { return v }).(pulumi.StringOutput)
 			}
-			w, err := provider.NewWorldRestore(ctx, cl.Name+"-"+r.Server+"-restore", restoreArgs(cfg, cl, r, ref), pulumi.Provider(k8s))
+			w, err := provider.NewWorldRestore(ctx, resourceName(cl.Name, r.Server, suffixRestore), restoreArgs(cfg, cl, r, ref), pulumi.Provider(k8s))
 			if err != nil {
 				return fmt.Errorf("cluster %s, restore of %s: %w", cl.Name, r.Server, err)
 			}
@@ -181,6 +181,23 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 		ctx.Export("metrics", metrics)
 	}
 	return nil
+}
+
+// The suffixes of the Pulumi names of a server's components after its
+// backup's (resourceName).
+const (
+	suffixSchedule       = "-schedule"
+	suffixPrune          = "-prune"
+	suffixVerify         = "-verify"
+	suffixVerifySchedule = "-verify-schedule"
+	suffixRestore        = "-restore"
+)
+
+// resourceName is the Pulumi name of a component of server in cluster,
+// <cluster>-<server><suffix>: unique for each type, which Config.Validate
+// makes sure of (checkNames).
+func resourceName(cluster, server, suffix string) string {
+	return cluster + "-" + server + suffix
 }
 
 func outputs(cluster, server string, runID, namespace, jobName, archiveRef pulumi.StringOutput) pulumi.Map {
@@ -265,7 +282,7 @@ func restoreArgs(cfg Config, cl Cluster, r Restore, archiveRef pulumi.StringInpu
 		Store:      store,
 		ArchiveRef: archiveRef,
 		SHA256:     pulumi.String(r.SHA256),
-		Encryption: server.Encryption.args(),
+		Encryption: r.encryptionOf(server).args(),
 	}
 	if store != nil {
 		a.BackupClaimName = nil // an S3 restore mounts no backup claim
@@ -285,7 +302,7 @@ func restoreByRunArgs(cfg Config, cl Cluster, r Restore, server Server, fromRun 
 	a := provider.WorldRestoreArgs{
 		JobInputs:   jobInputs(cfg, cl, server, RunID(cl.Name, r.Server, trigger)),
 		ByRunInputs: provider.ByRunInputs{FromRun: fromRun},
-		Encryption:  server.Encryption.args(),
+		Encryption:  r.encryptionOf(server).args(),
 	}
 	if r.FromServer != "" {
 		a.FromServer = pulumi.String(r.FromServer)

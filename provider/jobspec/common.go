@@ -284,10 +284,14 @@ func (n *Notify) Request() jobapi.Notify {
 }
 
 // Volume returns the webhook Secret's volume, only its key, as
-// jobapi.NotifyURLFile with mode 0400, and its read-only mount.
+// jobapi.NotifyURLFile with mode 0400, and its read-only mount. The volume
+// is optional: a missing Secret or key leaves the file out and the pod
+// starts, the archiver logging that the notification was not sent, since a
+// notification never fails or delays a run.
 func (n *Notify) Volume() (corev1.Volume, corev1.VolumeMount) {
 	v := SecretVolume(NotifyVolumeName, n.SecretName)
 	v.Secret.Items = []corev1.KeyToPath{{Key: n.Key, Path: jobapi.NotifyURLFile}}
+	v.Secret.Optional = new(true)
 	return v, corev1.VolumeMount{Name: NotifyVolumeName, MountPath: jobapi.NotifyMountPath, ReadOnly: true}
 }
 

@@ -236,6 +236,9 @@ func TestNotifyMountsTheURLFile(t *testing.T) {
 			v := volume(t, job, jobspec.NotifyVolumeName)
 			eq(t, "items", v.Secret.Items, []corev1.KeyToPath{{Key: "url", Path: "url"}})
 			eq(t, "secret", v.Secret.SecretName, "felis-notify")
+			if v.Secret.Optional == nil || !*v.Secret.Optional {
+				t.Errorf("the notify volume is not optional: a missing Secret or key would keep the pod from starting")
+			}
 			eq(t, "mount", mountAt(t, job, jobspec.NotifyVolumeName), corev1.VolumeMount{Name: "notify", MountPath: "/etc/felis-notify", ReadOnly: true})
 			args := strings.Join(container(t, job).Args, " ")
 			if !strings.Contains(args, "--notify-url-file /etc/felis-notify/url --notify-on always") {

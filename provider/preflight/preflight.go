@@ -41,6 +41,10 @@ type Requirements struct {
 	// Secrets maps each Secret the pod mounts to the keys it needs (none:
 	// only that it exists).
 	Secrets map[string][]string
+	// OptionalSecrets maps each Secret the pod mounts optionally (the
+	// notify webhook's) to the keys its volume reads: the pod starts
+	// without them, so a missing one is a warning, never a problem.
+	OptionalSecrets map[string][]string
 	// Claims are the PersistentVolumeClaims the pod mounts.
 	Claims []string
 	// SecretHints are the commands that make a missing Secret, by name,
@@ -58,17 +62,25 @@ type Requirements struct {
 func FromJob(job *batchv1.Job, secretKeys map[string][]string) Requirements {
 	spec := job.Spec.Template.Spec
 	r := Requirements{
-		Job:            job.Name,
-		Namespace:      job.Namespace,
-		Pod:            job.Spec.Template,
-		ServiceAccount: spec.ServiceAccountName,
-		Secrets:        map[string][]string{},
+		Job:             job.Name,
+		Namespace:       job.Namespace,
+		Pod:             job.Spec.Template,
+		ServiceAccount:  spec.ServiceAccountName,
+		Secrets:         map[string][]string{},
+		OptionalSecrets: map[string][]string{},
 	}
 	if r.ServiceAccount == "" {
 		r.ServiceAccount = "default"
 	}
 	for _, v := range spec.Volumes {
 		switch {
+		case v.Secret != nil && v.Secret.Optional != nil && *v.Secret.Optional:
+			for _, it := range v.Secret.Items {
+				r.OptionalSecrets[v.Secret.SecretName] = append(r.OptionalSecrets[v.Secret.SecretName], it.Key)
+			}
+			if r.OptionalSecrets[v.Secret.SecretName] == nil {
+				r.OptionalSecrets[v.Secret.SecretName] = []string{}
+			}
 		case v.Secret != nil:
 			r.Secrets[v.Secret.SecretName] = secretKeys[v.Secret.SecretName]
 		case v.PersistentVolumeClaim != nil:
@@ -92,6 +104,9 @@ type Result struct {
 	// Unverified lists what could not be looked up (e.g. RBAC forbids
 	// reading Secrets): not an error, since the Job may still work.
 	Unverified []string
+	// Warnings are the optional pieces missing (OptionalSecrets), each
+	// with its fix: the Job runs without them.
+	Warnings []string
 }
 
 // Err returns one error listing every problem, or nil. when says when they
@@ -165,6 +180,34 @@ func Check(ctx context.Context, c kubernetes.Interface, req Requirements) (Resul
 			if len(s.Data[key]) == 0 {
 				problem(fmt.Sprintf("Secret %q in namespace %s has no key %s (or it is empty)", name, ns, key),
 					"re-create it with the key: "+hint+" --dry-run=client -o yaml | kubectl apply -f -")
+			}
+		}
+	}
+
+	for _, name := range slices.Sorted(maps.Keys(req.OptionalSecrets)) {
+		if _, required := req.Secrets[name]; required {
+			continue // checked above
+		}
+		hint := req.SecretHints[name]
+		if hint == "" {
+			hint = fmt.Sprintf("kubectl -n %s create secret generic %s", ns, name)
+			for _, key := range req.OptionalSecrets[name] {
+				hint += fmt.Sprintf(" --from-literal=%s=<value>", key)
+			}
+		}
+		what := fmt.Sprintf("Secret %q in namespace %s", name, ns)
+		s, err := c.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			res.Warnings = append(res.Warnings, what+" does not exist: the Job runs without it (an optional volume); "+hint)
+			continue
+		case err != nil:
+			res.Unverified = append(res.Unverified, what+" (lookup failed: "+string(apierrors.ReasonForError(err))+")")
+			continue
+		}
+		for _, key := range req.OptionalSecrets[name] {
+			if len(s.Data[key]) == 0 { // the value is never read into a message
+				res.Warnings = append(res.Warnings, fmt.Sprintf("%s has no key %s (or it is empty): the Job runs without it (an optional volume); %s", what, key, hint))
 			}
 		}
 	}

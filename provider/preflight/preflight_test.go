@@ -208,6 +208,49 @@ func TestCheckUnreachableIsAnError(t *testing.T) {
 	}
 }
 
+// TestCheckOptionalSecretIsAWarning: the notify Secret is mounted
+// optionally, so its absence (or its key's) is a warning with the command
+// that makes it, never a problem that stops the Job.
+func TestCheckOptionalSecretIsAWarning(t *testing.T) {
+	b := jobtest.DefaultBackup()
+	b.Notify = &jobspec.Notify{SecretName: "felis-notify", Key: "url"}
+	req := preflight.FromJob(jobspec.BuildBackup(b), map[string][]string{"felis-config": {"felis.toml"}})
+	if _, ok := req.Secrets["felis-notify"]; ok || !slices.Equal(req.OptionalSecrets["felis-notify"], []string{"url"}) {
+		t.Fatalf("secrets %v, optional %v: want felis-notify optional with key url", req.Secrets, req.OptionalSecrets)
+	}
+	hook := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "felis-notify", Namespace: "minecraft"},
+		Data: map[string][]byte{"webhook": []byte("https://hooks.example/SECRET")}}
+	for _, tt := range []struct {
+		name string
+		objs []runtime.Object
+		want string
+	}{
+		{"missing", complete(), `Secret "felis-notify" in namespace minecraft does not exist: the Job runs without it`},
+		{"without its key", append(complete(), hook), `Secret "felis-notify" in namespace minecraft has no key url`},
+		{"there", append(complete(), &corev1.Secret{ObjectMeta: hook.ObjectMeta, Data: map[string][]byte{"url": []byte("https://hooks.example/SECRET")}}), ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := preflight.Check(t.Context(), fake.NewClientset(tt.objs...), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Problems) != 0 {
+				t.Fatalf("problems = %+v, want none", res.Problems)
+			}
+			switch {
+			case tt.want == "" && len(res.Warnings) != 0:
+				t.Fatalf("warnings = %q, want none", res.Warnings)
+			case tt.want != "" && (len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], tt.want) ||
+				!strings.Contains(res.Warnings[0], "kubectl -n minecraft create secret generic felis-notify --from-literal=url=")):
+				t.Fatalf("warnings = %q, want one containing %q and the command", res.Warnings, tt.want)
+			}
+			if strings.Contains(strings.Join(res.Warnings, " "), "SECRET") {
+				t.Fatalf("a warning holds the Secret's value: %q", res.Warnings)
+			}
+		})
+	}
+}
+
 func TestFromJob(t *testing.T) {
 	req := preflight.FromJob(jobspec.BuildRestore(jobtest.DefaultRestore()), nil)
 	if req.Namespace != "minecraft" || req.ServiceAccount != "felis-restore" || req.Job == "" {
