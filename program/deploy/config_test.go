@@ -615,3 +615,36 @@ func TestMetricsConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestServerLimitsHoldForEveryJob: a server's deadline, cpuLimit and
+// memoryLimit are its restores', prunes' and verifies' too, not only its
+// backups': a world that needs a longer deadline takes as long to restore.
+func TestServerLimitsHoldForEveryJob(t *testing.T) {
+	c, err := ParseConfig(getter(map[string]string{
+		"worldbackup:image":       "img:1",
+		"worldbackup:backupClaim": "backups",
+		"worldbackup:servers": `[{"name":"vast","deadline":"3h","cpuLimit":"2","memoryLimit":"3Gi",` +
+			`"prune":{"runId":"p1","keepLast":3,"grace":"3h"},"verify":{"schedule":"0 5 * * *"}}]`,
+		"worldbackup:restores": `[{"server":"vast","fromRun":"latest"}]`,
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, s := c.Clusters[0], c.Servers[0]
+	for name, j := range map[string]provider.JobInputs{
+		"backup":          backupArgs(c, cl, s).JobInputs,
+		"restore":         restoreArgs(c, cl, c.Restores[0], pulumi.String("latest")).JobInputs,
+		"prune":           pruneArgs(c, cl, s).JobInputs,
+		"verify":          verifyArgs(c, cl, s, &provider.WorldBackup{}).JobInputs,
+		"verify schedule": verifyScheduleArgs(c, cl, s).JobInputs,
+	} {
+		t.Run(name, func(t *testing.T) {
+			for input, got := range map[string]pulumi.StringInput{"deadline": j.Deadline, "cpuLimit": j.CPULimit, "memoryLimit": j.MemoryLimit} {
+				want := map[string]string{"deadline": "3h", "cpuLimit": "2", "memoryLimit": "3Gi"}[input]
+				if v, ok := got.(pulumi.String); !ok || string(v) != want {
+					t.Errorf("%s = %v, want the server's %s", input, got, want)
+				}
+			}
+		})
+	}
+}

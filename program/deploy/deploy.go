@@ -346,6 +346,11 @@ func jobInputs(cfg Config, cl Cluster, s Server, runID string) provider.JobInput
 		Preflight:       new(cfg.RenderDir == ""),
 		Kubeconfig:      cl.Kubeconfig,
 		KubeContext:     cl.Context,
+		// The server's limits hold for each of its Jobs: a world large
+		// enough for a longer deadline takes as long to restore or verify.
+		Deadline:    pulumi.String(s.Deadline),
+		CPULimit:    pulumi.String(s.CPULimit),
+		MemoryLimit: pulumi.String(s.MemoryLimit),
 	}
 }
 
@@ -355,9 +360,6 @@ func backupArgs(cfg Config, cl Cluster, s Server) provider.WorldBackupArgs {
 		ret = s.Retention
 	}
 	j := jobInputs(cfg, cl, s, RunID(cl.Name, s.Name, cfg.RunID))
-	j.Deadline = pulumi.String(s.Deadline)
-	j.CPULimit = pulumi.String(s.CPULimit)
-	j.MemoryLimit = pulumi.String(s.MemoryLimit)
 	a := provider.WorldBackupArgs{
 		JobInputs:   j,
 		Rcon:        s.Rcon.args(),

@@ -46,12 +46,16 @@ func TestScheduleOnNode(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
 	ns := namespace(t, node, kubenode.NamespaceOptions{})
-	withMetrics := func(cfg map[string]string) map[string]string {
+	// A prune's grace covers the longest deadline of the backups into its
+	// store (the program refuses a shorter one): 2m each, so the prune
+	// below waits for runs 2m old, not the default deadline's 30m.
+	withSettings := func(cfg map[string]string) map[string]string {
 		cfg["worldbackup:metrics.enabled"] = "true"
 		cfg["worldbackup:metrics.maxAge"] = "26h"
+		cfg["worldbackup:servers[0].deadline"] = "2m"
 		return cfg
 	}
-	cfg := withMetrics(stackConfig(node, ns, "r1"))
+	cfg := withSettings(stackConfig(node, ns, "r1"))
 	cfg["worldbackup:servers[0].schedule"] = "* * * * *"
 	cfg["worldbackup:servers[0].verify.schedule"] = "* * * * *"
 	cfg["worldbackup:servers[0].verify.scratchSize"] = "1Gi"
@@ -130,7 +134,7 @@ func TestScheduleOnNode(t *testing.T) {
 	})
 
 	t.Run("a prune in the config expires all but the newest run", func(t *testing.T) {
-		cfg := withMetrics(stackConfig(node, ns, "r1"))
+		cfg := withSettings(stackConfig(node, ns, "r1"))
 		// The schedule removed first, so no run starts while the prune runs.
 		stacktest.SetConfig(t, stack, cfg)
 		up(t, node, ns, stack)
@@ -145,8 +149,8 @@ func TestScheduleOnNode(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("scheduled pods still running 2 minutes after the CronJob's deletion: %v", err)
 		}
-		// Every run past the grace period of 1m, so only the policy decides.
-		const grace = time.Minute
+		// Every run past the grace period of 2m, so only the policy decides.
+		const grace = 2 * time.Minute
 		var rows []catalog.Record
 		if err := wait.PollUntilContextTimeout(t.Context(), 2*time.Second, 2*grace, true, func(ctx context.Context) (bool, error) {
 			rows, err = db.List(ctx, "lobby")
@@ -162,7 +166,7 @@ func TestScheduleOnNode(t *testing.T) {
 		cfg["worldbackup:servers[0].prune.runId"] = "p1"
 		cfg["worldbackup:servers[0].prune.keepLast"] = "1"
 		cfg["worldbackup:servers[0].prune.minKeep"] = "1"
-		cfg["worldbackup:servers[0].prune.grace"] = "1m"
+		cfg["worldbackup:servers[0].prune.grace"] = "2m"
 		stacktest.SetConfig(t, stack, cfg)
 		var out strings.Builder
 		res, err := stack.Up(t.Context(), optup.ProgressStreams(&out), optup.ErrorProgressStreams(&out))
