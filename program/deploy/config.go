@@ -534,6 +534,7 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.checkNames()...)
+	errs = append(errs, c.checkRunIDs()...)
 	errs = append(errs, c.checkGrace()...)
 	if c.Format != "" && jobapi.CheckFormat(c.Format) != nil {
 		add("format %q is not an archive format: use %s, e.g. `pulumi config set worldbackup:format %s`", c.Format, strings.Join(jobapi.Formats(), " or "), jobapi.FormatChunked)
@@ -669,4 +670,41 @@ func (c Config) storeKey(s Server) string {
 		return st.Endpoint + " " + st.URL
 	}
 	return ""
+}
+
+// checkRunIDs refuses a run ID that the program derives (RunID:
+// <cluster>.<server>.<trigger>) longer than a run ID may be, naming the
+// config key whose value is part of it: the component's own error would
+// quote the whole ID and name none.
+func (c Config) checkRunIDs() []error {
+	var errs []error
+	check := func(cl Cluster, server, trigger, key string) {
+		if id := RunID(cl.Name, server, trigger); len(id) > jobapi.MaxRunIDLen {
+			errs = append(errs, fmt.Errorf("%s:%s makes the run ID %s of cluster %q and server %q %d characters long, over %d: "+
+				"shorten %s:%s, or the cluster's or the server's name", Namespace, key, id, cl.Name, server, len(id), jobapi.MaxRunIDLen, Namespace, key))
+		}
+	}
+	for _, cl := range c.Clusters {
+		for i, s := range c.Servers {
+			check(cl, s.Name, c.RunID, "runId")
+			if s.Verify != nil && !s.Verify.scheduled() {
+				check(cl, s.Name, c.RunID+".verify", "runId")
+			}
+			if s.Prune != nil && s.Prune.RunID != "" {
+				check(cl, s.Name, s.Prune.RunID, fmt.Sprintf("servers[%d].prune.runId", i))
+			}
+		}
+	}
+	for i, r := range c.Restores {
+		key := fmt.Sprintf("restores[%d].runId", i)
+		if r.RunID == "" && r.byRun() {
+			key = fmt.Sprintf("restores[%d].fromRun", i)
+		}
+		for _, cl := range c.Clusters {
+			if cl.Name == c.clusterOf(r) {
+				check(cl, r.Server, r.trigger(), key)
+			}
+		}
+	}
+	return errs
 }

@@ -51,6 +51,16 @@ func TestParseConfig(t *testing.T) {
 		{"typo in a server", func(m map[string]string) { m["worldbackup:servers"] = `[{"nmae":"a"}]` }, []string{`unknown field "nmae"`}},
 		{"not a list", func(m map[string]string) { m["worldbackup:servers"] = `lobby` }, []string{"servers must be a list of objects"}},
 		{"bad skipAwait", func(m map[string]string) { m["worldbackup:skipAwait"] = "sometimes" }, []string{"skipAwait must be true or false"}},
+		{"derived run ID too long", func(m map[string]string) {
+			m["worldbackup:runId"] = strings.Repeat("r", 110) // default.survival.<110> is 127: only .verify passes 128
+			m["worldbackup:servers"] = `[{"name":"survival","verify":{}}]`
+		}, []string{"worldbackup:runId makes the run ID default.survival." + strings.Repeat("r", 110) + ".verify", "134 characters long, over 128"}},
+		{"derived prune run ID too long", func(m map[string]string) {
+			m["worldbackup:servers"] = `[{"name":"lobby","prune":{"runId":"` + strings.Repeat("p", 120) + `","keepLast":1}}]`
+		}, []string{"worldbackup:servers[0].prune.runId makes the run ID default.lobby.", "shorten worldbackup:servers[0].prune.runId"}},
+		{"derived restore run ID too long", func(m map[string]string) {
+			m["worldbackup:restores"] = `[{"server":"lobby","fromRun":"` + strings.Repeat("f", 120) + `"}]`
+		}, []string{"worldbackup:restores[0].fromRun makes the run ID default.lobby.restore-"}},
 		{"restore without checksum", func(m map[string]string) {
 			m["worldbackup:restores"] = `[{"server":"lobby","archiveRef":"/backups/lobby/a.tar.zst"}]`
 		}, []string{"restores[0] (lobby) needs fromRun (a run ID, or latest", "or archiveRef and sha256"}},

@@ -218,6 +218,22 @@ func RunID(cluster, server, trigger string) string {
 	return cluster + "." + server + "." + trigger
 }
 
+// trigger is the part of restore r's run ID that its entry gives: its
+// runId, else fromRun, else the archive's checksum's first 12 digits.
+func (r Restore) trigger() string {
+	switch {
+	case r.RunID != "":
+		return "restore-" + r.RunID
+	case r.byRun():
+		return "restore-" + r.FromRun
+	}
+	sum := r.SHA256
+	if len(sum) > 12 {
+		sum = sum[:12]
+	}
+	return "restore-" + sum
+}
+
 // RenderPath is the folder one cluster's manifests are rendered into.
 func RenderPath(renderDir, cluster string) string {
 	return filepath.Join(renderDir, cluster)
@@ -269,16 +285,8 @@ func restoreArgs(cfg Config, cl Cluster, r Restore, archiveRef pulumi.StringInpu
 			store.URL = nil
 		}
 	}
-	sum := r.SHA256
-	if len(sum) > 12 {
-		sum = sum[:12]
-	}
-	trigger := "restore-" + sum
-	if r.RunID != "" {
-		trigger = "restore-" + r.RunID
-	}
 	a := provider.WorldRestoreArgs{
-		JobInputs:  jobInputs(cfg, cl, server, RunID(cl.Name, r.Server, trigger)),
+		JobInputs:  jobInputs(cfg, cl, server, RunID(cl.Name, r.Server, r.trigger())),
 		Store:      store,
 		ArchiveRef: archiveRef,
 		SHA256:     pulumi.String(r.SHA256),
@@ -295,12 +303,8 @@ func restoreArgs(cfg Config, cl Cluster, r Restore, archiveRef pulumi.StringInpu
 // one; else the backup claim). Its run ID is derived from fromRun, or the
 // entry's runId: the same entry restores once, also for latest.
 func restoreByRunArgs(cfg Config, cl Cluster, r Restore, server Server, fromRun pulumi.StringInput) provider.WorldRestoreArgs {
-	trigger := "restore-" + r.FromRun
-	if r.RunID != "" {
-		trigger = "restore-" + r.RunID
-	}
 	a := provider.WorldRestoreArgs{
-		JobInputs:   jobInputs(cfg, cl, server, RunID(cl.Name, r.Server, trigger)),
+		JobInputs:   jobInputs(cfg, cl, server, RunID(cl.Name, r.Server, r.trigger())),
 		ByRunInputs: provider.ByRunInputs{FromRun: fromRun},
 		Encryption:  r.encryptionOf(server).args(),
 	}
