@@ -379,6 +379,11 @@ func TestOpenWrongPassword(t *testing.T) {
 // bound instead of hanging it.
 func TestCallsAreBounded(t *testing.T) {
 	short := Timeouts{Connect: 300 * time.Millisecond, Statement: 2 * time.Second, Lock: 200 * time.Millisecond, Call: time.Second}
+	// connected is short with room to connect and migrate on a loaded
+	// machine (a 300 ms connect through the proxy failed under a load of
+	// 10), for the cases whose server answers until it is made not to.
+	connected := short
+	connected.Connect, connected.Call = 10*time.Second, 5*time.Second
 	// within fails the test when fn takes far longer than its bound (10x:
 	// a loose check that it is bounded at all, not a timing assertion).
 	within := func(t *testing.T, fn func() error) error {
@@ -424,7 +429,7 @@ func TestCallsAreBounded(t *testing.T) {
 		}
 		direct.Close()
 		proxy := pgtest.NewProxy(t, pgtest.Target(t, u))
-		db, err := OpenWith(t.Context(), proxy.URL(t, u), nil, short)
+		db, err := OpenWith(t.Context(), proxy.URL(t, u), nil, connected)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -441,7 +446,7 @@ func TestCallsAreBounded(t *testing.T) {
 
 	t.Run("locked table", func(t *testing.T) {
 		u := pgtest.URL(t)
-		db, err := OpenWith(t.Context(), u, nil, short)
+		db, err := OpenWith(t.Context(), u, nil, connected)
 		if err != nil {
 			t.Fatal(err)
 		}
