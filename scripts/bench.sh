@@ -263,7 +263,9 @@ run=0
 # --format tar too when BIN has formats (chunked, the default, refuses
 # --compression), not for an earlier binary (BENCH_BEFORE) that has none.
 tar_flags() {
-  if "$1" backup --help 2>&1 | grep -qE -- '^[[:space:]]+--?format[[:space:]=]'; then
+  local help
+  help=$("$1" backup --help 2>&1 || true) # read whole: see backup_help below
+  if grep -qE -- '^[[:space:]]+--?format[[:space:]=]' <<<"$help"; then
     echo --format tar --compression zstd
   else
     echo --compression zstd
