@@ -81,6 +81,17 @@ func CheckGrace(grace, deadline time.Duration, deadlineOf string) error {
 		deadlineOf, ShortDuration(deadline), ShortDuration(deadline), deadlineOf)
 }
 
+// GraceOf returns a grace input's duration, DefaultGrace when it is
+// empty, and how a message shows it; ok is false when it does not parse to
+// a positive duration (its own check names that).
+func GraceOf(grace string) (d time.Duration, shown string, ok bool) {
+	if grace == "" {
+		return DefaultGrace, "(not set: the default " + ShortDuration(DefaultGrace) + ")", true
+	}
+	d, err := ParseDuration(grace)
+	return d, strconv.Quote(grace), err == nil && d > 0
+}
+
 // ShortDuration formats d as Go does, without zero minutes and seconds at
 // its end: "1h" for an hour, "1h30m" for 90 minutes.
 func ShortDuration(d time.Duration) string {

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"strconv"
 	"strings"
 	"time"
 
@@ -150,14 +149,8 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 	rcon := a.Rcon.resolve(p, a.Server)
 	retention := a.Retention.resolve(p)
 	if retention != nil && j.Deadline > 0 {
-		grace, shown := jobapi.DefaultGrace, "(not set: the default "+jobapi.ShortDuration(jobapi.DefaultGrace)+")"
-		if retention.Grace != "" {
-			grace, shown = 0, strconv.Quote(retention.Grace)
-			if g, err := jobapi.ParseDuration(retention.Grace); err == nil {
-				grace = g
-			}
-		}
-		if err := jobapi.CheckGrace(grace, j.Deadline, "deadline"); grace > 0 && err != nil {
+		grace, shown, ok := jobapi.GraceOf(retention.Grace)
+		if err := jobapi.CheckGrace(grace, j.Deadline, "deadline"); ok && err != nil {
 			p.addf("retention.grace", "%s %s", shown, err)
 		}
 	}

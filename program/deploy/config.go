@@ -635,13 +635,9 @@ func (c Config) checkGrace() []error {
 	var errs []error
 	reported := map[string]bool{}
 	check := func(key, grace string, s Server) {
-		g, shown := jobapi.DefaultGrace, "(not set: the default "+jobapi.ShortDuration(jobapi.DefaultGrace)+")"
-		if grace != "" {
-			v, err := jobapi.ParseDuration(grace)
-			if err != nil || v <= 0 {
-				return
-			}
-			g, shown = v, strconv.Quote(grace)
+		g, shown, ok := jobapi.GraceOf(grace)
+		if !ok {
+			return
 		}
 		l := longest[c.storeKey(s)]
 		if err := jobapi.CheckGrace(g, l.d, l.name); err != nil && !reported[key] {
