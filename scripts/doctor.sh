@@ -16,6 +16,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 . scripts/env.sh
+. scripts/lib/pg.sh
 mode=${1:-test}
 ci=false; [ "${CI:-}" = true ] && ci=true
 missing=0
@@ -50,12 +51,12 @@ fi
 pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 if [ -n "${DATABASE_URL:-}" ]; then
   ok postgresql "DATABASE_URL is set"
-elif command -v pg_isready >/dev/null && pg_isready -q -h 127.0.0.1 -p 5432 -t 3; then
-  ok postgresql "a server answers on 127.0.0.1:5432"
+elif local_pg; then
+  ok postgresql "a server on 127.0.0.1:5432 lets the postgres user in"
 elif [ -n "$pgbin" ] || command -v initdb >/dev/null; then
-  ok postgresql "no server running; a private one is started with ${pgbin:-initdb}/initdb"
+  ok postgresql "$local_pg_why; a private one is started with ${pgbin:-initdb}/initdb"
 else
-  lack postgresql "no DATABASE_URL, no server on 127.0.0.1:5432, no initdb" "apt-get install -y postgresql" 1
+  lack postgresql "no DATABASE_URL, no initdb, and $local_pg_why" "apt-get install -y postgresql" 1
 fi
 need_cmd flock util-linux 1
 

@@ -5,8 +5,9 @@
 #     background meanwhile);
 #     as root (or CI=true) also the cluster tools (scripts/cluster-tools.sh) and the
 #     archiver image (scripts/image.sh) that tier 5 runs on a real node;
-#  2. PostgreSQL: DATABASE_URL when set, else the local server on 127.0.0.1:5432 when one
-#     answers, else each test binary starts a private one with initdb/pg_ctl (internal/pgtest);
+#  2. PostgreSQL: DATABASE_URL when set, else the local server on 127.0.0.1:5432 when it
+#     lets the postgres user in without a password (scripts/lib/pg.sh), else each test
+#     binary starts a private one with initdb/pg_ctl (internal/pgtest);
 #  3. `go test` over the whole module (unit, component, catalog, stack) with every go vet
 #     check (-vet=all), the node tests and the release build first, all compiled as the
 #     release is (CGO_ENABLED=0, -trimpath);
@@ -51,11 +52,12 @@ if [ "$(id -u)" = 0 ] || [ "${CI:-}" = true ]; then
 fi
 
 if [ -z "${DATABASE_URL:-}" ]; then
-  if command -v pg_isready >/dev/null && pg_isready -q -h 127.0.0.1 -p 5432 -t 3; then
+  . scripts/lib/pg.sh
+  if local_pg; then
     export DATABASE_URL="postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
     echo "test: using the PostgreSQL server on 127.0.0.1:5432"
   else
-    echo "test: no PostgreSQL on 127.0.0.1:5432 and no DATABASE_URL: tests start a private server (initdb/pg_ctl)"
+    echo "test: no DATABASE_URL, and $local_pg_why: tests start a private server (initdb/pg_ctl)"
   fi
 fi
 
