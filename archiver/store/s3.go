@@ -66,6 +66,10 @@ type Locker interface {
 type S3Options struct {
 	// URL is the store's location, "s3://bucket" or "s3://bucket/prefix".
 	URL string
+	// URLFrom says where URL was given (a flag, a config key, a Job's
+	// input), for the error of a bucket that does not exist; default "the
+	// store URL".
+	URLFrom string
 	// Endpoint is the server's base URL, e.g. "https://minio.example:9000";
 	// empty: AWS's endpoint for Region.
 	Endpoint string
@@ -111,6 +115,9 @@ func (o S3Options) withDefaults() S3Options {
 	}
 	if o.ReadTimeout == 0 {
 		o.ReadTimeout = DefaultReadTimeout
+	}
+	if o.URLFrom == "" {
+		o.URLFrom = "the store URL"
 	}
 	return o
 }
@@ -158,6 +165,7 @@ type S3 struct {
 	prefix   string
 	partSize int64
 	locker   Locker
+	urlFrom  string // S3Options.URLFrom
 }
 
 // NewS3 returns the store o describes. It does not contact the server.
@@ -188,7 +196,7 @@ func NewS3(o S3Options) (*S3, error) {
 	// A stall is not retried (3 attempts would make 15 minutes of 5); error
 	// bodies are bounded (see newHTTPClient).
 	opts.HTTPClient = newHTTPClient(o.ReadTimeout)
-	return &S3{client: s3.New(opts), bucket: bucket, prefix: prefix, partSize: o.PartSize, locker: o.Locker}, nil
+	return &S3{client: s3.New(opts), bucket: bucket, prefix: prefix, partSize: o.PartSize, locker: o.Locker, urlFrom: o.URLFrom}, nil
 }
 
 // object returns the object key of key.
@@ -852,7 +860,7 @@ func (s *S3) wrap(what string, err error) error {
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode() {
 		case "NoSuchBucket":
-			return fmt.Errorf("%s: %w: bucket %q does not exist (create it, or fix [archive] store)", what, ErrNoRoot, s.bucket)
+			return fmt.Errorf("%s: %w: bucket %q does not exist (create it, or fix %s)", what, ErrNoRoot, s.bucket, s.urlFrom)
 		case "NoSuchKey", "NotFound":
 			return fmt.Errorf("%s: %w", what, fs.ErrNotExist)
 		// XAdminUserNotFound: versitygw's answer to an unknown access key;

@@ -28,7 +28,7 @@ func chunkedStore(s config.S3, ref string) (st chunked.Store, key string, ok boo
 	}
 	if store.IsS3URL(ref) {
 		s.Store = root
-		o, err := s3Options(s)
+		o, err := s3Options(s, archiveRefFrom)
 		if err != nil {
 			return nil, "", true, err
 		}

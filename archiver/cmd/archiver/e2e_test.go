@@ -479,6 +479,11 @@ func TestBackupEndToEnd(t *testing.T) {
 			if res := archiver(t, "verify", "--config", e.config, "--run-id", r.RunID); res.code != 0 {
 				t.Errorf("verify --run-id exited %d:\n%s", res.code, res.stderr)
 			}
+			// A run ID the catalog does not hold is the caller's mistake (exit 2), pointed at list.
+			if res := archiver(t, "verify", "--config", e.config, "--run-id", r.RunID+"-typo"); res.code != 2 ||
+				!strings.Contains(res.stderr, "archiver list") {
+				t.Errorf("verify --run-id of an unknown run exited %d, want 2 naming archiver list:\n%s", res.code, res.stderr)
+			}
 			if res := archiver(t, "verify", "--archive", archive, "--sha256", r.SHA256); res.code != 0 {
 				t.Errorf("verify --archive --sha256 exited %d:\n%s", res.code, res.stderr)
 			}

@@ -117,9 +117,22 @@ func storeOverrides(fs *flag.FlagSet, storeURL string, s3 jobapi.S3, cfg config.
 	return cfg, nil
 }
 
+// Where an S3 store's URL comes from, which the error of a bucket that
+// does not exist names (store.S3Options.URLFrom).
+var (
+	// storeURLFrom: a backup's or prune's store.
+	storeURLFrom = fmt.Sprintf("the store URL (%s or felis.toml's [archive] store; in a Job, the component's store.url)",
+		jobapi.Flag(jobapi.FlagStore))
+	// archiveRefFrom: the store of an archive that restore, verify or
+	// export reads.
+	archiveRefFrom = fmt.Sprintf("the archive reference (%s, or the run's row; in a Job, the component's archiveRef or store.url)",
+		jobapi.Flag(jobapi.FlagArchive))
+)
+
 // s3Options returns the options of the S3 store s names, with the
-// credentials read from its key files; its errors are configuration errors.
-func s3Options(s config.S3) (store.S3Options, error) {
+// credentials read from its key files; from says where s.Store was given
+// (storeURLFrom, archiveRefFrom). Its errors are configuration errors.
+func s3Options(s config.S3, from string) (store.S3Options, error) {
 	if s.AccessKeyFile == "" || s.SecretKeyFile == "" {
 		return store.S3Options{}, fmt.Errorf("an S3 store needs its credentials files: [archive] access_key_file and secret_key_file, or %s and %s",
 			jobapi.Flag(jobapi.FlagS3AccessKeyFile), jobapi.Flag(jobapi.FlagS3SecretKeyFile))
@@ -132,7 +145,7 @@ func s3Options(s config.S3) (store.S3Options, error) {
 	if err != nil {
 		return store.S3Options{}, err
 	}
-	o := store.S3Options{URL: s.Store, Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,
+	o := store.S3Options{URL: s.Store, URLFrom: from, Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,
 		AccessKey: ak, SecretKey: sk, PartSize: int64(s.PartSizeMiB) << 20}
 	if _, err := store.NewS3(o); err != nil {
 		return store.S3Options{}, err
@@ -158,7 +171,7 @@ func archiveStoreSpec(cfg config.Config, root string) (storeSpec, error) {
 		}
 		return storeSpec{Root: root}, nil
 	}
-	o, err := s3Options(cfg.Archive.S3)
+	o, err := s3Options(cfg.Archive.S3, storeURLFrom)
 	if err != nil {
 		return storeSpec{}, fmt.Errorf("%s: [archive]: %w", cfg.Path(), err)
 	}
@@ -252,7 +265,7 @@ func openS3Ref(s config.S3, ref string) (func(ctx context.Context) (io.ReadClose
 		return nil, fmt.Errorf("%q: %w", ref, errNotS3Ref)
 	}
 	s.Store = jobapi.S3URL(bucket, "")
-	o, err := s3Options(s)
+	o, err := s3Options(s, archiveRefFrom)
 	if err != nil {
 		return nil, err
 	}

@@ -169,6 +169,13 @@ func TestS3BackupVerifyRestorePrune(t *testing.T) {
 		if got := files(t, into2); len(got) != 0 {
 			t.Errorf("a refused restore left %v", got)
 		}
+		// A bucket typo in the reference: exit 2, naming the reference
+		// to fix (not felis.toml, which restore does not read).
+		into3 := filepath.Join(t.TempDir(), "nobucket")
+		args = append(restoreArgs("s3://no-such-bucket/"+e.key("s3-run-1"), rs[0].SHA256, into3), e.s3Flags()...)
+		if res := archiver(t, args...); res.code != 2 || !strings.Contains(res.stderr, "or fix the archive reference (--archive") {
+			t.Fatalf("restore from a missing bucket exited %d, want 2 naming --archive:\n%s", res.code, res.stderr)
+		}
 	})
 
 	t.Run("prune", func(t *testing.T) {
@@ -521,7 +528,7 @@ func TestS3PruneFlags(t *testing.T) {
 		{"bad store", []string{"--store", "s3://Bad_Bucket"}, "not a valid bucket name"},
 		{"no key files", []string{"--store", "s3://" + e.bucket}, "needs its credentials files"},
 		// As for backup: a retry cannot help.
-		{"missing bucket", append([]string{"--store", "s3://no-such-bucket/" + s3Prefix}, e.s3Flags()...), "does not exist (create it"},
+		{"missing bucket", append([]string{"--store", "s3://no-such-bucket/" + s3Prefix}, e.s3Flags()...), "does not exist (create it, or fix the store URL (--store"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := prune(tc.args...)

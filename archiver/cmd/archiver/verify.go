@@ -234,8 +234,9 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		rec, err := db.Lookup(ctx, *runID)
 		db.Close()
 		if errors.Is(err, catalog.ErrNotFound) {
-			log.Error("the catalog has no row for this run", "run_id", *runID)
-			return exitFailed
+			log.Error("the catalog has no row for this run: `archiver list` shows the recorded run IDs "+
+				"(a run the program made is recorded under its full ID, with the cluster and server in it)", "run_id", *runID)
+			return exitUsage
 		}
 		if err != nil {
 			log.Error("looking up the run", "run_id", *runID, "error", err)
