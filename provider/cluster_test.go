@@ -104,6 +104,10 @@ func TestPreflightAtPreviewAndUp(t *testing.T) {
 			"kubectl -n minecraft create secret generic felis-config --from-file=felis.toml",
 			`PersistentVolumeClaim "world-survival-0"`, `PersistentVolumeClaim "world-backups"`,
 			"set preflight false",
+			// A typo in an input is as likely as a missing object.
+			"or, if the Secret has another name, set configSecretName to it",
+			"or, if the claim has another name, set worldClaimName to it",
+			"or, if the claim has another name, set backupClaimName to it",
 		} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error lacks %q:\n%v", want, err)
@@ -124,6 +128,31 @@ func TestPreflightAtPreviewAndUp(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "Secret") {
 			t.Errorf("restore's preflight asks for a Secret: %v", err)
+		}
+	})
+	t.Run("encryption Secret: a backup may make an identity, a restore must not", func(t *testing.T) {
+		enc := &EncryptionArgs{SecretName: pulumi.String("survival-encryption")}
+		kc, _ := emptyCluster(t)
+		b := validArgs()
+		b.Kubeconfig, b.Encryption = kc, enc
+		_, err := runMockedPreview(t, func(ctx *pulumi.Context) error { _, err := NewWorldBackup(ctx, "survival", b); return err })
+		for _, want := range []string{
+			"kubectl -n minecraft create secret generic survival-encryption --from-file=age-identity=key.txt",
+			"for a server that has none yet, age-keygen -o key.txt makes one",
+			"or, if the Secret has another name, set encryption.secretName to it",
+		} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("backup's preflight error lacks %q:\n%v", want, err)
+			}
+		}
+		r := validRestoreArgs()
+		r.Kubeconfig, r.Encryption = kc, enc
+		_, err = runMockedPreview(t, func(ctx *pulumi.Context) error { _, err := NewWorldRestore(ctx, "survival-restore", r); return err })
+		if err == nil || !strings.Contains(err.Error(), "a new identity cannot read it") {
+			t.Errorf("restore's preflight error does not say a new identity cannot read the archive:\n%v", err)
+		}
+		if err != nil && strings.Contains(err.Error(), "age-keygen") {
+			t.Errorf("restore's preflight error offers a new identity:\n%v", err)
 		}
 	})
 	t.Run("preflight false asks nothing", func(t *testing.T) {

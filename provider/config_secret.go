@@ -22,12 +22,33 @@ const (
 // Job that reads the config Secret.
 const fsGroupForSecret = "so that the non-root archiver can read the config Secret (files owned by root, mode 0400)"
 
-// secretNeed is a Secret a Job mounts: its name, the keys it reads and the
-// command that makes it.
+// secretNeed is a Secret a Job mounts: its name and the input that set it,
+// the keys it reads and the inputs that set each (keyInputs[i] is keys[i]'s,
+// "" for a fixed key), the command that makes it and what that command's
+// file must hold when it is not obvious.
 type secretNeed struct {
-	name string
-	keys []string
-	hint string
+	name      string
+	input     string
+	keys      []string
+	keyInputs []string
+	hint      string
+	note      string
+}
+
+// configNeed is the config Secret configSecret (felis.toml) of a Job.
+func configNeed(namespace, configSecret string) secretNeed {
+	return secretNeed{name: configSecret, input: "configSecretName", keys: []string{jobspec.ConfigFileName}, keyInputs: []string{""},
+		hint: fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", namespace, configSecret, jobspec.ConfigFileName)}
+}
+
+// storeNeed is the credentials Secret of store, nil when there is none.
+func storeNeed(namespace string, store *jobspec.S3Store) *secretNeed {
+	if store == nil {
+		return nil
+	}
+	return &secretNeed{name: store.SecretName, input: "store.credentialsSecretName",
+		keys: []string{store.AccessKeyKey, store.SecretKeyKey}, keyInputs: []string{"store.accessKeyKey", "store.secretKeyKey"},
+		hint: s3SecretHint(namespace, store)}
 }
 
 // configRequirements are what the preflight looks up for a Job job that
@@ -35,26 +56,52 @@ type secretNeed struct {
 // (when not nil) and extra (when not nil): its claims, service account and
 // those Secrets with their keys.
 func configRequirements(job *batchv1.Job, configSecret string, store *jobspec.S3Store, extra ...*secretNeed) preflight.Requirements {
-	needs := []secretNeed{{configSecret, []string{jobspec.ConfigFileName},
-		fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s", job.Namespace, configSecret, jobspec.ConfigFileName)}}
-	for _, e := range extra {
-		if e != nil {
-			needs = append(needs, *e)
-		}
-	}
-	if store != nil {
-		needs = append(needs, secretNeed{store.SecretName, []string{store.AccessKeyKey, store.SecretKeyKey}, s3SecretHint(job.Namespace, store)})
-	}
-	secrets := map[string][]string{}
-	hints := map[string]string{}
-	for _, n := range needs {
-		secrets[n.name] = append(secrets[n.name], n.keys...)
-		if _, ok := hints[n.name]; !ok {
-			hints[n.name] = n.hint
-		}
-	}
-	req := preflight.FromJob(job, secrets)
-	req.SecretHints = hints
+	c := configNeed(job.Namespace, configSecret)
+	req := requirements(job, append(append([]*secretNeed{&c}, extra...), storeNeed(job.Namespace, store))...)
 	req.SecurityHint = "set securityMode restricted"
 	return req
+}
+
+// requirements are what the preflight looks up for job, which mounts the
+// Secrets of needs (nil ones skipped): its claims (named by the inputs
+// worldClaimName and backupClaimName), service account and those Secrets
+// with their keys.
+func requirements(job *batchv1.Job, needs ...*secretNeed) preflight.Requirements {
+	secrets := map[string][]string{}
+	req := preflight.Requirements{SecretHints: map[string]string{}, SecretNotes: map[string]string{},
+		SecretInputs: map[string]string{}, KeyInputs: map[string]string{}, ClaimInputs: map[string]string{}}
+	for _, n := range needs {
+		if n == nil {
+			continue
+		}
+		secrets[n.name] = append(secrets[n.name], n.keys...)
+		first := func(m map[string]string, k, v string) {
+			if _, ok := m[k]; !ok && v != "" {
+				m[k] = v
+			}
+		}
+		first(req.SecretHints, n.name, n.hint)
+		first(req.SecretNotes, n.name, n.note)
+		first(req.SecretInputs, n.name, n.input)
+		for i, k := range n.keys {
+			if i < len(n.keyInputs) {
+				first(req.KeyInputs, n.name+"/"+k, n.keyInputs[i])
+			}
+		}
+	}
+	r := preflight.FromJob(job, secrets)
+	r.SecretHints, r.SecretNotes, r.SecretInputs, r.KeyInputs = req.SecretHints, req.SecretNotes, req.SecretInputs, req.KeyInputs
+	r.ClaimInputs = req.ClaimInputs
+	for _, v := range job.Spec.Template.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		switch v.Name {
+		case jobspec.WorldVolumeName:
+			r.ClaimInputs[v.PersistentVolumeClaim.ClaimName] = "worldClaimName"
+		case jobspec.BackupVolumeName:
+			r.ClaimInputs[v.PersistentVolumeClaim.ClaimName] = "backupClaimName"
+		}
+	}
+	return r
 }

@@ -62,11 +62,26 @@ func encryptionMounts(e *jobspec.Encryption, mounts []mount) []mount {
 	return append(mounts, mount{"the encryption key folder", jobspec.EncryptionMountPath})
 }
 
-// encryptionNeed is what the preflight looks up of e (nil: nothing).
-func encryptionNeed(namespace string, e *jobspec.Encryption) *secretNeed {
+// What a Job does with the encryption Secret's identity, which decides what
+// a missing Secret's message asks for.
+const (
+	encryptionWrites = false // a backup encrypts to it
+	encryptionReads  = true  // a restore or verify reads an archive with it
+)
+
+// encryptionNeed is what the preflight looks up of e (nil: nothing) for a
+// Job that reads (encryptionReads) or writes archives with it. Its message
+// never offers a new identity to a Job that reads: a new one opens nothing.
+func encryptionNeed(namespace string, e *jobspec.Encryption, reads bool) *secretNeed {
 	if e == nil {
 		return nil
 	}
-	return &secretNeed{name: e.SecretName, keys: []string{e.SecretKey},
-		hint: fmt.Sprintf("age-keygen -o key.txt && kubectl -n %s create secret generic %s --from-file=%s=key.txt", namespace, e.SecretName, e.SecretKey)}
+	note := "key.txt: the age identity this server's encrypted archives were made with; " +
+		"for a server that has none yet, age-keygen -o key.txt makes one"
+	if reads {
+		note = "key.txt: the age identity the archive was encrypted to, or a later one of its rotation; " +
+			"a new identity cannot read it"
+	}
+	return &secretNeed{name: e.SecretName, input: "encryption.secretName", keys: []string{e.SecretKey}, keyInputs: []string{"encryption.secretKey"},
+		hint: fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=%s=key.txt", namespace, e.SecretName, e.SecretKey), note: note}
 }

@@ -100,10 +100,10 @@ func backupOutputs(out jobOutputs) pulumi.Map {
 func backupRequirements(job *batchv1.Job, b jobspec.Backup) preflight.Requirements {
 	var rcon *secretNeed
 	if rc := b.Rcon; rc != nil {
-		rcon = &secretNeed{name: rc.SecretName, keys: []string{rc.SecretKey},
+		rcon = &secretNeed{name: rc.SecretName, input: "rcon.secretName", keys: []string{rc.SecretKey}, keyInputs: []string{"rcon.secretKey"},
 			hint: fmt.Sprintf("kubectl -n %s create secret generic %s --from-literal=%s=<the server's rcon.password>", job.Namespace, rc.SecretName, rc.SecretKey)}
 	}
-	return configRequirements(job, b.ConfigSecretName, b.Store, rcon, encryptionNeed(job.Namespace, b.Encryption))
+	return configRequirements(job, b.ConfigSecretName, b.Store, rcon, encryptionNeed(job.Namespace, b.Encryption, encryptionWrites))
 }
 
 // Annotate describes WorldBackup and its outputs in the plugin's schema and

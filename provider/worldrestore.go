@@ -85,28 +85,11 @@ func restoreOutputs(out jobOutputs) pulumi.Map { return pulumi.Map{"archiveRef":
 // job of r: its claims, service account and, with an S3 store, the
 // credentials Secret.
 func restoreRequirements(job *batchv1.Job, r jobspec.Restore) preflight.Requirements {
-	st := r.Store
-	enc := encryptionNeed(job.Namespace, r.Encryption)
+	enc := encryptionNeed(job.Namespace, r.Encryption, encryptionReads)
 	if r.FromRun != "" {
-		return configRequirements(job, r.ConfigSecretName, st, enc)
+		return configRequirements(job, r.ConfigSecretName, r.Store, enc)
 	}
-	secrets, hints := map[string][]string{}, map[string]string{}
-	if st != nil {
-		secrets[st.SecretName] = []string{st.AccessKeyKey, st.SecretKeyKey}
-		hints[st.SecretName] = s3SecretHint(job.Namespace, st)
-	}
-	if n := enc; n != nil {
-		secrets[n.name] = append(secrets[n.name], n.keys...)
-		if _, ok := hints[n.name]; !ok {
-			hints[n.name] = n.hint
-		}
-	}
-	if len(secrets) == 0 {
-		return preflight.FromJob(job, nil)
-	}
-	req := preflight.FromJob(job, secrets)
-	req.SecretHints = hints
-	return req
+	return requirements(job, storeNeed(job.Namespace, r.Store), enc)
 }
 
 // Annotate describes WorldRestore and its outputs in the plugin's schema and

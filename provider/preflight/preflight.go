@@ -51,6 +51,13 @@ type Requirements struct {
 	// e.g. `kubectl -n minecraft create secret generic felis-config
 	// --from-file=felis.toml`; a generic one where missing.
 	SecretHints map[string]string
+	// SecretNotes say, by Secret name, what a hint's file must hold when
+	// that is not obvious (an existing age identity, not a new one).
+	SecretNotes map[string]string
+	// SecretInputs, KeyInputs (by "<secret>/<key>") and ClaimInputs name
+	// the input that set each name, for a missing one's message: a typo in
+	// the input is as likely as a missing object.
+	SecretInputs, KeyInputs, ClaimInputs map[string]string
 	// SecurityHint says how to make the pod pass a stricter namespace, e.g.
 	// "set securityMode restricted".
 	SecurityHint string
@@ -167,8 +174,16 @@ func Check(ctx context.Context, c kubernetes.Interface, req Requirements) (Resul
 		if hint == "" {
 			hint = fmt.Sprintf("kubectl -n %s create secret generic %s --from-file=<file>", ns, name)
 		}
+		note := ""
+		if n := req.SecretNotes[name]; n != "" {
+			note = " (" + n + ")"
+		}
+		missingFix := hint + note
+		if in := req.SecretInputs[name]; in != "" {
+			missingFix += fmt.Sprintf("; or, if the Secret has another name, set %s to it", in)
+		}
 		s, err := c.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-		ok, err := lookup(err, fmt.Sprintf("Secret %q in namespace %s", name, ns), hint)
+		ok, err := lookup(err, fmt.Sprintf("Secret %q in namespace %s", name, ns), missingFix)
 		if err != nil {
 			return res, err
 		}
@@ -176,10 +191,14 @@ func Check(ctx context.Context, c kubernetes.Interface, req Requirements) (Resul
 			continue
 		}
 		for _, key := range req.Secrets[name] {
-			// Only the key's presence and length: the value is never read into a message.
+			// Only the key's presence and length, and the names of the
+			// keys it has: a value is never read into a message.
 			if len(s.Data[key]) == 0 {
-				problem(fmt.Sprintf("Secret %q in namespace %s has no key %s (or it is empty)", name, ns, key),
-					"re-create it with the key: "+hint+" --dry-run=client -o yaml | kubectl apply -f -")
+				fix := "add the key: " + hint + " --dry-run=client -o yaml | kubectl apply -f -" + note
+				if in := req.KeyInputs[name+"/"+key]; in != "" {
+					fix += fmt.Sprintf("; or, if another key holds it, set %s to that key", in)
+				}
+				problem(fmt.Sprintf("Secret %q in namespace %s has no key %s (or it is empty); its keys: %s", name, ns, key, keyNames(s.Data)), fix)
 			}
 		}
 	}
@@ -215,8 +234,12 @@ func Check(ctx context.Context, c kubernetes.Interface, req Requirements) (Resul
 	for _, name := range req.Claims {
 		pvc, err := c.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
 		what := fmt.Sprintf("PersistentVolumeClaim %q in namespace %s", name, ns)
+		in := req.ClaimInputs[name]
+		if in == "" {
+			in = "the claim name input"
+		}
 		ok, err := lookup(err, what,
-			fmt.Sprintf("create it (a StatefulSet's volumeClaimTemplate makes world-<server>-0; or `kubectl -n %s apply -f` a PersistentVolumeClaim named %s), or set the claim name input", ns, name))
+			fmt.Sprintf("create it (a StatefulSet's volumeClaimTemplate makes world-<server>-0; or `kubectl -n %s apply -f` a PersistentVolumeClaim named %s), or, if the claim has another name, set %s to it", ns, name, in))
 		if err != nil {
 			return res, err
 		}
@@ -230,6 +253,22 @@ func Check(ctx context.Context, c kubernetes.Interface, req Requirements) (Resul
 			fmt.Sprintf("`kubectl -n %s describe pvc %s` says why (no matching PersistentVolume, no provisioner for its StorageClass)", ns, name))
 	}
 	return res, nil
+}
+
+// maxKeyNames is how many of a Secret's key names a message lists.
+const maxKeyNames = 10
+
+// keyNames lists the names of a Secret's keys, sorted, for a message: never
+// a value.
+func keyNames(data map[string][]byte) string {
+	names := slices.Sorted(maps.Keys(data))
+	switch {
+	case len(names) == 0:
+		return "none"
+	case len(names) > maxKeyNames:
+		return strings.Join(names[:maxKeyNames], ", ") + fmt.Sprintf(" and %d more", len(names)-maxKeyNames)
+	}
+	return strings.Join(names, ", ")
 }
 
 // checkPodSecurity adds a problem when the namespace's Pod Security enforce

@@ -1,6 +1,7 @@
 package preflight_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -314,6 +315,70 @@ current-context: ca
 			}
 			if got := cs.CoreV1().RESTClient().Get().URL().Host; "https://"+got != tt.want {
 				t.Fatalf("server = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCheckNamesTheInputs: a missing Secret, key or claim is as likely a
+// typo in the input that names it as a missing object, so each message
+// names that input; a Secret without the key lists the keys it has (never a
+// value), and a note says what the hint's file must hold.
+func TestCheckNamesTheInputs(t *testing.T) {
+	req := func() preflight.Requirements {
+		r := backupRequirements(jobspec.Baseline)
+		r.SecretInputs = map[string]string{"felis-config": "configSecretName"}
+		r.KeyInputs = map[string]string{"felis-config/felis.toml": "configKey"}
+		r.ClaimInputs = map[string]string{"world-backups": "backupClaimName"}
+		r.SecretNotes = map[string]string{"felis-config": "felis.toml: the catalog's settings"}
+		r.SecretHints = map[string]string{"felis-config": "kubectl -n minecraft create secret generic felis-config --from-file=felis.toml"}
+		return r
+	}
+	manyKeys := map[string][]byte{}
+	for i := range 12 {
+		manyKeys[fmt.Sprintf("k%02d", i)] = []byte(secretValue)
+	}
+	for _, tc := range []struct {
+		name string
+		objs []runtime.Object
+		want []string
+	}{
+		{"missing Secret", without(complete(), "felis-config", &corev1.Secret{}), []string{
+			"kubectl -n minecraft create secret generic felis-config --from-file=felis.toml (felis.toml: the catalog's settings)",
+			"or, if the Secret has another name, set configSecretName to it"}},
+		{"Secret without the key", replace(complete(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "felis-config", Namespace: "minecraft"},
+			Data:       map[string][]byte{"config.toml": []byte(secretValue), "other": []byte(secretValue)},
+		}), []string{"has no key felis.toml (or it is empty); its keys: config.toml, other",
+			"add the key: kubectl -n minecraft create secret generic felis-config --from-file=felis.toml --dry-run=client -o yaml | kubectl apply -f - (felis.toml: the catalog's settings)",
+			"or, if another key holds it, set configKey to that key"}},
+		{"Secret with many keys", replace(complete(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "felis-config", Namespace: "minecraft"}, Data: manyKeys,
+		}), []string{"its keys: k00, k01, k02, k03, k04, k05, k06, k07, k08, k09 and 2 more"}},
+		{"empty Secret", replace(complete(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "felis-config", Namespace: "minecraft"},
+		}), []string{"its keys: none"}},
+		{"missing claim", without(complete(), "world-backups", &corev1.PersistentVolumeClaim{}), []string{
+			"or, if the claim has another name, set backupClaimName to it"}},
+		{"missing claim without its input", without(complete(), "world-survival-0", &corev1.PersistentVolumeClaim{}), []string{
+			"or, if the claim has another name, set the claim name input to it"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := preflight.Check(t.Context(), fake.NewClientset(tc.objs...), req())
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := res.Err("survival-backup-x", "at preview")
+			if e == nil {
+				t.Fatal("no problem found")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(e.Error(), w) {
+					t.Errorf("message lacks %q:\n%s", w, e)
+				}
+			}
+			if strings.Contains(e.Error(), "hunter2") {
+				t.Fatalf("message leaks a Secret's value: %s", e)
 			}
 		})
 	}
