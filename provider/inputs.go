@@ -112,9 +112,9 @@ func (a *JobInputs) Annotate(an infer.Annotator) {
 	an.Describe(&a.WorldClaimName, "The world's PersistentVolumeClaim. "+
 		"Default: world-<server>-0 (the StatefulSet claim of volume template world, ordinal 0).")
 	an.Describe(&a.Deadline, "How long the run may take, a duration like 30m or 2h (activeDeadlineSeconds). Default: 30m.")
-	an.Describe(&a.CPULimit, "The container's CPU limit (a Kubernetes quantity); it requests 100m or "+
+	an.Describe(&a.CPULimit, "The container's CPU limit (a Kubernetes quantity, at least "+MinCPULimit.String()+"); it requests 100m or "+
 		"the limit if lower. Default: 1.")
-	an.Describe(&a.MemoryLimit, "The container's memory limit (a Kubernetes quantity); it requests 256Mi "+
+	an.Describe(&a.MemoryLimit, "The container's memory limit (a Kubernetes quantity, at least "+MinMemoryLimit.String()+"); it requests 256Mi "+
 		"or the limit if lower. Default: 1Gi.")
 	an.Describe(&a.SecurityMode, "baseline (default) or restricted: the pod's identity. baseline: root with "+
 		"every capability dropped except the few the Job needs; meets the baseline Pod Security Standard. "+
@@ -142,11 +142,9 @@ func (a *JobInputs) Annotate(an infer.Annotator) {
 		"affinity (so the pod lands where a ReadWriteOnce world volume can attach). Exclusive with nodeName.")
 	an.Describe(&a.GamePodSelector, descGamePodSelector)
 	an.Describe(&a.GamePodAffinity, descGamePodAffinity)
-	an.Describe(&a.Tolerations, "Tolerations of the pod, so it may run on tainted nodes (e.g. a node pool for games), "+
-		"as in a pod spec. Default: none.")
+	an.Describe(&a.Tolerations, descTolerations)
 	an.Describe(&a.PriorityClassName, "The pod's PriorityClass (pre-existing), e.g. so a backup is not preempted by batch work. Default: none.")
-	an.Describe(&a.ImagePullSecrets, "docker-registry Secrets in the Job's namespace that the kubelet pulls the archiver "+
-		"image with (a private registry). Default: none.")
+	an.Describe(&a.ImagePullSecrets, descImagePullSecrets)
 	an.Describe(&a.Labels, descLabels)
 	an.Describe(&a.Annotations, descAnnotations)
 	an.Describe(&a.SkipAwait, "Do not wait for the Job to finish (annotation pulumi.com/skipAwait); "+

@@ -34,6 +34,15 @@ func (t *TolerationArgs) Annotate(a infer.Annotator) {
 	a.Describe(&t.TolerationSeconds, "With effect NoExecute: how long the pod stays on a node once the taint is added. Default: for ever.")
 }
 
+// The descriptions of the scheduling inputs every pod-making component
+// takes (the Jobs' JobInputs, WorldMetrics).
+const (
+	descTolerations = "Tolerations of the pod, so it may run on tainted nodes (e.g. a node pool for games), " +
+		"as in a pod spec. Default: none."
+	descImagePullSecrets = "docker-registry Secrets in the pod's namespace that the kubelet pulls the archiver " +
+		"image with (a private registry). Default: none."
+)
+
 // scheduling checks the scheduling inputs and returns them for the Job.
 func (p *problems) scheduling(tolerations []TolerationArgs, priorityClass string, pullSecrets []string) jobspec.Scheduling {
 	s := jobspec.Scheduling{PriorityClassName: priorityClass, ImagePullSecrets: pullSecrets}
@@ -81,7 +90,7 @@ func (p *problems) scheduling(tolerations []TolerationArgs, priorityClass string
 	p.dnsSubdomain("priorityClassName", priorityClass)
 	for i, n := range pullSecrets {
 		if n == "" {
-			p.addf("imagePullSecrets", "item %d is empty: give the name of a docker-registry Secret in the Job's namespace", i)
+			p.addf("imagePullSecrets", "item %d is empty: give the name of a docker-registry Secret in the pod's namespace", i)
 			continue
 		}
 		p.dnsSubdomain("imagePullSecrets", n)

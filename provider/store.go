@@ -44,7 +44,9 @@ type StoreArgs struct {
 // in the plugin's schema.
 func (s *StoreArgs) Annotate(a infer.Annotator) {
 	a.SetToken("index", "Store")
-	a.Describe(&s.URL, "The store, s3://bucket or s3://bucket/prefix: archives go to <prefix>/<server>/<runId>.tar.zst. "+
+	a.Describe(&s.URL, "The store, s3://bucket or s3://bucket/prefix. A chunked run (the default format) is its manifest "+
+		"<prefix>/"+jobapi.ChunkedDir+"/runs/<server>/<runId>.manifest and the packs under <prefix>/"+jobapi.ChunkedDir+"/packs; "+
+		"a tar run is the archive <prefix>/<server>/<runId>.tar.zst (.tar.zst.age when encrypted). "+
 		"Required for a backup; for a restore, optional (when set, archiveRef must be in it).")
 	a.Describe(&s.Endpoint, "The S3 server's URL, http(s)://host[:port], e.g. http://minio.storage:9000. Default: AWS.")
 	a.Describe(&s.Region, "The bucket's region. Default: "+jobapi.DefaultS3Region+".")

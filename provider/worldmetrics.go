@@ -47,8 +47,13 @@ type WorldMetricsArgs struct {
 	CPULimit           pulumi.StringInput    `pulumi:"cpuLimit,optional"`
 	MemoryLimit        pulumi.StringInput    `pulumi:"memoryLimit,optional"`
 	NodeSelector       pulumi.StringMapInput `pulumi:"nodeSelector,optional"`
-	Labels             pulumi.StringMapInput `pulumi:"labels,optional"`
-	Annotations        pulumi.StringMapInput `pulumi:"annotations,optional"`
+	// Tolerations, PriorityClassName and ImagePullSecrets are the Jobs'
+	// (JobInputs): the exporter runs the same image on the same nodes.
+	Tolerations       []TolerationArgs        `pulumi:"tolerations,optional"`
+	PriorityClassName pulumi.StringInput      `pulumi:"priorityClassName,optional"`
+	ImagePullSecrets  pulumi.StringArrayInput `pulumi:"imagePullSecrets,optional"`
+	Labels            pulumi.StringMapInput   `pulumi:"labels,optional"`
+	Annotations       pulumi.StringMapInput   `pulumi:"annotations,optional"`
 }
 
 // WorldMetrics is the catalog's exporter: a Deployment of one pod running
@@ -147,6 +152,7 @@ func (a WorldMetricsArgs) resolve() (jobspec.Metrics, error) {
 	p.labels("labels", m.Labels, jobspec.ReservedLabels)
 	p.annotations("annotations", m.Annotations, nil)
 	p.placement("", m.Placement.NodeSelector)
+	m.Scheduling = p.scheduling(a.Tolerations, str(a.PriorityClassName), strs(a.ImagePullSecrets))
 	if err := p.err(); err != nil {
 		return jobspec.Metrics{}, err
 	}
@@ -271,8 +277,11 @@ func (a *WorldMetricsArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.RunAsUser, "The non-root UID of the pod. Default: 1000.")
 	an.Describe(&a.RunAsGroup, "The GID of the pod, also its fsGroup (so it reads the config Secret). Default: 1000.")
 	an.Describe(&a.CPULimit, "The container's CPU limit. Default: "+DefaultMetricsCPULimit+".")
-	an.Describe(&a.MemoryLimit, "The container's memory limit. Default: "+DefaultMetricsMemoryLimit+".")
+	an.Describe(&a.MemoryLimit, "The container's memory limit, at least "+MinMemoryLimit.String()+". Default: "+DefaultMetricsMemoryLimit+".")
 	an.Describe(&a.NodeSelector, "Labels the node must have (a required node affinity).")
+	an.Describe(&a.Tolerations, descTolerations)
+	an.Describe(&a.PriorityClassName, "The pod's PriorityClass (pre-existing). Default: none.")
+	an.Describe(&a.ImagePullSecrets, descImagePullSecrets)
 	an.Describe(&a.Labels, "Extra labels of the Deployment, pods and Service (app.kubernetes.io/* are the component's).")
 	an.Describe(&a.Annotations, "Extra annotations of the Deployment, pods and Service.")
 }

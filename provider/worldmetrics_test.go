@@ -134,6 +134,8 @@ func TestWorldMetricsInvalidInputs(t *testing.T) {
 		{"port", func(a *WorldMetricsArgs) { a.Port = new(70000) }, []string{"port"}, "out of range"},
 		{"memory in thousandths", func(a *WorldMetricsArgs) { a.MemoryLimit = pulumi.String("128m") }, []string{"memoryLimit"}, "below the minimum 64Mi"},
 		{"reserved label", func(a *WorldMetricsArgs) { a.Labels = pulumi.StringMap{"app.kubernetes.io/name": pulumi.String("x")} }, []string{"labels"}, "set by the component"},
+		{"empty pull Secret", func(a *WorldMetricsArgs) { a.ImagePullSecrets = pulumi.ToStringArray([]string{"ghcr-pull", ""}) }, []string{"imagePullSecrets"}, "item 1 is empty"},
+		{"bad toleration", func(a *WorldMetricsArgs) { a.Tolerations = []TolerationArgs{{Operator: "Matches"}} }, []string{"tolerations[0]"}, `operator "Matches"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -125,7 +125,7 @@ func (a *WorldVerifyArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.ChunkSample, "The share of each region file's chunks to decompress and parse, e.g. 10% or 0.1 "+
 		"("+descFlag(jobapi.FlagChunks)+"); each region's newest chunk is always checked, and every region's location "+
 		"table, level.dat and player file whatever the share. Default: every chunk.")
-	an.Describe(&a.ScratchSize, "The scratch volume's size, a Kubernetes quantity: room for the whole restored world. "+
+	an.Describe(&a.ScratchSize, "The scratch volume's size, a Kubernetes quantity of at least "+MinScratchSize.String()+": room for the whole restored world. "+
 		"An emptyDir's sizeLimit (the kubelet evicts the pod past it), or the ephemeral claim's request. Default: "+
 		jobspec.DefaultScratchSize.String()+".")
 	an.Describe(&a.ScratchStorageClassName, "Make the scratch volume a generic ephemeral volume: a claim of this "+

@@ -53,6 +53,9 @@ type Config struct {
 	// Metrics declares the catalog's exporter (a WorldMetrics) in each
 	// cluster; nil: none.
 	Metrics *Metrics
+	// ImagePullSecrets are the docker-registry Secrets every pod of the
+	// program (its Jobs, CronJobs and exporter) pulls the image with.
+	ImagePullSecrets []string
 }
 
 // Metrics is worldbackup:metrics: the exporter of each cluster (see
@@ -269,7 +272,7 @@ var clusterName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
 
 // keys are the worldbackup: keys the program reads, as declared in Pulumi.yaml.
 func keys() []string {
-	return []string{"image", "backupClaim", "servers", "runId", "clusters", "restores", "renderDir", "securityMode", "skipAwait", "retention", "store", "format", "notify", "metrics"}
+	return []string{"image", "backupClaim", "servers", "runId", "clusters", "restores", "renderDir", "securityMode", "skipAwait", "retention", "store", "format", "notify", "metrics", "imagePullSecrets"}
 }
 
 // ParseConfig reads the program's config through get, which returns a fully
@@ -300,6 +303,12 @@ func ParseConfig(get func(key string) (string, bool), present []string) (Config,
 			errs = append(errs, fmt.Errorf("%s:skipAwait must be true or false, not %q", Namespace, v))
 		}
 		c.SkipAwait = b
+	}
+	if v := str("imagePullSecrets"); v != "" {
+		if err := json.Unmarshal([]byte(v), &c.ImagePullSecrets); err != nil {
+			errs = append(errs, fmt.Errorf("%s:imagePullSecrets must be a list of Secret names such as [ghcr-pull] "+
+				"(set it with `pulumi config set --path '%s:imagePullSecrets[0]' ghcr-pull`): %w", Namespace, Namespace, err))
+		}
 	}
 	if err := decodeList(str("servers"), "servers", &c.Servers); err != nil {
 		errs = append(errs, err)

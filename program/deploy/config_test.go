@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -656,5 +657,55 @@ func TestServerLimitsHoldForEveryJob(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestImagePullSecretsForEveryPod: worldbackup:imagePullSecrets reaches
+// every pod the program makes (its Jobs, CronJobs and exporter), so a
+// private registry needs one key; a value that is not a list of names is
+// refused naming the key.
+func TestImagePullSecretsForEveryPod(t *testing.T) {
+	c, err := ParseConfig(getter(map[string]string{
+		"worldbackup:image":            "ghcr.io/you/archiver:1",
+		"worldbackup:backupClaim":      "backups",
+		"worldbackup:imagePullSecrets": `["ghcr-pull","mirror-pull"]`,
+		"worldbackup:metrics":          `{"enabled":true}`,
+		"worldbackup:servers": `[{"name":"vast","schedule":"0 3 * * *",` +
+			`"prune":{"runId":"p1","keepLast":3},"verify":{"schedule":"0 5 * * *"}}]`,
+		"worldbackup:restores": `[{"server":"vast","fromRun":"latest"}]`,
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, s := c.Clusters[0], c.Servers[0]
+	want := []string{"ghcr-pull", "mirror-pull"}
+	for name, got := range map[string]pulumi.StringArrayInput{
+		"backup":          backupArgs(c, cl, s).ImagePullSecrets,
+		"restore":         restoreArgs(c, cl, c.Restores[0], pulumi.String("latest")).ImagePullSecrets,
+		"prune":           pruneArgs(c, cl, s).ImagePullSecrets,
+		"verify":          verifyArgs(c, cl, s, &provider.WorldBackup{}).ImagePullSecrets,
+		"verify schedule": verifyScheduleArgs(c, cl, s).ImagePullSecrets,
+		"metrics":         metricsArgs(c, cl).ImagePullSecrets,
+	} {
+		t.Run(name, func(t *testing.T) {
+			arr, ok := got.(pulumi.StringArray)
+			var names []string
+			for _, v := range arr {
+				if sv, ok := v.(pulumi.String); ok {
+					names = append(names, string(sv))
+				}
+			}
+			if !ok || !slices.Equal(names, want) {
+				t.Errorf("imagePullSecrets = %#v, want %v", got, want)
+			}
+		})
+	}
+
+	_, err = ParseConfig(getter(map[string]string{
+		"worldbackup:image": "img:1", "worldbackup:backupClaim": "backups",
+		"worldbackup:imagePullSecrets": `ghcr-pull`,
+	}), nil)
+	if err == nil || !strings.Contains(err.Error(), "worldbackup:imagePullSecrets must be a list of Secret names") {
+		t.Errorf("a bare name for imagePullSecrets: err = %v, want one naming the key", err)
 	}
 }

@@ -355,6 +355,8 @@ func jobInputs(cfg Config, cl Cluster, s Server, runID string) provider.JobInput
 		Deadline:    pulumi.String(s.Deadline),
 		CPULimit:    pulumi.String(s.CPULimit),
 		MemoryLimit: pulumi.String(s.MemoryLimit),
+		// A private registry's Secrets, for every pod of the program.
+		ImagePullSecrets: pulumi.ToStringArray(cfg.ImagePullSecrets),
 	}
 }
 
@@ -487,7 +489,8 @@ func verifyScheduleArgs(cfg Config, cl Cluster, s Server) provider.WorldVerifySc
 // and namespace, the cluster's name as its cluster label, the config Secret
 // and max age of worldbackup:metrics.
 func metricsArgs(cfg Config, cl Cluster) provider.WorldMetricsArgs {
-	a := provider.WorldMetricsArgs{Image: pulumi.String(cfg.Image), Cluster: pulumi.String(cl.Name), MaxAge: cfg.Metrics.MaxAge}
+	a := provider.WorldMetricsArgs{Image: pulumi.String(cfg.Image), Cluster: pulumi.String(cl.Name), MaxAge: cfg.Metrics.MaxAge,
+		ImagePullSecrets: pulumi.ToStringArray(cfg.ImagePullSecrets)}
 	if cl.Namespace != "" {
 		a.Namespace = pulumi.String(cl.Namespace)
 	}

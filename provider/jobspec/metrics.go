@@ -34,8 +34,9 @@ type Metrics struct {
 	Resources Resources
 	// Identity is always restricted (non-root); FSGroup lets the user read
 	// the config Secret's files.
-	Identity  Identity
-	Placement Placement
+	Identity   Identity
+	Placement  Placement
+	Scheduling Scheduling
 
 	Labels      map[string]string
 	Annotations map[string]string
@@ -101,6 +102,9 @@ func BuildMetrics(m Metrics) (*appsv1.Deployment, *corev1.Service) {
 			EnableServiceLinks:           new(false),
 			NodeName:                     m.Placement.NodeName,
 			Affinity:                     Affinity(m.Placement),
+			Tolerations:                  m.Scheduling.Tolerations,
+			PriorityClassName:            m.Scheduling.PriorityClassName,
+			ImagePullSecrets:             m.Scheduling.pullSecrets(),
 			SecurityContext:              PodSecurityContext(id),
 			Containers: []corev1.Container{{
 				Name:            ContainerName,

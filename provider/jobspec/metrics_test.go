@@ -29,6 +29,8 @@ func metricsSpec() jobspec.Metrics {
 // Secret read-only) and its Service exposes the metrics port by name.
 func TestBuildMetrics(t *testing.T) {
 	m := metricsSpec()
+	m.Scheduling = jobspec.Scheduling{ImagePullSecrets: []string{"ghcr-pull"}, PriorityClassName: "infra",
+		Tolerations: []corev1.Toleration{{Key: "games", Operator: corev1.TolerationOpExists}}}
 	dep, svc := jobspec.BuildMetrics(m)
 	pod := dep.Spec.Template
 	if r := jobtest.PodSecurity(t, pod, api.LevelRestricted); !r.Allowed {
@@ -51,6 +53,9 @@ func TestBuildMetrics(t *testing.T) {
 		{"service port named metrics", svc.Spec.Ports[0].Name == jobapi.MetricsPortName && svc.Spec.Ports[0].Port == 9090},
 		{"service selects the pods", reflect.DeepEqual(svc.Spec.Selector, dep.Spec.Selector.MatchLabels)},
 		{"service labels for a ServiceMonitor", svc.Labels[jobspec.LabelName] == "worldbackup" && svc.Labels[jobspec.LabelComponent] == "metrics"},
+		// A private registry and a tainted pool, as for the Jobs.
+		{"image pull Secrets", reflect.DeepEqual(spec.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "ghcr-pull"}})},
+		{"tolerations and priority class", len(spec.Tolerations) == 1 && spec.Tolerations[0].Key == "games" && spec.PriorityClassName == "infra"},
 	}
 	for _, c := range checks {
 		if !c.ok {

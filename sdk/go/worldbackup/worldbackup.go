@@ -391,6 +391,9 @@ type WorldMetricsArgs struct {
 	CpuLimit           pulumi.StringInput
 	MemoryLimit        pulumi.StringInput
 	NodeSelector       pulumi.StringMapInput
+	Tolerations        []TolerationArgs
+	PriorityClassName  pulumi.StringInput
+	ImagePullSecrets   pulumi.StringArrayInput
 	Labels             pulumi.StringMapInput
 	Annotations        pulumi.StringMapInput
 }
