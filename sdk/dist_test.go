@@ -43,8 +43,10 @@ const (
 // against every file, the npm tarball (compiled JavaScript and declarations,
 // the package name, version and pulumi-plugin metadata), the Python wheel
 // (RECORD hashes, METADATA with the README, installable with pip) and sdist,
-// and that the real Pulumi CLI installs the plugin from the archive both
-// with --file and from a server (the schema's pluginDownloadURL layout). A
+// that the real Pulumi CLI installs the plugin from the archive both with
+// --file and from a server (the schema's pluginDownloadURL layout), and that
+// a YAML program's `pulumi up` downloads it by itself from the URL its
+// resource options give (without them the engine asks get.pulumi.com). A
 // second run must give the same plugin archive, byte for byte.
 func TestDist(t *testing.T) {
 	st := requireTools(t)
@@ -257,28 +259,32 @@ func TestDist(t *testing.T) {
 		}
 	})
 
+	// The release as GitHub lays it out: the assets under the tag's path.
+	release := func(t *testing.T) string {
+		srv := httptest.NewServer(http.StripPrefix("/releases/download/v"+distVersion, http.FileServer(http.Dir(out))))
+		t.Cleanup(srv.Close)
+		return srv.URL + "/releases/download/v"
+	}
+	installed := func(t *testing.T, home string) {
+		t.Helper()
+		exe := filepath.Join(home, "plugins", "resource-worldbackup-v"+distVersion, "pulumi-resource-worldbackup")
+		if got := strings.TrimSpace(run(t, exe, "--version")); got != distVersion {
+			t.Errorf("the installed plugin says %q, want %q", got, distVersion)
+		}
+	}
+
 	t.Run("the Pulumi CLI installs the plugin from the archive", func(t *testing.T) {
 		tools, err := pulumitools.Find(st.root)
 		_, cliErr := os.Stat(filepath.Join(tools.Bin, "pulumi"))
 		testenv.Require(t, cliErr == nil, "no Pulumi CLI: "+errString(err), "make tools")
-		installed := func(t *testing.T, home string) {
-			t.Helper()
-			exe := filepath.Join(home, "plugins", "resource-worldbackup-v"+distVersion, "pulumi-resource-worldbackup")
-			if got := strings.TrimSpace(run(t, exe, "--version")); got != distVersion {
-				t.Errorf("the installed plugin says %q, want %q", got, distVersion)
-			}
-		}
 		cases := []struct {
 			name string
 			args func(t *testing.T) []string
 		}{
 			{"--file", func(*testing.T) []string { return []string{"--file", filepath.Join(out, archive)} }},
 			{"--server, as pluginDownloadURL", func(t *testing.T) []string {
-				// Laid out as a GitHub release: the assets under the tag's path,
-				// which the CLI must expand from ${VERSION}.
-				srv := httptest.NewServer(http.StripPrefix("/releases/download/v"+distVersion, http.FileServer(http.Dir(out))))
-				t.Cleanup(srv.Close)
-				return []string{"--server", srv.URL + "/releases/download/v${VERSION}/"}
+				// The tag's path, which the CLI must expand from ${VERSION}.
+				return []string{"--server", release(t) + "${VERSION}/"}
 			}},
 		}
 		for _, tc := range cases {
@@ -292,6 +298,79 @@ func TestDist(t *testing.T) {
 				}
 				installed(t, home)
 			})
+		}
+	})
+
+	// A YAML program has no package.json or requirements to carry the
+	// plugin's URL: its resource options do, and the engine downloads the
+	// plugin before the program runs (README, "Installing").
+	t.Run("a YAML program's pulumi up downloads the plugin from its pluginDownloadURL", func(t *testing.T) {
+		tools, err := pulumitools.Find(st.root)
+		_, cliErr := os.Stat(filepath.Join(tools.Bin, "pulumi"))
+		testenv.Require(t, cliErr == nil, "no Pulumi CLI: "+errString(err), "make tools")
+		_, hostErr := os.Stat(filepath.Join(tools.Bin, "pulumi-language-yaml"))
+		testenv.Require(t, hostErr == nil, "no YAML language host in "+tools.Bin, "make tools")
+		// A Pulumi home without the plugin, with the Kubernetes provider the
+		// tools installed (the engine cannot download that one here).
+		home := t.TempDir()
+		k8s, _ := filepath.Glob(filepath.Join(tools.PulumiHome, "plugins", "resource-kubernetes-v*"))
+		if len(k8s) == 0 {
+			t.Fatalf("no Kubernetes provider plugin in %s", tools.PulumiHome)
+		}
+		if err := os.MkdirAll(filepath.Join(home, "plugins"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range k8s {
+			files, err := os.ReadDir(d)
+			if err != nil {
+				continue // its .lock and .source files
+			}
+			// A folder of its own (the engine lists only folders, not links
+			// to them) with links to the plugin's files.
+			own := filepath.Join(home, "plugins", filepath.Base(d))
+			if err := os.Mkdir(own, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range files {
+				if err := os.Symlink(filepath.Join(d, f.Name()), filepath.Join(own, f.Name())); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		proj := t.TempDir()
+		program := `name: yaml-download
+runtime: yaml
+resources:
+  cluster:
+    type: pulumi:providers:kubernetes
+    properties:
+      renderYamlToDirectory: rendered
+  backup:
+    type: worldbackup:WorldBackup
+    properties:
+      server: survival
+      runId: r1
+      image: registry.example/worldbackup/archiver:test
+      backupClaimName: world-backups
+    options:
+      providers:
+        - ${cluster}
+      version: ` + distVersion + `
+      pluginDownloadURL: ` + release(t) + distVersion + `/
+`
+		if err := os.WriteFile(filepath.Join(proj, "Pulumi.yaml"), []byte(program), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		env := tools.Env(t.TempDir())
+		env["PULUMI_HOME"] = home
+		for _, args := range [][]string{{"stack", "init", "test"}, {"up", "--yes"}} {
+			if o, err := tools.CLI(t.Context(), proj, env, args...); err != nil {
+				t.Fatalf("pulumi %s: %v\n%s", strings.Join(args, " "), err, o)
+			}
+		}
+		installed(t, home)
+		if jobs, _ := filepath.Glob(filepath.Join(proj, "rendered", "1-manifest", "batch_v1-job-*.yaml")); len(jobs) != 1 {
+			t.Errorf("the program rendered %d Jobs, want 1: %v", len(jobs), jobs)
 		}
 	})
 }
