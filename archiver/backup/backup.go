@@ -58,6 +58,8 @@ type Catalog interface {
 	// LatestChunked returns the server's newest chunked run, or an error
 	// wrapping catalog.ErrNotFound.
 	LatestChunked(ctx context.Context, server string) (catalog.Record, error)
+	// NewestRuns returns the server's runs, newest first, at most limit.
+	NewestRuns(ctx context.Context, server string, limit int) ([]catalog.Record, error)
 	// RegisterPack records a pack before a chunked run writes it.
 	RegisterPack(ctx context.Context, id string) error
 	// InsertChunked records a chunked run and the packs it references,
@@ -293,6 +295,10 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 	}
 	if len(removed) > 0 {
 		log.Info("removed temp files of an earlier attempt", "paths", removed)
+	}
+
+	if err := r.checkClear(ctx, log, p); err != nil {
+		return err
 	}
 
 	// From here on the server may have autosave off: resume it on every

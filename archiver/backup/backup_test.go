@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -66,6 +67,22 @@ func (f *fakeCatalog) InsertChunked(ctx context.Context, r catalog.Record, packs
 
 func (f *fakeCatalog) LatestChunked(ctx context.Context, server string) (catalog.Record, error) {
 	return catalog.Record{}, catalog.ErrNotFound
+}
+
+func (f *fakeCatalog) NewestRuns(ctx context.Context, server string, limit int) ([]catalog.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var rs []catalog.Record
+	for _, r := range f.rows {
+		if server == "" || r.Server == server {
+			rs = append(rs, r)
+		}
+	}
+	slices.SortFunc(rs, func(a, b catalog.Record) int { return b.FinishedAt.Compare(a.FinishedAt) })
+	if limit > 0 && len(rs) > limit {
+		rs = rs[:limit]
+	}
+	return rs, nil
 }
 
 func (f *fakeCatalog) Insert(ctx context.Context, r catalog.Record) (bool, error) {

@@ -178,11 +178,7 @@ func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string, 
 			"previous_run", rec.RunID, "key_object", r.store.Ref(dataKeyKey(server)))
 		return nil, nil
 	case errors.Is(err, chunked.ErrNeedKey):
-		// Encryption was switched off, on purpose or not (the key file's
-		// setting or the component's encryption input dropped).
-		log.Warn("the previous chunked run is encrypted and this one is not: this run stores every file in the clear; "+
-			jobapi.NeedKeyAdvice()+" to keep the server's runs encrypted",
-			"previous_run", rec.RunID)
+		warnClear(log, rec, "this run stores every file")
 		return nil, nil
 	}
 	if err != nil {

@@ -95,6 +95,10 @@ func (p rerunPause) LatestChunked(ctx context.Context, server string) (catalog.R
 	return p.cat.LatestChunked(ctx, server)
 }
 
+func (p rerunPause) NewestRuns(ctx context.Context, server string, limit int) ([]catalog.Record, error) {
+	return p.cat.NewestRuns(ctx, server, limit)
+}
+
 func (p rerunPause) RegisterPack(ctx context.Context, id string) error {
 	return p.cat.RegisterPack(ctx, id)
 }

@@ -793,3 +793,42 @@ func TestPlantedKeyObjectRefused(t *testing.T) {
 	}
 	out.noKeyIn(t, []string{secret}, e.tlog)
 }
+
+// TestSwitchedOffEncryptionWarns: a backup without a key after an encrypted
+// run of its server (the key file's setting or the component's encryption
+// input dropped) goes on in the clear and says so, naming that run, in the
+// tar format too, whose runs share nothing; once the newest run is in the
+// clear, the next says nothing.
+func TestSwitchedOffEncryptionWarns(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateRestorableWorld(t, e.world)
+	key, secret := keyFile(t)
+	var out outputs
+	const warning = "the server's previous run is encrypted and this one is not: this run is stored in the clear"
+	for _, tc := range []struct {
+		run, format string
+		key         bool
+		warnOf      string // the previous run the warning names; "" none
+	}{
+		{"t1", "tar", true, ""},
+		{"t2", "tar", false, "t1"},
+		{"t3", "tar", false, ""},
+		{"c4", "chunked", true, ""},
+		{"t5", "tar", false, "c4"},
+		{"t6", "tar", false, ""},
+	} {
+		args := []string{"--format", tc.format}
+		if tc.key {
+			args = append(args, "--encryption-key-file", key)
+		}
+		r := out.run(t, e.backupArgs(tc.run, args...)...)
+		if r.code != 0 {
+			t.Fatalf("backup %s exited %d:\n%s", tc.run, r.code, r.stderr)
+		}
+		warned := strings.Contains(r.stderr, warning)
+		if want := tc.warnOf != ""; warned != want || (want && !strings.Contains(r.stderr, `"previous_run":"`+tc.warnOf+`"`)) {
+			t.Errorf("backup %s (%s, key %v): warned %v, want %v naming %q:\n%s", tc.run, tc.format, tc.key, warned, want, tc.warnOf, r.stderr)
+		}
+	}
+	out.noKeyIn(t, []string{secret}, e.tlog)
+}
