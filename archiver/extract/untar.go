@@ -182,7 +182,7 @@ func extractFrom(ctx context.Context, f io.Reader, st *staging, o Options, res *
 		}
 		return &RefusedError{Reason: "at the start of the archive: " + perr.Error()}
 	}
-	if crypt.IsEncrypted(head) {
+	if !tarstream.IsTarHeader(head) && crypt.IsEncrypted(head) {
 		// An age file: the checksum covered its ciphertext; open it, then
 		// read what it holds by the same rules.
 		if o.Decrypt == nil {

@@ -32,12 +32,45 @@ var (
 	gzipMagic = []byte{0x1f, 0x8b}
 )
 
+// IsTarHeader reports whether head starts with a tar header block: the
+// ustar magic at its place and a checksum that matches (unsigned, or signed
+// as some old tars wrote it). A plain tar's first bytes are a member's name,
+// which may spell any magic (a file named "P*M\x18.dat" starts like a zstd
+// skippable frame), so a header is recognised before any magic.
+func IsTarHeader(head []byte) bool {
+	if len(head) < 512 || string(head[257:262]) != "ustar" {
+		return false
+	}
+	field := bytes.TrimRight(bytes.TrimLeft(head[148:156], " "), " \x00")
+	var want int64
+	if len(field) == 0 {
+		return false
+	}
+	for _, c := range field {
+		if c < '0' || c > '7' {
+			return false
+		}
+		want = want*8 + int64(c-'0')
+	}
+	var unsigned, signed int64
+	for i, c := range head[:512] {
+		if i >= 148 && i < 156 {
+			c = ' '
+		}
+		unsigned += int64(c)
+		signed += int64(int8(c))
+	}
+	return want == unsigned || want == signed
+}
+
 // Detect tells an archive's compression from its first HeadSize bytes (or
-// all of them, if fewer): a zstd frame or skippable frame, a gzip member, or
-// a plain tar (the ustar magic). Anything else is an error naming what it
-// looks like.
+// all of them, if fewer): a plain tar (a tar header: IsTarHeader), a zstd
+// frame or skippable frame, or a gzip member. Anything else is an error
+// naming what it looks like.
 func Detect(head []byte) (Compression, error) {
 	switch {
+	case IsTarHeader(head):
+		return None, nil
 	case bytes.HasPrefix(head, zstdMagic) || (len(head) >= 4 && head[0]&0xf0 == 0x50 && bytes.Equal(head[1:4], []byte{0x2a, 0x4d, 0x18})):
 		return Zstd, nil // a zstd frame, or a skippable frame (magic 0x184D2A5?)
 	case bytes.HasPrefix(head, gzipMagic):

@@ -103,7 +103,7 @@ func parse(ctx context.Context, r io.Reader, want Want, buf []byte) (rep Report,
 	c := want.Compression
 	br := bufio.NewReaderSize(r, tarstream.HeadSize)
 	head, _ := br.Peek(tarstream.HeadSize)
-	if crypt.IsEncrypted(head) {
+	if !tarstream.IsTarHeader(head) && crypt.IsEncrypted(head) {
 		if want.Decrypt == nil {
 			return rep, crypt.ErrNoKey
 		}

@@ -443,3 +443,41 @@ func TestChunkedParseShare(t *testing.T) {
 		t.Errorf("a tar archive with --read-data-subset exited %d, want 2:\n%s", res.code, res.stderr)
 	}
 }
+
+// TestNameSpellingAMagicRestores: a plain tar starts with its first
+// member's name, so a file named like a zstd skippable frame ("P*M\x18")
+// or an age header, first in the world's folder, must not make the rebuilt
+// stream of a chunked run (or a tar run without compression) look
+// compressed or encrypted: backup, verify and restore all agree.
+func TestNameSpellingAMagicRestores(t *testing.T) {
+	for _, tc := range []struct{ name, file string }{
+		{"zstd skippable frame", "P*M\x18.dat"},
+		{"gzip member", "\x1f\x8b.dat"},
+	} {
+		for _, format := range [][]string{{"--format", "chunked"}, {"--format", "tar", "--compression", "none"}} {
+			t.Run(tc.name+" "+format[1], func(t *testing.T) {
+				e := newEnv(t, pgtest.URL(t))
+				if err := os.MkdirAll(e.world, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(e.world, tc.file), []byte("hello"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if res := archiver(t, e.backupArgs("r1", format...)...); res.code != 0 {
+					t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
+				}
+				r := rows(t, e.url)[0]
+				if res := archiver(t, "verify", "--archive", r.ArchiveRef, "--sha256", r.SHA256); res.code != 0 {
+					t.Errorf("verify exited %d:\n%s", res.code, res.stderr)
+				}
+				into := filepath.Join(t.TempDir(), "restored")
+				if res := archiver(t, restoreArgs(r.ArchiveRef, r.SHA256, into)...); res.code != 0 {
+					t.Fatalf("restore exited %d:\n%s", res.code, res.stderr)
+				}
+				if b, err := os.ReadFile(filepath.Join(into, tc.file)); err != nil || string(b) != "hello" {
+					t.Errorf("restored %q: %q, %v", tc.file, b, err)
+				}
+			})
+		}
+	}
+}
