@@ -1,8 +1,10 @@
 package chunked
 
 import (
+	"errors"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/worldbackup/worldbackup/archiver/store"
@@ -62,7 +64,27 @@ func FuzzManifest(f *testing.F) {
 		if !reflect.DeepEqual(m, m2) {
 			t.Fatal("manifest changed through encode and parse")
 		}
+		// What parses must not crash a reader of the run: its packs are
+		// missing here, so Verify fails, but with an error.
+		if _, err := Verify(t.Context(), store.NewMem(), m, 1, 0); err == nil && len(m.Packs) > 0 {
+			t.Fatal("Verify of a run whose packs are missing passed")
+		}
 	})
+}
+
+// TestListBlobIsNeverAZeroRun: a manifest whose file lists a zero run as
+// its list blob (which names no pack, so the pack table may be empty) is
+// refused as corrupt; a reader once indexed the empty table with it.
+func TestListBlobIsNeverAZeroRun(t *testing.T) {
+	m := &Manifest{Server: "s", RunID: "r", Segments: []Segment{{File: &FileRecord{Path: "a.dat", Size: 10,
+		Lists: []Ref{{Raw: 10, Flags: compZero}}}}}}
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeManifest(b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "is a zero run") {
+		t.Fatalf("DecodeManifest = %v, want ErrCorrupt saying the list blob is a zero run", err)
+	}
 }
 
 // FuzzPackIndex: any bytes either fail with ErrCorrupt or give entries that

@@ -344,7 +344,13 @@ func (sr *segmentReader) next() (Segment, bool, error) {
 		}
 		nl := d.uvarint("list count", uint64(f.Size)+1)
 		for i := uint64(0); i < nl && d.err == nil; i++ {
-			f.Lists = append(f.Lists, d.ref(sr.packs))
+			lr := d.ref(sr.packs)
+			if d.err == nil && lr.Flags&compMask == compZero {
+				// A list is a blob in a pack, never a zero run (which
+				// names no pack: the table may even be empty).
+				d.fail("a list blob of %q is a zero run", f.Path)
+			}
+			f.Lists = append(f.Lists, lr)
 		}
 		nd := d.uvarint("data pack count", uint64(sr.packs))
 		for i := uint64(0); i < nd && d.err == nil; i++ {

@@ -166,7 +166,12 @@ func parseShare(s string) (float64, error) { return jobapi.ParseShare(s) }
 // verifyChunked checks every blob of the chunked run at ref (or share of
 // its data blobs) against its hash, after its manifest against sum.
 func verifyChunked(ctx context.Context, log hclog.Logger, rep *jobapi.VerifyResult, s config.S3, ref, sum string, keys *crypt.Keys, share float64, seed uint64, stdout io.Writer) int {
-	st, key, _, err := chunkedStore(s, ref)
+	st, key, ok, err := chunkedStore(s, ref)
+	if err == nil && !ok {
+		// --archive named a file, and --run-id's row a chunked run.
+		err = fmt.Errorf("%q is not a chunked run's manifest (<root>/%s/runs/<server>/<run id>.manifest): give the run's manifest, or %s alone",
+			ref, jobapi.ChunkedDir, jobapi.Flag(jobapi.FlagRunID))
+	}
 	if err != nil {
 		log.Error("cannot open the chunked run's store", "archive", ref, "error", err)
 		rep.Error = "cannot open the chunked run's store: " + err.Error()

@@ -481,3 +481,22 @@ func TestNameSpellingAMagicRestores(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyFileOfAChunkedRun: verify --archive with a tar file named after
+// a run whose row is a chunked run's (an export of it, say) is a usage
+// error naming what to give, not a crash.
+func TestVerifyFileOfAChunkedRun(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateWorld(t, e.world)
+	if res := archiver(t, e.backupArgs("r1")...); res.code != 0 {
+		t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
+	}
+	file := filepath.Join(t.TempDir(), "r1.tar.zst")
+	if err := os.WriteFile(file, []byte("an export"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := archiver(t, "verify", "--archive", file, "--config", e.config)
+	if res.code != 2 || !strings.Contains(res.stderr, "is not a chunked run's manifest") || strings.Contains(res.stderr, "panic") {
+		t.Fatalf("verify of a file named after a chunked run exited %d, want 2 naming the manifest:\n%s", res.code, res.stderr)
+	}
+}
