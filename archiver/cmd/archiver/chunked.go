@@ -106,9 +106,19 @@ GNU tar. REF is the run's manifest (archive_ref in archiver list): a path
 <root>/_chunked/runs/<server>/<run id>.manifest or its s3:// URL. The manifest
 is checked against --sha256 before anything is written, then every blob
 against its hash before its bytes are: a damaged or missing blob stops the
-stream (exit 3, naming the pack) and tar then fails on the truncated stream.
-Needs no database.
+stream (exit 3, naming the pack), which then ends with a block that is no
+tar header, so tar fails too (a stream cut between two members would
+otherwise look complete to GNU tar without pipefail). Needs no database.
 `
+
+// poisonBlock ends a failed export's stream: 512 bytes of 0xff, no tar
+// header (its checksum does not match), so tar exits with an error.
+var poisonBlock = func() (b [512]byte) {
+	for i := range b {
+		b[i] = 0xff
+	}
+	return b
+}()
 
 func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	format := logFormat("auto")
@@ -146,6 +156,10 @@ func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		err = chunked.Rebuild(ctx, st, m, stdout)
 	}
 	if err != nil {
+		// Whatever was written is a prefix of the tar stream: end it with a
+		// block tar refuses, so that `export | tar -x` fails even where only
+		// tar's exit status is seen. A failed write here changes nothing.
+		_, _ = stdout.Write(poisonBlock[:])
 		log.Error("export failed", "archive", *archive, "error", err)
 		if keyProblem(err) {
 			return exitUsage

@@ -17,7 +17,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/worldbackup/worldbackup/archiver/chunked"
 	"github.com/worldbackup/worldbackup/internal/pgtest"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // chunkedRow is what the catalog says of a chunked run.
@@ -498,5 +500,77 @@ func TestVerifyFileOfAChunkedRun(t *testing.T) {
 	res := archiver(t, "verify", "--archive", file, "--config", e.config)
 	if res.code != 2 || !strings.Contains(res.stderr, "is not a chunked run's manifest") || strings.Contains(res.stderr, "panic") {
 		t.Fatalf("verify of a file named after a chunked run exited %d, want 2 naming the manifest:\n%s", res.code, res.stderr)
+	}
+}
+
+// TestExportDamageFailsTar: a damaged blob stops an export; when the
+// stream so far ends between two tar members, GNU tar would take it for a
+// whole archive (exit 0, the rest of the world missing) where only its exit
+// status is seen (`export | tar -x` without pipefail). The export ends the
+// stream with a block tar refuses: tar fails.
+func TestExportDamageFailsTar(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	if err := os.MkdirAll(e.world, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Two files whose sizes are whole tar blocks: the stream can stop
+	// right after the first member.
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, name := range []string{"a.bin", "b.bin"} {
+		b := make([]byte, 8192)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		if err := os.WriteFile(filepath.Join(e.world, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := archiver(t, e.backupArgs("r1")...); res.code != 0 {
+		t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
+	}
+	r := rows(t, e.url)[0]
+	raw, err := os.ReadFile(r.ArchiveRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := chunked.DecodeManifest(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second member's header: the last metadata segment before the
+	// end of the archive.
+	var metas []chunked.Ref
+	for _, seg := range m.Segments {
+		if seg.Meta != nil && seg.Meta.Stored > 0 {
+			metas = append(metas, *seg.Meta)
+		}
+	}
+	if len(metas) < 2 {
+		t.Fatalf("the manifest has %d metadata blobs, want one per member and the end", len(metas))
+	}
+	hdr := metas[1]
+	packKey, err := jobapi.PackKey(m.Packs[hdr.Pack].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pack := filepath.Join(e.root, packKey)
+	b, err := os.ReadFile(pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[hdr.Offset+hdr.Stored/2] ^= 0xff
+	if err := os.WriteFile(pack, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	into := t.TempDir()
+	// No pipefail: only tar's status counts, as in a plain sh pipeline.
+	cmd := exec.CommandContext(t.Context(), "sh", "-c", `"$0" export --archive "$1" --sha256 "$2" | tar -x -C "$3"`,
+		archiverBin, r.ArchiveRef, r.SHA256, into)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("export | tar -x of a damaged run succeeded (the world is incomplete):\n%s", out)
+	}
+	if !strings.Contains(string(out), "export failed") {
+		t.Errorf("the export did not say it failed:\n%s", out)
 	}
 }
