@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -65,27 +66,65 @@ func OpenStreamSealed(ctx context.Context, st Store, key, sum string, sl *Sealer
 	return m, nil
 }
 
-// readManifest reads the manifest at key and checks it against sum.
+// readManifest reads the manifest at key and checks it against sum. The
+// object is hashed as it streams first, and read into memory only when it
+// matches, then hashed again: an object put in its place (up to
+// MaxManifest of anything) never costs its size in memory.
 func readManifest(ctx context.Context, st Store, key, sum string) ([]byte, error) {
-	rc, err := st.Open(ctx, key)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: manifest %s is not in the store", ErrMissing, key)
+	pass := func(into []byte) (n int64, got string, err error) {
+		rc, err := st.Open(ctx, key)
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, "", fmt.Errorf("%w: manifest %s is not in the store", ErrMissing, key)
+		}
+		if err != nil {
+			return 0, "", fmt.Errorf("opening manifest %s: %w", key, err)
+		}
+		defer rc.Close()
+		h := sha256.New()
+		var w io.Writer = h
+		if into != nil {
+			w = io.MultiWriter(h, &fill{b: into})
+		}
+		n, err = io.Copy(w, io.LimitReader(rc, MaxManifest+1))
+		if err != nil {
+			return 0, "", fmt.Errorf("reading manifest %s: %w", key, err)
+		}
+		if n > MaxManifest {
+			return 0, "", fmt.Errorf("%w: manifest %s is larger than %d bytes", ErrCorrupt, key, MaxManifest)
+		}
+		return n, hex.EncodeToString(h.Sum(nil)), nil
 	}
+	n, got, err := pass(nil)
 	if err != nil {
-		return nil, fmt.Errorf("opening manifest %s: %w", key, err)
+		return nil, err
 	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, MaxManifest+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading manifest %s: %w", key, err)
-	}
-	if len(b) > MaxManifest {
-		return nil, fmt.Errorf("%w: manifest %s is larger than %d bytes", ErrCorrupt, key, MaxManifest)
-	}
-	if got := Sum(b); got != sum {
+	if got != sum {
 		return nil, fmt.Errorf("%w: manifest %s has SHA-256 %s, not %s", ErrCorrupt, key, got, sum)
 	}
-	return b, nil
+	b := make([]byte, 0, n)
+	m, got, err := pass(b[:n])
+	if err != nil {
+		return nil, err
+	}
+	if m != n || got != sum {
+		return nil, fmt.Errorf("%w: manifest %s changed while it was read (SHA-256 %s, %d bytes; then %s, %d bytes)",
+			ErrCorrupt, key, sum, n, got, m)
+	}
+	return b[:n], nil
+}
+
+// fill is a writer into b that refuses to write past its end.
+type fill struct {
+	b   []byte
+	off int
+}
+
+func (f *fill) Write(p []byte) (int, error) {
+	if len(p) > len(f.b)-f.off {
+		return 0, errors.New("more bytes than the first read of the object")
+	}
+	f.off += copy(f.b[f.off:], p)
+	return len(p), nil
 }
 
 // Rebuild writes the run's tar stream to w, checking every blob against
