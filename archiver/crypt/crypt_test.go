@@ -106,7 +106,7 @@ func TestDataKeyRewrap(t *testing.T) {
 	st := store.NewMem()
 	ctx := t.Context()
 	old, oldID := keysOf(t)
-	if _, err := old.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrNoDataKey) {
+	if _, _, err := old.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrNoDataKey) {
 		t.Fatalf("no key object yet: %v", err)
 	}
 	if _, _, err := old.DataKey(ctx, st, "survival", false); !errors.Is(err, ErrNoDataKey) {
@@ -121,19 +121,19 @@ func TestDataKeyRewrap(t *testing.T) {
 		t.Fatalf("a second run got another key or event %v (%v)", ev, err)
 	}
 	next, _ := keysOf(t, oldID.String()) // the new identity first, the old kept
-	if got, err := next.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
+	if got, _, err := next.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
 		t.Fatalf("the old identity on the new file's second line: %v", err)
 	}
 	if err := Rewrap(ctx, st, "survival", old, next); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := old.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrWrongKey) {
+	if _, _, err := old.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrWrongKey) {
 		t.Errorf("the old identity after rewrap: %v, want ErrWrongKey", err)
 	}
-	if got, err := next.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
+	if got, _, err := next.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
 		t.Errorf("the new identity after rewrap: %v", err)
 	}
-	if _, err := next.OpenDataKey(ctx, st, "creative"); !errors.Is(err, ErrNoDataKey) {
+	if _, _, err := next.OpenDataKey(ctx, st, "creative"); !errors.Is(err, ErrNoDataKey) {
 		t.Errorf("another server: %v", err)
 	}
 	// A retried rekey (the new identity opens it already) succeeds and
@@ -141,7 +141,7 @@ func TestDataKeyRewrap(t *testing.T) {
 	if err := Rewrap(ctx, st, "survival", old, next); err != nil {
 		t.Errorf("a retried rekey: %v", err)
 	}
-	if got, err := next.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
+	if got, _, err := next.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
 		t.Errorf("after a retried rekey: %v", err)
 	}
 }
@@ -172,7 +172,7 @@ func TestDataKeyRotatesWithTheSecret(t *testing.T) {
 				!strings.Contains(err.Error(), "keep the old identity on a later line") {
 				t.Fatalf("a key file without the old identity: %v, want ErrWrongKey saying how to rotate", err)
 			}
-			if got, err := old.OpenDataKey(ctx, tc.st, "survival"); err != nil || got != dk {
+			if got, _, err := old.OpenDataKey(ctx, tc.st, "survival"); err != nil || got != dk {
 				t.Fatalf("the refused run changed the object: %v", err)
 			}
 
@@ -182,10 +182,10 @@ func TestDataKeyRotatesWithTheSecret(t *testing.T) {
 				t.Fatalf("the first run after the rotation: event %v, same key %v, %v", ev, got == dk, err)
 			}
 			next := newOnly(t, newID)
-			if got, err := next.OpenDataKey(ctx, tc.st, "survival"); err != nil || got != dk {
+			if got, _, err := next.OpenDataKey(ctx, tc.st, "survival"); err != nil || got != dk {
 				t.Errorf("the new identity alone after the rotation: %v", err)
 			}
-			if _, err := old.OpenDataKey(ctx, tc.st, "survival"); !errors.Is(err, ErrWrongKey) {
+			if _, _, err := old.OpenDataKey(ctx, tc.st, "survival"); !errors.Is(err, ErrWrongKey) {
 				t.Errorf("the old identity alone after the rotation: %v, want ErrWrongKey", err)
 			}
 			if got, ev, err := rotated.DataKey(ctx, tc.st, "survival", true); err != nil || got != dk || ev != KeyOpened {

@@ -122,15 +122,17 @@ var ErrNoDataKey = errors.New("the server has no data key")
 var ErrUnvouchedKey = errors.New("the data key object is in format 1 and no recorded run vouches for its key")
 
 // OpenDataKey returns server's data key from its key object in st, opened
-// with any of k's identities. Errors: ErrWrongKey (no identity opens it),
-// ErrCorrupt, ErrNoDataKey (the server has none).
-func (k *Keys) OpenDataKey(ctx context.Context, st Opener, server string) (DataKey, error) {
+// with any of k's identities, and whether the object is in format 1
+// (legacy: nothing says who wrote it, so a key it holds that a run was not
+// sealed with may have been planted). Errors: ErrWrongKey (no identity
+// opens it), ErrCorrupt, ErrNoDataKey (the server has none).
+func (k *Keys) OpenDataKey(ctx context.Context, st Opener, server string) (dk DataKey, legacy bool, err error) {
 	names, err := keyNames(server)
 	if err != nil {
-		return DataKey{}, err
+		return DataKey{}, false, err
 	}
-	dk, _, err := k.readDataKey(ctx, st, names)
-	return dk, err
+	dk, o, err := k.readDataKey(ctx, st, names)
+	return dk, o.legacy, err
 }
 
 // opened says how readObject opened a data key object.

@@ -103,10 +103,10 @@ func TestRewrapSurvivesAFailedWrite(t *testing.T) {
 		t.Fatalf("%d PutObject requests: the spare and the key object were not both written", p.Count("PutObject"))
 	}
 	next := newOnly(t, newID)
-	if got, err := next.OpenDataKey(ctx, direct, "survival"); err != nil || got != dk {
+	if got, _, err := next.OpenDataKey(ctx, direct, "survival"); err != nil || got != dk {
 		t.Fatalf("the new identity alone after the failed rewrap: same key %v, %v", got == dk, err)
 	}
-	if got, err := rotated.OpenDataKey(ctx, direct, "survival"); err != nil || got != dk {
+	if got, _, err := rotated.OpenDataKey(ctx, direct, "survival"); err != nil || got != dk {
 		t.Fatalf("the rotated key file after the failed rewrap: same key %v, %v", got == dk, err)
 	}
 
@@ -136,17 +136,17 @@ func TestSpareOpensWhenTheObjectDoesNot(t *testing.T) {
 	if err := Rewrap(ctx, refusing, "survival", old, rotated); err == nil {
 		t.Fatal("the rewrap whose key object write failed succeeded")
 	}
-	if got, err := old.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
+	if got, _, err := old.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
 		t.Fatalf("the old identity: the key object changed: %v", err)
 	}
 	next := newOnly(t, newID)
-	if got, err := next.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
+	if got, _, err := next.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
 		t.Fatalf("the new identity alone: same key %v, %v; want the spare's key", got == dk, err)
 	}
 	if got, ev, err := next.DataKey(ctx, st, "survival", true); err != nil || got != dk || ev != KeyRewrapped {
 		t.Fatalf("the next run with the new identity alone: event %v, same key %v, %v", ev, got == dk, err)
 	}
-	if _, err := old.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrWrongKey) {
+	if _, _, err := old.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrWrongKey) {
 		t.Errorf("the old identity after the finished rewrap: %v, want ErrWrongKey", err)
 	}
 	if keys := st.Keys(); strings.Join(keys, " ") != "_chunked/keys/survival.key" {
@@ -154,7 +154,7 @@ func TestSpareOpensWhenTheObjectDoesNot(t *testing.T) {
 	}
 
 	stranger, _ := keysOf(t)
-	if _, err := stranger.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrWrongKey) {
+	if _, _, err := stranger.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrWrongKey) {
 		t.Errorf("another identity: %v, want ErrWrongKey", err)
 	}
 	// Only a spare left, which this identity does not open.
@@ -172,10 +172,10 @@ func TestSpareOpensWhenTheObjectDoesNot(t *testing.T) {
 	if err := st.Remove(ctx, "_chunked/keys/survival.key"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stranger.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrWrongKey) {
+	if _, _, err := stranger.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrWrongKey) {
 		t.Errorf("another identity, only the spare left: %v, want ErrWrongKey", err)
 	}
-	if got, err := next.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
+	if got, _, err := next.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
 		t.Errorf("only the spare left: same key %v, %v", got == dk, err)
 	}
 }
@@ -246,7 +246,7 @@ func TestKeyObjectAuthenticated(t *testing.T) {
 		st := store.NewMem()
 		plant(t, st, "survival", id.Recipient(), planted, objectMACKey("AGE-SECRET-KEY-1PLANTER"))
 		before := objectBytes(t, st, key)
-		if _, err := victim.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "replaced") {
+		if _, _, err := victim.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "replaced") {
 			t.Errorf("a reader: %v, want ErrCorrupt saying the object was replaced", err)
 		}
 		if _, ev, err := victim.DataKey(ctx, st, "survival", true); !errors.Is(err, ErrCorrupt) {
@@ -262,8 +262,8 @@ func TestKeyObjectAuthenticated(t *testing.T) {
 	t.Run("format 1", func(t *testing.T) {
 		st := store.NewMem()
 		plant(t, st, "survival", id.Recipient(), planted, nil)
-		if got, err := victim.OpenDataKey(ctx, st, "survival"); err != nil || got != planted {
-			t.Errorf("a reader: same key %v, %v; want format 1 read", got == planted, err)
+		if got, legacy, err := victim.OpenDataKey(ctx, st, "survival"); err != nil || got != planted || !legacy {
+			t.Errorf("a reader: same key %v, legacy %v, %v; want format 1 read, and said", got == planted, legacy, err)
 		}
 		got, ev, err := victim.DataKey(ctx, st, "survival", true)
 		if err != nil || got != planted || ev != KeyUnauthenticated {
@@ -312,7 +312,7 @@ func TestLeftSpareRemoved(t *testing.T) {
 	if _, err := st.Open(ctx, spare); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the spare after the next rewrap: %v, want it gone", err)
 	}
-	if got, err := rotated.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
+	if got, _, err := rotated.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
 		t.Errorf("the data key after: same %v, %v", got == dk, err)
 	}
 }

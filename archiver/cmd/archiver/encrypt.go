@@ -61,20 +61,31 @@ func keyProblem(err error) bool {
 func openChunked(ctx context.Context, st chunked.Store, key, sum string, keys *crypt.Keys) (*chunked.Manifest, error) {
 	var sl *chunked.Sealer
 	var keyErr error
+	var legacy bool
 	if keys != nil {
 		server, _, ok := jobapi.SplitManifestKey(key)
 		if !ok {
 			return nil, fmt.Errorf("%q is not a chunked run's manifest key", key)
 		}
-		dk, err := keys.OpenDataKey(ctx, st, server)
+		dk, l, err := keys.OpenDataKey(ctx, st, server)
 		if err != nil {
 			keyErr = err
 		} else {
 			sl = chunked.NewSealer(dk)
 			clear(dk[:])
+			legacy = l
 		}
 	}
 	m, err := chunked.OpenStreamSealed(ctx, st, key, sum, sl)
+	if legacy && errors.Is(err, chunked.ErrWrongKey) {
+		// A format-1 object says nothing of who wrote it: one that opens
+		// with the identity yet holds another key than the run's was put
+		// there by someone who knows only the recipient, or is an older
+		// object made again after a shred. Either way the run is refused,
+		// as a planted format-2 object's is.
+		return nil, fmt.Errorf("%w: the server's data key object is in format 1, which does not say who wrote it, and holds "+
+			"another key than this run was sealed with (planted, or made again after the run's key was removed): %v", chunked.ErrCorrupt, err)
+	}
 	if !errors.Is(err, chunked.ErrNeedKey) || keyErr == nil {
 		return m, err
 	}

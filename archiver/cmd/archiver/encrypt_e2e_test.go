@@ -692,7 +692,8 @@ func TestReplacedKeyObject(t *testing.T) {
 // format 1, as archivers wrote before the MAC, is sealed with only when
 // the newest recorded run was sealed with its key, and then rewritten in
 // format 2; planted in format 1 with the newest manifest removed, it is
-// refused.
+// refused. A restore of an earlier run refuses either planted object
+// (exit 3), the world untouched.
 func TestPlantedKeyObjectRefused(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
 	generateRestorableWorld(t, e.world)
@@ -786,8 +787,21 @@ func TestPlantedKeyObjectRefused(t *testing.T) {
 			if after, err := os.ReadFile(obj); err != nil || !bytes.Equal(after, planted) {
 				t.Errorf("the refused backup changed the planted key object (err %v)", err)
 			}
-			if rs := rows(t, e.url); len(rs) != 2 {
+			rs := rows(t, e.url)
+			if len(rs) != 2 {
 				t.Fatalf("rows %+v, want s1 and s2 only", rs)
+			}
+			// A restore of s1 refuses the run (exit 3), for either format
+			// of the planted object, and leaves the world as it was.
+			into := filepath.Join(t.TempDir(), "world")
+			if err := os.MkdirAll(into, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if r := out.run(t, restoreArgs(rs[0].ArchiveRef, rs[0].SHA256, into, "--encryption-key-file", key, "--replace")...); r.code != 3 {
+				t.Fatalf("restore with a planted key object exited %d, want 3:\n%s", r.code, r.stderr)
+			}
+			if got := files(t, into); len(got) != 0 {
+				t.Errorf("a refused restore left %v", got)
 			}
 		})
 	}
