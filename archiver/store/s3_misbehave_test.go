@@ -202,3 +202,23 @@ func payload(n int) []byte {
 	}
 	return b
 }
+
+// TestS3WalkHugeListPage: a server that ignores max-keys and answers a
+// list with a page of 500,000 keys (about 80 MB of XML) fails the walk
+// saying so, instead of the SDK holding the whole page (a prune's memory
+// would grow with what the server sends).
+func TestS3WalkHugeListPage(t *testing.T) {
+	srv := s3test.New(t)
+	bucket := srv.NewBucket(t)
+	p := srv.Proxy(t, s3test.On("ListObjectsV2", 0, s3test.HugeList("_chunked/packs/aa/", 500_000)))
+	s, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: p.Endpoint, Region: s3test.Region, PathStyle: true,
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys int
+	err = s.Walk(t.Context(), "_chunked/packs", func(page []store.Object) error { keys += len(page); return nil })
+	if err == nil || !strings.Contains(err.Error(), "does not honour") {
+		t.Fatalf("Walk = %v after %d keys, want an error saying the server does not honour max-keys", err, keys)
+	}
+}

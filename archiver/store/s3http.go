@@ -27,6 +27,13 @@ const (
 	maxErrorField = 512
 )
 
+// maxWholeBody bounds a successful answer the SDK reads whole into memory:
+// a list page (WalkPage keys of at most 1024 bytes each, as asked with
+// max-keys, is under 2 MiB of XML) or a multipart upload's answer. One that
+// is larger comes from a server that does not honour max-keys; an object's
+// body (GetObject) is streamed and is not bounded here.
+const maxWholeBody = 16 << 20
+
 // newHTTPClient returns the S3 client's HTTP client: every connection fails
 // a read that waits longer than readTimeout for data (a stall, which the
 // SDK's retryer does not retry: see StallError), and the body of every error
@@ -98,7 +105,8 @@ func (c *idleConn) Write(p []byte) (int, error) {
 
 // boundedClient bounds the body of every error answer (status 300 and up)
 // to maxErrorBody bytes before the SDK reads it (it reads an error body
-// whole into memory, and quotes its message).
+// whole into memory, and quotes its message), and that of a successful
+// answer the SDK reads whole to maxWholeBody.
 type boundedClient struct {
 	next interface {
 		Do(*http.Request) (*http.Response, error)
@@ -107,8 +115,14 @@ type boundedClient struct {
 
 func (c *boundedClient) Do(r *http.Request) (*http.Response, error) {
 	resp, err := c.next.Do(r)
-	if err != nil || resp.StatusCode < 300 || resp.Body == nil {
+	if err != nil || resp.Body == nil {
 		return resp, err
+	}
+	if resp.StatusCode < 300 {
+		if readWhole(r) {
+			resp.Body = &cappedBody{ReadCloser: resp.Body, left: maxWholeBody}
+		}
+		return resp, nil
 	}
 	b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
 	resp.Body.Close() // what is left is not read: the connection is dropped
@@ -120,6 +134,35 @@ func (c *boundedClient) Do(r *http.Request) (*http.Response, error) {
 	resp.ContentLength = -1
 	resp.Header.Del("Content-Length")
 	return resp, nil
+}
+
+// readWhole reports whether the SDK reads the answer to r whole: every
+// answer but an object's body (a GET of a key without a list's query).
+func readWhole(r *http.Request) bool {
+	if r.Method != http.MethodGet {
+		return true
+	}
+	q := r.URL.Query()
+	return q.Has("list-type") || q.Has("uploads") || q.Has("uploadId") || q.Has("delimiter") || q.Has("prefix")
+}
+
+// cappedBody fails a read past its last left bytes.
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("the S3 server's answer is over %d bytes, more than a list page asked with max-keys "+
+			"(a server that does not honour it)", maxWholeBody)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // shortError rebuilds the S3 error document whose first bytes are b (the

@@ -1,6 +1,7 @@
 package s3test
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net/http"
@@ -308,4 +309,23 @@ func (b repeatReader) Read(p []byte) (int, error) {
 		p[i] = byte(b)
 	}
 	return len(p), nil
+}
+
+// HugeList answers a list (ListObjectsV2) with a page of n keys under
+// prefix, whatever max-keys asked, marked truncated: a server that does not
+// honour max-keys.
+func HugeList(prefix string, n int) Action {
+	return func(_ *Proxy, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusOK)
+		bw := bufio.NewWriterSize(w, 64<<10)
+		defer bw.Flush()
+		fmt.Fprintf(bw, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>b</Name><KeyCount>%d</KeyCount><IsTruncated>true</IsTruncated><NextContinuationToken>more</NextContinuationToken>`, n)
+		for i := range n {
+			if _, err := fmt.Fprintf(bw, `<Contents><Key>%s%064d</Key><Size>1</Size><LastModified>2026-01-01T00:00:00.000Z</LastModified></Contents>`, prefix, i); err != nil {
+				return // the client hung up
+			}
+		}
+		_, _ = io.WriteString(bw, `</ListBucketResult>`)
+	}
 }
