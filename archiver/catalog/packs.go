@@ -96,7 +96,7 @@ func (db *DB) InsertChunked(ctx context.Context, r Record, packs []string) (inse
 // may run: a registration of a backup that died, in any store. Any other
 // pack is left alone, condemned or not: another store's, whose backups
 // this grace does not cover, or one of this store's that a backup
-// registered and has not written yet.
+// registered and of which the store holds nothing yet.
 //
 // held is asked outside the transaction; the transaction then condemns
 // what it allows with the same checks of references and last_used.
