@@ -66,6 +66,12 @@ func (r *Retention) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&r.Grace, FlagGrace, DefaultGrace.String(), "keep runs and archive files younger than this")
 }
 
+// MaxDeadline is the longest deadline a Job may have (the provider refuses
+// a longer one): no backup runs longer, so a pack registered this long ago
+// and never used since is not being written by any backup, in any store
+// (see the archiver's prune.PackHorizon).
+const MaxDeadline = 7 * 24 * time.Hour
+
 // CheckGrace reports whether grace, a prune's grace period, covers
 // deadline, the longest a backup into the same store may run (its Job's
 // activeDeadlineSeconds): a prune keeps only the runs, files and packs

@@ -11,6 +11,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	batchv1 "k8s.io/api/batch/v1"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/internal/kubeobj"
 	"github.com/worldbackup/worldbackup/provider/internal/settle"
 	"github.com/worldbackup/worldbackup/provider/observe"
@@ -225,7 +226,7 @@ func laterTimeout(a JobInputs) time.Duration {
 	if d, err := time.ParseDuration(deadline); err == nil {
 		return d + TimeoutMargin
 	}
-	return maxDeadline + TimeoutMargin
+	return jobapi.MaxDeadline + TimeoutMargin
 }
 
 // knownAfter returns the known value v as an output that depends on res, so

@@ -73,11 +73,9 @@ var (
 // maxID is the largest UID/GID accepted (Kubernetes allows 0..2^31-1).
 const maxID = math.MaxInt32
 
-// Limits of the duration inputs.
-const (
-	maxDeadline = 7 * 24 * time.Hour
-	maxTTL      = time.Duration(math.MaxInt32) * time.Second
-)
+// maxTTL is the limit of ttlAfterFinished; the deadline's is
+// jobapi.MaxDeadline.
+const maxTTL = time.Duration(math.MaxInt32) * time.Second
 
 func setDefault(v *string, def string) {
 	if *v == "" {
@@ -198,7 +196,7 @@ type preflightSettings struct {
 func (p *problems) job(j sharedInputs, r jobRules) jobSettings {
 	p.dnsLabel("namespace", j.Namespace)
 	p.dnsSubdomain("serviceAccountName", j.ServiceAccountName)
-	deadline, deadlineOK := p.duration("deadline", j.Deadline, time.Second, maxDeadline)
+	deadline, deadlineOK := p.duration("deadline", j.Deadline, time.Second, jobapi.MaxDeadline)
 	var ttl time.Duration
 	if j.TTLAfterFinished != "" {
 		ttl, _ = p.duration("ttlAfterFinished", j.TTLAfterFinished, time.Second, maxTTL)
@@ -206,7 +204,7 @@ func (p *problems) job(j sharedInputs, r jobRules) jobSettings {
 	var timeout time.Duration
 	if deadlineOK {
 		var ok bool
-		if timeout, ok = p.duration("timeout", j.Timeout, time.Second, maxDeadline+TimeoutMargin); ok && timeout < deadline {
+		if timeout, ok = p.duration("timeout", j.Timeout, time.Second, jobapi.MaxDeadline+TimeoutMargin); ok && timeout < deadline {
 			p.addf("timeout", "%q is shorter than deadline %q: Pulumi would stop waiting while the %s still runs; use at least the deadline, or set skipAwait", j.Timeout, j.Deadline, r.run)
 		}
 	}

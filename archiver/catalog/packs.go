@@ -83,36 +83,97 @@ func (db *DB) InsertChunked(ctx context.Context, r Record, packs []string) (inse
 	return inserted, nil
 }
 
-// CondemnPacks condemns the packs no run references and unused for grace,
-// in one transaction, and returns every condemned pack (those of
-// earlier prunes that did not finish too): the packs to remove from the
-// store, then to forget with ForgetPacks.
-func (db *DB) CondemnPacks(ctx context.Context, grace time.Duration) ([]string, error) {
-	ctx, cancel := db.bound(ctx)
+// CondemnPacks condemns the packs no run references and unused for grace
+// that a prune of one store may take, and returns the condemned packs it
+// may take (those of earlier prunes that did not finish too): the packs to
+// remove from its store, then to forget with ForgetPacks.
+//
+// Several stores may share the catalog, and a pack's row does not say
+// which holds it. held reports which of the packs asked about the prune's
+// store holds (nil holds none); the grace period, at least the deadline of
+// the store's backups, covers those. A pack is taken when held reports it,
+// or when it was unused for horizon too, longer than any backup anywhere
+// may run: a registration of a backup that died, in any store. Any other
+// pack is left alone, condemned or not: another store's, whose backups
+// this grace does not cover, or one of this store's that a backup
+// registered and of which the store holds nothing yet.
+//
+// held is asked outside the transaction; the transaction then condemns
+// what it allows with the same checks of references and last_used.
+func (db *DB) CondemnPacks(ctx context.Context, grace, horizon time.Duration,
+	held func(ctx context.Context, ids []string) ([]string, error)) ([]string, error) {
+	graceIv := fmt.Sprintf("%d microseconds", grace.Microseconds())
+	horizonIv := fmt.Sprintf("%d microseconds", horizon.Microseconds())
+	type cand struct {
+		id              string
+		condemned, past bool
+	}
+	qctx, cancel := db.bound(ctx)
+	rows, _ := db.pool.Query(qctx, `SELECT pack_id, condemned_at IS NOT NULL, last_used < now() - $2::interval
+		FROM chunked_packs p
+		WHERE condemned_at IS NOT NULL
+		   OR last_used < now() - $1::interval
+		      AND NOT EXISTS (SELECT 1 FROM chunked_run_packs r WHERE r.pack_id = p.pack_id)
+		ORDER BY pack_id`, graceIv, horizonIv)
+	cands, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (c cand, err error) {
+		return c, row.Scan(&c.id, &c.condemned, &c.past)
+	})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("condemning packs: finding unreferenced packs: %w", err)
+	}
+	var ask, take, fresh, mine []string
+	for _, c := range cands {
+		if c.past {
+			take = append(take, c.id)
+		} else {
+			ask = append(ask, c.id)
+		}
+	}
+	if len(ask) > 0 && held != nil {
+		if mine, err = held(ctx, ask); err != nil {
+			return nil, fmt.Errorf("condemning packs: looking them up in the store: %w", err)
+		}
+		mine = slices.Clone(mine)
+		slices.Sort(mine)
+		take = append(take, mine...)
+	}
+	slices.Sort(take)
+	for _, c := range cands {
+		if _, ok := slices.BinarySearch(take, c.id); ok && !c.condemned {
+			fresh = append(fresh, c.id)
+		}
+	}
+
+	ctx, cancel = db.bound(ctx)
 	defer cancel()
 	var out []string
-	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		// First lock the candidates: a backup whose row transaction marked
 		// one of them used holds its row lock until it commits, so this
-		// waits for it.
+		// waits for it. A pack of another store is taken only past the
+		// horizon, whatever a backup made of it since the lookup.
 		rows, _ := tx.Query(ctx, `SELECT pack_id FROM chunked_packs p
-			WHERE condemned_at IS NULL AND last_used < now() - $1::interval
+			WHERE pack_id = ANY($1) AND condemned_at IS NULL AND last_used < now() - $3::interval
+			  AND (pack_id = ANY($2) OR last_used < now() - $4::interval)
 			  AND NOT EXISTS (SELECT 1 FROM chunked_run_packs r WHERE r.pack_id = p.pack_id)
-			ORDER BY pack_id FOR UPDATE`, fmt.Sprintf("%d microseconds", grace.Microseconds()))
-		cands, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			ORDER BY pack_id FOR UPDATE`, fresh, mine, graceIv, horizonIv)
+		locked, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
-			return fmt.Errorf("finding unreferenced packs: %w", err)
+			return fmt.Errorf("locking unreferenced packs: %w", err)
 		}
 		// Then check the references again in a new statement, whose
 		// snapshot holds every backup that committed before the locks were
 		// ours; a backup after them waits, then finds the pack condemned.
 		if _, err := tx.Exec(ctx, `UPDATE chunked_packs p SET condemned_at = now()
-			WHERE pack_id = ANY($1) AND last_used < now() - $2::interval
+			WHERE pack_id = ANY($1) AND last_used < now() - $3::interval
+			  AND (pack_id = ANY($2) OR last_used < now() - $4::interval)
 			  AND NOT EXISTS (SELECT 1 FROM chunked_run_packs r WHERE r.pack_id = p.pack_id)`,
-			cands, fmt.Sprintf("%d microseconds", grace.Microseconds())); err != nil {
+			locked, mine, graceIv, horizonIv); err != nil {
 			return fmt.Errorf("condemning unreferenced packs: %w", err)
 		}
-		rows, _ = tx.Query(ctx, `SELECT pack_id FROM chunked_packs WHERE condemned_at IS NOT NULL ORDER BY pack_id`)
+		rows, _ = tx.Query(ctx, `SELECT pack_id FROM chunked_packs
+			WHERE pack_id = ANY($1) AND condemned_at IS NOT NULL ORDER BY pack_id`, take)
 		out, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		return err
 	})

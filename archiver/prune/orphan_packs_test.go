@@ -85,13 +85,14 @@ func TestPruneOrphanPacks(t *testing.T) {
 			// The row lost with the catalog.
 			lost := putPack(newPackID(t))
 			// The row forgotten under a backup: registered, condemned and
-			// forgotten by a prune (its object not there yet), then the
+			// forgotten by a prune (its object not there yet: a prune
+			// whose horizon, here 0, the registration outlived), then the
 			// backup's write of the pack committed and the backup killed.
 			forgottenID := newPackID(t)
 			if err := db.RegisterPack(ctx, forgottenID); err != nil {
 				t.Fatal(err)
 			}
-			if ids, err := db.CondemnPacks(ctx, 0); err != nil || !slices.Contains(ids, forgottenID) {
+			if ids, err := db.CondemnPacks(ctx, 0, 0, nil); err != nil || !slices.Contains(ids, forgottenID) {
 				t.Fatalf("CondemnPacks = %v, %v; want %s among them", ids, err, forgottenID)
 			}
 			if err := db.ForgetPacks(ctx, []string{forgottenID}); err != nil {

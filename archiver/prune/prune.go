@@ -40,7 +40,8 @@ type Catalog interface {
 	PruneServer(ctx context.Context, server string, decide func([]catalog.Record) ([]string, error)) ([]catalog.Record, error)
 	// CondemnPacks and ForgetPacks collect the chunked store's packs no
 	// run references (see catalog.CondemnPacks).
-	CondemnPacks(ctx context.Context, grace time.Duration) ([]string, error)
+	CondemnPacks(ctx context.Context, grace, horizon time.Duration,
+		held func(ctx context.Context, ids []string) ([]string, error)) ([]string, error)
 	ForgetPacks(ctx context.Context, ids []string) error
 	// KnownPacks returns those of ids the catalog has a row for; a pack
 	// in the store without one is an orphan (see collectOrphanPacks).
@@ -58,6 +59,10 @@ type Store interface {
 	// time (the pack folder is walked so, in bounded memory).
 	Walk(ctx context.Context, dir string, fn func([]store.Object) error) error
 	Remove(ctx context.Context, key string) error
+	// Holds reports whether the store holds key's object or temp data
+	// of a Put of it: the catalog several stores may share does not say
+	// which holds a pack.
+	Holds(ctx context.Context, key string) (bool, error)
 	// Lock takes the exclusive lock a backup takes on its run, waiting
 	// for the current holder (store.S3: the catalog's advisory lock).
 	Lock(ctx context.Context, key string) (unlock func(), err error)
@@ -67,7 +72,15 @@ var (
 	_ Catalog = (*catalog.DB)(nil)
 	_ Store   = (*store.Local)(nil)
 	_ Store   = (*store.Mem)(nil)
+	_ Store   = (*store.S3)(nil)
 )
+
+// PackHorizon is how long a pack no run references stays unused before a
+// prune of any store condemns it, held by its store or not: longer than
+// any backup may run (jobapi.MaxDeadline), with a day to spare, so it is
+// the registration of a backup that died before it wrote or recorded the
+// pack. Below it, a prune condemns only its own store's packs.
+const PackHorizon = jobapi.MaxDeadline + 24*time.Hour
 
 // DefaultGrace is the default grace period: longer than the default backup
 // deadline (30 minutes) with room to spare.
@@ -336,8 +349,30 @@ type tempCleaner interface {
 // would reuse one then fails instead of recording a run that needs it),
 // then removed from the store, then forgotten. A pack left condemned by an
 // interrupted prune is removed by the next.
+//
+// Only the packs st holds are taken, and those unused for PackHorizon in
+// any store (catalog.CondemnPacks): a catalog shared with other stores
+// holds their packs' rows too, and this grace does not cover their
+// backups.
 func collectPacks(ctx context.Context, cat Catalog, st Store, grace time.Duration, log hclog.Logger, rep *Report) error {
-	ids, err := cat.CondemnPacks(ctx, grace)
+	held := func(ctx context.Context, ids []string) ([]string, error) {
+		var out []string
+		for _, id := range ids {
+			key, err := jobapi.PackKey(id)
+			if err != nil {
+				continue // not a pack's name: in no store
+			}
+			ok, err := st.Holds(ctx, key)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, id)
+			}
+		}
+		return out, nil
+	}
+	ids, err := cat.CondemnPacks(ctx, grace, PackHorizon, held)
 	if err != nil {
 		return err
 	}

@@ -203,6 +203,38 @@ func (l *Local) Remove(ctx context.Context, key string) error {
 	return nil
 }
 
+// Holds reports whether the store holds anything of key: its committed
+// archive, or a temp file of a Put of it (writing, or left by a killed
+// process: what CleanTemps removes).
+func (l *Local) Holds(ctx context.Context, key string) (bool, error) {
+	if err := checkKey(key); err != nil {
+		return false, err
+	}
+	dst := l.Ref(key)
+	info, err := os.Stat(dst)
+	switch {
+	case err == nil && info.Mode().IsRegular():
+		return true, nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return false, fmt.Errorf("looking up %q: %w", dst, err)
+	}
+	dir := filepath.Dir(dst)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("listing %q: %w", dir, err)
+	}
+	prefix := tempPrefix(key)
+	for _, e := range entries {
+		if isTempOf(e.Name(), prefix) && e.Type().IsRegular() {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Open opens key's archive for reading; a missing archive gives an error
 // wrapping fs.ErrNotExist.
 func (l *Local) Open(ctx context.Context, key string) (io.ReadCloser, error) {

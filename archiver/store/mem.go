@@ -97,6 +97,18 @@ func (m *Mem) Remove(ctx context.Context, key string) error {
 	return nil
 }
 
+// Holds reports whether the store holds anything of key: its committed
+// archive, or a Put of it not finished.
+func (m *Mem) Holds(ctx context.Context, key string) (bool, error) {
+	if err := checkKey(key); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.objs[key]
+	return ok || len(m.pending[key]) > 0, nil
+}
+
 // Open returns a reader of key's archive, or an error wrapping
 // fs.ErrNotExist.
 func (m *Mem) Open(ctx context.Context, key string) (io.ReadCloser, error) {

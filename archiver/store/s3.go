@@ -668,6 +668,43 @@ func (s *S3) Remove(ctx context.Context, key string) error {
 	return nil
 }
 
+// Holds reports whether the bucket holds anything of key: its object
+// (HEAD), or an unfinished multipart upload of it (a Put writing, or one a
+// killed process left: what CleanTemps aborts). A bucket that is gone
+// answers a HEAD as a missing object does: it holds nothing.
+func (s *S3) Holds(ctx context.Context, key string) (bool, error) {
+	if err := checkKey(key); err != nil {
+		return false, err
+	}
+	obj := s.object(key)
+	_, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(obj)})
+	if err == nil {
+		return true, nil
+	}
+	if err = s.wrap(fmt.Sprintf("looking up %s", s.Ref(key)), err); !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(s.bucket), Prefix: aws.String(obj)}
+	for {
+		out, err := s.client.ListMultipartUploads(ctx, in)
+		if err != nil {
+			if err = s.wrap(fmt.Sprintf("listing the unfinished uploads of %s", s.Ref(key)), err); errors.Is(err, ErrNoRoot) {
+				return false, nil
+			}
+			return false, err
+		}
+		for _, u := range out.Uploads {
+			if aws.ToString(u.Key) == obj {
+				return true, nil
+			}
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			return false, nil
+		}
+		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
+	}
+}
+
 // maxResumes is how often a reader of Open re-requests the rest of an object
 // after its connection broke.
 const maxResumes = 5

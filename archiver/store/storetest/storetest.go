@@ -22,6 +22,7 @@ type Store interface {
 	Put(ctx context.Context, key string, write func(io.Writer) error) (int64, error)
 	CleanTemps(ctx context.Context, key string) ([]string, error)
 	Remove(ctx context.Context, key string) error
+	Holds(ctx context.Context, key string) (bool, error)
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
 	Lock(ctx context.Context, key string) (unlock func(), err error)
 	List(ctx context.Context, dir string) ([]store.Object, error)
@@ -41,6 +42,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"clean temps discards a pending put", testCleanPending},
 		{"clean temps spares other keys", testCleanOtherKey},
 		{"remove", testRemove},
+		{"holds committed and pending archives", testHolds},
 		{"invalid keys", testInvalidKeys},
 		{"refs", testRefs},
 		{"lock is exclusive", testLock},
@@ -242,6 +244,44 @@ func testRemove(t *testing.T, s Store) {
 	}
 }
 
+func testHolds(t *testing.T, s Store) {
+	holds := func(key string) bool {
+		t.Helper()
+		ok, err := s.Holds(t.Context(), key)
+		if err != nil {
+			t.Fatalf("Holds(%q): %v", key, err)
+		}
+		return ok
+	}
+	if holds("srv/a.tar") {
+		t.Fatal("Holds of a missing archive = true")
+	}
+	// A pending Put's temp data is held; a failed Put leaves nothing.
+	var pending, other bool
+	whilePending(t, s, "srv/a.tar", func() { pending, other = holds("srv/a.tar"), holds("srv/a.ta") })
+	if !pending || other {
+		t.Errorf("Holds during a pending Put = %v, of a key its name starts with %v; want true, false", pending, other)
+	}
+	if holds("srv/a.tar") {
+		t.Error("Holds after a failed Put = true, want false")
+	}
+	put(t, s, "srv/a.tar", []byte("a"))
+	put(t, s, "srv/sub/b.tar", []byte("b"))
+	if !holds("srv/a.tar") || !holds("srv/sub/b.tar") {
+		t.Error("Holds of committed archives = false")
+	}
+	// A folder (a prefix of keys) is no archive.
+	if holds("srv") || holds("srv/sub") {
+		t.Error("Holds of a folder = true, want false")
+	}
+	if err := s.Remove(t.Context(), "srv/a.tar"); err != nil {
+		t.Fatal(err)
+	}
+	if holds("srv/a.tar") {
+		t.Error("Holds after Remove = true")
+	}
+}
+
 func testInvalidKeys(t *testing.T, s Store) {
 	for _, key := range []string{"", ".", "..", "../x.tar", "/abs.tar", "a/../b.tar", "srv/.hidden.tar", ".srv/x.tar", "a//b.tar", `a\b.tar`, "srv/"} {
 		_, err := s.Put(t.Context(), key, func(w io.Writer) error { return nil })
@@ -253,6 +293,9 @@ func testInvalidKeys(t *testing.T, s Store) {
 		}
 		if err := s.Remove(t.Context(), key); err == nil {
 			t.Errorf("Remove(%q) succeeded, want an invalid key error", key)
+		}
+		if _, err := s.Holds(t.Context(), key); err == nil {
+			t.Errorf("Holds(%q) succeeded, want an invalid key error", key)
 		}
 	}
 }
