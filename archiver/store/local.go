@@ -157,21 +157,12 @@ func (l *Local) CleanTemps(ctx context.Context, key string) ([]string, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	dir := filepath.Dir(l.Ref(key))
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	dir, temps, err := l.temps(key)
 	if err != nil {
-		return nil, fmt.Errorf("listing %q: %w", dir, err)
+		return nil, err
 	}
-	prefix := tempPrefix(key)
 	var removed []string
-	for _, e := range entries {
-		if !isTempOf(e.Name(), prefix) || !e.Type().IsRegular() {
-			continue
-		}
-		p := filepath.Join(dir, e.Name())
+	for _, p := range temps {
 		if err := l.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return removed, fmt.Errorf("removing stale temp file %q: %w", p, err)
 		}
@@ -218,21 +209,28 @@ func (l *Local) Holds(ctx context.Context, key string) (bool, error) {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return false, fmt.Errorf("looking up %q: %w", dst, err)
 	}
-	dir := filepath.Dir(dst)
+	_, temps, err := l.temps(key)
+	return len(temps) > 0, err
+}
+
+// temps returns the folder of key's archive and the paths of the temp files
+// of Puts of key in it (none when the folder does not exist).
+func (l *Local) temps(key string) (dir string, paths []string, err error) {
+	dir = filepath.Dir(l.Ref(key))
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return dir, nil, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("listing %q: %w", dir, err)
+		return dir, nil, fmt.Errorf("listing %q: %w", dir, err)
 	}
 	prefix := tempPrefix(key)
 	for _, e := range entries {
 		if isTempOf(e.Name(), prefix) && e.Type().IsRegular() {
-			return true, nil
+			paths = append(paths, filepath.Join(dir, e.Name()))
 		}
 	}
-	return false, nil
+	return dir, paths, nil
 }
 
 // Open opens key's archive for reading; a missing archive gives an error
