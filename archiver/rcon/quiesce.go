@@ -129,16 +129,18 @@ func Quiesce(ctx context.Context, cfg Config, log hclog.Logger) (*Session, error
 	return s, nil
 }
 
-// flush sends save-all flush and waits for the confirmation: the first
-// reply within Timeout, the confirmation within SaveTimeout of the start,
-// however many other packets the server sends meanwhile.
+// flush sends save-all flush and waits for the confirmation within
+// SaveTimeout of the start, however many other packets the server sends
+// meanwhile. Its first reply may be that confirmation, and come as late: a
+// vanilla server runs the command on its main thread and answers once the
+// world is saved.
 func (s *Session) flush(ctx context.Context) error {
-	ctx, cancel := context.WithTimeoutCause(ctx, max(s.cfg.SaveTimeout, s.cfg.Timeout),
-		fmt.Errorf("no confirmation within %s", s.cfg.SaveTimeout))
+	wait := max(s.cfg.SaveTimeout, s.cfg.Timeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, wait, fmt.Errorf("no confirmation within %s", s.cfg.SaveTimeout))
 	defer cancel()
-	reply, err := s.client.Command(ctx, "save-all flush", s.cfg.Timeout)
+	reply, err := s.client.Command(ctx, "save-all flush", wait)
 	if err != nil {
-		return err
+		return fmt.Errorf("the server did not confirm save-all flush within %s: %w", s.cfg.SaveTimeout, err)
 	}
 	for {
 		low := strings.ToLower(reply)

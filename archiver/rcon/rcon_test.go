@@ -26,6 +26,9 @@ type gameServer struct {
 	cmds []string
 	// neverConfirm answers save-all flush with "Saving..." and nothing more.
 	neverConfirm bool
+	// saveTakes delays the one reply to save-all flush, as a vanilla server
+	// does: it runs the command on its main thread and answers when saved.
+	saveTakes time.Duration
 	// dropAfter closes the connection after answering this command.
 	dropAfter string
 	// silentOn never answers this command.
@@ -86,6 +89,7 @@ func (s *gameServer) handle(conn mcnet.RCONServerConn) {
 		case "save-off":
 			reply = "Automatic saving is now disabled"
 		case "save-all flush":
+			time.Sleep(s.saveTakes)
 			if s.neverConfirm {
 				reply = "Saving..."
 			} else {
@@ -137,6 +141,29 @@ func TestQuiesceThenResume(t *testing.T) {
 	}
 	if got, want := srv.commands(), []string{"save-off", "save-all flush", "save-on"}; !equal(got, want) {
 		t.Fatalf("the server saw %q, want %q", got, want)
+	}
+}
+
+// TestSlowSaveWithinSaveTimeout: a vanilla server answers save-all flush
+// once, when the world is saved, which on a large world takes longer than a
+// command's Timeout; the quiesce waits for it up to SaveTimeout.
+func TestSlowSaveWithinSaveTimeout(t *testing.T) {
+	srv := startGameServer(t, func(s *gameServer) { s.saveTakes = 800 * time.Millisecond })
+	cfg := fastConfig(srv.addr())
+	cfg.SaveTimeout = 3 * time.Second // Timeout stays 300ms
+	s, err := Quiesce(t.Context(), cfg, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatalf("Quiesce of a server whose save takes 800ms (Timeout 300ms, SaveTimeout 3s): %v", err)
+	}
+	if err := s.Resume(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Past SaveTimeout it fails, saying the save was not confirmed.
+	slow := startGameServer(t, func(s *gameServer) { s.saveTakes = 2 * time.Second })
+	cfg = fastConfig(slow.addr())
+	cfg.SaveTimeout = time.Second
+	if _, err := Quiesce(t.Context(), cfg, hclog.NewNullLogger()); err == nil || !strings.Contains(err.Error(), "did not confirm save-all flush within 1s") {
+		t.Fatalf("Quiesce of a save past SaveTimeout: %v, want an error saying it was not confirmed within 1s", err)
 	}
 }
 
