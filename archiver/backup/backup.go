@@ -28,6 +28,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/worldbackup/worldbackup/archiver/catalog"
+	"github.com/worldbackup/worldbackup/archiver/crashguard"
 	"github.com/worldbackup/worldbackup/archiver/crypt"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 	"github.com/worldbackup/worldbackup/jobapi"
@@ -307,6 +308,19 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 	if err != nil {
 		return err
 	}
+	if resume != nil {
+		// A panic on a goroutine of the pipeline ends the process without
+		// running this function's defers.
+		quiesced := resume
+		unguard := crashguard.OnPanic(func() {
+			if err := quiesced(context.WithoutCancel(ctx)); err != nil {
+				log.Error("a goroutine panicked, and turning autosave back on failed", "error", err)
+				return
+			}
+			log.Warn("a goroutine panicked: autosave is back on")
+		})
+		defer unguard()
+	}
 	defer func() {
 		if resume == nil {
 			return
@@ -481,6 +495,7 @@ func (r *Runner) progress(log hclog.Logger, prog *tarstream.Progress, started ti
 	done := make(chan struct{})
 	exited := make(chan struct{})
 	go func() {
+		defer crashguard.Recover()
 		defer close(exited)
 		t := time.NewTicker(interval)
 		defer t.Stop()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync/atomic"
 
+	"github.com/worldbackup/worldbackup/archiver/crashguard"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 )
 
@@ -74,6 +75,7 @@ func newAsyncSink(s *sink) *asyncSink {
 }
 
 func (a *asyncSink) loop() {
+	defer crashguard.Recover()
 	defer close(a.done)
 	for b := range a.ch {
 		start := 0

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/worldbackup/worldbackup/archiver/crashguard"
 	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
@@ -230,6 +231,7 @@ func newPackWriterHeader(ctx context.Context, st Store, id ID, header []byte, po
 		go p.sealing(sl)
 	}
 	go func() {
+		defer crashguard.Recover()
 		size, err := st.Put(ctx, key, func(w io.Writer) error {
 			var werr error
 			aborted := true
@@ -347,6 +349,7 @@ func (p *packWriter) addSealed(sl *Sealer, id ID, typ, flags byte, stored []byte
 // else (it would straddle two batches) into scratch, then copied; it puts
 // them in and gives each group back, until seal is closed.
 func (p *packWriter) sealing(sl *Sealer) {
+	defer crashguard.Recover()
 	defer close(p.sealed)
 	for g := range p.seal {
 		start := 0

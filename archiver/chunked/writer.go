@@ -14,6 +14,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/restic/chunker"
 
+	"github.com/worldbackup/worldbackup/archiver/crashguard"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
@@ -805,6 +806,7 @@ func (s *sink) startCDC(c *fileCut) {
 	s.chunk.ResetWithBoundaries(pr, cdcPol, cdcMin, cdcMax)
 	s.chunk.SetAverageBits(cdcAvgBits)
 	go func() {
+		defer crashguard.Recover()
 		buf := make([]byte, cdcMax)
 		var err error
 		for {

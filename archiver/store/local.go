@@ -16,6 +16,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/worldbackup/worldbackup/archiver/crashguard"
 )
 
 // Permissions of what Local creates: archives hold the world, which is
@@ -509,6 +511,7 @@ func datasyncOf(f file) func() error {
 }
 
 func (f *flusher) run() {
+	defer crashguard.Recover()
 	defer close(f.done)
 	for range f.kick {
 		if f.err == nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/smithy-go/encoding/httpbinding"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/worldbackup/worldbackup/archiver/crashguard"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
@@ -480,6 +481,7 @@ type upload struct {
 }
 
 func (u *upload) run(ctx context.Context) {
+	defer crashguard.Recover()
 	defer close(u.done)
 	for p := range u.parts {
 		if u.failed() == nil {

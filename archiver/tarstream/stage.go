@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/worldbackup/worldbackup/archiver/crashguard"
 	"github.com/worldbackup/worldbackup/archiver/store"
 )
 
@@ -73,7 +74,10 @@ func newStage(size int, aligned bool, steps ...func([]byte) error) *stage {
 			to = make(chan []byte, n)
 		}
 		in := from
-		wg.Go(func() { s.run(step, in, to) })
+		wg.Go(func() {
+			defer crashguard.Recover()
+			s.run(step, in, to)
+		})
 		from = to
 	}
 	go func() {
