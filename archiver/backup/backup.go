@@ -68,6 +68,37 @@ type Catalog interface {
 	InsertChunked(ctx context.Context, r catalog.Record, packs []string) (inserted bool, err error)
 }
 
+// Serialized returns q with lock taken before the server is quiesced and
+// released after it is resumed (or when quiescing fails, or finds the
+// server stopped): two runs of one server must not quiesce it at once
+// (catalog.DB.LockServer). A process that dies loses the lock with its
+// connection.
+func Serialized(q Quiescer, lock func(ctx context.Context) (unlock func(), err error)) Quiescer {
+	return serialized{q, lock}
+}
+
+type serialized struct {
+	q    Quiescer
+	lock func(ctx context.Context) (unlock func(), err error)
+}
+
+func (s serialized) Quiesce(ctx context.Context, log hclog.Logger) (func(context.Context) error, error) {
+	log.Debug("taking the server's quiesce lock (another run of the server may be reading its world)")
+	unlock, err := s.lock(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for another run of the server to resume it: %w", err)
+	}
+	resume, err := s.q.Quiesce(ctx, log)
+	if err != nil || resume == nil {
+		unlock()
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		defer unlock()
+		return resume(ctx)
+	}, nil
+}
+
 // Quiescer makes the game server stop writing the world while it is read
 // (RCON save-off and save-all flush). Quiesce returns the function that
 // turns writing back on, which the run calls on every exit path once, or nil

@@ -2,6 +2,8 @@ package backup
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -59,6 +61,49 @@ func TestPanicInAPipelineGoroutineResumes(t *testing.T) {
 			}
 			if b, err := os.ReadFile(marker); err != nil || string(b) != "save-on" {
 				t.Fatalf("autosave was not turned back on before the crash (%v):\n%s", err, out)
+			}
+		})
+	}
+}
+
+// TestSerialized: the quiesce lock is taken before the server is quiesced
+// and released after it is resumed, or at once when quiescing fails or
+// finds the server stopped; a lock that cannot be taken quiesces nothing.
+func TestSerialized(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		q       fakeQuiescer
+		lockErr error
+		want    string
+		wantErr string
+	}{
+		{name: "held from quiesce to resume", want: "[lock quiesce resume unlock]"},
+		{name: "quiesce fails", q: fakeQuiescer{quiesceErr: errors.New("refused")}, want: "[lock quiesce unlock]", wantErr: "refused"},
+		{name: "server stopped", q: fakeQuiescer{stopped: true}, want: "[lock quiesce unlock]"},
+		{name: "lock not taken", lockErr: context.DeadlineExceeded, want: "[lock]", wantErr: "waiting for another run of the server"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var events []string
+			q := tc.q
+			q.events = &events
+			s := Serialized(&q, func(context.Context) (func(), error) {
+				events = append(events, "lock")
+				if tc.lockErr != nil {
+					return nil, tc.lockErr
+				}
+				return func() { events = append(events, "unlock") }, nil
+			})
+			resume, err := s.Quiesce(t.Context(), hclog.NewNullLogger())
+			if (tc.wantErr == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Quiesce: %v, want error %q", err, tc.wantErr)
+			}
+			if resume != nil {
+				if err := resume(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := fmt.Sprint(events); got != tc.want {
+				t.Fatalf("events %s, want %s", got, tc.want)
 			}
 		})
 	}

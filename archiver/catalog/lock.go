@@ -35,6 +35,27 @@ func (db *DB) LockArchive(ctx context.Context, name string) (unlock func(), err 
 	return db.unlocker(conn, "archive", name, `SELECT pg_advisory_unlock(hashtextextended('worldbackup.archive/' || $1, 0))`, name), nil
 }
 
+// LockServer takes an exclusive session-level advisory lock on the game
+// server named, as LockArchive does, for the time its world is read with
+// autosave off: two runs of one server (an on-demand backup and a
+// scheduled one, say) into any stores sharing this catalog must not
+// quiesce it at once, or the first one's save-on would let the game write
+// the world while the second reads it.
+func (db *DB) LockServer(ctx context.Context, server string) (unlock func(), err error) {
+	conn, ended, err := db.pollLock(ctx, lockPoll, func(call context.Context, conn *pgxpool.Conn) (bool, error) {
+		var got bool
+		err := conn.QueryRow(call, `SELECT pg_try_advisory_lock(hashtextextended('worldbackup.quiesce/' || $1, 0))`, server).Scan(&got)
+		return got, err
+	})
+	switch {
+	case ended:
+		return nil, ctx.Err()
+	case err != nil:
+		return nil, fmt.Errorf("taking the quiesce lock of server %s: %w", server, err)
+	}
+	return db.unlocker(conn, "quiesce", server, `SELECT pg_advisory_unlock(hashtextextended('worldbackup.quiesce/' || $1, 0))`, server), nil
+}
+
 // pollLock takes a pooled connection and calls try on it (one round of
 // pg_try_advisory_lock, each call bounded) every poll until try takes a lock
 // or ctx ends, and returns the connection that holds the lock. ended says

@@ -62,3 +62,35 @@ func TestLockArchive(t *testing.T) {
 	}
 	u4()
 }
+
+// TestLockServer: one quiesce lock per server across connections, apart
+// from the archive locks of the same names.
+func TestLockServer(t *testing.T) {
+	db := migrated(t)
+	other := open(t, db.pool.Config().ConnString())
+	unlock, err := db.LockServer(t.Context(), "survival")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, lock := range map[string]func(context.Context) (func(), error){
+		"another server":               func(ctx context.Context) (func(), error) { return other.LockServer(ctx, "creative") },
+		"the archive lock of the name": func(ctx context.Context) (func(), error) { return other.LockArchive(ctx, "survival") },
+	} {
+		u, err := lock(t.Context())
+		if err != nil {
+			t.Fatalf("%s: %v, want it free", name, err)
+		}
+		u()
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := other.LockServer(ctx, "survival"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second LockServer: %v, want it to wait until its context ends", err)
+	}
+	unlock()
+	u, err := other.LockServer(t.Context(), "survival")
+	if err != nil {
+		t.Fatalf("LockServer after unlock: %v", err)
+	}
+	u()
+}

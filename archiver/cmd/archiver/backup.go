@@ -360,7 +360,9 @@ func backupWithCatalog(ctx context.Context, log hclog.Logger, db *catalog.DB, sp
 	}
 	r := backup.New(st, db, log)
 	if hooks.quiesce != nil {
-		r = r.WithQuiescer(hooks.quiesce)
+		r = r.WithQuiescer(backup.Serialized(hooks.quiesce, func(ctx context.Context) (func(), error) {
+			return db.LockServer(ctx, p.Server)
+		}))
 	}
 	if hooks.slots > 0 {
 		r = r.WithTurn(db.Slots(hooks.group, hooks.slots))
