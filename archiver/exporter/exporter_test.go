@@ -176,6 +176,19 @@ func TestMetricsFromCatalog(t *testing.T) {
 	want(t, fams, "worldbackup_backup_last_status", s, 0)
 	want(t, fams, "worldbackup_store_bytes", s, 400)
 	want(t, fams, "worldbackup_backup_last_successful_timestamp_seconds", s, unixSeconds(f.now.Add(-time.Minute)))
+
+	// A failure stamped a year ahead (a pod with a wrong clock), then a
+	// success: the failure is in the future (catalog.FutureTolerance), as
+	// a run would be, and does not hold last_status at 0; it still counts.
+	f.fail(t, "creative", "c-3", -365*24*time.Hour, "a wrong clock")
+	f.run(t, "creative", "c-4", time.Minute, time.Second, 6000, 100)
+	fams = scrape(t, base)
+	want(t, fams, "worldbackup_backup_last_status", c, 1)
+	want(t, fams, "worldbackup_backup_failure_total", c, 2)
+	// Within the tolerance a failure still counts as the newest attempt.
+	f.fail(t, "creative", "c-5", -catalog.FutureTolerance/2, "a slightly fast clock")
+	fams = scrape(t, base)
+	want(t, fams, "worldbackup_backup_last_status", c, 0)
 }
 
 // TestMetricsWithoutMaxAge: no max age configured: no max_age series.
