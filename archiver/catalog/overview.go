@@ -58,7 +58,9 @@ type ServerOverview struct {
 	// newest first, at most the asked number: Runs[0] is its newest
 	// successful run.
 	Runs []Record
-	// Failures are its newest failed attempts, newest first.
+	// Failures are its newest failed attempts not finished in the future
+	// (the same rule as Runs: a failure's time is its pod's clock),
+	// newest first.
 	Failures   []Failure
 	RunCount   int64 // every run of the server in the catalog
 	StoreBytes int64 // the sum of its runs' added_bytes (what it holds in the store)
@@ -66,11 +68,14 @@ type ServerOverview struct {
 
 // Overview returns every server that has a run or a failed attempt
 // (at most MaxServers), ordered by name, with its newest runs (at most
-// runs) finished at most FutureTolerance after now and its newest failed
-// attempts (at most failures).
+// runs) and its newest failed attempts (at most failures), both finished
+// at most FutureTolerance after now. A row further in the future (a node
+// with a wrong clock) would stay the newest until its time came: a failure
+// would hold the server's last status at failed through every success.
 func (db *DB) Overview(ctx context.Context, now time.Time, runs, failures int) ([]ServerOverview, error) {
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
+	latest := now.Add(FutureTolerance)
 	var out []ServerOverview
 	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		type agg struct {
@@ -98,7 +103,7 @@ func (db *DB) Overview(ctx context.Context, now time.Time, runs, failures int) (
 		rows, _ = tx.Query(ctx, `SELECT w.* FROM unnest($1::text[]) AS s(server)
 			CROSS JOIN LATERAL (SELECT `+columns+` FROM world_backups
 				WHERE server = s.server AND finished_at <= $2
-				ORDER BY finished_at DESC, id DESC LIMIT $3) w`, names, now.Add(FutureTolerance), runs)
+				ORDER BY finished_at DESC, id DESC LIMIT $3) w`, names, latest, runs)
 		recs, err := pgx.CollectRows(rows, pgx.RowToStructByName[Record])
 		if err != nil {
 			return err
@@ -109,7 +114,8 @@ func (db *DB) Overview(ctx context.Context, now time.Time, runs, failures int) (
 		}
 		rows, _ = tx.Query(ctx, `SELECT f.* FROM unnest($1::text[]) AS s(server)
 			CROSS JOIN LATERAL (SELECT `+failureColumns+` FROM world_backup_failures
-				WHERE server = s.server ORDER BY finished_at DESC, id DESC LIMIT $2) f`, names, failures)
+				WHERE server = s.server AND finished_at <= $2
+				ORDER BY finished_at DESC, id DESC LIMIT $3) f`, names, latest, failures)
 		fs, err := pgx.CollectRows(rows, pgx.RowToStructByName[Failure])
 		if err != nil {
 			return err

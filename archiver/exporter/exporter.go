@@ -208,7 +208,10 @@ func New(cat Catalog, cfg Config, log hclog.Logger) (*Exporter, error) {
 func (e *Exporter) Registry() *prometheus.Registry { return e.reg }
 
 // Refresh reads the catalog, unless it did less than MinRefresh ago; it
-// returns the last read's error.
+// returns the last read's error. The read outlives ctx's cancellation (it
+// keeps ctx's values and is bounded by Timeout only): a scraper or browser
+// that gives up mid-read must not make the catalog look down to the next
+// scrapes, which get this read's result within MinRefresh.
 func (e *Exporter) Refresh(ctx context.Context) error {
 	e.refreshMu.Lock()
 	defer e.refreshMu.Unlock()
@@ -217,7 +220,7 @@ func (e *Exporter) Refresh(ctx context.Context) error {
 		return e.lastErr
 	}
 	e.lastAttempt = now
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.Timeout)
 	defer cancel()
 	err := e.read(ctx, now)
 	if err != nil {

@@ -3,6 +3,7 @@ package exporter
 import (
 	"context"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -175,6 +176,19 @@ func TestMetricsFromCatalog(t *testing.T) {
 	want(t, fams, "worldbackup_backup_last_status", s, 0)
 	want(t, fams, "worldbackup_store_bytes", s, 400)
 	want(t, fams, "worldbackup_backup_last_successful_timestamp_seconds", s, unixSeconds(f.now.Add(-time.Minute)))
+
+	// A failure stamped a year ahead (a pod with a wrong clock), then a
+	// success: the failure is in the future (catalog.FutureTolerance), as
+	// a run would be, and does not hold last_status at 0; it still counts.
+	f.fail(t, "creative", "c-3", -365*24*time.Hour, "a wrong clock")
+	f.run(t, "creative", "c-4", time.Minute, time.Second, 6000, 100)
+	fams = scrape(t, base)
+	want(t, fams, "worldbackup_backup_last_status", c, 1)
+	want(t, fams, "worldbackup_backup_failure_total", c, 2)
+	// Within the tolerance a failure still counts as the newest attempt.
+	f.fail(t, "creative", "c-5", -catalog.FutureTolerance/2, "a slightly fast clock")
+	fams = scrape(t, base)
+	want(t, fams, "worldbackup_backup_last_status", c, 0)
 }
 
 // TestMetricsWithoutMaxAge: no max age configured: no max_age series.
@@ -279,5 +293,61 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("Validate = %v, want ok %v", err, tt.ok)
 			}
 		})
+	}
+}
+
+// slowCatalog is a catalog whose every read takes delay first (or ends
+// with its context, as a database's read does).
+type slowCatalog struct {
+	Catalog
+	delay time.Duration
+}
+
+func (c slowCatalog) wait(ctx context.Context) error {
+	select {
+	case <-time.After(c.delay):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c slowCatalog) RunsAfter(ctx context.Context, afterID int64, limit int) ([]catalog.Event, error) {
+	if err := c.wait(ctx); err != nil {
+		return nil, err
+	}
+	return c.Catalog.RunsAfter(ctx, afterID, limit)
+}
+
+func (c slowCatalog) Overview(ctx context.Context, now time.Time, runs, failures int) ([]catalog.ServerOverview, error) {
+	if err := c.wait(ctx); err != nil {
+		return nil, err
+	}
+	return c.Catalog.Overview(ctx, now, runs, failures)
+}
+
+// TestAbortedScrape: a client that gives up mid-read does not make the
+// catalog look down, neither to the next scrape (within MinRefresh) nor to
+// the status page.
+func TestAbortedScrape(t *testing.T) {
+	f := newFixture(t)
+	f.run(t, "survival", "s-1", time.Hour, time.Second, 10, 10)
+	_, base := serve(t, slowCatalog{Catalog: f.db, delay: 300 * time.Millisecond}, Config{MinRefresh: time.Minute})
+
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := promscrape.Scrape(ctx, base+"/metrics"); err == nil {
+		t.Fatal("the impatient scrape succeeded; the catalog is not slow enough")
+	}
+	fams := scrape(t, base)
+	want(t, fams, "worldbackup_exporter_catalog_up", nil, 1)
+	want(t, fams, "worldbackup_backup_success_total", map[string]string{"server": "survival"}, 1)
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("status page after an aborted scrape: %s, want 200", resp.Status)
 	}
 }
