@@ -100,7 +100,9 @@ func TestSendNeverFailsTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closedURL := "http://" + closed.Addr().String()
+	closedAddr := closed.Addr().String()
+	closedURL := "http://" + closedAddr
+	closedHost := closedURL
 	closed.Close()
 
 	for _, tt := range []struct {
@@ -111,6 +113,14 @@ func TestSendNeverFailsTheRun(t *testing.T) {
 		{"returns 500", failing.URL + secretPath, "refused by the webhook"},
 		{"down", closedURL + secretPath, "did not answer"},
 		{"not a URL", "hooks.slack.com" + secretPath, "unusable"},
+		// net/http quotes the URL in its *url.Error rewritten (userinfo
+		// as ***, the scheme lower-cased): no spelling of the hook may
+		// leak its query token, password or path.
+		{"down, token in the query", closedHost + "/v1/spaces/X/messages?key=K&token=QSECRETQ", "did not answer"},
+		{"down, userinfo and token", "http://bot:PWSECRETPW@" + closedAddr + "/v1/spaces/X/messages?key=K&token=QSECRETQ", "did not answer"},
+		{"down, upper-case scheme", "HTTP://bot:PWSECRETPW@" + closedAddr + "/v1/spaces/X/messages?key=K&token=QSECRETQ", "did not answer"},
+		{"down, upper-case scheme, no userinfo", "HTTP://" + closedAddr + secretPath + "?token=QSECRETQ", "did not answer"},
+		{"down, escaped path", closedHost + "/hooks/%53ECRET%2Fx?token=Q%53ECRETQ", "did not answer"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var log bytes.Buffer
@@ -128,8 +138,10 @@ func TestSendNeverFailsTheRun(t *testing.T) {
 			if !strings.Contains(out, tt.want) {
 				t.Errorf("log lacks %q:\n%s", tt.want, out)
 			}
-			if strings.Contains(out, "SECRET") {
-				t.Errorf("the log holds the hook's secret path:\n%s", out)
+			for _, secret := range []string{"SECRET", "%53", "token=", "bot:", "PW"} {
+				if strings.Contains(out, secret) {
+					t.Errorf("the log holds %q, part of the hook's secrets:\n%s", secret, out)
+				}
 			}
 		})
 	}
