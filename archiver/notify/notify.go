@@ -17,13 +17,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/worldbackup/worldbackup/archiver/secretfile"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
@@ -121,23 +121,17 @@ func Send(ctx context.Context, log hclog.Logger, o Options, text string) bool {
 	return true
 }
 
-// readURL reads and checks the webhook URL file: at most maxURLFile bytes,
-// one http(s) URL with a host, surrounding white space trimmed.
+// readURL reads and checks the webhook URL file (a mounted Secret's key,
+// read by secretfile's rule: a regular file, opened without blocking, at
+// most maxURLFile bytes): one http(s) URL with a host, surrounding white
+// space trimmed. Its errors never quote the file's content.
 func readURL(name string) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("no file given")
 	}
-	f, err := os.Open(name)
+	b, err := secretfile.Read(name, maxURLFile)
 	if err != nil {
 		return "", err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxURLFile+1))
-	if err != nil {
-		return "", err
-	}
-	if len(b) > maxURLFile {
-		return "", fmt.Errorf("larger than %d bytes: not a webhook URL", maxURLFile)
 	}
 	s := strings.TrimSpace(string(b))
 	u, err := url.Parse(s)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -158,6 +159,33 @@ func TestSendNeverFailsTheRun(t *testing.T) {
 			t.Fatalf("log:\n%s", log.String())
 		}
 	})
+}
+
+// A FIFO as the URL file (no writer) must not block Send past its timeout:
+// the file is opened without blocking and refused as not a regular file.
+func TestSendFIFOURLFile(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "url")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	done := make(chan bool, 1)
+	go func() {
+		done <- Send(t.Context(), logger(&log), Options{URLFile: fifo, Timeout: 500 * time.Millisecond}, "x")
+	}()
+	select {
+	case ok := <-done:
+		if ok || !strings.Contains(log.String(), "unusable") || !strings.Contains(log.String(), "not a regular file") {
+			t.Fatalf("Send = %v, log:\n%s", ok, log.String())
+		}
+	case <-time.After(10 * time.Second):
+		// Release the blocked open so that the test binary can end.
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		<-done
+		t.Fatal("Send blocked on a FIFO as the URL file")
+	}
 }
 
 func TestNewPayloadBoundsTheText(t *testing.T) {
