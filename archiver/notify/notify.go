@@ -55,13 +55,27 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Client == nil {
 		o.Client = &http.Client{
-			Timeout: o.Timeout,
+			Timeout:   o.Timeout,
+			Transport: newTransport(),
 			// No redirects: a hook that redirects elsewhere is not followed
 			// with the message.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
 	return o
+}
+
+// newTransport returns http.DefaultTransport's settings without its proxy
+// from the environment (HTTP_PROXY, HTTPS_PROXY): the hook is posted to
+// directly.
+func newTransport() *http.Transport {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return &http.Transport{}
+	}
+	t = t.Clone()
+	t.Proxy = nil
+	return t
 }
 
 // Payload is the JSON body: the same text under Slack's and Discord's keys.

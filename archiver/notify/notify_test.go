@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -185,6 +186,36 @@ func TestSendFIFOURLFile(t *testing.T) {
 		}
 		<-done
 		t.Fatal("Send blocked on a FIFO as the URL file")
+	}
+}
+
+// The default client ignores HTTP_PROXY and HTTPS_PROXY: run in a child
+// test binary, since net/http reads the environment once per process.
+func TestSendIgnoresProxyEnvironment(t *testing.T) {
+	if os.Getenv("NOTIFY_PROXY_CHILD") == "1" {
+		var log bytes.Buffer
+		// Not a loopback host: net/http never proxies those anyway.
+		Send(t.Context(), logger(&log), Options{URLFile: hookFile(t, "http://hook.invalid"+secretPath), Timeout: time.Second}, "x")
+		return
+	}
+	var mu sync.Mutex
+	var got []string
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, r.Method+" "+r.URL.String())
+	}))
+	defer proxy.Close()
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestSendIgnoresProxyEnvironment$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "NOTIFY_PROXY_CHILD=1", "HTTP_PROXY="+proxy.URL, "http_proxy="+proxy.URL,
+		"HTTPS_PROXY="+proxy.URL, "https_proxy="+proxy.URL, "NO_PROXY=", "no_proxy=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) > 0 {
+		t.Fatalf("the proxy of the environment received %q", got)
 	}
 }
 
