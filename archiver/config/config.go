@@ -361,7 +361,11 @@ func decodeError(path, raw string, err error) error {
 	}
 	msg := pe.Message
 	key := pe.LastKey
-	if strings.HasSuffix(key, "url") || strings.Contains(lineOf(raw, pe.Position.Line), "url") {
+	switch {
+	case strings.Contains(msg, "has already been defined"):
+		// The parser's own message names the key, not its value.
+		msg += " A key may be set once: it is defined twice, keep one."
+	case strings.HasSuffix(key, "url") || strings.Contains(lineOf(raw, pe.Position.Line), "url"):
 		msg = "invalid value (not shown: it may hold a password); it must be a quoted string"
 	}
 	where := fmt.Sprintf("line %d", pe.Position.Line)

@@ -85,6 +85,11 @@ allow_empty = true
 			wantErr: []string{"felis.toml", "line 2"},
 		},
 		{
+			name:    "url set twice",
+			toml:    ptr("[database]\nurl = \"postgres://u:" + secret + "@db/x\"\nurl = \"postgres://u:" + secret + "@db/y\"\n"),
+			wantErr: []string{"felis.toml", "line 3", "database.url", "already been defined", "twice"},
+		},
+		{
 			name:    "oversized file",
 			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n" + strings.Repeat("# padding\n", 1<<20/10+1)),
 			wantErr: []string{"felis.toml", "larger than 1 MiB"},
