@@ -34,7 +34,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -43,6 +42,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/worldbackup/worldbackup/archiver/secretfile"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
@@ -149,12 +149,21 @@ func (r Rcon) Enabled() bool { return r.Address != "" }
 // IsRequired reports whether an unreachable server fails the backup.
 func (r Rcon) IsRequired() bool { return r.Required == nil || *r.Required }
 
+// maxFile bounds the read of felis.toml, a mounted Secret of a few KiB:
+// 1 MiB, so that a wrong file is refused rather than read whole.
+const maxFile = 1 << 20
+
 // Load reads, completes with defaults and validates the file at path.
 func Load(path string) (Config, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := secretfile.Read(path, maxFile)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			return Config{}, fmt.Errorf("config file %s does not exist: mount the config Secret there or pass --config", path)
+		case errors.Is(err, secretfile.ErrTooLarge):
+			return Config{}, fmt.Errorf("config file %s is larger than 1 MiB (felis.toml holds a few KiB): is it the right file?", path)
+		case errors.Is(err, secretfile.ErrNotRegular):
+			return Config{}, fmt.Errorf("config file %w", err)
 		}
 		return Config{}, fmt.Errorf("reading config file: %w", err)
 	}
@@ -352,7 +361,11 @@ func decodeError(path, raw string, err error) error {
 	}
 	msg := pe.Message
 	key := pe.LastKey
-	if strings.HasSuffix(key, "url") || strings.Contains(lineOf(raw, pe.Position.Line), "url") {
+	switch {
+	case strings.Contains(msg, "has already been defined"):
+		// The parser's own message names the key, not its value.
+		msg += " A key may be set once: it is defined twice, keep one."
+	case strings.HasSuffix(key, "url") || strings.Contains(lineOf(raw, pe.Position.Line), "url"):
 		msg = "invalid value (not shown: it may hold a password); it must be a quoted string"
 	}
 	where := fmt.Sprintf("line %d", pe.Position.Line)

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 )
@@ -81,6 +83,16 @@ allow_empty = true
 			name:    "bare url",
 			toml:    ptr("[database]\nurl = postgres://u:" + secret + "@db/x\n"),
 			wantErr: []string{"felis.toml", "line 2"},
+		},
+		{
+			name:    "url set twice",
+			toml:    ptr("[database]\nurl = \"postgres://u:" + secret + "@db/x\"\nurl = \"postgres://u:" + secret + "@db/y\"\n"),
+			wantErr: []string{"felis.toml", "line 3", "database.url", "already been defined", "twice"},
+		},
+		{
+			name:    "oversized file",
+			toml:    ptr("[database]\nurl = \"postgres://db/x\"\n" + strings.Repeat("# padding\n", 1<<20/10+1)),
+			wantErr: []string{"felis.toml", "larger than 1 MiB"},
 		},
 		{
 			name:    "url of the wrong type",
@@ -295,3 +307,26 @@ local_pth = "/backups"
 }
 
 func ptr(s string) *string { return &s }
+
+// A FIFO as felis.toml (no writer) is refused at once, not waited on.
+func TestLoadFIFO(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "felis.toml")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := Load(path); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("Load: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		// Release the blocked open so that the test binary can end.
+		if f, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		<-done
+		t.Fatal("Load blocked on a FIFO")
+	}
+}

@@ -19,12 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
-	"syscall"
 
 	"filippo.io/age"
 
+	"github.com/worldbackup/worldbackup/archiver/secretfile"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
@@ -153,30 +152,17 @@ func notIdentityHint(line string) string {
 	return ""
 }
 
-// readBounded reads path: a regular file of at most MaxKeyFile bytes.
+// readBounded reads path: a regular file of at most MaxKeyFile bytes
+// (secretfile.Read's rule).
 func readBounded(path string) ([]byte, error) {
-	// O_NONBLOCK: opening a FIFO must not wait for a writer.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w (mount the encryption Secret there)", ErrKeyFile, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
+	b, err := secretfile.Read(path, MaxKeyFile)
+	switch {
+	case err == nil:
+		return b, nil
+	case errors.Is(err, secretfile.ErrNotRegular), errors.Is(err, secretfile.ErrTooLarge):
 		return nil, fmt.Errorf("%w: %w", ErrKeyFile, err)
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s is not a regular file (a device, FIFO or folder): mount the Secret's key there", ErrKeyFile, path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxKeyFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: reading %s: %w", ErrKeyFile, path, err)
-	}
-	if len(b) > MaxKeyFile {
-		clear(b)
-		return nil, fmt.Errorf("%w: %s is larger than %d bytes: is it the right file?", ErrKeyFile, path, MaxKeyFile)
-	}
-	return b, nil
+	return nil, fmt.Errorf("%w: %w (mount the encryption Secret there)", ErrKeyFile, err)
 }
 
 // first returns the Keys of k's first identity alone: what k encrypts to.

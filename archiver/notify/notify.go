@@ -12,17 +12,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/worldbackup/worldbackup/archiver/secretfile"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
@@ -54,13 +55,27 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Client == nil {
 		o.Client = &http.Client{
-			Timeout: o.Timeout,
+			Timeout:   o.Timeout,
+			Transport: newTransport(),
 			// No redirects: a hook that redirects elsewhere is not followed
 			// with the message.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
 	return o
+}
+
+// newTransport returns http.DefaultTransport's settings without its proxy
+// from the environment (HTTP_PROXY, HTTPS_PROXY): the hook is posted to
+// directly.
+func newTransport() *http.Transport {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return &http.Transport{}
+	}
+	t = t.Clone()
+	t.Proxy = nil
+	return t
 }
 
 // Payload is the JSON body: the same text under Slack's and Discord's keys.
@@ -107,7 +122,7 @@ func Send(ctx context.Context, log hclog.Logger, o Options, text string) bool {
 	resp, err := o.Client.Do(req)
 	if err != nil {
 		log.Warn("notification failed: the webhook did not answer", "hook", shown, "timeout", o.Timeout.String(),
-			"error", redactErr(err, hook, shown))
+			"error", describeErr(err, hook))
 		return false
 	}
 	defer resp.Body.Close()
@@ -120,23 +135,17 @@ func Send(ctx context.Context, log hclog.Logger, o Options, text string) bool {
 	return true
 }
 
-// readURL reads and checks the webhook URL file: at most maxURLFile bytes,
-// one http(s) URL with a host, surrounding white space trimmed.
+// readURL reads and checks the webhook URL file (a mounted Secret's key,
+// read by secretfile's rule: a regular file, opened without blocking, at
+// most maxURLFile bytes): one http(s) URL with a host, surrounding white
+// space trimmed. Its errors never quote the file's content.
 func readURL(name string) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("no file given")
 	}
-	f, err := os.Open(name)
+	b, err := secretfile.Read(name, maxURLFile)
 	if err != nil {
 		return "", err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxURLFile+1))
-	if err != nil {
-		return "", err
-	}
-	if len(b) > maxURLFile {
-		return "", fmt.Errorf("larger than %d bytes: not a webhook URL", maxURLFile)
 	}
 	s := strings.TrimSpace(string(b))
 	u, err := url.Parse(s)
@@ -146,17 +155,41 @@ func readURL(name string) (string, error) {
 	return s, nil
 }
 
-// redactErr returns err's text with the hook URL (and its escaped forms)
-// replaced by its redacted form: net/http's errors quote the URL.
-func redactErr(err error, hook, shown string) string {
+// describeErr returns what went wrong with the request to hook, never
+// quoting the hook: net/http's *url.Error quotes the URL, rewritten
+// (userinfo as ***, the scheme lower-cased) so that no replacement of the
+// original spelling finds it; only its inner error is kept (the log line
+// names the hook by its redacted form). Any part of the hook that the
+// inner error might still hold (userinfo, path, query, fragment, in their
+// escaped and unescaped spellings) is replaced as well.
+func describeErr(err error, hook string) string {
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		err = ue.Err
+	}
 	s := err.Error()
-	for _, v := range []string{hook, url.QueryEscape(hook), strings.TrimPrefix(strings.TrimPrefix(hook, "https://"), "http://")} {
-		if v != "" {
-			s = strings.ReplaceAll(s, v, shown)
+	var parts []string
+	if u, perr := url.Parse(hook); perr == nil {
+		if u.User != nil {
+			parts = append(parts, u.User.String(), u.User.Username())
+			if p, ok := u.User.Password(); ok {
+				parts = append(parts, p)
+			}
+		}
+		parts = append(parts, u.RawQuery, u.Fragment, u.RawFragment, u.EscapedPath(), u.Path)
+		if q, qerr := url.QueryUnescape(u.RawQuery); qerr == nil {
+			parts = append(parts, q)
+		}
+		for _, vs := range u.Query() {
+			parts = append(parts, vs...)
 		}
 	}
-	if u, perr := url.Parse(hook); perr == nil && len(u.EscapedPath()) > 1 {
-		s = strings.ReplaceAll(s, u.EscapedPath(), "/<redacted>")
+	for _, v := range append([]string{hook, url.QueryEscape(hook)}, parts...) {
+		// Short parts ("/", a one-letter key) would garble the message
+		// without hiding a secret.
+		if len(v) >= 4 {
+			s = strings.ReplaceAll(s, v, "<redacted>")
+		}
 	}
 	return s
 }

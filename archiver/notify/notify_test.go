@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,7 +102,9 @@ func TestSendNeverFailsTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closedURL := "http://" + closed.Addr().String()
+	closedAddr := closed.Addr().String()
+	closedURL := "http://" + closedAddr
+	closedHost := closedURL
 	closed.Close()
 
 	for _, tt := range []struct {
@@ -111,6 +115,14 @@ func TestSendNeverFailsTheRun(t *testing.T) {
 		{"returns 500", failing.URL + secretPath, "refused by the webhook"},
 		{"down", closedURL + secretPath, "did not answer"},
 		{"not a URL", "hooks.slack.com" + secretPath, "unusable"},
+		// net/http quotes the URL in its *url.Error rewritten (userinfo
+		// as ***, the scheme lower-cased): no spelling of the hook may
+		// leak its query token, password or path.
+		{"down, token in the query", closedHost + "/v1/spaces/X/messages?key=K&token=QSECRETQ", "did not answer"},
+		{"down, userinfo and token", "http://bot:PWSECRETPW@" + closedAddr + "/v1/spaces/X/messages?key=K&token=QSECRETQ", "did not answer"},
+		{"down, upper-case scheme", "HTTP://bot:PWSECRETPW@" + closedAddr + "/v1/spaces/X/messages?key=K&token=QSECRETQ", "did not answer"},
+		{"down, upper-case scheme, no userinfo", "HTTP://" + closedAddr + secretPath + "?token=QSECRETQ", "did not answer"},
+		{"down, escaped path", closedHost + "/hooks/%53ECRET%2Fx?token=Q%53ECRETQ", "did not answer"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var log bytes.Buffer
@@ -128,8 +140,10 @@ func TestSendNeverFailsTheRun(t *testing.T) {
 			if !strings.Contains(out, tt.want) {
 				t.Errorf("log lacks %q:\n%s", tt.want, out)
 			}
-			if strings.Contains(out, "SECRET") {
-				t.Errorf("the log holds the hook's secret path:\n%s", out)
+			for _, secret := range []string{"SECRET", "%53", "token=", "bot:", "PW"} {
+				if strings.Contains(out, secret) {
+					t.Errorf("the log holds %q, part of the hook's secrets:\n%s", secret, out)
+				}
 			}
 		})
 	}
@@ -146,6 +160,63 @@ func TestSendNeverFailsTheRun(t *testing.T) {
 			t.Fatalf("log:\n%s", log.String())
 		}
 	})
+}
+
+// A FIFO as the URL file (no writer) must not block Send past its timeout:
+// the file is opened without blocking and refused as not a regular file.
+func TestSendFIFOURLFile(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "url")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	done := make(chan bool, 1)
+	go func() {
+		done <- Send(t.Context(), logger(&log), Options{URLFile: fifo, Timeout: 500 * time.Millisecond}, "x")
+	}()
+	select {
+	case ok := <-done:
+		if ok || !strings.Contains(log.String(), "unusable") || !strings.Contains(log.String(), "not a regular file") {
+			t.Fatalf("Send = %v, log:\n%s", ok, log.String())
+		}
+	case <-time.After(10 * time.Second):
+		// Release the blocked open so that the test binary can end.
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		<-done
+		t.Fatal("Send blocked on a FIFO as the URL file")
+	}
+}
+
+// The default client ignores HTTP_PROXY and HTTPS_PROXY: run in a child
+// test binary, since net/http reads the environment once per process.
+func TestSendIgnoresProxyEnvironment(t *testing.T) {
+	if os.Getenv("NOTIFY_PROXY_CHILD") == "1" {
+		var log bytes.Buffer
+		// Not a loopback host: net/http never proxies those anyway.
+		Send(t.Context(), logger(&log), Options{URLFile: hookFile(t, "http://hook.invalid"+secretPath), Timeout: time.Second}, "x")
+		return
+	}
+	var mu sync.Mutex
+	var got []string
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, r.Method+" "+r.URL.String())
+	}))
+	defer proxy.Close()
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestSendIgnoresProxyEnvironment$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "NOTIFY_PROXY_CHILD=1", "HTTP_PROXY="+proxy.URL, "http_proxy="+proxy.URL,
+		"HTTPS_PROXY="+proxy.URL, "https_proxy="+proxy.URL, "NO_PROXY=", "no_proxy=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) > 0 {
+		t.Fatalf("the proxy of the environment received %q", got)
+	}
 }
 
 func TestNewPayloadBoundsTheText(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"syscall"
 	"unicode"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -19,6 +18,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/config"
 	"github.com/worldbackup/worldbackup/archiver/prune"
+	"github.com/worldbackup/worldbackup/archiver/secretfile"
 	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
@@ -45,37 +45,13 @@ func (f lockerFunc) Lock(ctx context.Context, name string) (func(), error) { ret
 // an S3 key or the RCON password is a few dozen bytes.
 const maxKeyFile = 4096
 
-// errNotRegular and errTooLarge are readSecretFile's errors for a file
-// that cannot be a Secret's key; the callers name the setting.
-var (
-	errNotRegular = errors.New("is not a regular file (a device, FIFO or folder): mount the Secret's key there")
-	errTooLarge   = fmt.Errorf("is larger than %d bytes: is it the right file?", maxKeyFile)
-)
-
 // readSecretFile reads the file path of a mounted Secret: a regular file
 // (a symbolic link to one, as Kubernetes mounts them) of at most
 // maxKeyFile bytes, so that /dev/zero or a FIFO cannot make the archiver
-// read forever. Its errors never hold the file's content.
+// read forever (secretfile.Read's rule). Its errors never hold the file's
+// content.
 func readSecretFile(path string) ([]byte, error) {
-	// O_NONBLOCK: opening a FIFO must not wait for a writer.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s %w", path, errNotRegular)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if len(b) > maxKeyFile {
-		return nil, fmt.Errorf("%s %w", path, errTooLarge)
-	}
-	return b, nil
+	return secretfile.Read(path, maxKeyFile)
 }
 
 // readKeyFile reads one credential from the file path (a mounted Secret's
