@@ -21,18 +21,7 @@ const lockPoll = 50 * time.Millisecond
 // and with it the lock, as with flock(2). unlock may be called more than
 // once.
 func (db *DB) LockArchive(ctx context.Context, name string) (unlock func(), err error) {
-	conn, ended, err := db.pollLock(ctx, lockPoll, func(call context.Context, conn *pgxpool.Conn) (bool, error) {
-		var got bool
-		err := conn.QueryRow(call, `SELECT pg_try_advisory_lock(hashtextextended('worldbackup.archive/' || $1, 0))`, name).Scan(&got)
-		return got, err
-	})
-	switch {
-	case ended:
-		return nil, ctx.Err()
-	case err != nil:
-		return nil, fmt.Errorf("taking the archive lock of %s: %w", name, err)
-	}
-	return db.unlocker(conn, "archive", name, `SELECT pg_advisory_unlock(hashtextextended('worldbackup.archive/' || $1, 0))`, name), nil
+	return db.namedLock(ctx, "archive", name)
 }
 
 // LockServer takes an exclusive session-level advisory lock on the game
@@ -42,18 +31,25 @@ func (db *DB) LockArchive(ctx context.Context, name string) (unlock func(), err 
 // quiesce it at once, or the first one's save-on would let the game write
 // the world while the second reads it.
 func (db *DB) LockServer(ctx context.Context, server string) (unlock func(), err error) {
+	return db.namedLock(ctx, "quiesce", server)
+}
+
+// namedLock takes the session-level advisory lock of name in the space
+// kind (worldbackup.<kind>/<name>), waiting until ctx ends.
+func (db *DB) namedLock(ctx context.Context, kind, name string) (unlock func(), err error) {
+	key := "worldbackup." + kind + "/" + name
 	conn, ended, err := db.pollLock(ctx, lockPoll, func(call context.Context, conn *pgxpool.Conn) (bool, error) {
 		var got bool
-		err := conn.QueryRow(call, `SELECT pg_try_advisory_lock(hashtextextended('worldbackup.quiesce/' || $1, 0))`, server).Scan(&got)
+		err := conn.QueryRow(call, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, key).Scan(&got)
 		return got, err
 	})
 	switch {
 	case ended:
 		return nil, ctx.Err()
 	case err != nil:
-		return nil, fmt.Errorf("taking the quiesce lock of server %s: %w", server, err)
+		return nil, fmt.Errorf("taking the %s lock of %s: %w", kind, name, err)
 	}
-	return db.unlocker(conn, "quiesce", server, `SELECT pg_advisory_unlock(hashtextextended('worldbackup.quiesce/' || $1, 0))`, server), nil
+	return db.unlocker(conn, kind, name, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, key), nil
 }
 
 // pollLock takes a pooled connection and calls try on it (one round of
