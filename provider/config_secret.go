@@ -68,30 +68,34 @@ func configRequirements(job *batchv1.Job, configSecret string, store *jobspec.S3
 // with their keys.
 func requirements(job *batchv1.Job, needs ...*secretNeed) preflight.Requirements {
 	secrets := map[string][]string{}
-	req := preflight.Requirements{SecretHints: map[string]string{}, SecretNotes: map[string]string{},
-		SecretInputs: map[string]string{}, KeyInputs: map[string]string{}, ClaimInputs: map[string]string{}}
+	for _, n := range needs {
+		if n != nil {
+			secrets[n.name] = append(secrets[n.name], n.keys...)
+		}
+	}
+	r := preflight.FromJob(job, secrets)
+	r.SecretHints, r.SecretNotes, r.SecretInputs = map[string]string{}, map[string]string{}, map[string]string{}
+	r.KeyInputs, r.ClaimInputs = map[string]string{}, map[string]string{}
+	// The first need of a Secret that says how to make it, or names its
+	// input, is the one the messages give.
+	first := func(m map[string]string, k, v string) {
+		if _, ok := m[k]; !ok && v != "" {
+			m[k] = v
+		}
+	}
 	for _, n := range needs {
 		if n == nil {
 			continue
 		}
-		secrets[n.name] = append(secrets[n.name], n.keys...)
-		first := func(m map[string]string, k, v string) {
-			if _, ok := m[k]; !ok && v != "" {
-				m[k] = v
-			}
-		}
-		first(req.SecretHints, n.name, n.hint)
-		first(req.SecretNotes, n.name, n.note)
-		first(req.SecretInputs, n.name, n.input)
+		first(r.SecretHints, n.name, n.hint)
+		first(r.SecretNotes, n.name, n.note)
+		first(r.SecretInputs, n.name, n.input)
 		for i, k := range n.keys {
 			if i < len(n.keyInputs) {
-				first(req.KeyInputs, n.name+"/"+k, n.keyInputs[i])
+				first(r.KeyInputs, n.name+"/"+k, n.keyInputs[i])
 			}
 		}
 	}
-	r := preflight.FromJob(job, secrets)
-	r.SecretHints, r.SecretNotes, r.SecretInputs, r.KeyInputs = req.SecretHints, req.SecretNotes, req.SecretInputs, req.KeyInputs
-	r.ClaimInputs = req.ClaimInputs
 	for _, v := range job.Spec.Template.Spec.Volumes {
 		if v.PersistentVolumeClaim == nil {
 			continue
