@@ -49,6 +49,15 @@ type Config struct {
 	ResumeGrace time.Duration
 }
 
+// String hides the password from %v and %+v.
+func (c Config) String() string {
+	return fmt.Sprintf("{Addr:%s Password:<redacted> Required:%t Timeout:%s SaveTimeout:%s ResumeAttempts:%d ResumeBackoff:%s ResumeTimeout:%s ResumeGrace:%s}",
+		c.Addr, c.Required, c.Timeout, c.SaveTimeout, c.ResumeAttempts, c.ResumeBackoff, c.ResumeTimeout, c.ResumeGrace)
+}
+
+// GoString hides the password from %#v.
+func (c Config) GoString() string { return "rcon.Config" + c.String() }
+
 func (c Config) withDefaults() Config {
 	if c.Timeout <= 0 {
 		c.Timeout = 10 * time.Second

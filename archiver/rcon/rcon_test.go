@@ -3,6 +3,7 @@ package rcon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -381,4 +382,15 @@ func silentAddr(t *testing.T) string {
 		mu.Unlock()
 	})
 	return l.Addr().String()
+}
+
+// TestConfigNeverPrintsThePassword: a Config printed with any verb (a
+// debug log, an error that quotes it) hides the password.
+func TestConfigNeverPrintsThePassword(t *testing.T) {
+	c := fastConfig("127.0.0.1:25575")
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+		if got := fmt.Sprintf(verb, c); strings.Contains(got, password) || !strings.Contains(got, "127.0.0.1:25575") {
+			t.Errorf("%s: %s", verb, got)
+		}
+	}
 }
