@@ -62,7 +62,7 @@ type Catalog interface {
 	// NewestRuns returns the server's runs, newest first, at most limit.
 	NewestRuns(ctx context.Context, server string, limit int) ([]catalog.Record, error)
 	// RegisterPack records a pack before a chunked run writes it.
-	RegisterPack(ctx context.Context, id string) error
+	RegisterPack(ctx context.Context, id, storeRef string) error
 	// InsertChunked records a chunked run and the packs it references,
 	// or fails wrapping catalog.ErrPackCondemned.
 	InsertChunked(ctx context.Context, r catalog.Record, packs []string) (inserted bool, err error)

@@ -59,7 +59,7 @@ func (f *fakeCatalog) Lookup(ctx context.Context, runID string) (catalog.Record,
 	return r, nil
 }
 
-func (f *fakeCatalog) RegisterPack(ctx context.Context, id string) error { return nil }
+func (f *fakeCatalog) RegisterPack(ctx context.Context, id, storeRef string) error { return nil }
 
 func (f *fakeCatalog) InsertChunked(ctx context.Context, r catalog.Record, packs []string) (bool, error) {
 	return f.Insert(ctx, r)

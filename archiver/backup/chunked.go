@@ -12,6 +12,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/chunked"
 	"github.com/worldbackup/worldbackup/archiver/crypt"
+	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
@@ -108,10 +109,12 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 			Progress: prog,
 			Avoid:    p.Avoid,
 		},
-		Register: func(ctx context.Context, id chunked.ID) error { return r.cat.RegisterPack(ctx, id.String()) },
-		Log:      log.Named("chunked"),
-		Now:      r.now,
-		Sealer:   sl,
+		Register: func(ctx context.Context, id chunked.ID) error {
+			return r.cat.RegisterPack(ctx, id.String(), store.PacksRef(r.store))
+		},
+		Log:    log.Named("chunked"),
+		Now:    r.now,
+		Sealer: sl,
 	})
 	if err != nil {
 		return written{}, fmt.Errorf("writing chunked run %s: %w", ref, err)

@@ -15,13 +15,15 @@ import (
 // is not recorded; a retry writes it again.
 var ErrPackCondemned = errors.New("a pack the run references was removed by a prune")
 
-// RegisterPack records the pack id before the backup writes it, so a pack
-// in the store always has a row: one no run comes to reference (a killed
-// backup) is condemned by a prune after the grace period like any other.
-func (db *DB) RegisterPack(ctx context.Context, id string) error {
+// RegisterPack records the pack id before the backup writes it into the
+// store named storeRef (store.PacksRef; empty: unnamed), so a pack in the
+// store always has a row: one no run comes to reference (a killed backup)
+// is condemned by a prune after the grace period like any other.
+func (db *DB) RegisterPack(ctx context.Context, id, storeRef string) error {
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
-	if _, err := db.pool.Exec(ctx, `INSERT INTO chunked_packs (pack_id) VALUES ($1) ON CONFLICT (pack_id) DO NOTHING`, id); err != nil {
+	if _, err := db.pool.Exec(ctx, `INSERT INTO chunked_packs (pack_id, store_ref) VALUES ($1, NULLIF($2, ''))
+		ON CONFLICT (pack_id) DO NOTHING`, id, storeRef); err != nil {
 		return fmt.Errorf("registering pack %s: %w", id, err)
 	}
 	return nil
@@ -88,19 +90,21 @@ func (db *DB) InsertChunked(ctx context.Context, r Record, packs []string) (inse
 // may take (those of earlier prunes that did not finish too): the packs to
 // remove from its store, then to forget with ForgetPacks.
 //
-// Several stores may share the catalog, and a pack's row does not say
-// which holds it. held reports which of the packs asked about the prune's
-// store holds (nil holds none); the grace period, at least the deadline of
-// the store's backups, covers those. A pack is taken when held reports it,
-// or when it was unused for horizon too, longer than any backup anywhere
-// may run: a registration of a backup that died, in any store. Any other
-// pack is left alone, condemned or not: another store's, whose backups
-// this grace does not cover, or one of this store's that a backup
-// registered and of which the store holds nothing yet.
+// Several stores may share the catalog, and a pack's row only says which
+// store it was registered for, not which holds it. held reports which of
+// the packs asked about the prune's store holds (nil holds none); the
+// grace period, at least the deadline of the store's backups, covers
+// those. Only the packs registered for storeRef (the prune's store,
+// store.PacksRef) or for no store are asked about. A pack is taken when
+// held reports it, or when it was unused for horizon too, longer than any
+// backup anywhere may run: a registration of a backup that died, in any
+// store. Any other pack is left alone, condemned or not: another store's,
+// whose backups this grace does not cover, or one of this store's that a
+// backup registered and of which the store holds nothing yet.
 //
 // held is asked outside the transaction; the transaction then condemns
 // what it allows with the same checks of references and last_used.
-func (db *DB) CondemnPacks(ctx context.Context, grace, horizon time.Duration,
+func (db *DB) CondemnPacks(ctx context.Context, grace, horizon time.Duration, storeRef string,
 	held func(ctx context.Context, ids []string) ([]string, error)) ([]string, error) {
 	graceIv := fmt.Sprintf("%d microseconds", grace.Microseconds())
 	horizonIv := fmt.Sprintf("%d microseconds", horizon.Microseconds())
@@ -111,10 +115,11 @@ func (db *DB) CondemnPacks(ctx context.Context, grace, horizon time.Duration,
 	qctx, cancel := db.bound(ctx)
 	rows, _ := db.pool.Query(qctx, `SELECT pack_id, condemned_at IS NOT NULL, last_used < now() - $2::interval
 		FROM chunked_packs p
-		WHERE condemned_at IS NOT NULL
-		   OR last_used < now() - $1::interval
-		      AND NOT EXISTS (SELECT 1 FROM chunked_run_packs r WHERE r.pack_id = p.pack_id)
-		ORDER BY pack_id`, graceIv, horizonIv)
+		WHERE (condemned_at IS NOT NULL
+		       OR last_used < now() - $1::interval
+		          AND NOT EXISTS (SELECT 1 FROM chunked_run_packs r WHERE r.pack_id = p.pack_id))
+		  AND (last_used < now() - $2::interval OR store_ref IS NULL OR store_ref = $3)
+		ORDER BY pack_id`, graceIv, horizonIv, storeRef)
 	cands, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (c cand, err error) {
 		return c, row.Scan(&c.id, &c.condemned, &c.past)
 	})

@@ -89,10 +89,10 @@ func TestPruneOrphanPacks(t *testing.T) {
 			// whose horizon, here 0, the registration outlived), then the
 			// backup's write of the pack committed and the backup killed.
 			forgottenID := newPackID(t)
-			if err := db.RegisterPack(ctx, forgottenID); err != nil {
+			if err := db.RegisterPack(ctx, forgottenID, ""); err != nil {
 				t.Fatal(err)
 			}
-			if ids, err := db.CondemnPacks(ctx, 0, 0, nil); err != nil || !slices.Contains(ids, forgottenID) {
+			if ids, err := db.CondemnPacks(ctx, 0, 0, "", nil); err != nil || !slices.Contains(ids, forgottenID) {
 				t.Fatalf("CondemnPacks = %v, %v; want %s among them", ids, err, forgottenID)
 			}
 			if err := db.ForgetPacks(ctx, []string{forgottenID}); err != nil {
@@ -194,7 +194,7 @@ func TestPruneOrphanPacksPaged(t *testing.T) {
 		}
 		if i%2 == 0 { // half have rows: not orphans
 			id, _ := jobapi.PackIDOfKey(key)
-			if err := f.db.RegisterPack(ctx, id); err != nil {
+			if err := f.db.RegisterPack(ctx, id, store.PacksRef(f.st)); err != nil {
 				t.Fatal(err)
 			}
 			continue

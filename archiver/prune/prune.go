@@ -40,7 +40,7 @@ type Catalog interface {
 	PruneServer(ctx context.Context, server string, decide func([]catalog.Record) ([]string, error)) ([]catalog.Record, error)
 	// CondemnPacks and ForgetPacks collect the chunked store's packs no
 	// run references (see catalog.CondemnPacks).
-	CondemnPacks(ctx context.Context, grace, horizon time.Duration,
+	CondemnPacks(ctx context.Context, grace, horizon time.Duration, storeRef string,
 		held func(ctx context.Context, ids []string) ([]string, error)) ([]string, error)
 	ForgetPacks(ctx context.Context, ids []string) error
 	// KnownPacks returns those of ids the catalog has a row for; a pack
@@ -353,7 +353,8 @@ type tempCleaner interface {
 // Only the packs st holds are taken, and those unused for PackHorizon in
 // any store (catalog.CondemnPacks): a catalog shared with other stores
 // holds their packs' rows too, and this grace does not cover their
-// backups.
+// backups. st is asked only about the packs registered for it (or for no
+// store), so a prune's requests do not grow with the other stores'.
 func collectPacks(ctx context.Context, cat Catalog, st Store, grace time.Duration, log hclog.Logger, rep *Report) error {
 	held := func(ctx context.Context, ids []string) ([]string, error) {
 		var out []string
@@ -372,7 +373,7 @@ func collectPacks(ctx context.Context, cat Catalog, st Store, grace time.Duratio
 		}
 		return out, nil
 	}
-	ids, err := cat.CondemnPacks(ctx, grace, PackHorizon, held)
+	ids, err := cat.CondemnPacks(ctx, grace, PackHorizon, store.PacksRef(st), held)
 	if err != nil {
 		return err
 	}

@@ -99,8 +99,8 @@ func (p rerunPause) NewestRuns(ctx context.Context, server string, limit int) ([
 	return p.cat.NewestRuns(ctx, server, limit)
 }
 
-func (p rerunPause) RegisterPack(ctx context.Context, id string) error {
-	return p.cat.RegisterPack(ctx, id)
+func (p rerunPause) RegisterPack(ctx context.Context, id, storeRef string) error {
+	return p.cat.RegisterPack(ctx, id, storeRef)
 }
 
 func (p rerunPause) InsertChunked(ctx context.Context, r catalog.Record, packs []string) (bool, error) {

@@ -1,9 +1,11 @@
 package prune
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +25,9 @@ import (
 // the packs A holds that nothing uses for 2h, and those unused past
 // PackHorizon wherever they are; it leaves B's packs unused for 2h alone,
 // registered or condemned by B's prune, so B's 3h backup still records its
-// run, and B's prune removes its condemned pack.
+// run, and B's prune removes its condemned pack. A's prune asks A only
+// about the packs registered for A or for no store (before the catalog
+// named stores).
 func TestPrunePacksOfAStoreSharingTheCatalog(t *testing.T) {
 	ctx := t.Context()
 	u := pgtest.URL(t)
@@ -60,10 +64,15 @@ func TestPrunePacksOfAStoreSharingTheCatalog(t *testing.T) {
 		}
 		return key
 	}
-	// register records a pack as a backup does, unused for ago.
-	register := func(id string, ago time.Duration, condemned bool) {
+	// register records a pack as a backup into st does (nil: a backup
+	// from before the catalog named stores), unused for ago.
+	register := func(st *store.Local, id string, ago time.Duration, condemned bool) {
 		t.Helper()
-		if err := db.RegisterPack(ctx, id); err != nil {
+		ref := ""
+		if st != nil {
+			ref = store.PacksRef(st)
+		}
+		if err := db.RegisterPack(ctx, id, ref); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := conn.Exec(ctx, `UPDATE chunked_packs SET last_used = now() - $2::interval,
@@ -91,7 +100,7 @@ func TestPrunePacksOfAStoreSharingTheCatalog(t *testing.T) {
 		}
 		return ok
 	}
-	prune := func(st *store.Local, server string) Report {
+	prune := func(st Store, server string) Report {
 		t.Helper()
 		rep, err := Prune(ctx, db, st, Options{Server: server, Policy: retention.Policy{Last: 1, MinKeep: 1},
 			Grace: time.Hour}, hclog.NewNullLogger())
@@ -103,23 +112,40 @@ func TestPrunePacksOfAStoreSharingTheCatalog(t *testing.T) {
 
 	// B's backup of 3h registered a pack 2h ago and is still writing it.
 	writingB := newPackID(t)
-	register(writingB, 2*time.Hour, false)
+	register(stB, writingB, 2*time.Hour, false)
 	// B's prune condemned a pack and stopped before removing it.
 	condemnedB := newPackID(t)
 	condemnedBKey := putPack(stB, condemnedB)
-	register(condemnedB, 2*time.Hour, true)
+	register(stB, condemnedB, 2*time.Hour, true)
 	// A registration in B past the horizon: a backup that died.
 	staleB := newPackID(t)
 	staleBKey := putPack(stB, staleB)
-	register(staleB, PackHorizon+time.Hour, false)
+	register(stB, staleB, PackHorizon+time.Hour, false)
 	// A's own pack, unused for 2h.
 	oldA := newPackID(t)
 	oldAKey := putPack(stA, oldA)
-	register(oldA, 2*time.Hour, false)
+	register(stA, oldA, 2*time.Hour, false)
+	// A pack of A registered before the catalog named stores, and one of
+	// B's; both unused for 2h.
+	legacyA, legacyB := newPackID(t), newPackID(t)
+	legacyAKey, legacyBKey := putPack(stA, legacyA), putPack(stB, legacyB)
+	register(nil, legacyA, 2*time.Hour, false)
+	register(nil, legacyB, 2*time.Hour, false)
 
-	rep := prune(stA, "x")
-	if rep.PacksRemoved != 2 {
-		t.Errorf("the prune of A removed %d packs, want 2 (A's own and B's stale registration)", rep.PacksRemoved)
+	asked := &askedStore{Local: stA}
+	rep := prune(asked, "x")
+	if rep.PacksRemoved != 3 {
+		t.Errorf("the prune of A removed %d packs, want 3 (A's own two and B's stale registration)", rep.PacksRemoved)
+	}
+	slices.Sort(asked.keys)
+	if want := []string{oldAKey, legacyAKey, legacyBKey}; !slices.Equal(asked.keys, slices.Sorted(slices.Values(want))) {
+		t.Errorf("the prune of A asked A about %v, want only %v (A's and those registered for no store)", asked.keys, want)
+	}
+	if r := rowOf(legacyA); r.known || has(stA, legacyAKey) {
+		t.Errorf("A's pack registered for no store: row %+v, in A %v; want both gone", r, has(stA, legacyAKey))
+	}
+	if r := rowOf(legacyB); !r.known || r.condemned || !has(stB, legacyBKey) {
+		t.Errorf("B's pack registered for no store: row %+v, in B %v; want it left alone", r, has(stB, legacyBKey))
 	}
 	if r := rowOf(oldA); r.known || has(stA, oldAKey) {
 		t.Errorf("A's pack unused for 2h: row %+v, in A %v; want both gone", r, has(stA, oldAKey))
@@ -171,4 +197,15 @@ func TestPrunePacksOfAStoreSharingTheCatalog(t *testing.T) {
 	if _, err := db.Lookup(ctx, "y1"); err != nil {
 		t.Errorf("B's run: %v", err)
 	}
+}
+
+// askedStore records the keys its Holds is asked about.
+type askedStore struct {
+	*store.Local
+	keys []string
+}
+
+func (a *askedStore) Holds(ctx context.Context, key string) (bool, error) {
+	a.keys = append(a.keys, key)
+	return a.Local.Holds(ctx, key)
 }

@@ -27,3 +27,12 @@ var ErrDiscarded = errors.New("temporary archive was discarded before commit")
 // checkKey returns an error wrapping ErrInvalidKey unless key is a valid
 // key (jobapi.CheckKey, the rule of every store).
 func checkKey(key string) error { return jobapi.CheckKey(key) }
+
+// PacksRef names the store's pack folder (jobapi.PacksDir) by its Ref,
+// such as s3://bucket/prefix/chunked/packs: the store a pack's catalog row
+// says it was registered for (catalog.RegisterPack), so a prune of one of
+// several stores sharing a catalog asks its store only about its own. Two
+// stores that share the name (folder stores mounted at one path in two
+// clusters) are both asked; one store named two ways (another prefix
+// spelling) only waits longer for its packs to go.
+func PacksRef(st interface{ Ref(key string) string }) string { return st.Ref(jobapi.PacksDir) }
