@@ -35,6 +35,9 @@ type Config struct {
 	RenderDir    string // non-empty: GitOps render mode
 	SecurityMode string
 	SkipAwait    bool
+	// SharedCatalog says the clusters' config Secrets name one catalog
+	// (worldbackup:sharedCatalog, default true): see checkSharedCatalog.
+	SharedCatalog bool
 	// Gates, when set, are the clusters' concurrency caps shared with other
 	// program runs (SharedProgram); not read from the config.
 	Gates *provider.Gates
@@ -270,9 +273,54 @@ type Cluster struct {
 
 var clusterName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
 
+// checkSharedCatalog refuses, when several clusters share one catalog, what
+// would pick among one server's runs by name: the catalog keys a server's
+// runs by its name, and every cluster backs up every server, so a prune
+// (its retention and floor), a backup schedule (its run IDs are its Jobs'
+// names, the same in every cluster), a verify schedule or a restore of the
+// newest run of one cluster's world would see, keep, delete or restore the
+// other clusters' worlds' runs too.
+func (c Config) checkSharedCatalog(add func(format string, args ...any)) {
+	if !c.SharedCatalog || len(c.Clusters) < 2 {
+		return
+	}
+	var uses []string
+	if c.Retention != nil {
+		uses = append(uses, "worldbackup:retention")
+	}
+	for i, s := range c.Servers {
+		if s.Retention != nil {
+			uses = append(uses, fmt.Sprintf("servers[%d].retention", i))
+		}
+		if s.Prune != nil {
+			uses = append(uses, fmt.Sprintf("servers[%d].prune", i))
+		}
+		if s.Schedule != "" {
+			uses = append(uses, fmt.Sprintf("servers[%d].schedule", i))
+		}
+		if s.Verify.scheduled() {
+			uses = append(uses, fmt.Sprintf("servers[%d].verify.schedule", i))
+		}
+	}
+	for i, r := range c.Restores {
+		if r.FromRun == jobapi.RunLatest {
+			uses = append(uses, fmt.Sprintf("restores[%d].fromRun %s", i, jobapi.RunLatest))
+		}
+	}
+	if len(uses) == 0 {
+		return
+	}
+	add("%s: the %d clusters share one catalog (worldbackup:sharedCatalog, default true), which keys a server's runs by its name, "+
+		"and each cluster backs up every server: a prune, a schedule or a restore of the newest run of one cluster's world would "+
+		"also see, keep, delete or restore the other clusters' worlds' runs. Give each cluster a catalog of its own (a database, "+
+		"or a schema: add search_path=<cluster> to the database URL in that cluster's felis.toml, after CREATE SCHEMA <cluster>), "+
+		"then `pulumi config set worldbackup:sharedCatalog false`; or remove these settings",
+		strings.Join(uses, ", "), len(c.Clusters))
+}
+
 // keys are the worldbackup: keys the program reads, as declared in Pulumi.yaml.
 func keys() []string {
-	return []string{"image", "backupClaim", "servers", "runId", "clusters", "restores", "renderDir", "securityMode", "skipAwait", "retention", "store", "format", "notify", "metrics", "imagePullSecrets"}
+	return []string{"image", "backupClaim", "servers", "runId", "clusters", "restores", "renderDir", "securityMode", "skipAwait", "sharedCatalog", "retention", "store", "format", "notify", "metrics", "imagePullSecrets"}
 }
 
 // ParseConfig reads the program's config through get, which returns a fully
@@ -296,6 +344,14 @@ func ParseConfig(get func(key string) (string, bool), present []string) (Config,
 		RenderDir:    str("renderDir"),
 		SecurityMode: str("securityMode"),
 		Format:       str("format"),
+	}
+	c.SharedCatalog = true
+	if v := str("sharedCatalog"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s:sharedCatalog must be true or false, not %q", Namespace, v))
+		}
+		c.SharedCatalog = b
 	}
 	if v := str("skipAwait"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -542,6 +598,7 @@ func (c Config) Validate() error {
 			add("restores[%d] (%s): archiveRef %q is in an S3 store, but neither worldbackup:store nor the server's store is set: set one with its endpoint and credentialsSecretName", i, r.Server, r.ArchiveRef)
 		}
 	}
+	c.checkSharedCatalog(add)
 	errs = append(errs, c.checkNames()...)
 	errs = append(errs, c.checkRunIDs()...)
 	errs = append(errs, c.checkGrace()...)

@@ -709,3 +709,61 @@ func TestImagePullSecretsForEveryPod(t *testing.T) {
 		t.Errorf("a bare name for imagePullSecrets: err = %v, want one naming the key", err)
 	}
 }
+
+// TestSharedCatalogAcrossClusters: with several clusters sharing a catalog
+// (the default), what picks among a server's runs by name (prunes,
+// schedules, restores of the newest run) is refused, naming each setting
+// and the fix; one cluster, or sharedCatalog false, takes them.
+func TestSharedCatalogAcrossClusters(t *testing.T) {
+	const two = `[{"name":"eu"},{"name":"us"}]`
+	for _, tt := range []struct {
+		name, clusters, shared string
+		servers, retention     string
+		restores               string
+		want                   []string // empty: accepted
+	}{
+		{name: "backups only", clusters: two, servers: `[{"name":"survival"}]`},
+		{name: "a prune", clusters: two, servers: `[{"name":"survival","prune":{"runId":"p1","keepLast":3,"minKeep":1}}]`,
+			want: []string{"servers[0].prune: the 2 clusters share one catalog", "search_path=<cluster>", "worldbackup:sharedCatalog false"}},
+		{name: "stack retention", clusters: two, servers: `[{"name":"survival"}]`, retention: `{"keepLast":3,"minKeep":1}`,
+			want: []string{"worldbackup:retention: the 2 clusters"}},
+		{name: "schedules", clusters: two, servers: `[{"name":"lobby"},{"name":"survival","schedule":"@daily-random","verify":{"schedule":"@daily-random"}}]`,
+			want: []string{"servers[1].schedule, servers[1].verify.schedule: the 2 clusters"}},
+		{name: "restore of the newest run", clusters: two, servers: `[{"name":"survival"}]`,
+			restores: `[{"server":"survival","cluster":"us","fromRun":"latest"}]`,
+			want:     []string{"restores[0].fromRun latest: the 2 clusters"}},
+		{name: "restore by run ID", clusters: two, servers: `[{"name":"survival"}]`,
+			restores: `[{"server":"survival","cluster":"us","fromRun":"eu.survival.initial"}]`},
+		{name: "a catalog per cluster", clusters: two, shared: "false",
+			servers: `[{"name":"survival","schedule":"@daily","prune":{"runId":"p1","keepLast":3,"minKeep":1}}]`},
+		{name: "one cluster", clusters: `[{"name":"eu"}]`,
+			servers: `[{"name":"survival","schedule":"@daily","prune":{"runId":"p1","keepLast":3,"minKeep":1}}]`},
+		{name: "bad value", clusters: two, shared: "no", servers: `[{"name":"survival"}]`,
+			want: []string{"sharedCatalog must be true or false"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := map[string]string{"worldbackup:image": "img:1", "worldbackup:backupClaim": "backups",
+				"worldbackup:servers": tt.servers, "worldbackup:clusters": tt.clusters}
+			for k, v := range map[string]string{"sharedCatalog": tt.shared, "retention": tt.retention, "restores": tt.restores} {
+				if v != "" {
+					m["worldbackup:"+k] = v
+				}
+			}
+			_, err := ParseConfig(getter(m), nil)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted, want an error with %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
