@@ -67,16 +67,18 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 	ref := r.store.Ref(key)
 	var sl *chunked.Sealer
 	var ev crypt.KeyEvent // what opening the server's data key did, when sl is set
+	var dk crypt.DataKey  // sl's key, until vouch is done with it
+	defer clear(dk[:])
 	if p.Keys != nil {
 		// The server's data key, made on its first encrypted run and
 		// wrapped by the key file's identity beside the manifests.
 		// A key object only an older identity of the file opens is
 		// rewrapped to the first: the Secret was rotated.
-		dk, e, err := p.Keys.DataKey(ctx, r.store, p.Server, true)
+		var err error
+		dk, ev, err = p.Keys.DataKey(ctx, r.store, p.Server, true)
 		if err != nil {
 			return written{}, fmt.Errorf("the server's data key: %w", err)
 		}
-		ev = e
 		switch ev {
 		case crypt.KeyCreated:
 			log.Info("made the server's data key", "key_file", p.Keys.Path())
@@ -84,7 +86,6 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 			log.Info("rewrapped the server's data key to the key file's first identity", "key_file", p.Keys.Path())
 		}
 		sl = chunked.NewSealer(dk)
-		clear(dk[:])
 	}
 	prev, err := r.previous(ctx, log, p.Server, sl, ev)
 	if err != nil {
@@ -92,10 +93,11 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 	}
 	if sl != nil && ev == crypt.KeyUnauthenticated {
 		// Its key object is in format 1, which does not say who wrote it.
-		if err := r.vouch(ctx, log, p, prev, sl); err != nil {
+		if err := r.vouch(ctx, log, p, prev, sl, dk); err != nil {
 			return written{}, err
 		}
 	}
+	clear(dk[:])
 	log.Info("backup started", "world", p.World, "archive", ref, "format", jobapi.FormatChunked, "encrypted", sl != nil)
 	res, err := chunked.Write(ctx, r.store, p.World, chunked.Options{
 		Server:        p.Server,
@@ -196,8 +198,9 @@ func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string, 
 // anyone who can write to the store could have wrapped a key of their own
 // to the server's recipient), in format 2, when its previous run prev,
 // which its catalog row vouches for, was sealed with the same key;
-// otherwise it refuses to seal the run.
-func (r *Runner) vouch(ctx context.Context, log hclog.Logger, p Params, prev *chunked.Manifest, sl *chunked.Sealer) error {
+// otherwise it refuses to seal the run. dk is sl's key: the object is
+// rewritten only if it still holds that key, the one vouched for.
+func (r *Runner) vouch(ctx context.Context, log hclog.Logger, p Params, prev *chunked.Manifest, sl *chunked.Sealer, dk crypt.DataKey) error {
 	obj := r.store.Ref(dataKeyKey(p.Server))
 	if prev == nil || !bytes.Equal(prev.KeyID, sl.KeyID()) {
 		return fmt.Errorf("refusing to seal the run: %w: %s was written by an earlier archiver, whose key objects do not say who "+
@@ -206,7 +209,7 @@ func (r *Runner) vouch(ctx context.Context, log hclog.Logger, p Params, prev *ch
 			"both naming the key file, or remove it to have a new key made",
 			crypt.ErrUnvouchedKey, obj, jobapi.Flag(jobapi.FlagServer), p.Server, jobapi.Flag(jobapi.FlagEncryptionKeyFile), jobapi.Flag(jobapi.FlagNewEncryptionKeyFile))
 	}
-	if err := crypt.Rewrap(ctx, r.store, p.Server, p.Keys, p.Keys); err != nil {
+	if err := p.Keys.Authenticate(ctx, r.store, p.Server, dk); err != nil {
 		return fmt.Errorf("rewriting the server's data key object in format 2: %w", err)
 	}
 	log.Info("the server's data key object is now authenticated (format 2)", "key_object", obj, "vouched_by", prev.RunID)

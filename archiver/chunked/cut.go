@@ -17,9 +17,11 @@ const (
 	regionSlots  = 1024
 )
 
-// Content-defined chunking of other files: a fixed polynomial (it names
-// the cut points, so it is part of the format), chunks of 64 KiB to 1 MiB,
-// about 256 KiB on average. Files up to cdcMin are one blob.
+// Content-defined chunking of other files: chunks of 64 KiB to 1 MiB,
+// about 256 KiB on average, cut with a fixed polynomial in the clear and
+// one derived from the data key when sealed (Sealer.chunkerPol); it names
+// the cut points, which only the writer needs. Files up to cdcMin are one
+// blob.
 const (
 	cdcPol     = chunker.Pol(0x3DA3358B4DC173)
 	cdcMin     = 64 << 10

@@ -32,6 +32,9 @@ func OpenSealed(ctx context.Context, st Store, key, sum string, sl *Sealer) (*Ma
 		return nil, err
 	}
 	m, err := DecodeManifestSealed(b, sl)
+	if err == nil {
+		err = checkRun(m, key)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", key, err)
 	}
@@ -58,12 +61,33 @@ func OpenStreamSealed(ctx context.Context, st Store, key, sum string, sl *Sealer
 		return nil, err
 	}
 	m, sr, err := decodeHead(b, sl)
+	if err == nil {
+		sr.close()
+		err = checkRun(m, key)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", key, err)
 	}
-	sr.close()
 	m.body = b
 	return m, nil
+}
+
+// checkRun checks that the manifest m, read at key, is the run key names
+// (jobapi.ManifestKey): its body's server and run ID. The catalog row's
+// checksum says which object was recorded, not which run it is, and a
+// sealed body authenticates under the server's key whatever its run: a
+// manifest put under another run's key (and its checksum in that run's
+// row) is refused as damage instead of restoring as that run. Every
+// manifest is written under its own run's key, so this refuses none.
+func checkRun(m *Manifest, key string) error {
+	server, runID, ok := jobapi.SplitManifestKey(key)
+	switch {
+	case !ok:
+		return fmt.Errorf("%q is not a chunked run's manifest key", key)
+	case m.Server != server || m.RunID != runID:
+		return fmt.Errorf("%w: the manifest is run %q of server %q, not the run its key names", ErrCorrupt, m.RunID, m.Server)
+	}
+	return nil
 }
 
 // readManifest reads the manifest at key and checks it against sum. The

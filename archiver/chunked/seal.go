@@ -13,6 +13,8 @@ import (
 	"hash"
 	"sync"
 
+	"github.com/restic/chunker"
+
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
@@ -55,6 +57,7 @@ const (
 	infoManifest  = "worldbackup chunked v2 manifest"
 	infoKeyID     = "worldbackup chunked v2 key id"
 	infoPack      = "worldbackup chunked v2 pack"
+	infoChunker   = "worldbackup chunked v2 chunker polynomial"
 	sealedVersion = 2 // manifests and packs of sealed runs
 )
 
@@ -82,6 +85,44 @@ func (s *Sealer) KeyID() []byte {
 		return nil
 	}
 	return s.keyID[:]
+}
+
+// chunkerPol returns the polynomial the run cuts files by content with
+// (FORMAT.md, "How the stream is cut"): in the clear the fixed, public
+// cdcPol; sealed, one derived from the data key (as restic derives one
+// per repository), chunker.DerivePolynomial over the AES-256-CTR
+// keystream (zero IV) of HKDF(data key, infoChunker). With the public one,
+// anyone could compute the blob lengths a candidate file gives, and the
+// pack index shows every blob's length: two servers storing the same file
+// showed the same sequence. A reader needs none of it; runs of one key
+// share the polynomial, so dedup between them is unchanged.
+func (s *Sealer) chunkerPol() (chunker.Pol, error) {
+	if s == nil {
+		return cdcPol, nil
+	}
+	seed, err := hkdf.Key(sha256.New, s.packBase, nil, infoChunker, 32)
+	if err != nil {
+		return 0, err
+	}
+	defer clear(seed)
+	b, err := aes.NewCipher(seed)
+	if err != nil {
+		return 0, err
+	}
+	pol, err := chunker.DerivePolynomial(keystream{cipher.NewCTR(b, make([]byte, aes.BlockSize))})
+	if err != nil {
+		return 0, fmt.Errorf("deriving the chunker polynomial: %w", err)
+	}
+	return pol, nil
+}
+
+// keystream reads a stream cipher's keystream.
+type keystream struct{ cipher.Stream }
+
+func (k keystream) Read(p []byte) (int, error) {
+	clear(p)
+	k.XORKeyStream(p, p)
+	return len(p), nil
 }
 
 // String hides the key.

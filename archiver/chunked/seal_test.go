@@ -7,8 +7,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/restic/chunker"
 
 	"github.com/worldbackup/worldbackup/archiver/store"
 )
@@ -198,5 +202,112 @@ func TestSealedManifestTampered(t *testing.T) {
 	}
 	if _, err := DecodeManifestSealed(b[:len(b)-1], sl); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("truncated: got %v", err)
+	}
+}
+
+// cdcLengths returns the raw lengths of the data blobs of at least cdcMin
+// bytes in st's packs, sorted: what the pack index, in the clear, shows of
+// a file cut by content.
+func cdcLengths(t *testing.T, st *store.Mem) []uint {
+	t.Helper()
+	var lengths []uint
+	for _, key := range st.Keys() {
+		if !strings.HasPrefix(key, "_chunked/packs/") {
+			continue
+		}
+		ents, err := ParsePackIndex(objectBytes(t, st, key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if e.Type == typeData && e.Raw >= cdcMin {
+				lengths = append(lengths, uint(e.Raw))
+			}
+		}
+	}
+	slices.Sort(lengths)
+	return lengths
+}
+
+// TestSealedChunkerPolynomial: a run in the clear cuts a file by content
+// with the public polynomial, so anyone can compute the blob lengths a
+// candidate file gives and find them in the pack index. A sealed run cuts
+// with a polynomial derived from its data key: two servers (two keys)
+// storing the same file show neither that sequence nor each other's. A
+// second run of the same key, the file changed in one place, stores only
+// the blobs around the change: dedup within a key is unchanged.
+func TestSealedChunkerPolynomial(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	known := randomBytes(rng, 6<<20) // a public map's file, a datapack
+	var public []uint
+	c := chunker.NewWithBoundaries(bytes.NewReader(known), cdcPol, cdcMin, cdcMax)
+	c.SetAverageBits(cdcAvgBits)
+	for buf := make([]byte, cdcMax); ; {
+		ch, err := c.Next(buf)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Length >= cdcMin {
+			public = append(public, ch.Length)
+		}
+	}
+	slices.Sort(public)
+
+	seen := map[string][]uint{}
+	for _, tc := range []struct {
+		name, server string
+		sl           *Sealer
+		pol          chunker.Pol // pinned: a new derivation re-stores every changed file once; 0 not checked
+	}{
+		{"in the clear", "alpha", nil, 0x3DA3358B4DC173},
+		{"sealed, one key", "beta", testSealer(1), 0x25be7ced7bb98b},
+		{"sealed, another key", "gamma", testSealer(2), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol, err := tc.sl.chunkerPol()
+			if err != nil || !pol.Irreducible() || pol.Deg() != 53 {
+				t.Fatalf("the polynomial %v: irreducible %v, degree %d; want an irreducible one of degree 53", err, pol.Irreducible(), pol.Deg())
+			}
+			if tc.pol != 0 && pol != tc.pol {
+				t.Errorf("the polynomial is %#x, want %#x", uint64(pol), uint64(tc.pol))
+			}
+			if again, _ := tc.sl.chunkerPol(); again != pol {
+				t.Fatal("the same key gave another polynomial")
+			}
+			world := t.TempDir()
+			file := filepath.Join(world, "world/data/known.dat")
+			writeFile(t, file, known)
+			writeFile(t, filepath.Join(world, "world/level.dat"), randomBytes(rng, 3000))
+			st := store.NewMem()
+			res := sealedBackup(t, st, world, tc.server, "r1", nil, tc.sl)
+			got := cdcLengths(t, st)
+			seen[tc.name] = got
+			if sealed := tc.sl != nil; slices.Equal(got, public) == sealed {
+				t.Errorf("sealed %v, the pack index's lengths %v; the ones anyone computes from the file %v", sealed, got, public)
+			}
+
+			changed := bytes.Clone(known)
+			copy(changed[3<<20:], "a change in the middle of the file")
+			writeFile(t, file, changed)
+			later := time.Now().Add(time.Hour)
+			if err := os.Chtimes(file, later, later); err != nil {
+				t.Fatal(err)
+			}
+			prev, err := OpenSealed(t.Context(), st, res.ManifestKey, res.SHA256, tc.sl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res2 := sealedBackup(t, st, world, tc.server, "r2", prev, tc.sl)
+			if res2.NewBlobs > 6 || res2.ReusedFiles != 1 {
+				t.Errorf("the second run stored %d new blobs and reused %d files; want the changed chunk's few, level.dat reused (%d blobs of at least 64 KiB in all)",
+					res2.NewBlobs, res2.ReusedFiles, len(got))
+			}
+		})
+	}
+	if a, b := seen["sealed, one key"], seen["sealed, another key"]; slices.Equal(a, b) {
+		t.Errorf("two data keys cut the same file into the same lengths %v", a)
 	}
 }

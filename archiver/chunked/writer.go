@@ -108,6 +108,10 @@ func Write(ctx context.Context, st WriteStore, root string, o Options) (Result, 
 		o.Log.Info("the previous chunked run is sealed with another key (or encryption was turned on or off): every file is read and stored again")
 		o.Previous = nil
 	}
+	pol, err := o.Sealer.chunkerPol()
+	if err != nil {
+		return Result{}, err
+	}
 	rd := newReader(st)
 	rd.sl = o.Sealer
 	defer rd.close()
@@ -140,7 +144,8 @@ func Write(ctx context.Context, st WriteStore, root string, o Options) (Result, 
 		indexMax: cmp.Or(o.indexMax, IndexMax),
 		log:      o.Log,
 		sl:       o.Sealer,
-		chunk:    chunker.NewWithBoundaries(nil, cdcPol, cdcMin, cdcMax),
+		pol:      pol,
+		chunk:    chunker.NewWithBoundaries(nil, pol, cdcMin, cdcMax),
 	}
 	if p := o.Previous; p != nil && o.FullReadEvery > 0 && p.SinceFullRead+1 >= uint64(o.FullReadEvery) {
 		s.fullRead = true
@@ -192,6 +197,7 @@ type sink struct {
 	newPack  func() (*packWriter, error)
 	loadList func(l Ref, packs []ID) (*list, error)
 	enc      *zstd.Encoder
+	pol      chunker.Pol // the content-defined cuts' (Sealer.chunkerPol)
 	chunk    *chunker.Chunker
 	log      hclog.Logger
 	fullRead bool
@@ -803,7 +809,7 @@ func nextCut(cuts []int64, pos int64) int64 {
 func (s *sink) startCDC(c *fileCut) {
 	pr, pw := io.Pipe()
 	c.pw, c.done = pw, make(chan struct{})
-	s.chunk.ResetWithBoundaries(pr, cdcPol, cdcMin, cdcMax)
+	s.chunk.ResetWithBoundaries(pr, s.pol, cdcMin, cdcMax)
 	s.chunk.SetAverageBits(cdcAvgBits)
 	go func() {
 		defer crashguard.Recover()

@@ -118,7 +118,8 @@ var ErrNoDataKey = errors.New("the server has no data key")
 
 // ErrUnvouchedKey is wrapped by the error of a backup that refuses to seal
 // with a format-1 data key object (which does not say who wrote it) that
-// no recorded run of the server was sealed with: it may have been planted.
+// no recorded run of the server was sealed with, and of a rekey that
+// refuses to rewrap one to another identity: it may have been planted.
 var ErrUnvouchedKey = errors.New("the data key object is in format 1 and no recorded run vouches for its key")
 
 // OpenDataKey returns server's data key from its key object in st, opened
@@ -172,7 +173,7 @@ const (
 	// KeyUnauthenticated: the object is in format 1, which does not say
 	// who wrote it. The caller seals with the key only if a recorded run
 	// was sealed with it, and then rewrites the object in format 2
-	// (Rewrap with k as both old and next).
+	// (Authenticate).
 	KeyUnauthenticated
 )
 
@@ -183,8 +184,10 @@ const (
 // rewrapped to the first, atomically and read back (Rewrap): rotating the
 // Secret (the new identity first, the old on a later line) rotates the
 // envelope at the next backup, and no pack is touched. The data key itself
-// is never replaced. A format-1 object is returned as it is
-// (KeyUnauthenticated): the caller checks it first. Errors: ErrWrongKey
+// is never replaced, and the key returned is the one checked: a rewrap
+// that finds another in the object under the lock fails (ErrCorrupt). A
+// format-1 object is returned as it is (KeyUnauthenticated): the caller
+// checks it first. Errors: ErrWrongKey
 // (no identity opens it), ErrCorrupt (damaged, or its MAC is not one of
 // k's identities': replaced), ErrNoDataKey (none, and not create).
 func (k *Keys) DataKey(ctx context.Context, st Store, server string, create bool) (DataKey, KeyEvent, error) {
@@ -199,17 +202,19 @@ func (k *Keys) DataKey(ctx context.Context, st Store, server string, create bool
 	case err == nil && o.first:
 		return dk, KeyOpened, nil
 	case err == nil:
-		clear(dk[:])
-		wrote, err := rewrap(ctx, st, names, k, k)
+		// dk is the key checked (its object's MAC is one of k's): the
+		// rewrap goes on only if the object still holds it under the lock,
+		// and the run seals with it, never with what a later read finds.
+		wrote, err := rewrap(ctx, st, names, k, k, &dk)
 		if err != nil {
+			clear(dk[:])
 			return DataKey{}, 0, err
 		}
 		ev := KeyRewrapped
 		if !wrote {
 			ev = KeyOpened // a concurrent run rewrapped it first
 		}
-		dk, _, err = k.readDataKey(ctx, st, names)
-		return dk, ev, err
+		return dk, ev, nil
 	case !create || !errors.Is(err, ErrNoDataKey):
 		return DataKey{}, 0, err
 	}
@@ -258,13 +263,32 @@ func lockKey(ctx context.Context, st Store, names objectNames) (unlock func(), e
 // Rewrap rewraps server's data key object from the identities of old to
 // the first identity of next: the rotation of the key file. No pack or
 // manifest is touched; until the object is replaced old opens it, and
-// after it next does (see rewrap).
+// after it next does (see rewrap). An object in format 1 (no MAC: anyone
+// who knows the server's recipient could have written it) is rewritten
+// only when old's and next's first identities are the same, which
+// authenticates in place an object the operator trusts; to another
+// identity it is refused (ErrUnvouchedKey), as that would vouch for a
+// planted key without anyone having said so.
 func Rewrap(ctx context.Context, st Store, server string, old, next *Keys) error {
 	names, err := keyNames(server)
 	if err != nil {
 		return err
 	}
-	_, err = rewrap(ctx, st, names, old, next)
+	_, err = rewrap(ctx, st, names, old, next, nil)
+	return err
+}
+
+// Authenticate rewrites server's data key object, found in format 1, in
+// format 2 wrapped to k's first identity, provided it still holds dk: the
+// key a recorded run of the server was sealed with, which vouches for it
+// (the backup's check). An object that holds another key now was replaced
+// since dk was read: ErrCorrupt, the object left as it is.
+func (k *Keys) Authenticate(ctx context.Context, st Store, server string, dk DataKey) error {
+	names, err := keyNames(server)
+	if err != nil {
+		return err
+	}
+	_, err = rewrap(ctx, st, names, k, k, &dk)
 	return err
 }
 
@@ -280,21 +304,47 @@ func Rewrap(ctx context.Context, st Store, server string, old, next *Keys) error
 // concurrent run), so a retried rekey succeeds; a spare left by a rewrap
 // that failed after writing the object is removed then. wrote says whether
 // this call replaced the object.
-func rewrap(ctx context.Context, st Store, names objectNames, old, next *Keys) (wrote bool, err error) {
+//
+// With want (the key a caller checked before: a MAC it verified, a run it
+// found sealed with it), what the object holds under the lock must be
+// want, or it was replaced meanwhile (ErrCorrupt, nothing written): the
+// caller's check is not carried over to another key. Without want (a
+// rekey), a format-1 object is rewritten only when old's and next's first
+// identities are the same (see Rewrap), else ErrUnvouchedKey.
+func rewrap(ctx context.Context, st Store, names objectNames, old, next *Keys, want *DataKey) (wrote bool, err error) {
 	unlock, err := lockKey(ctx, st, names)
 	if err != nil {
 		return false, err
 	}
 	defer unlock()
+	replaced := func() error {
+		return fmt.Errorf("%w: the data key object %s holds another key than the one checked before its rewrap: replaced meanwhile; "+
+			"it is left as it is and nothing was sealed with it", ErrCorrupt, names.key)
+	}
 	if got, o, err := next.readObject(ctx, st, names.key, names.server); err == nil && o.first && !o.legacy {
+		same := want == nil || got == *want
 		clear(got[:])
+		if !same {
+			return false, replaced()
+		}
 		return false, removeSpare(ctx, st, names)
 	}
-	dk, _, err := old.readDataKey(ctx, st, names)
+	dk, o, err := old.readDataKey(ctx, st, names)
 	if err != nil {
 		return false, err
 	}
 	defer clear(dk[:])
+	switch {
+	case want != nil && dk != *want:
+		return false, replaced()
+	case want == nil && o.legacy && !sameFirst(old, next):
+		return false, fmt.Errorf("%w: %s was written by an earlier archiver (format 1), which does not say who wrote it: "+
+			"anyone who knows the server's recipient could have, and rewrapping it to another identity would vouch for it; "+
+			"if you trust it, authenticate it first (archiver rekey %s %s with %s and %s both naming the old key file, "+
+			"which a backup also does by itself when the server's newest recorded run was sealed with its key), then rekey",
+			ErrUnvouchedKey, names.key, jobapi.Flag(jobapi.FlagServer), names.server,
+			jobapi.Flag(jobapi.FlagEncryptionKeyFile), jobapi.Flag(jobapi.FlagNewEncryptionKeyFile))
+	}
 	if err := next.replace(ctx, st, names.spare, names.server, dk); err != nil {
 		return false, err
 	}
@@ -303,6 +353,10 @@ func rewrap(ctx context.Context, st Store, names objectNames, old, next *Keys) (
 	}
 	return true, removeSpare(ctx, st, names)
 }
+
+// sameFirst reports whether a's and b's first identities are the same
+// (their MAC keys are derived from them).
+func sameFirst(a, b *Keys) bool { return hmac.Equal(a.macKeys[0], b.macKeys[0]) }
 
 // removeSpare removes the spare of a rewrapped key object, if there is one.
 func removeSpare(ctx context.Context, st Store, names objectNames) error {

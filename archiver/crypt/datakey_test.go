@@ -286,6 +286,135 @@ func TestKeyObjectAuthenticated(t *testing.T) {
 			t.Error("a second Rewrap rewrote an object already in format 2")
 		}
 	})
+	// A rekey to another identity would authenticate a planted object
+	// under that identity's MAC, and every later run would be sealed with
+	// the planter's key: refused, the object left as it is. The same
+	// identity in another key file authenticates it in place.
+	t.Run("format 1, rekeyed", func(t *testing.T) {
+		next, _ := keysOf(t)
+		for _, tc := range []struct {
+			name string
+			next *Keys
+			want error // nil: rewritten in format 2, the same key
+		}{
+			{"to another identity", next, ErrUnvouchedKey},
+			{"to the same identity, another file", newOnly(t, id), nil},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				st := store.NewMem()
+				plant(t, st, "survival", id.Recipient(), planted, nil)
+				before := objectBytes(t, st, key)
+				err := Rewrap(ctx, st, "survival", victim, tc.next)
+				if tc.want != nil {
+					if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), "authenticate it first") {
+						t.Fatalf("Rewrap: %v, want %v saying how to authenticate it first", err, tc.want)
+					}
+					if after := objectBytes(t, st, key); !bytes.Equal(after, before) {
+						t.Error("the refused rekey changed the object")
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, o, err := tc.next.readObject(ctx, st, key, "survival"); err != nil || o.legacy || !o.first || got != planted {
+					t.Errorf("after Rewrap: format 1 %v, first %v, same key %v, %v; want format 2, the same key", o.legacy, o.first, got == planted, err)
+				}
+			})
+		}
+	})
+}
+
+// swapStore is a Store on which one who can write to the store, and knows
+// only the server's recipient, replaces the key object once: when a rewrap
+// takes its lock (after the caller checked the key, before the locked
+// read), or, with afterUnlock, when the rewrap releases it.
+type swapStore struct {
+	Store
+	afterUnlock bool
+	once        sync.Once
+	swap        func()
+}
+
+func (s *swapStore) Lock(ctx context.Context, key string) (func(), error) {
+	if !s.afterUnlock {
+		s.once.Do(s.swap)
+	}
+	unlock, err := s.Store.Lock(ctx, key)
+	if err != nil || !s.afterUnlock {
+		return unlock, err
+	}
+	return func() { unlock(); s.once.Do(s.swap) }, nil
+}
+
+// TestRewrapKeepsToTheKeyChecked: a rewrap done for a key its caller
+// checked (DataKey's rotation: the object's MAC; a backup's vouch: a
+// recorded run sealed with it) rewrites the object only if it still holds
+// that key under the lock. A format-1 object planted between the check
+// and the locked read is refused (ErrCorrupt, replaced meanwhile), left in
+// format 1 and not sealed with; one planted after the rewrap is not what
+// the run seals with either: DataKey returns the key it checked, not what
+// a later read finds, and the next run finds the planted object
+// unauthenticated. Before, the rewrap took whatever it read and wrote it
+// in format 2, authenticating the planter's key.
+func TestRewrapKeepsToTheKeyChecked(t *testing.T) {
+	key, _ := jobapi.DataKeyKey("survival")
+	planted := DataKey{6, 6, 6}
+	for _, tc := range []struct {
+		name        string
+		vouch       bool // Authenticate a format-1 object; else DataKey's rotation
+		afterUnlock bool // the object replaced after the rewrap, not before its locked read
+	}{
+		{"rotation, replaced before the locked read", false, false},
+		{"rotation, replaced after the rewrap", false, true},
+		{"vouch, replaced before the locked read", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			st := store.NewMem()
+			var k, after *Keys // the run's key file; the next run's
+			var id *age.X25519Identity
+			var dk DataKey
+			if tc.vouch {
+				k, id = keysOf(t)
+				after, dk = k, DataKey{1, 2, 3}
+				plant(t, st, "survival", id.Recipient(), dk, nil) // an earlier archiver's object
+			} else {
+				_, dk, k, id = rotation(t, st)
+				after = newOnly(t, id)
+			}
+			swapping := &swapStore{Store: st, afterUnlock: tc.afterUnlock, swap: func() {
+				plant(t, st, "survival", id.Recipient(), planted, nil)
+			}}
+			var got DataKey
+			var ev KeyEvent
+			var err error
+			if tc.vouch {
+				err = k.Authenticate(ctx, swapping, "survival", dk)
+			} else {
+				got, ev, err = k.DataKey(ctx, swapping, "survival", true)
+			}
+			if tc.afterUnlock {
+				if err != nil || got != dk || ev != KeyRewrapped {
+					t.Fatalf("the rotating run: event %v, the key checked %v, the planted one %v, %v; want the key checked, rewrapped",
+						ev, got == dk, got == planted, err)
+				}
+			} else {
+				if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "replaced meanwhile") {
+					t.Fatalf("the rewrap: event %v, planted key returned %v, %v; want ErrCorrupt saying replaced meanwhile", ev, got == planted, err)
+				}
+				if got != (DataKey{}) {
+					t.Error("a refused rewrap returned a key")
+				}
+			}
+			if inObject, o, err := after.readObject(ctx, st, key, "survival"); err != nil || inObject != planted || !o.legacy {
+				t.Errorf("the key object after: the planted key %v, format 1 %v, %v; want the planted object left in format 1", inObject == planted, o.legacy, err)
+			}
+			if _, ev, err := after.DataKey(ctx, st, "survival", true); err != nil || ev != KeyUnauthenticated {
+				t.Errorf("the next run: event %v, %v; want KeyUnauthenticated (its vouch judges the planted key)", ev, err)
+			}
+		})
+	}
 }
 
 // TestLeftSpareRemoved: a spare left by a rewrap that replaced the object

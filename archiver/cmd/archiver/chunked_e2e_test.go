@@ -574,3 +574,64 @@ func TestExportDamageFailsTar(t *testing.T) {
 		t.Errorf("the export did not say it failed:\n%s", out)
 	}
 }
+
+// TestReplayedManifestRefused: one who can write to the store and the
+// catalog puts an older run's manifest over a newer run's, and its
+// checksum in the newer run's row. The checksum matches and a sealed body
+// authenticates under the server's key, but the body names another run:
+// restore and verify refuse it (exit 3), sealed or in the clear, the
+// world untouched.
+func TestReplayedManifestRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		sealed bool
+	}{
+		{"in the clear", false},
+		{"sealed", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, pgtest.URL(t))
+			generateRestorableWorld(t, e.world)
+			var extra []string
+			if tc.sealed {
+				key, _ := keyFile(t)
+				extra = []string{"--encryption-key-file", key}
+			}
+			if r := archiver(t, e.backupArgs("c1", extra...)...); r.code != 0 {
+				t.Fatalf("backup c1 exited %d:\n%s", r.code, r.stderr)
+			}
+			if err := os.WriteFile(filepath.Join(e.world, "world/playerdata/replayed.dat"), []byte("new"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if r := archiver(t, e.backupArgs("c2", extra...)...); r.code != 0 {
+				t.Fatalf("backup c2 exited %d:\n%s", r.code, r.stderr)
+			}
+			r1, r2 := chunkedRowOf(t, e.url, "c1"), chunkedRowOf(t, e.url, "c2")
+			old, err := os.ReadFile(r1.ArchiveRef)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(r2.ArchiveRef, old, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			into := filepath.Join(t.TempDir(), "world")
+			if err := os.MkdirAll(into, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(into, "kept"), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{
+				restoreArgs(r2.ArchiveRef, r1.SHA256, into, append([]string{"--replace"}, extra...)...),
+				append([]string{"verify", "--archive", r2.ArchiveRef, "--sha256", r1.SHA256}, extra...),
+			} {
+				if r := archiver(t, args...); r.code != 3 || !strings.Contains(r.stderr, "not the run its key names") {
+					t.Errorf("%s of c2 holding c1's manifest exited %d, want 3 saying it is not the run its key names:\n%s", args[0], r.code, r.stderr)
+				}
+			}
+			if got := files(t, into); len(got) != 1 {
+				t.Errorf("the refused restore left %v, want the world as it was", got)
+			}
+		})
+	}
+}

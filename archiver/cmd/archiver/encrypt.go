@@ -106,12 +106,13 @@ Rotates the key of a server's encrypted chunked runs by hand: its data key
 object (<root>/_chunked/keys/<server>.key) is opened with an identity of OLD and
 rewrapped to the first identity of NEW, atomically, then read back with it.
 No pack or manifest is touched. Until it is replaced, OLD opens it; after,
-NEW does; one NEW opens already is left as it is. With OLD and NEW the same
-file, it rewrites a key object an earlier archiver wrote (format 1, which does
-not say who wrote it) in format 2, which does: only for an object you trust,
-as a backup refuses one that no recorded run vouches for. A backup does the same by
+NEW does; one NEW opens already is left as it is. A backup does the same by
 itself when its key file's first identity is new and a later line holds the
-old one (the Secret rotated). Drop OLD from the Secret once no tar archive
+old one (the Secret rotated). With OLD and NEW the same file, it rewrites a
+key object an earlier archiver wrote (format 1, which does not say who wrote
+it) in format 2, which does: only for an object you trust, as a backup
+refuses one that no recorded run vouches for. A format-1 object is never
+rewrapped to another identity (exit 2): authenticate it first. Drop OLD from the Secret once no tar archive
 encrypted to it is kept: a tar archive is an age file encrypted to the
 identity itself.
 `

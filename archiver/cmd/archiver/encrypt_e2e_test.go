@@ -808,6 +808,70 @@ func TestPlantedKeyObjectRefused(t *testing.T) {
 	out.noKeyIn(t, []string{secret}, e.tlog)
 }
 
+// TestRekeyRefusesAPlantedFormat1Object: one who can write to the store
+// and knows only the server's recipient wraps a data key of their own to
+// it in format 1 (no MAC). A rekey to a new identity refuses it (exit 2,
+// saying to authenticate it first, only if trusted), the object left as it
+// is: rewrapped in format 2 it would carry the new identity's MAC, and
+// every later run would be sealed with the planter's key while the runs
+// sealed with the real one became unreadable. The next backup, with the
+// Secret rotated (the new identity first, the old one after), refuses it
+// too, since the server's recorded run was sealed with another key.
+func TestRekeyRefusesAPlantedFormat1Object(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateRestorableWorld(t, e.world)
+	oldKey, oldSecret := keyFile(t)
+	oldID, err := age.ParseX25519Identity(oldSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey, newSecret := keyFile(t)
+	rotated := filepath.Join(t.TempDir(), "rotated.txt")
+	writeConfig(t, rotated, newSecret+"\n"+oldSecret+"\n")
+	var out outputs
+	if r := out.run(t, e.backupArgs("s1", "--encryption-key-file", oldKey)...); r.code != 0 {
+		t.Fatalf("backup s1 exited %d:\n%s", r.code, r.stderr)
+	}
+	obj := filepath.Join(e.root, "_chunked/keys/survival.key")
+	pt := append([]byte("WBDK\x01"), byte(len("survival")))
+	pt = append(append(pt, "survival"...), bytes.Repeat([]byte{7}, 32)...)
+	var b bytes.Buffer
+	w, err := age.Encrypt(&b, oldID.Recipient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(pt); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(obj, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	unchanged := func(after string) {
+		t.Helper()
+		if got, err := os.ReadFile(obj); err != nil || !bytes.Equal(got, b.Bytes()) {
+			t.Errorf("%s changed the planted key object (err %v)", after, err)
+		}
+	}
+
+	r := out.run(t, "rekey", "--server", "survival", "--config", e.config, "--archive-root", e.root,
+		"--encryption-key-file", oldKey, "--new-encryption-key-file", newKey)
+	if r.code != 2 || !strings.Contains(r.stderr, "authenticate it first") {
+		t.Fatalf("rekey of a planted format-1 key object exited %d, want 2 saying to authenticate it first:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	unchanged("the refused rekey")
+	if r := out.run(t, e.backupArgs("s2", "--encryption-key-file", rotated)...); r.code != 2 || !strings.Contains(r.stderr, "no recorded run vouches") {
+		t.Fatalf("backup with the Secret rotated exited %d, want 2 refusing the planted key object:\n%s", r.code, r.stderr)
+	}
+	unchanged("the refused backup")
+	if rs := rows(t, e.url); len(rs) != 1 || rs[0].RunID != "s1" {
+		t.Errorf("rows %+v, want s1 alone: no run sealed with the planted key", rs)
+	}
+	out.noKeyIn(t, []string{oldSecret, newSecret}, e.tlog)
+}
+
 // TestSwitchedOffEncryptionWarns: a backup without a key after an encrypted
 // run of its server (the key file's setting or the component's encryption
 // input dropped) goes on in the clear and says so, naming that run, in the
