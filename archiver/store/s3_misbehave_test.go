@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"io/fs"
@@ -220,5 +221,68 @@ func TestS3WalkHugeListPage(t *testing.T) {
 	err = s.Walk(t.Context(), "_chunked/packs", func(page []store.Object) error { keys += len(page); return nil })
 	if err == nil || !strings.Contains(err.Error(), "does not honour") {
 		t.Fatalf("Walk = %v after %d keys, want an error saying the server does not honour max-keys", err, keys)
+	}
+}
+
+// TestS3ListingThatDoesNotAdvance: a server whose list page is marked
+// truncated but does not say where the next page starts (no continuation
+// token or next markers, or those the request was asked with) fails the
+// listing, saying so, after one or two requests, and hands no page twice:
+// following it, List, Walk, CleanTemps and Holds would ask for the same
+// page forever (Walk handing it to fn each time), or List end early with
+// what it had.
+func TestS3ListingThatDoesNotAdvance(t *testing.T) {
+	srv := s3test.New(t)
+	bucket := srv.NewBucket(t)
+	calls := []struct {
+		name string
+		op   string // the listing's S3 operation
+		call func(ctx context.Context, s *store.S3, pages *int) error
+	}{
+		{"List", "ListObjectsV2", func(ctx context.Context, s *store.S3, _ *int) error {
+			_, err := s.List(ctx, "srv")
+			return err
+		}},
+		{"Walk", "ListObjectsV2", func(ctx context.Context, s *store.S3, pages *int) error {
+			return s.Walk(ctx, "_chunked/packs", func([]store.Object) error { *pages++; return nil })
+		}},
+		{"CleanTemps", "ListMultipartUploads", func(ctx context.Context, s *store.S3, _ *int) error {
+			_, err := s.CleanTemps(ctx, "srv/run.tar.zst")
+			return err
+		}},
+		{"Holds", "ListMultipartUploads", func(ctx context.Context, s *store.S3, _ *int) error {
+			_, err := s.Holds(ctx, "srv/run.tar.zst")
+			return err
+		}},
+	}
+	for _, c := range calls {
+		for _, same := range []bool{false, true} {
+			name := c.name + "/no next marker"
+			if same {
+				name = c.name + "/the same marker again"
+			}
+			t.Run(name, func(t *testing.T) {
+				p := srv.Proxy(t, s3test.On(c.op, 0, s3test.StuckListing(same)))
+				s, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: p.Endpoint, Region: s3test.Region, PathStyle: true,
+					AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Bounded here too: before the fix the listing never ends.
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				defer cancel()
+				var pages int
+				err = c.call(ctx, s, &pages)
+				if err == nil || !strings.Contains(err.Error(), "listing does not advance") {
+					t.Fatalf("%s = %v after %d list requests, want an error saying the listing does not advance", c.name, err, p.Count(c.op))
+				}
+				if n := p.Count(c.op); n > 2 {
+					t.Errorf("%d list requests, want at most 2", n)
+				}
+				if pages > 1 {
+					t.Errorf("Walk handed %d pages, the same one each time", pages)
+				}
+			})
+		}
 	}
 }

@@ -2,6 +2,7 @@ package s3test
 
 import (
 	"bufio"
+	"encoding/xml"
 	"fmt"
 	"io"
 	"net/http"
@@ -327,5 +328,58 @@ func HugeList(prefix string, n int) Action {
 			}
 		}
 		_, _ = io.WriteString(bw, `</ListBucketResult>`)
+	}
+}
+
+// StuckListing answers a list (ListObjectsV2 or ListMultipartUploads) with
+// a page of one entry under the request's prefix, marked truncated, that
+// does not say where the next page starts: without a continuation token or
+// next markers, or (same) with those the request was asked with (the first
+// request, asked with none, gets "next"). A client that follows it asks
+// for the same page forever.
+func StuckListing(same bool) Action {
+	return func(_ *Proxy, w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		esc := func(s string) string {
+			var b strings.Builder
+			_ = xml.EscapeText(&b, []byte(s))
+			return b.String()
+		}
+		prefix := q.Get("prefix")
+		var body string
+		switch Operation(r) {
+		case "ListObjectsV2":
+			var next string
+			if same {
+				next = q.Get("continuation-token")
+				if next == "" {
+					next = "next"
+				}
+				next = `<NextContinuationToken>` + esc(next) + `</NextContinuationToken>`
+			}
+			body = `<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><Prefix>` + esc(prefix) +
+				`</Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>` + next +
+				`<Contents><Key>` + esc(prefix+"a") + `</Key><Size>1</Size><LastModified>2026-01-01T00:00:00.000Z</LastModified></Contents></ListBucketResult>`
+		case "ListMultipartUploads":
+			var next string
+			if same {
+				key, id := q.Get("key-marker"), q.Get("upload-id-marker")
+				if key == "" {
+					key, id = prefix+".other", "next"
+				}
+				next = `<NextKeyMarker>` + esc(key) + `</NextKeyMarker><NextUploadIdMarker>` + esc(id) + `</NextUploadIdMarker>`
+			}
+			body = `<ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>b</Bucket><Prefix>` + esc(prefix) +
+				`</Prefix><IsTruncated>true</IsTruncated>` + next +
+				`<Upload><Key>` + esc(prefix+".other") + `</Key><UploadId>u1</UploadId></Upload></ListMultipartUploadsResult>`
+		default:
+			writeError(w, http.StatusNotImplemented, "NotImplemented")
+			return
+		}
+		body = `<?xml version="1.0" encoding="UTF-8"?>` + body
+		w.Header().Set("Content-Type", "application/xml")
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, body)
 	}
 }
