@@ -90,7 +90,10 @@ type S3Options struct {
 	Locker Locker
 	// ReadTimeout fails a request whose connection delivers no data for
 	// this long (a server that stopped answering, a blackholed network),
-	// also while the request body is sent; default DefaultReadTimeout.
+	// also while the request body is sent, and a request whose answer is
+	// read whole (all but uploads and object bodies) that takes three
+	// times as long in all (a server that trickles); default
+	// DefaultReadTimeout.
 	ReadTimeout time.Duration
 }
 

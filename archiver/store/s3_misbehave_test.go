@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -284,5 +285,92 @@ func TestS3ListingThatDoesNotAdvance(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestS3SlowAnswer: a server that answers a byte every half read timeout
+// (a slowloris: no single read waits a read timeout) fails a request whose
+// answer is read whole (a list page, a HEAD, an error answer's body) within
+// three read timeouts in all, not retried; an object's body is bounded per
+// read only, so one that trickles is read whole.
+func TestS3SlowAnswer(t *testing.T) {
+	const (
+		readTimeout = time.Second
+		every       = readTimeout / 2
+		// within is a generous margin over the bound of 3 read timeouts;
+		// the answers below would take minutes.
+		within = 20 * time.Second
+	)
+	srv := s3test.New(t)
+	bucket := srv.NewBucket(t)
+	direct, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: srv.Endpoint, Region: s3test.Region, PathStyle: true,
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	object := []byte("8 bytes!")
+	if _, err := direct.Put(t.Context(), "srv/run.tar.zst", func(w io.Writer) error { _, err := w.Write(object); return err }); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		op   string
+		act  s3test.Action
+		call func(ctx context.Context, s *store.S3) error
+		ok   bool // read whole, however slowly
+	}{
+		{name: "a list page", op: "ListObjectsV2", act: s3test.Trickle(every, true, nil),
+			call: func(ctx context.Context, s *store.S3) error { _, err := s.List(ctx, "srv"); return err }},
+		{name: "a HEAD", op: "HeadObject", act: s3test.Trickle(every, true, nil),
+			call: func(ctx context.Context, s *store.S3) error { _, err := s.Holds(ctx, "srv/run.tar.zst"); return err }},
+		{name: "an upload's error answer, its body", op: "PutObject", act: s3test.Trickle(every, false, s3test.Fail(500, "InternalError")),
+			call: func(ctx context.Context, s *store.S3) error {
+				_, err := s.Put(ctx, "srv/other.tar.zst", func(w io.Writer) error { _, err := w.Write(object); return err })
+				return err
+			}},
+		{name: "an object's body", op: "GetObject", act: s3test.Trickle(every, false, nil), ok: true,
+			call: func(ctx context.Context, s *store.S3) error {
+				r, err := s.Open(ctx, "srv/run.tar.zst")
+				if err != nil {
+					return err
+				}
+				defer r.Close()
+				got, err := io.ReadAll(r)
+				if err == nil && !bytes.Equal(got, object) {
+					err = fmt.Errorf("read %q, want %q", got, object)
+				}
+				return err
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := srv.Proxy(t, s3test.On(tc.op, 0, tc.act))
+			s, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: p.Endpoint, Region: s3test.Region, PathStyle: true,
+				AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, PartSize: store.MinPartSize, ReadTimeout: readTimeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Bounded here too: before the fix the answers take minutes.
+			ctx, cancel := context.WithTimeout(t.Context(), 2*within)
+			defer cancel()
+			start := time.Now()
+			err = tc.call(ctx, s)
+			took := time.Since(start)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("after %v: %v; want the object read whole, however slowly", took, err)
+				}
+				return
+			}
+			var se *store.StallError
+			if !errors.As(err, &se) || !se.Whole {
+				t.Fatalf("after %v: %v; want a StallError of the whole answer", took, err)
+			}
+			if took > within {
+				t.Errorf("failed after %v: want well within %v", took, within)
+			}
+			if n := p.Count(tc.op); n != 1 {
+				t.Errorf("%d %s requests: want 1, not retried", n, tc.op)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package s3test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy is a misbehaving S3 server: a real HTTP server on 127.0.0.1 in front
@@ -381,5 +383,65 @@ func StuckListing(same bool) Action {
 		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
 		w.WriteHeader(http.StatusOK)
 		_, _ = io.WriteString(w, body)
+	}
+}
+
+// Trickle has act answer the request (nil: forward it) and sends that
+// answer one byte every every, a slowloris: each read of the client gets a
+// byte well within any read timeout, and the answer takes as long as the
+// server likes. With head the status line and headers trickle too (the
+// connection is closed after the answer); otherwise they go at once and
+// only the body trickles. It stops when the client hangs up or the test
+// ends.
+func Trickle(every time.Duration, head bool, act Action) Action {
+	if act == nil {
+		act = (*Proxy).Forward
+	}
+	return func(p *Proxy, w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		act(p, rec, r)
+		body := rec.Body.Bytes()
+		trickle := func(wr func([]byte) error, b []byte) {
+			for i := range b {
+				if wr(b[i:i+1]) != nil {
+					return
+				}
+				select {
+				case <-r.Context().Done():
+					return
+				case <-p.done:
+					return
+				case <-time.After(every):
+				}
+			}
+		}
+		if !head {
+			for k, vs := range rec.Header() {
+				w.Header()[k] = vs
+			}
+			w.WriteHeader(rec.Code)
+			f := w.(http.Flusher)
+			f.Flush()
+			trickle(func(b []byte) error { _, err := w.Write(b); f.Flush(); return err }, body)
+			return
+		}
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		var raw bytes.Buffer
+		fmt.Fprintf(&raw, "HTTP/1.1 %03d %s\r\n", rec.Code, http.StatusText(rec.Code))
+		h := rec.Header().Clone()
+		if r.Method != http.MethodHead {
+			h.Set("Content-Length", fmt.Sprint(len(body)))
+		} // a HEAD's is the object's
+		h.Set("Connection", "close")
+		_ = h.Write(&raw)
+		raw.WriteString("\r\n")
+		if r.Method != http.MethodHead {
+			raw.Write(body)
+		}
+		trickle(func(b []byte) error { _, err := conn.Write(b); return err }, raw.Bytes())
 	}
 }
