@@ -15,7 +15,10 @@
 //     fsync the folder; a world without files is refused (it would restore
 //     as an empty world) unless AllowEmpty;
 //  5. insert the row (ON CONFLICT DO NOTHING); if that fails, remove the
-//     archive.
+//     archive, unless the COMMIT was sent and its answer lost: then look
+//     the run up again once that COMMIT has ended: its row there, the run
+//     is recorded; no row, remove the archive; no answer, keep it for a
+//     prune to judge.
 package backup
 
 import (
@@ -30,6 +33,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/crashguard"
 	"github.com/worldbackup/worldbackup/archiver/crypt"
+	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
@@ -54,6 +58,9 @@ type Store interface {
 type Catalog interface {
 	// Lookup returns the run's row or an error wrapping catalog.ErrNotFound.
 	Lookup(ctx context.Context, runID string) (catalog.Record, error)
+	// LookupSettled is Lookup once no insert is under way: a missing row
+	// is not one whose COMMIT is still being applied.
+	LookupSettled(ctx context.Context, runID string) (catalog.Record, error)
 	// Insert records a run; false when the run ID already had a row.
 	Insert(ctx context.Context, r catalog.Record) (inserted bool, err error)
 	// LatestChunked returns the server's newest chunked run, or an error
@@ -409,14 +416,25 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 	} else {
 		inserted, err = r.cat.Insert(ctx, rec)
 	}
-	if err != nil {
+	var other *catalog.Record // the run's row, when another attempt's
+	switch {
+	case errors.Is(err, catalog.ErrCommitUnknown):
+		if inserted, other, err = r.afterLostCommit(ctx, log, p, w, err); err != nil {
+			return err
+		}
+	case err != nil:
 		return r.discard(ctx, log, w, fmt.Errorf("recording the run in the catalog: %w", err))
 	}
 	if !inserted {
 		// Only an attempt that did not share our lock (another server, or
 		// another archive root on the same catalog) can get here.
-		if other, err := r.cat.Lookup(ctx, p.RunID); err == nil && other.Server != p.Server {
-			return r.discard(ctx, log, w, runIDTaken(p, other))
+		if other == nil {
+			if rec, err := r.cat.Lookup(ctx, p.RunID); err == nil {
+				other = &rec
+			}
+		}
+		if other != nil && other.Server != p.Server {
+			return r.discard(ctx, log, w, runIDTaken(p, *other))
 		}
 		return fmt.Errorf("run %q was recorded by another attempt while this one ran; "+
 			"this attempt's archive %s was kept, but may not match the row: check it with `archiver verify --run-id %s`",
@@ -506,6 +524,51 @@ func (r *Runner) recorded(ctx context.Context, log hclog.Logger, p Params, s *Su
 		FileCount:   rec.FileCount,
 	}
 	return true, nil
+}
+
+// lookupAgainTimeout bounds the lookup of a run whose insert failed, which
+// runs even when the run's context was canceled (SIGTERM).
+const lookupAgainTimeout = 30 * time.Second
+
+// afterLostCommit decides what becomes of what the run wrote when the
+// insert of its row failed with cause, after its COMMIT was sent
+// (catalog.ErrCommitUnknown): it may have been applied and its answer lost
+// (a dropped connection, the call's deadline, SIGTERM), so the run is
+// looked up again, once that COMMIT has ended on the server
+// (catalog.DB.LookupSettled), before anything a row may point at is
+// removed:
+//   - its row, with this archive and checksum: the run is recorded (inserted);
+//   - no row: what it wrote is discarded, and the error says so;
+//   - the lookup fails: what it wrote is kept, and the error says so: a
+//     prune removes it, under the run's lock, if no row points at it (the
+//     manifest or archive as an orphan past the grace period, the new packs
+//     as packs no run references);
+//   - another row (another attempt's): other, for the caller to judge.
+func (r *Runner) afterLostCommit(ctx context.Context, log hclog.Logger, p Params, w written, cause error) (inserted bool, other *catalog.Record, err error) {
+	cause = fmt.Errorf("recording the run in the catalog: %w", cause)
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupAgainTimeout)
+	rec, lerr := r.cat.LookupSettled(lctx, p.RunID)
+	cancel()
+	switch {
+	case errors.Is(lerr, catalog.ErrNotFound):
+		return false, nil, r.discard(ctx, log, w, cause)
+	case lerr != nil:
+		kept := w.ref
+		if n := len(w.newPacks); n > 0 {
+			kept += fmt.Sprintf(" and its %d new packs", n)
+		}
+		log.Error("the insert failed and the catalog does not say whether the run's row exists: "+
+			"kept what the run wrote; a prune removes it if no row points at it",
+			"archive", w.ref, "new_packs", len(w.newPacks), "packs", store.PacksRef(r.store),
+			"insert_error", cause, "lookup_error", lerr)
+		return false, nil, fmt.Errorf("%w; looking the run up again: %w (kept %s: the row may exist; "+
+			"a retry of the run finds it, a prune removes what no row points at)", cause, lerr, kept)
+	case rec.ArchiveRef == w.ref && rec.SHA256 == w.res.SHA256:
+		log.Warn("the catalog's answer to the insert was lost, but the run's row is there", "error", cause)
+		return true, nil, nil
+	default:
+		return false, &rec, nil
+	}
 }
 
 // discard removes what the run wrote after cause made it unrecordable, and

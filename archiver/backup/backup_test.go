@@ -59,6 +59,10 @@ func (f *fakeCatalog) Lookup(ctx context.Context, runID string) (catalog.Record,
 	return r, nil
 }
 
+func (f *fakeCatalog) LookupSettled(ctx context.Context, runID string) (catalog.Record, error) {
+	return f.Lookup(ctx, runID)
+}
+
 func (f *fakeCatalog) RegisterPack(ctx context.Context, id, storeRef string) error { return nil }
 
 func (f *fakeCatalog) InsertChunked(ctx context.Context, r catalog.Record, packs []string) (bool, error) {

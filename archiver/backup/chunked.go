@@ -23,6 +23,9 @@ type written struct {
 	res   tarstream.Result // Size and SHA256 are what the row records
 	added int64            // bytes the run added to the store
 	packs []string         // a chunked run's packs, by ID
+	// newPacks are the packs the run wrote (registered in the catalog), by
+	// ID: removed with the run, or kept when its row may exist.
+	newPacks []string
 	// remove discards what the run wrote.
 	remove func(ctx context.Context) error
 }
@@ -134,6 +137,9 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 	}}
 	for _, id := range res.Packs {
 		w.packs = append(w.packs, id.String())
+	}
+	for _, id := range res.NewPacks {
+		w.newPacks = append(w.newPacks, id.String())
 	}
 	if err := checkEmpty(p, res.Result); err != nil {
 		return written{}, r.discard(ctx, log, w, err)

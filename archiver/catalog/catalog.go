@@ -25,6 +25,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -203,14 +204,75 @@ func (db *DB) Lookup(ctx context.Context, runID string) (Record, error) {
 	return r, nil
 }
 
+// LookupSettled is Lookup once no transaction that writes world_backups is
+// under way: it takes the table's SHARE lock (which every insert's and
+// delete's lock conflicts with) in a transaction of its own, and reads the
+// row under it. An insert whose COMMIT was sent and whose answer was lost
+// (a dropped connection, the client's deadline) may still be committing
+// on the server, its row not yet visible to Lookup; once it has ended,
+// applied or not, a missing row stays missing. A writer that holds the
+// table past lock_timeout fails the call: it does not answer "not found".
+func (db *DB) LookupSettled(ctx context.Context, runID string) (Record, error) {
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
+	var r Record
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `LOCK TABLE world_backups IN SHARE MODE`); err != nil {
+			return err
+		}
+		rows, _ := tx.Query(ctx, `SELECT `+columns+` FROM world_backups WHERE run_id = $1`, runID)
+		var err error
+		r, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Record])
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Record{}, fmt.Errorf("run %q: %w", runID, ErrNotFound)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("looking up run %q once its writers ended: %w", runID, err)
+	}
+	return r, nil
+}
+
+// ErrCommitUnknown is wrapped by the error of an Insert or InsertChunked
+// whose COMMIT was sent and whose answer did not come (a connection that
+// dropped, the call's deadline, a server shut down while it committed):
+// the row may be there or not, and LookupSettled says which. Any other
+// error of theirs means nothing was recorded.
+var ErrCommitUnknown = errors.New("the COMMIT was sent and its answer lost: the row may exist")
+
+// record runs fn in a transaction of its own and commits it, as
+// pgx.BeginFunc does; its error wraps ErrCommitUnknown when the COMMIT was
+// sent and its outcome is unknown. An error before the COMMIT, a COMMIT
+// not sent (pgconn.SafeToRetry), or one the server answered with an ERROR
+// or a ROLLBACK leaves the transaction rolled back.
+func (db *DB) record(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	committing := false
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		committing = true
+		return nil
+	})
+	if err == nil || !committing || pgconn.SafeToRetry(err) || errors.Is(err, pgx.ErrTxCommitRollback) {
+		return err
+	}
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && (pe.SeverityUnlocalized == "ERROR" || pe.SeverityUnlocalized == "" && pe.Severity == "ERROR") {
+		return err // the server rolled back (a FATAL, as at a shutdown, may follow an applied commit)
+	}
+	return fmt.Errorf("%w: %w", ErrCommitUnknown, err)
+}
+
 // Insert records r in one transaction. It returns false, and changes
 // nothing, when r.RunID already has a row. ID and CreatedAt are ignored.
 // Constraint violations (a malformed sha256, a negative size, an unknown
-// compression, ...) are errors naming the constraint.
+// compression, ...) are errors naming the constraint. An error wrapping
+// ErrCommitUnknown may have recorded r.
 func (db *DB) Insert(ctx context.Context, r Record) (inserted bool, err error) {
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
-	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+	err = db.record(ctx, func(tx pgx.Tx) error {
 		var id int64
 		err := tx.QueryRow(ctx, `INSERT INTO world_backups
 			(run_id, server, former_owner, archive_ref, size_bytes, sha256, compression, file_count, started_at, finished_at,

@@ -293,6 +293,168 @@ func TestInsertRejectsBadRows(t *testing.T) {
 	}
 }
 
+// TestInsertCommitOutcome: an insert's error wraps ErrCommitUnknown only
+// when its COMMIT was sent and its answer did not come (pgtest.CommitCut
+// cuts the connection there, after the server committed or without letting
+// the COMMIT through); a failure before the COMMIT means nothing was
+// recorded, and says nothing of the kind.
+func TestInsertCommitOutcome(t *testing.T) {
+	const pack = "aa00000000000000000000000000000000000000000000000000000000000000"
+	insert := func(db *DB, r Record) error { _, err := db.Insert(t.Context(), r); return err }
+	insertChunked := func(db *DB, r Record) error {
+		r.Format = "chunked"
+		r.ArchiveRef = "/backups/_chunked/runs/" + r.Server + "/" + r.RunID + ".manifest"
+		added := int64(1)
+		r.AddedBytes = &added
+		_, err := db.InsertChunked(t.Context(), r, []string{pack})
+		return err
+	}
+	for _, tt := range []struct {
+		name string
+		// via returns the catalog the insert goes through; the test's
+		// own connects directly.
+		via         func(t *testing.T, u string) *DB
+		insert      func(db *DB, r Record) error
+		mutate      func(r *Record)
+		wantUnknown bool
+		wantRow     bool
+	}{
+		{name: "committed, answer lost", via: cutAt(true), insert: insert, wantUnknown: true, wantRow: true},
+		{name: "chunked: committed, answer lost", via: cutAt(true), insert: insertChunked, wantUnknown: true, wantRow: true},
+		{name: "COMMIT not delivered", via: cutAt(false), insert: insert, wantUnknown: true},
+		{name: "chunked: COMMIT not delivered", via: cutAt(false), insert: insertChunked, wantUnknown: true},
+		{name: "a statement fails", via: func(t *testing.T, u string) *DB { return open(t, u) }, insert: insert,
+			mutate: func(r *Record) { r.SHA256 = "bad" }},
+		{name: "the server never answers", via: func(t *testing.T, u string) *DB {
+			p := pgtest.NewProxy(t, pgtest.Target(t, u))
+			db, err := OpenWith(t.Context(), p.URL(t, u), nil, Timeouts{Call: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(db.Close)
+			p.Blackhole()
+			return db
+		}, insert: insert},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			u := pgtest.URL(t)
+			direct := open(t, u)
+			if _, err := direct.Migrate(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if err := direct.RegisterPack(t.Context(), pack, ""); err != nil {
+				t.Fatal(err)
+			}
+			r := record("run-1", "alpha", time.Now())
+			if tt.mutate != nil {
+				tt.mutate(&r)
+			}
+			err := tt.insert(tt.via(t, u), r)
+			if err == nil {
+				t.Fatal("the insert succeeded")
+			}
+			if errors.Is(err, ErrCommitUnknown) != tt.wantUnknown {
+				t.Errorf("error %q: wraps ErrCommitUnknown %v, want %v", err, !tt.wantUnknown, tt.wantUnknown)
+			}
+			_, lerr := direct.LookupSettled(t.Context(), r.RunID)
+			if gotRow := lerr == nil; gotRow != tt.wantRow || !gotRow && !errors.Is(lerr, ErrNotFound) {
+				t.Errorf("LookupSettled after the insert: %v; want a row: %v", lerr, tt.wantRow)
+			}
+		})
+	}
+}
+
+// cutAt returns a catalog whose row transactions go through a
+// pgtest.CommitCut, applied or not.
+func cutAt(applied bool) func(t *testing.T, u string) *DB {
+	return func(t *testing.T, u string) *DB {
+		cut := pgtest.NewCommitCut(t, pgtest.Target(t, u), &pgtest.CommitCut{Match: "INSERT INTO world_backups", Applied: applied})
+		return open(t, cut.URL(t, u))
+	}
+}
+
+// TestLookupSettled: an insert still under way (its COMMIT sent, its
+// answer not back) is waited for: LookupSettled answers with its row once
+// it commits, and "not found" once it rolls back, where Lookup answers "not
+// found" at once; a writer that holds the table past lock_timeout fails the
+// call instead of answering "not found".
+func TestLookupSettled(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		end     func(ctx context.Context, tx pgx.Tx) error // nil: left open
+		want    error
+		wantErr string
+	}{
+		{name: "the insert commits", end: func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }},
+		{name: "the insert rolls back", end: func(ctx context.Context, tx pgx.Tx) error { return tx.Rollback(ctx) }, want: ErrNotFound},
+		{name: "the insert outlasts lock_timeout", wantErr: "lock timeout"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			u := pgtest.URL(t)
+			db, err := OpenWith(t.Context(), u, nil, Timeouts{Lock: 500 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(db.Close)
+			if _, err := db.Migrate(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			writer, err := pgx.Connect(t.Context(), u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer writer.Close(context.Background())
+			tx, err := writer.Begin(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.Background())
+			r := record("run-1", "alpha", time.Now())
+			if _, err := tx.Exec(t.Context(), `INSERT INTO world_backups
+				(run_id, server, archive_ref, size_bytes, sha256, compression, file_count, started_at, finished_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+				r.RunID, r.Server, r.ArchiveRef, r.SizeBytes, r.SHA256, r.Compression, r.FileCount, r.StartedAt, r.FinishedAt); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Lookup(t.Context(), r.RunID); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Lookup while the insert is under way: %v, want ErrNotFound", err)
+			}
+			type result struct {
+				rec Record
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				rec, err := db.LookupSettled(t.Context(), r.RunID)
+				done <- result{rec, err}
+			}()
+			if tt.end != nil {
+				select {
+				case res := <-done:
+					t.Fatalf("LookupSettled answered while the insert was under way: %+v, %v", res.rec, res.err)
+				case <-time.After(200 * time.Millisecond):
+				}
+				if err := tt.end(t.Context(), tx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res := <-done
+			switch {
+			case tt.wantErr != "":
+				if res.err == nil || errors.Is(res.err, ErrNotFound) || !strings.Contains(res.err.Error(), tt.wantErr) {
+					t.Errorf("LookupSettled: %v, want an error saying %q, not ErrNotFound", res.err, tt.wantErr)
+				}
+			case tt.want != nil:
+				if !errors.Is(res.err, tt.want) {
+					t.Errorf("LookupSettled: %+v, %v; want %v", res.rec, res.err, tt.want)
+				}
+			case res.err != nil || res.rec.RunID != r.RunID || res.rec.SHA256 != r.SHA256:
+				t.Errorf("LookupSettled: %+v, %v; want the committed row", res.rec, res.err)
+			}
+		})
+	}
+}
+
 func TestLookupNotFound(t *testing.T) {
 	db := migrated(t)
 	_, err := db.Lookup(t.Context(), "never-ran")

@@ -33,14 +33,15 @@ func (db *DB) RegisterPack(ctx context.Context, id, storeRef string) error {
 // one transaction. It first marks every pack used now, where no prune has
 // condemned it: when one is condemned or gone, nothing is recorded and the
 // error wraps ErrPackCondemned. It returns false, and records nothing, when
-// r.RunID already has a row.
+// r.RunID already has a row. An error wrapping ErrCommitUnknown may have
+// recorded r.
 func (db *DB) InsertChunked(ctx context.Context, r Record, packs []string) (inserted bool, err error) {
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
 	packs = slices.Clone(packs)
 	slices.Sort(packs) // one lock order for every transaction
 	packs = slices.Compact(packs)
-	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+	err = db.record(ctx, func(tx pgx.Tx) error {
 		rows, _ := tx.Query(ctx, `UPDATE chunked_packs SET last_used = now()
 			WHERE pack_id = ANY($1) AND condemned_at IS NULL RETURNING pack_id`, packs)
 		got, err := pgx.CollectRows(rows, pgx.RowTo[string])

@@ -22,6 +22,22 @@ import (
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
+// pausedManifestStore pauses the backup before it writes its manifest:
+// its new packs are written and registered, and it has no row.
+type pausedManifestStore struct {
+	backup.Store
+	at      chan<- struct{}
+	release <-chan struct{}
+}
+
+func (s pausedManifestStore) Put(ctx context.Context, key string, write func(io.Writer) error) (int64, error) {
+	if _, _, ok := jobapi.SplitManifestKey(key); ok {
+		s.at <- struct{}{}
+		<-s.release
+	}
+	return s.Store.Put(ctx, key, write)
+}
+
 // TestPruneOrphanPacks: packs in the store without a row in the catalog
 // (one whose row was lost; one a prune condemned and forgot while a backup
 // was still writing it, the backup then killed before it could remove it)
@@ -63,12 +79,12 @@ func TestPruneOrphanPacks(t *testing.T) {
 			world := t.TempDir()
 			writeRandom(t, filepath.Join(world, "big.dat"), 1<<20, rng)
 			writeRandom(t, filepath.Join(world, "level.dat"), 3000, rng)
-			run := func(cat backup.Catalog, id string) error {
-				_, err := backup.New(st, cat, hclog.NewNullLogger()).Run(ctx,
+			run := func(st backup.Store, id string) error {
+				_, err := backup.New(st, db, hclog.NewNullLogger()).Run(ctx,
 					backup.Params{Server: server, RunID: id, World: world, Format: jobapi.FormatChunked, ProgressInterval: time.Hour})
 				return err
 			}
-			if err := run(db, "c1"); err != nil {
+			if err := run(st, "c1"); err != nil {
 				t.Fatal(err)
 			}
 			putPack := func(id string) string {
@@ -133,13 +149,17 @@ func TestPruneOrphanPacks(t *testing.T) {
 					rep.OrphanPacks, exists(lost), exists(forgotten))
 			}
 
-			// A backup paused before its row's transaction: its new pack
-			// has a row (registered before it was written), so a prune
-			// whose clock puts every object past the grace period leaves it.
+			// A backup paused before its manifest and its row: its new
+			// pack has a row (registered before it was written), so a
+			// prune whose clock puts every object past the grace period
+			// leaves it. (Paused after its manifest, the prune would wait
+			// for the run's lock to judge that manifest, an orphan by this
+			// clock: a grace period of at least a backup's deadline keeps
+			// a running backup's manifest out of the orphans.)
 			writeRandom(t, filepath.Join(world, "level.dat"), 3000, rng)
 			at, release := make(chan struct{}), make(chan struct{})
 			done := make(chan error, 1)
-			go func() { done <- run(pausedChunkedCatalog{DB: db, at: at, release: release}, "c2") }()
+			go func() { done <- run(pausedManifestStore{Store: st, at: at, release: release}, "c2") }()
 			select {
 			case <-at:
 			case err := <-done:

@@ -1,8 +1,9 @@
 // Package prune expires a server's old archives: it decides with a
 // retention policy which recorded runs to keep, deletes the other rows in
 // one transaction under a per-server lock, then removes their archives, and
-// removes orphan archives (files named like an archive, with no row, older
-// than the grace period) that an earlier prune or a failed run left.
+// removes orphan archives (files named like an archive or a chunked run's
+// manifest, with no row, older than the grace period) that an earlier prune
+// or a failed run left.
 //
 // The order keeps the catalog's promise that a row never points at a
 // missing archive: rows go first, files after. A crash between the two
@@ -246,6 +247,7 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		for _, o := range manifests {
 			listed[o.Key] = o
 		}
+		objs = append(objs, manifests...)
 	}
 	if opts.DryRun {
 		for key := range planned {
@@ -279,7 +281,7 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 	}
 
 	for _, o := range objs {
-		runID, _, ok := jobapi.ParseArchiveName(path.Base(o.Key))
+		runID, ok := runOfKey(opts.Server, o.Key)
 		if !ok || remaining[o.Key] || planned[o.Key] {
 			continue
 		}
@@ -533,6 +535,20 @@ func plan(recs []catalog.Record, st Store, p retention.Policy, now, notBefore ti
 		}
 	}
 	return runs, remove, future
+}
+
+// runOfKey returns the run ID of the archive of server that key names: a
+// tar archive in the server's folder, or a chunked run's manifest. ok is
+// false for any other key.
+func runOfKey(server, key string) (runID string, ok bool) {
+	if s, id, ok := jobapi.SplitManifestKey(key); ok {
+		return id, s == server
+	}
+	if path.Dir(key) != server {
+		return "", false
+	}
+	runID, _, ok = jobapi.ParseArchiveName(path.Base(key))
+	return runID, ok
 }
 
 // keyOf returns the store key of r's archive, a chunked run's manifest

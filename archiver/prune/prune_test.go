@@ -15,6 +15,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/retention"
 	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/internal/pgtest"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -57,6 +58,30 @@ func (f fixture) put(t *testing.T, server, id string, finished time.Time, row bo
 	}
 }
 
+// putManifest stores a chunked run's manifest for run id of server s and,
+// when row, its row, finished at finished.
+func (f fixture) putManifest(t *testing.T, server, id string, finished time.Time, row bool) {
+	t.Helper()
+	key, err := jobapi.ManifestKey(server, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, err := f.st.Put(t.Context(), key, func(w io.Writer) error { _, err := io.WriteString(w, "manifest "+id); return err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !row {
+		return
+	}
+	added := size
+	_, err = f.db.Insert(t.Context(), catalog.Record{RunID: id, Server: server, ArchiveRef: "/" + key, SizeBytes: size,
+		SHA256: strings.Repeat("0", 64), Compression: "zstd", StartedAt: finished.Add(-time.Minute), FinishedAt: finished,
+		Format: jobapi.FormatChunked, AddedBytes: &added})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // memRef makes the Mem store's refs match the rows' absolute paths.
 type memRef struct{ *store.Mem }
 
@@ -77,6 +102,17 @@ func (f fixture) state(t *testing.T, server string) (rows, files []string) {
 	}
 	for _, o := range objs {
 		files = append(files, strings.TrimPrefix(o.Key, server+"/"))
+	}
+	dir, err := jobapi.ManifestDir(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifests, err := f.st.List(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range manifests {
+		files = append(files, strings.TrimPrefix(o.Key, dir+"/"))
 	}
 	return rows, files
 }
@@ -159,6 +195,40 @@ func TestPrune(t *testing.T) {
 			wantReport: func(t *testing.T, r Report) {
 				if r.OrphansFound != 1 || !r.Orphans[0].Removed || r.BytesFreed != int64(len("archive orphan")) {
 					t.Errorf("report %+v: want one orphan removed", r)
+				}
+			},
+		},
+		{
+			// A chunked run whose insert failed and whose lookup could not
+			// say whether its row exists keeps its manifest: this removes it.
+			name: "an orphan manifest past the grace period goes, recorded and young ones stay",
+			setup: func(t *testing.T, f fixture) {
+				f.putManifest(t, "s", "c1", day(1), true)
+				f.putManifest(t, "s", "orphan", day(1), false)
+				f.put(t, "s", "r2", day(2), true)
+			},
+			opts:      Options{Policy: retention.Policy{Last: 5, MinKeep: 1}},
+			wantRows:  "[c1 r2]",
+			wantFiles: "[r2.tar.zst c1.manifest]",
+			wantReport: func(t *testing.T, r Report) {
+				if r.OrphansFound != 1 || !r.Orphans[0].Removed || r.Orphans[0].Ref != "/_chunked/runs/s/orphan.manifest" ||
+					r.FilesRemoved != 1 || r.BytesFreed != int64(len("manifest orphan")) {
+					t.Errorf("report %+v: want the orphan manifest removed", r)
+				}
+			},
+		},
+		{
+			name: "a young orphan manifest stays: its run may be inserting the row",
+			setup: func(t *testing.T, f fixture) {
+				f.putManifest(t, "s", "c1", day(1), true)
+				f.putManifest(t, "s", "inflight", day(1), false)
+			},
+			opts:      Options{Policy: retention.Policy{Last: 5, MinKeep: 1}, Now: time.Now},
+			wantRows:  "[c1]",
+			wantFiles: "[c1.manifest inflight.manifest]",
+			wantReport: func(t *testing.T, r Report) {
+				if r.OrphansFound != 1 || r.Orphans[0].Removed || !strings.Contains(r.Orphans[0].Reason, "a run may be recording it") {
+					t.Errorf("orphans %+v: want one kept with its reason", r.Orphans)
 				}
 			},
 		},

@@ -86,6 +86,10 @@ func (p rerunPause) Lookup(ctx context.Context, runID string) (catalog.Record, e
 	return r, err
 }
 
+func (p rerunPause) LookupSettled(ctx context.Context, runID string) (catalog.Record, error) {
+	return p.cat.LookupSettled(ctx, runID)
+}
+
 func (p rerunPause) Insert(ctx context.Context, r catalog.Record) (bool, error) {
 	p.stop("insert")
 	return p.cat.Insert(ctx, r)

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -134,7 +135,11 @@ func (l *Local) Put(ctx context.Context, key string, write func(io.Writer) error
 	return cw.n, nil
 }
 
-// mkdir creates the folder dir below the root, which must exist.
+// mkdir creates the folder dir below the root, which must exist, with the
+// folders between them that are missing (<server>/, _chunked/packs/ab/).
+// The parent of each folder it creates is fsynced, so that the folder, and
+// the archive renamed into it, survive a crash; existing folders are left
+// alone.
 func (l *Local) mkdir(dir string) error {
 	fi, err := os.Stat(l.root)
 	switch {
@@ -145,8 +150,27 @@ func (l *Local) mkdir(dir string) error {
 	case !fi.IsDir():
 		return fmt.Errorf("%w: %s is not a folder", ErrNoRoot, l.root)
 	}
-	if err := l.fs.MkdirAll(dir, dirPerm); err != nil {
-		return fmt.Errorf("creating archive folder: %w", err)
+	// The missing folders, deepest first.
+	var missing []string
+	for d := dir; len(d) > len(l.root); d = filepath.Dir(d) {
+		_, err := os.Lstat(d)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("creating archive folder: %w", err)
+		}
+		missing = append(missing, d)
+	}
+	for _, d := range slices.Backward(missing) {
+		// One a concurrent Put made meanwhile is synced too: it may have
+		// been killed before it synced it.
+		if err := l.fs.Mkdir(d, dirPerm); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("creating archive folder: %w", err)
+		}
+		if err := l.fs.SyncDir(filepath.Dir(d)); err != nil {
+			return fmt.Errorf("syncing folder %q: %w", filepath.Dir(d), err)
+		}
 	}
 	return nil
 }
@@ -546,7 +570,7 @@ func (f *flusher) stop() error {
 
 // fileSystem is what Local does to the disk; tests inject failures.
 type fileSystem interface {
-	MkdirAll(dir string, perm os.FileMode) error
+	Mkdir(dir string, perm os.FileMode) error
 	CreateTemp(dir, prefix string) (file, error)
 	Rename(oldpath, newpath string) error
 	Remove(name string) error
@@ -563,7 +587,7 @@ type file interface {
 
 type osFS struct{}
 
-func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
+func (osFS) Mkdir(dir string, perm os.FileMode) error { return os.Mkdir(dir, perm) }
 
 func (osFS) CreateTemp(dir, prefix string) (file, error) {
 	for range 10 {

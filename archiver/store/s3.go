@@ -90,7 +90,10 @@ type S3Options struct {
 	Locker Locker
 	// ReadTimeout fails a request whose connection delivers no data for
 	// this long (a server that stopped answering, a blackholed network),
-	// also while the request body is sent; default DefaultReadTimeout.
+	// also while the request body is sent, and a request whose answer is
+	// read whole (all but uploads and object bodies) that takes three
+	// times as long in all (a server that trickles); default
+	// DefaultReadTimeout.
 	ReadTimeout time.Duration
 }
 
@@ -628,13 +631,8 @@ func (s *S3) CleanTemps(ctx context.Context, key string) ([]string, error) {
 	}
 	obj := s.object(key)
 	var removed []string
-	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(s.bucket), Prefix: aws.String(obj)}
-	for {
-		out, err := s.client.ListMultipartUploads(ctx, in)
-		if err != nil {
-			return removed, s.wrap(fmt.Sprintf("listing the unfinished uploads of %s", s.Ref(key)), err)
-		}
-		for _, u := range out.Uploads {
+	err := s.uploadPages(ctx, obj, fmt.Sprintf("listing the unfinished uploads of %s", s.Ref(key)), func(page []types.MultipartUpload) (bool, error) {
+		for _, u := range page {
 			if aws.ToString(u.Key) != obj {
 				continue // another key that starts with this one
 			}
@@ -643,16 +641,80 @@ func (s *S3) CleanTemps(ctx context.Context, key string) ([]string, error) {
 			})
 			var nsu *types.NoSuchUpload
 			if err != nil && !errors.As(err, &nsu) {
-				return removed, s.wrap(fmt.Sprintf("aborting the stale upload %s of %s", aws.ToString(u.UploadId), s.Ref(key)), err)
+				return true, s.wrap(fmt.Sprintf("aborting the stale upload %s of %s", aws.ToString(u.UploadId), s.Ref(key)), err)
 			}
 			removed = append(removed, s.Ref(key)+"?uploadId="+aws.ToString(u.UploadId))
 		}
-		if !aws.ToBool(out.IsTruncated) {
-			return removed, nil
+		return false, nil
+	})
+	return removed, err
+}
+
+// uploadPages calls page with each page of the server's listing of the
+// unfinished multipart uploads of the keys starting with prefix, in order,
+// until page says done or fails; what names the listing in its errors. A
+// page marked truncated that does not say where the next one starts (no
+// next key marker, or the markers it was asked with) fails the listing
+// (errNoProgress) before it is handed over: following it would ask for the
+// same page forever.
+func (s *S3) uploadPages(ctx context.Context, prefix, what string, page func([]types.MultipartUpload) (done bool, err error)) error {
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(s.bucket), Prefix: aws.String(prefix)}
+	for {
+		out, err := s.client.ListMultipartUploads(ctx, in)
+		if err != nil {
+			return s.wrap(what, err)
+		}
+		truncated := aws.ToBool(out.IsTruncated)
+		key, id := aws.ToString(out.NextKeyMarker), aws.ToString(out.NextUploadIdMarker)
+		switch {
+		case truncated && key == "":
+			return fmt.Errorf("%s: %w: a page marked truncated without a next key marker", what, errNoProgress)
+		case truncated && key == aws.ToString(in.KeyMarker) && id == aws.ToString(in.UploadIdMarker):
+			return fmt.Errorf("%s: %w: a page marked truncated whose next markers are those it was asked with", what, errNoProgress)
+		}
+		if done, err := page(out.Uploads); done || err != nil {
+			return err
+		}
+		if !truncated {
+			return nil
 		}
 		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
 	}
 }
+
+// objectPages calls page with each page of the server's listing in, in
+// order, until page fails; what names the listing in its errors. A page
+// marked truncated that does not say where the next one starts (no
+// continuation token, or the one it was asked with) fails the listing
+// (errNoProgress) before it is handed over: following it would ask for the
+// same page forever (the SDK's paginator does), or end the listing early.
+func (s *S3) objectPages(ctx context.Context, in *s3.ListObjectsV2Input, what string, page func(*s3.ListObjectsV2Output) error) error {
+	for {
+		out, err := s.client.ListObjectsV2(ctx, in)
+		if err != nil {
+			return s.wrap(what, err)
+		}
+		truncated := aws.ToBool(out.IsTruncated)
+		next := aws.ToString(out.NextContinuationToken)
+		switch {
+		case truncated && next == "":
+			return fmt.Errorf("%s: %w: a page marked truncated without a continuation token", what, errNoProgress)
+		case truncated && next == aws.ToString(in.ContinuationToken):
+			return fmt.Errorf("%s: %w: a page marked truncated whose continuation token is the one it was asked with", what, errNoProgress)
+		}
+		if err := page(out); err != nil {
+			return err
+		}
+		if !truncated {
+			return nil
+		}
+		in.ContinuationToken = out.NextContinuationToken
+	}
+}
+
+// errNoProgress is wrapped by the error of a listing whose server does not
+// say where its next page starts.
+var errNoProgress = errors.New("the S3 server's listing does not advance")
 
 // Remove deletes key's object; a missing object is not an error.
 func (s *S3) Remove(ctx context.Context, key string) error {
@@ -686,25 +748,20 @@ func (s *S3) Holds(ctx context.Context, key string) (bool, error) {
 	if err = s.wrap(fmt.Sprintf("looking up %s", s.Ref(key)), err); !errors.Is(err, fs.ErrNotExist) {
 		return false, err
 	}
-	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(s.bucket), Prefix: aws.String(obj)}
-	for {
-		out, err := s.client.ListMultipartUploads(ctx, in)
-		if err != nil {
-			if err = s.wrap(fmt.Sprintf("listing the unfinished uploads of %s", s.Ref(key)), err); errors.Is(err, ErrNoRoot) {
-				return false, nil
-			}
-			return false, err
-		}
-		for _, u := range out.Uploads {
+	var held bool
+	err = s.uploadPages(ctx, obj, fmt.Sprintf("listing the unfinished uploads of %s", s.Ref(key)), func(page []types.MultipartUpload) (bool, error) {
+		for _, u := range page {
 			if aws.ToString(u.Key) == obj {
+				held = true
 				return true, nil
 			}
 		}
-		if !aws.ToBool(out.IsTruncated) {
-			return false, nil
-		}
-		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
+		return false, nil
+	})
+	if errors.Is(err, ErrNoRoot) {
+		return false, nil
 	}
+	return held, err
 }
 
 // maxResumes is how often a reader of Open re-requests the rest of an object
@@ -831,14 +888,8 @@ func (s *S3) List(ctx context.Context, dir string) ([]Object, error) {
 	}
 	prefix := s.object(dir) + "/"
 	var out []Object
-	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
-		Bucket: aws.String(s.bucket), Prefix: aws.String(prefix), Delimiter: aws.String("/"),
-	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, s.wrap(fmt.Sprintf("listing archives in %s", s.Ref(dir)), err)
-		}
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), Prefix: aws.String(prefix), Delimiter: aws.String("/")}
+	err := s.objectPages(ctx, in, fmt.Sprintf("listing archives in %s", s.Ref(dir)), func(page *s3.ListObjectsV2Output) error {
 		for _, o := range page.Contents {
 			name := strings.TrimPrefix(aws.ToString(o.Key), prefix)
 			if name == "" || strings.HasPrefix(name, ".") {
@@ -846,6 +897,10 @@ func (s *S3) List(ctx context.Context, dir string) ([]Object, error) {
 			}
 			out = append(out, Object{Key: path.Join(dir, name), Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified)})
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil // S3 lists keys in UTF-8 binary order
 }
@@ -859,15 +914,9 @@ func (s *S3) Walk(ctx context.Context, dir string, fn func([]Object) error) erro
 		return err
 	}
 	prefix := s.object(dir) + "/"
-	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
-		Bucket: aws.String(s.bucket), Prefix: aws.String(prefix), MaxKeys: aws.Int32(WalkPage),
-	})
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), Prefix: aws.String(prefix), MaxKeys: aws.Int32(WalkPage)}
 	page := make([]Object, 0, WalkPage)
-	for p.HasMorePages() {
-		out, err := p.NextPage(ctx)
-		if err != nil {
-			return s.wrap(fmt.Sprintf("listing archives below %s", s.Ref(dir)), err)
-		}
+	return s.objectPages(ctx, in, fmt.Sprintf("listing archives below %s", s.Ref(dir)), func(out *s3.ListObjectsV2Output) error {
 		for _, o := range out.Contents {
 			rel := strings.TrimPrefix(aws.ToString(o.Key), prefix)
 			if !walkKey(rel) {
@@ -887,8 +936,8 @@ func (s *S3) Walk(ctx context.Context, dir string, fn func([]Object) error) erro
 			}
 			page = page[:0]
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // wrap adds what to err once, mapping the server's answers callers branch

@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -220,5 +222,155 @@ func TestS3WalkHugeListPage(t *testing.T) {
 	err = s.Walk(t.Context(), "_chunked/packs", func(page []store.Object) error { keys += len(page); return nil })
 	if err == nil || !strings.Contains(err.Error(), "does not honour") {
 		t.Fatalf("Walk = %v after %d keys, want an error saying the server does not honour max-keys", err, keys)
+	}
+}
+
+// TestS3ListingThatDoesNotAdvance: a server whose list page is marked
+// truncated but does not say where the next page starts (no continuation
+// token or next markers, or those the request was asked with) fails the
+// listing, saying so, after one or two requests, and hands no page twice:
+// following it, List, Walk, CleanTemps and Holds would ask for the same
+// page forever (Walk handing it to fn each time), or List end early with
+// what it had.
+func TestS3ListingThatDoesNotAdvance(t *testing.T) {
+	srv := s3test.New(t)
+	bucket := srv.NewBucket(t)
+	calls := []struct {
+		name string
+		op   string // the listing's S3 operation
+		call func(ctx context.Context, s *store.S3, pages *int) error
+	}{
+		{"List", "ListObjectsV2", func(ctx context.Context, s *store.S3, _ *int) error {
+			_, err := s.List(ctx, "srv")
+			return err
+		}},
+		{"Walk", "ListObjectsV2", func(ctx context.Context, s *store.S3, pages *int) error {
+			return s.Walk(ctx, "_chunked/packs", func([]store.Object) error { *pages++; return nil })
+		}},
+		{"CleanTemps", "ListMultipartUploads", func(ctx context.Context, s *store.S3, _ *int) error {
+			_, err := s.CleanTemps(ctx, "srv/run.tar.zst")
+			return err
+		}},
+		{"Holds", "ListMultipartUploads", func(ctx context.Context, s *store.S3, _ *int) error {
+			_, err := s.Holds(ctx, "srv/run.tar.zst")
+			return err
+		}},
+	}
+	for _, c := range calls {
+		for _, same := range []bool{false, true} {
+			name := c.name + "/no next marker"
+			if same {
+				name = c.name + "/the same marker again"
+			}
+			t.Run(name, func(t *testing.T) {
+				p := srv.Proxy(t, s3test.On(c.op, 0, s3test.StuckListing(same)))
+				s, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: p.Endpoint, Region: s3test.Region, PathStyle: true,
+					AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Bounded here too: before the fix the listing never ends.
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				defer cancel()
+				var pages int
+				err = c.call(ctx, s, &pages)
+				if err == nil || !strings.Contains(err.Error(), "listing does not advance") {
+					t.Fatalf("%s = %v after %d list requests, want an error saying the listing does not advance", c.name, err, p.Count(c.op))
+				}
+				if n := p.Count(c.op); n > 2 {
+					t.Errorf("%d list requests, want at most 2", n)
+				}
+				if pages > 1 {
+					t.Errorf("Walk handed %d pages, the same one each time", pages)
+				}
+			})
+		}
+	}
+}
+
+// TestS3SlowAnswer: a server that answers a byte every half read timeout
+// (a slowloris: no single read waits a read timeout) fails a request whose
+// answer is read whole (a list page, a HEAD, an error answer's body) within
+// three read timeouts in all, not retried; an object's body is bounded per
+// read only, so one that trickles is read whole.
+func TestS3SlowAnswer(t *testing.T) {
+	const (
+		readTimeout = time.Second
+		every       = readTimeout / 2
+		// within is a generous margin over the bound of 3 read timeouts;
+		// the answers below would take minutes.
+		within = 20 * time.Second
+	)
+	srv := s3test.New(t)
+	bucket := srv.NewBucket(t)
+	direct, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: srv.Endpoint, Region: s3test.Region, PathStyle: true,
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	object := []byte("8 bytes!")
+	if _, err := direct.Put(t.Context(), "srv/run.tar.zst", func(w io.Writer) error { _, err := w.Write(object); return err }); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		op   string
+		act  s3test.Action
+		call func(ctx context.Context, s *store.S3) error
+		ok   bool // read whole, however slowly
+	}{
+		{name: "a list page", op: "ListObjectsV2", act: s3test.Trickle(every, true, nil),
+			call: func(ctx context.Context, s *store.S3) error { _, err := s.List(ctx, "srv"); return err }},
+		{name: "a HEAD", op: "HeadObject", act: s3test.Trickle(every, true, nil),
+			call: func(ctx context.Context, s *store.S3) error { _, err := s.Holds(ctx, "srv/run.tar.zst"); return err }},
+		{name: "an upload's error answer, its body", op: "PutObject", act: s3test.Trickle(every, false, s3test.Fail(500, "InternalError")),
+			call: func(ctx context.Context, s *store.S3) error {
+				_, err := s.Put(ctx, "srv/other.tar.zst", func(w io.Writer) error { _, err := w.Write(object); return err })
+				return err
+			}},
+		{name: "an object's body", op: "GetObject", act: s3test.Trickle(every, false, nil), ok: true,
+			call: func(ctx context.Context, s *store.S3) error {
+				r, err := s.Open(ctx, "srv/run.tar.zst")
+				if err != nil {
+					return err
+				}
+				defer r.Close()
+				got, err := io.ReadAll(r)
+				if err == nil && !bytes.Equal(got, object) {
+					err = fmt.Errorf("read %q, want %q", got, object)
+				}
+				return err
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := srv.Proxy(t, s3test.On(tc.op, 0, tc.act))
+			s, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: p.Endpoint, Region: s3test.Region, PathStyle: true,
+				AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, PartSize: store.MinPartSize, ReadTimeout: readTimeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Bounded here too: before the fix the answers take minutes.
+			ctx, cancel := context.WithTimeout(t.Context(), 2*within)
+			defer cancel()
+			start := time.Now()
+			err = tc.call(ctx, s)
+			took := time.Since(start)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("after %v: %v; want the object read whole, however slowly", took, err)
+				}
+				return
+			}
+			var se *store.StallError
+			if !errors.As(err, &se) || !se.Whole {
+				t.Fatalf("after %v: %v; want a StallError of the whole answer", took, err)
+			}
+			if took > within {
+				t.Errorf("failed after %v: want well within %v", took, within)
+			}
+			if n := p.Count(tc.op); n != 1 {
+				t.Errorf("%d %s requests: want 1, not retried", n, tc.op)
+			}
+		})
 	}
 }

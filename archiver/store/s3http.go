@@ -34,10 +34,21 @@ const (
 // body (GetObject) is streamed and is not bounded here.
 const maxWholeBody = 16 << 20
 
+// wholeAnswerTimeouts is how many read timeouts a request whose answer is
+// read whole (see boundedInAll) may take in all, from its start to the end
+// of its answer: each read waits at most one, so without a bound in all a
+// server that trickles a byte now and then (a slowloris) would stretch the
+// request to the Job's deadline. Three: one to send the request and begin
+// answering, two more for the rest (AWS sends spaces to keep a long
+// CompleteMultipartUpload or CopyObject alive: 15 minutes at the default).
+const wholeAnswerTimeouts = 3
+
 // newHTTPClient returns the S3 client's HTTP client: every connection fails
 // a read that waits longer than readTimeout for data (a stall, which the
-// SDK's retryer does not retry: see StallError), and the body of every error
-// answer is bounded (see maxErrorBody).
+// SDK's retryer does not retry: see StallError); a request whose answer is
+// read whole fails after wholeAnswerTimeouts read timeouts in all, however
+// little the server sends at a time (see boundedInAll); and the body of
+// every error answer is bounded in size (see maxErrorBody) and in time.
 func newHTTPClient(readTimeout time.Duration) *boundedClient {
 	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 		dial := tr.DialContext
@@ -52,16 +63,26 @@ func newHTTPClient(readTimeout time.Duration) *boundedClient {
 			return &idleConn{Conn: c, timeout: readTimeout}, nil
 		}
 	})
-	return &boundedClient{next: hc}
+	return &boundedClient{next: hc, whole: wholeAnswerTimeouts * readTimeout}
 }
 
 // StallError is the error of a request whose connection delivered no data
 // for the read timeout (S3Options.ReadTimeout): a server or a network that
-// stopped answering. It is not retried, neither by the SDK nor by a reader
-// of Open: the run fails after one read timeout, not after one per attempt.
-type StallError struct{ Timeout time.Duration }
+// stopped answering; or, with Whole, of a request whose answer is read
+// whole and took longer than Timeout in all (wholeAnswerTimeouts read
+// timeouts), a server that answers a byte now and then. It is not retried,
+// neither by the SDK nor by a reader of Open: the run fails after one
+// timeout, not after one per attempt.
+type StallError struct {
+	Timeout time.Duration
+	Whole   bool
+}
 
 func (e *StallError) Error() string {
+	if e.Whole {
+		return fmt.Sprintf("the S3 server's answer took longer than %v in all (%d read timeouts), however little it sent at a time: "+
+			"it answers too slowly", e.Timeout, wholeAnswerTimeouts)
+	}
 	return fmt.Sprintf("the S3 server sent nothing for %v (read timeout): it stopped answering", e.Timeout)
 }
 
@@ -106,26 +127,52 @@ func (c *idleConn) Write(p []byte) (int, error) {
 // boundedClient bounds the body of every error answer (status 300 and up)
 // to maxErrorBody bytes before the SDK reads it (it reads an error body
 // whole into memory, and quotes its message), and that of a successful
-// answer the SDK reads whole to maxWholeBody.
+// answer the SDK reads whole to maxWholeBody. It bounds the time of a
+// request whose answer is read whole (boundedInAll), and of the reading of
+// any error answer's body, to whole in all.
 type boundedClient struct {
 	next interface {
 		Do(*http.Request) (*http.Response, error)
 	}
+	whole time.Duration
 }
 
 func (c *boundedClient) Do(r *http.Request) (*http.Response, error) {
-	resp, err := c.next.Do(r)
+	ctx, cancel := context.WithCancelCause(r.Context())
+	var timer *time.Timer
+	bound := func() {
+		timer = time.AfterFunc(c.whole, func() { cancel(&StallError{Timeout: c.whole, Whole: true}) })
+	}
+	done := func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		cancel(nil)
+	}
+	if boundedInAll(r) {
+		bound()
+	}
+	resp, err := c.next.Do(r.WithContext(ctx))
 	if err != nil || resp.Body == nil {
+		done()
 		return resp, err
 	}
 	if resp.StatusCode < 300 {
 		if readWhole(r) {
 			resp.Body = &cappedBody{ReadCloser: resp.Body, left: maxWholeBody}
 		}
+		resp.Body = &doneBody{ReadCloser: resp.Body, done: done}
 		return resp, nil
+	}
+	if timer == nil {
+		bound() // an error answer's body is read whole, here
 	}
 	b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
 	resp.Body.Close() // what is left is not read: the connection is dropped
+	done()
+	if isStall(rerr) {
+		return nil, rerr // not a server's error answer to retry: a server that stalls
+	}
 	if rerr == nil && len(b) <= maxErrorBody {
 		resp.Body = io.NopCloser(bytes.NewReader(b))
 		return resp, nil
@@ -144,6 +191,40 @@ func readWhole(r *http.Request) bool {
 	}
 	q := r.URL.Query()
 	return q.Has("list-type") || q.Has("uploads") || q.Has("uploadId") || q.Has("delimiter") || q.Has("prefix")
+}
+
+// boundedInAll reports whether the request r is bounded in all (to
+// wholeAnswerTimeouts read timeouts): one whose answer is read whole (a
+// HEAD, a list page, creating, completing or aborting an upload, the copy,
+// a DELETE), but an upload's (PutObject, UploadPart), which the server
+// answers only once the part is sent, however long that takes: it and an
+// object's body keep the bound of each read only.
+func boundedInAll(r *http.Request) bool {
+	if r.Method == http.MethodPut && r.Header.Get("X-Amz-Copy-Source") == "" {
+		return false
+	}
+	return readWhole(r)
+}
+
+// doneBody calls done once its body is read to its end or closed: the
+// request has ended (done may be called more than once).
+type doneBody struct {
+	io.ReadCloser
+	done func()
+}
+
+func (b *doneBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.done()
+	}
+	return n, err
+}
+
+func (b *doneBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.done()
+	return err
 }
 
 // cappedBody fails a read past its last left bytes.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -46,6 +47,8 @@ type faultFS struct {
 	// datasyncErr fails the background syncs of the file being written.
 	datasyncErr error
 	datasyncs   atomic.Int32 // background syncs made
+	// synced are the folders synced (SyncDir), in order.
+	synced []string
 }
 
 type faultFile struct {
@@ -107,6 +110,7 @@ func (fs *faultFS) Rename(o, n string) error {
 }
 
 func (fs *faultFS) SyncDir(dir string) error {
+	fs.synced = append(fs.synced, dir)
 	if fs.syncDirErr != nil {
 		return fs.syncDirErr
 	}
@@ -176,6 +180,59 @@ func TestLocalPutFailures(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestLocalPutSyncsNewFolders: a Put that creates folders (<server>/, a
+// pack's _chunked/packs/ab/) fsyncs the parent of each one it created, then
+// the archive's folder after the rename; folders that exist are not synced
+// again; a failed sync of a new folder's parent fails the Put.
+func TestLocalPutSyncsNewFolders(t *testing.T) {
+	pack := "_chunked/packs/ab/ab" + strings.Repeat("0", 62)
+	for _, tt := range []struct {
+		name    string
+		exist   []string // folders made before the Put
+		key     string
+		want    []string // the folders synced, relative to the root ("." is the root)
+		syncErr error
+	}{
+		{name: "a new server folder", key: "srv/run.tar.zst", want: []string{".", "srv"}},
+		{name: "a new pack folder below new folders", key: pack,
+			want: []string{".", "_chunked", "_chunked/packs", "_chunked/packs/ab"}},
+		{name: "a new pack folder below existing ones", exist: []string{"_chunked/packs"}, key: pack,
+			want: []string{"_chunked/packs", "_chunked/packs/ab"}},
+		{name: "an existing folder", exist: []string{"srv"}, key: "srv/run.tar.zst", want: []string{"srv"}},
+		{name: "the new folder's parent cannot be synced", key: "srv/run.tar.zst", want: []string{"."}, syncErr: syscall.EIO},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			for _, d := range tt.exist {
+				if err := os.MkdirAll(filepath.Join(root, d), 0o750); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l, err := NewLocal(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs := &faultFS{syncDirErr: tt.syncErr}
+			l.fs = fs
+			_, err = l.Put(t.Context(), tt.key, func(w io.Writer) error { _, err := io.WriteString(w, "archive"); return err })
+			if !errors.Is(err, tt.syncErr) || (err == nil) != (tt.syncErr == nil) {
+				t.Fatalf("Put: %v, want %v", err, tt.syncErr)
+			}
+			var synced []string
+			for _, d := range fs.synced {
+				rel, _ := filepath.Rel(root, d)
+				synced = append(synced, filepath.ToSlash(rel))
+			}
+			if fmt.Sprint(synced) != fmt.Sprint(tt.want) {
+				t.Errorf("synced %v, want %v", synced, tt.want)
+			}
+			if got := listAll(t, root); tt.syncErr != nil && len(got) != 0 {
+				t.Errorf("a failed Put left %v", got)
+			}
+		})
 	}
 }
 

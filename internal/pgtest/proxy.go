@@ -62,11 +62,23 @@ func (p *Proxy) Addr() string { return p.l.Addr().String() }
 // proxy's.
 func (p *Proxy) URL(t testing.TB, u string) string {
 	t.Helper()
+	return proxyURL(t, u, p.Addr(), false)
+}
+
+// proxyURL returns the postgres:// URL u with its host and port replaced by
+// addr, and with sslmode=disable when noTLS.
+func proxyURL(t testing.TB, u, addr string, noTLS bool) string {
+	t.Helper()
 	parsed, err := url.Parse(u)
 	if err != nil || (parsed.Scheme != "postgres" && parsed.Scheme != "postgresql") {
 		t.Fatalf("pgtest: proxy: want a postgres:// URL, got %s", redact(u))
 	}
-	parsed.Host = p.Addr()
+	parsed.Host = addr
+	if noTLS {
+		q := parsed.Query()
+		q.Set("sslmode", "disable")
+		parsed.RawQuery = q.Encode()
+	}
 	return parsed.String()
 }
 

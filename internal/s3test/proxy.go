@@ -2,6 +2,8 @@ package s3test
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/xml"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy is a misbehaving S3 server: a real HTTP server on 127.0.0.1 in front
@@ -327,5 +330,118 @@ func HugeList(prefix string, n int) Action {
 			}
 		}
 		_, _ = io.WriteString(bw, `</ListBucketResult>`)
+	}
+}
+
+// StuckListing answers a list (ListObjectsV2 or ListMultipartUploads) with
+// a page of one entry under the request's prefix, marked truncated, that
+// does not say where the next page starts: without a continuation token or
+// next markers, or (same) with those the request was asked with (the first
+// request, asked with none, gets "next"). A client that follows it asks
+// for the same page forever.
+func StuckListing(same bool) Action {
+	return func(_ *Proxy, w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		esc := func(s string) string {
+			var b strings.Builder
+			_ = xml.EscapeText(&b, []byte(s))
+			return b.String()
+		}
+		prefix := q.Get("prefix")
+		var body string
+		switch Operation(r) {
+		case "ListObjectsV2":
+			var next string
+			if same {
+				next = q.Get("continuation-token")
+				if next == "" {
+					next = "next"
+				}
+				next = `<NextContinuationToken>` + esc(next) + `</NextContinuationToken>`
+			}
+			body = `<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><Prefix>` + esc(prefix) +
+				`</Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>` + next +
+				`<Contents><Key>` + esc(prefix+"a") + `</Key><Size>1</Size><LastModified>2026-01-01T00:00:00.000Z</LastModified></Contents></ListBucketResult>`
+		case "ListMultipartUploads":
+			var next string
+			if same {
+				key, id := q.Get("key-marker"), q.Get("upload-id-marker")
+				if key == "" {
+					key, id = prefix+".other", "next"
+				}
+				next = `<NextKeyMarker>` + esc(key) + `</NextKeyMarker><NextUploadIdMarker>` + esc(id) + `</NextUploadIdMarker>`
+			}
+			body = `<ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>b</Bucket><Prefix>` + esc(prefix) +
+				`</Prefix><IsTruncated>true</IsTruncated>` + next +
+				`<Upload><Key>` + esc(prefix+".other") + `</Key><UploadId>u1</UploadId></Upload></ListMultipartUploadsResult>`
+		default:
+			writeError(w, http.StatusNotImplemented, "NotImplemented")
+			return
+		}
+		body = `<?xml version="1.0" encoding="UTF-8"?>` + body
+		w.Header().Set("Content-Type", "application/xml")
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+// Trickle has act answer the request (nil: forward it) and sends that
+// answer one byte every every, a slowloris: each read of the client gets a
+// byte well within any read timeout, and the answer takes as long as the
+// server likes. With head the status line and headers trickle too (the
+// connection is closed after the answer); otherwise they go at once and
+// only the body trickles. It stops when the client hangs up or the test
+// ends.
+func Trickle(every time.Duration, head bool, act Action) Action {
+	if act == nil {
+		act = (*Proxy).Forward
+	}
+	return func(p *Proxy, w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		act(p, rec, r)
+		body := rec.Body.Bytes()
+		trickle := func(wr func([]byte) error, b []byte) {
+			for i := range b {
+				if wr(b[i:i+1]) != nil {
+					return
+				}
+				select {
+				case <-r.Context().Done():
+					return
+				case <-p.done:
+					return
+				case <-time.After(every):
+				}
+			}
+		}
+		if !head {
+			for k, vs := range rec.Header() {
+				w.Header()[k] = vs
+			}
+			w.WriteHeader(rec.Code)
+			f := w.(http.Flusher)
+			f.Flush()
+			trickle(func(b []byte) error { _, err := w.Write(b); f.Flush(); return err }, body)
+			return
+		}
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		var raw bytes.Buffer
+		fmt.Fprintf(&raw, "HTTP/1.1 %03d %s\r\n", rec.Code, http.StatusText(rec.Code))
+		h := rec.Header().Clone()
+		if r.Method != http.MethodHead {
+			h.Set("Content-Length", fmt.Sprint(len(body)))
+		} // a HEAD's is the object's
+		h.Set("Connection", "close")
+		_ = h.Write(&raw)
+		raw.WriteString("\r\n")
+		if r.Method != http.MethodHead {
+			raw.Write(body)
+		}
+		trickle(func(b []byte) error { _, err := conn.Write(b); return err }, raw.Bytes())
 	}
 }
