@@ -234,8 +234,9 @@ type Restore struct {
 	// the server, when it makes one).
 	FromRun    string `json:"fromRun,omitempty"`
 	FromServer string `json:"fromServer,omitempty"`
-	// RunID is the restore's own trigger: a new one restores again (default:
-	// the archive's checksum, or fromRun).
+	// RunID is the restore's own trigger: a new one restores again, and
+	// only a new one, also when the archive changes (default: the
+	// archive's checksum, or fromRun).
 	RunID string `json:"runId,omitempty"`
 	// Encryption replaces the server's encryption for this restore: the
 	// identity that reads an encrypted run of another server (fromServer)

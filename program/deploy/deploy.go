@@ -267,7 +267,8 @@ func clusterProvider(ctx *pulumi.Context, cfg Config, cl Cluster) (*kubernetes.P
 
 // restoreArgs: the restore's run ID is derived from the archive's checksum
 // (or the entry's runId), so the same restore entry performs no second
-// restore and a new archive a new one. archiveRef is the entry's archive
+// restore and a new archive a new one (under the entry's runId, only with
+// a new runId: the run ID alone is the restore's key). archiveRef is the entry's archive
 // (with fromRun: its run) as an input: a plain value, or an Output that
 // carries a dependency (see Deploy).
 //
