@@ -57,10 +57,13 @@ it is given (the run ID is the restore's key: a Job re-created with a newer
 archive, or latest resolved to a newer run, restores nothing; give a new run
 ID to restore another archive). A marker naming the run ID that this restore
 did not write there (planted, copied, or from an archiver before the inode
-binding) is refused: exit 2, the world untouched; delete it to restore again. The log's world_state says
-what DIR holds at the end: unchanged, restored, replaced (", old copy left at
-PATH" when the old world could not be removed), already restored, or
-incomplete (a half-done swap: rerun to finish).
+binding) is refused: exit 2, the world untouched; delete it to restore again.
+A world a running server uses (a locked session.lock) is refused, exit 1,
+after the marker is read: a rerun of a restore already done exits 0. The
+log's world_state says what DIR holds at the end: unchanged, restored,
+replaced (", old copy left at PATH" when the old world could not be
+removed), already restored, or incomplete (a half-done swap: rerun to
+finish).
 
 A restored world writes a one-line JSON summary to the termination log
 (status restored or already-restored, run_id, archive_ref, sha256,
@@ -177,23 +180,20 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	log := newLogger(format, stderr)
 
-	// A running server keeps writing its world: never restore under it.
-	switch err := extract.WorldInUse(*into); {
-	case errors.Is(err, extract.ErrInUse):
-		log.Error("restore refused: the world is in use", "into", *into, "world_state", extract.StateUnchanged, "error", err)
-		return exitFailed
-	case errors.Is(err, extract.ErrNotFolder):
+	if err := extract.CheckFolder(*into); err != nil {
 		log.Error("restore refused: --into is not a folder: give the world's folder", "into", *into, "world_state", extract.StateUnchanged, "error", err)
 		return exitUsage
-	case err != nil:
-		log.Error("restore refused: cannot check whether a server uses the world", "into", *into, "world_state", extract.StateUnchanged, "error", err)
-		return exitFailed
 	}
+	// Restore refuses a world a running server uses (ErrInUse), after its
+	// marker: a rerun of a restore already done exits 0 while the server runs.
 	res, err := extract.Restore(ctx, log, o)
 	if err != nil {
 		state := extract.WorldState(err)
 		var refused *extract.RefusedError
 		switch {
+		case errors.Is(err, extract.ErrInUse):
+			log.Error("restore refused: the world is in use", "into", *into, "world_state", state, "error", err)
+			return exitFailed
 		case keyProblem(err):
 			log.Error("restore refused: the encryption key is missing, unusable or wrong", "archive", *archive, "into", *into,
 				"world_state", state, "error", err)
