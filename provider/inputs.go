@@ -122,7 +122,8 @@ func (a *JobInputs) Annotate(an infer.Annotator) {
 		"capability dropped and runAsNonRoot; meets the restricted Pod Security Standard. Both: no privilege "+
 		"escalation, seccomp RuntimeDefault, read-only root filesystem.")
 	an.Describe(&a.RunAsUser, "The UID the archiver runs as. Default: 0 in baseline mode, 1000 in "+
-		"restricted mode (which refuses 0).")
+		"restricted mode (which refuses 0). A non-root UID in baseline mode needs fsGroup when the Job mounts a Secret "+
+		"(the config, S3 credentials or encryption Secret: files owned by root, mode 0400): baseline's capabilities work only for root.")
 	an.Describe(&a.RunAsGroup, "The GID the archiver runs as. Default: 0 in baseline mode, 1000 in restricted mode.")
 	an.Describe(&a.FSGroup, "The pod's fsGroup: kubelet gives the writable volumes this group "+
 		"(fsGroupChangePolicy OnRootMismatch). Omitted when 0. Default: omitted in baseline mode, runAsGroup "+

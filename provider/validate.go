@@ -156,8 +156,9 @@ type jobRules struct {
 	// baselineCaps lists the capabilities baseline mode keeps, e.g.
 	// "DAC_OVERRIDE".
 	baselineCaps string
-	// fsGroupNeed says why restricted mode needs a non-zero fsGroup, e.g.
-	// "so that ... can read the config Secret"; "" when it does not.
+	// fsGroupNeed says why a non-root archiver (restricted mode, or
+	// baseline mode with a non-root runAsUser) needs a non-zero fsGroup,
+	// e.g. "so that ... can read the config Secret"; "" when it does not.
 	fsGroupNeed string
 }
 
@@ -520,8 +521,9 @@ func (p *problems) placement(nodeName string, selector map[string]string) {
 // identity resolves the security mode and identity inputs. Restricted mode
 // defaults runAsUser/runAsGroup to the game's UID/GID and fsGroup to
 // runAsGroup; baseline mode defaults them to 0 (root) and omits fsGroup.
-// r says which capabilities baseline mode keeps and whether restricted mode
-// needs a non-zero fsGroup.
+// r says which capabilities baseline mode keeps and whether a non-root
+// identity (restricted mode, or baseline mode with runAsUser set) needs a
+// non-zero fsGroup.
 func (p *problems) identity(mode string, runAsUser, runAsGroup, fsGroup *int, r jobRules) jobspec.Identity {
 	p.id("runAsUser", runAsUser)
 	p.id("runAsGroup", runAsGroup)
@@ -532,6 +534,14 @@ func (p *problems) identity(mode string, runAsUser, runAsGroup, fsGroup *int, r 
 		id.RunAsUser = int64(deref(runAsUser, 0))
 		id.RunAsGroup = int64(deref(runAsGroup, 0))
 		id.FSGroup = int64(deref(fsGroup, 0))
+		// Baseline's capabilities work only for root: a non-root archiver
+		// reads a mounted Secret (root's, 0400) only through fsGroup, which
+		// baseline mode omits unless it is set.
+		if id.RunAsUser > 0 && id.FSGroup <= 0 && r.fsGroupNeed != "" {
+			p.addf("runAsUser", "is %d (not root), but securityMode baseline sets no fsGroup, which a non-root archiver needs %s (baseline's %s work only for root): "+
+				"set fsGroup to the archiver's GID, e.g. %d, or set securityMode restricted (fsGroup then defaults to runAsGroup), or leave runAsUser unset to run as root",
+				id.RunAsUser, r.fsGroupNeed, r.baselineCaps, DefaultGameGID)
+		}
 	case jobspec.Restricted:
 		id.RunAsUser = int64(deref(runAsUser, DefaultGameUID))
 		id.RunAsGroup = int64(deref(runAsGroup, DefaultGameGID))

@@ -202,3 +202,44 @@ func TestMetricsDeclared(t *testing.T) {
 		})
 	}
 }
+
+// TestServerRunAsUserInBaseline: a server's non-root runAsUser in baseline
+// mode (the stack's default) is refused without its fsGroup, saying to set
+// it: the backup could not read its config Secret. With servers[].fsGroup
+// the backup's pod gets it.
+func TestServerRunAsUserInBaseline(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		fsGroup *int
+		wantErr string
+	}{
+		{"without fsGroup", nil, "set fsGroup"},
+		{"with fsGroup", new(1000), ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Config{Image: "img:1", BackupClaim: "backups", RunID: "r1", SecurityMode: "baseline",
+				Servers:  []Server{{Name: "lobby", RunAsUser: new(1000), RunAsGroup: new(1000), FSGroup: tt.fsGroup}},
+				Clusters: []Cluster{{Name: "eu"}}, RenderDir: "/tmp/unused"}
+			rec := &recorder{}
+			err := pulumi.RunErr(func(ctx *pulumi.Context) error { return Deploy(ctx, cfg) }, pulumi.WithMocks("project", "stack", rec))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), "runAsUser") || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Deploy: %v; want runAsUser refused, saying %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rec.regs {
+				if r.TypeToken != "kubernetes:batch/v1:Job" {
+					continue
+				}
+				b, _ := json.Marshal(r.Inputs["spec"].Mappable())
+				if !strings.Contains(string(b), `"fsGroup":1000`) || !strings.Contains(string(b), `"runAsUser":1000`) {
+					t.Errorf("%s: the pod lacks runAsUser and fsGroup 1000:\n%s", r.Name, b)
+				}
+			}
+		})
+	}
+}
