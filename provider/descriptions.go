@@ -7,6 +7,7 @@ import (
 
 	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/observe"
 )
 
 // Descriptions of the inputs WorldBackup and WorldRestore share, written
@@ -21,9 +22,6 @@ const (
 	descGamePodSelector = "Labels of the game server's pod, which mounts the world claim: the Job's " +
 		"pod is scheduled next to it (same node, topology key kubernetes.io/hostname), so a ReadWriteOnce " +
 		"world volume attached there can be mounted. Default: {statefulset.kubernetes.io/pod-name: <server>-0}."
-	descGamePodAffinity = "preferred, required or none: how the pod is drawn to the game pod. " +
-		"preferred (default): on its node when it runs; a stopped server does not block the Job. required: " +
-		"only on its node (the Job waits while the server is stopped; not with nodeName). none: no pod affinity."
 	descReplaceUnready = "Annotate the Job pulumi.com/replaceUnready, so the next `pulumi up` replaces " +
 		"a Job that did not complete (failed): a failed run is retried with the same runId. Default: true; " +
 		"false with skipAwait (the next up would replace a Job still running) and when the Kubernetes provider renders " +
@@ -67,6 +65,15 @@ var (
 	descMaxBytes     = resource.NewQuantity(jobapi.DefaultMaxBytes, resource.BinarySI).String()
 	// descMaxScheduleLen is the longest server of a WorldVerifySchedule.
 	descMaxScheduleLen = strconv.Itoa(jobspec.MaxScheduleNameLen - len(jobspec.VerifyScheduleName("")))
+	// descGamePodAffinity quotes the pod watchdog's grace for a pod no node
+	// takes (observe.DefaultGrace), what a required affinity meets while
+	// the server is stopped.
+	descGamePodAffinity = "preferred, required or none: how the pod is drawn to the game pod. " +
+		"preferred (default): on its node when it runs; a stopped server does not block the Job. required: " +
+		"only on its node (not with nodeName): while the server is stopped no node takes the pod, so during `pulumi up` " +
+		"the pod watchdog fails the Job once it has been unschedulable for " + jobapi.ShortDuration(observe.DefaultGrace.Unschedulable) +
+		" (a Job nothing watches, with skipAwait, in render mode or a schedule's, waits until its deadline); start the " +
+		"server first, or use preferred. none: no pod affinity."
 )
 
 // descFlag is the archiver flag name as a description quotes it.

@@ -154,7 +154,9 @@ const (
 	// node when it runs; a stopped server does not block the Job.
 	AffinityPreferred AffinityMode = "preferred"
 	// AffinityRequired schedules the pod only on the node the game pod runs
-	// on: the Job waits while the server is stopped.
+	// on: while the server is stopped the pod is unschedulable (the pod
+	// watchdog of `pulumi up` fails the Job after its grace; an unwatched
+	// Job waits until its deadline).
 	AffinityRequired AffinityMode = "required"
 	// AffinityNone sets no pod affinity.
 	AffinityNone AffinityMode = "none"
