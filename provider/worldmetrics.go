@@ -248,8 +248,8 @@ func (w *WorldMetrics) Annotate(a infer.Annotator) {
 		"(non-root, read-only root filesystem, every capability dropped, no service-account token, the config Secret "+
 		"read-only) and a ClusterIP Service on the port named metrics. It serves /metrics (worldbackup_* series per "+
 		"cluster and server, derived from the catalog: a server whose backups stopped shows as stale) and a status page "+
-		"at /. Give it a config Secret whose felis.toml logs in as a read-only role (SELECT on world_backups and "+
-		"world_backup_failures). A ServiceMonitor selects selectorLabels and the port portName.")
+		"at /. Give it a config Secret whose felis.toml logs in as a read-only role (SELECT on "+jobapi.MetricsTables+
+		"; archiver/exporter/readonly_role.sql). A ServiceMonitor selects selectorLabels and the port portName.")
 	a.Describe(&w.DeploymentName, "The Deployment's name (name).")
 	a.Describe(&w.ServiceName, "The Service's name (name).")
 	a.Describe(&w.Namespace, "The namespace of the Deployment and Service.")
