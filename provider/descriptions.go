@@ -2,6 +2,7 @@ package provider
 
 import (
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -65,6 +66,9 @@ var (
 	descMaxBytes     = resource.NewQuantity(jobapi.DefaultMaxBytes, resource.BinarySI).String()
 	// descMaxScheduleLen is the longest server of a WorldVerifySchedule.
 	descMaxScheduleLen = strconv.Itoa(jobspec.MaxScheduleNameLen - len(jobspec.VerifyScheduleName("")))
+	// descMountPath says which mount paths are refused (overNeeded).
+	descMountPath = "A mount path is a folder of its own: not at, above or below another mount, /tmp, or a path the " +
+		"container needs (" + strings.Join(append(jobspec.ImagePaths(), jobspec.RuntimePaths()...), ", ") + ")."
 	// descGamePodAffinity quotes the pod watchdog's grace for a pod no node
 	// takes (observe.DefaultGrace), what a required affinity meets while
 	// the server is stopped.

@@ -107,8 +107,8 @@ func (a *JobInputs) Annotate(an infer.Annotator) {
 	an.Describe(&a.ServiceAccountName, "The Job's service account (pre-existing, with no permissions needed; "+
 		"its token is not mounted). Default: felis-restore.")
 	an.Describe(&a.BackupRoot, "Where the backup claim is mounted: the archive root. Default: /backups. "+
-		"Not allowed with store (the Job mounts no backup claim).")
-	an.Describe(&a.WorldRoot, "Where the world claim is mounted. Default: "+DefaultWorldRoot+".")
+		"Not allowed with store (the Job mounts no backup claim). "+descMountPath)
+	an.Describe(&a.WorldRoot, "Where the world claim is mounted. Default: "+DefaultWorldRoot+". "+descMountPath)
 	an.Describe(&a.WorldClaimName, "The world's PersistentVolumeClaim. "+
 		"Default: world-<server>-0 (the StatefulSet claim of volume template world, ordinal 0).")
 	an.Describe(&a.Deadline, "How long the run may take, a duration like 30m or 2h (activeDeadlineSeconds). Default: 30m.")

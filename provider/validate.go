@@ -363,8 +363,11 @@ type mount struct{ input, path string }
 // volume"), not an input.
 func (m mount) fixed() bool { return strings.HasPrefix(m.input, "the ") }
 
-// mountPaths checks that each path is absolute, clean and not "/", and that
-// no two of them (nor the scratch folder /tmp) are equal or nested.
+// mountPaths checks that each path is absolute, clean and not "/", that
+// none is, or is above or below, a path the container needs (the image's
+// binary, CA bundle and user files, the runtime's /dev, /proc, /sys and
+// kubelet files), and that no two of them (nor the scratch folder /tmp)
+// are equal or nested.
 func (p *problems) mountPaths(mounts ...mount) {
 	var good []mount
 	for _, m := range mounts {
@@ -379,6 +382,10 @@ func (p *problems) mountPaths(mounts ...mount) {
 		case strings.Contains(v, ":") || strings.IndexFunc(v, unicode.IsControl) >= 0:
 			p.addf(m.input, "%q is invalid: a mount path has no ':' or control characters", v)
 		default:
+			if r, ok := overNeeded(v); ok {
+				p.addf(m.input, "%q would hide %s, which the archiver's container needs: mount it at a folder of its own, e.g. /world", v, r)
+				continue
+			}
 			good = append(good, m)
 		}
 	}
@@ -394,6 +401,18 @@ func (p *problems) mountPaths(mounts ...mount) {
 			}
 		}
 	}
+}
+
+// overNeeded returns the path the container needs (jobspec.ImagePaths,
+// jobspec.RuntimePaths) that a volume mounted at v would hide or break:
+// v is it, above it or below it.
+func overNeeded(v string) (string, bool) {
+	for _, r := range append(jobspec.ImagePaths(), jobspec.RuntimePaths()...) {
+		if v == r || strings.HasPrefix(r, v+"/") || strings.HasPrefix(v, r+"/") {
+			return r, true
+		}
+	}
+	return "", false
 }
 
 // duration parses value as a duration (a number with a unit: 90s, 30m,

@@ -324,6 +324,12 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		{"cpuLimit in thousandths", func(a *WorldBackupArgs) { a.CPULimit = pulumi.String("1m") }, []string{"cpuLimit"},
 			`cpuLimit "1m" is below the minimum 100m, which no run can work with: m means thousandths of a CPU: write 1 for one CPU`},
 		{"cpuLimit below the minimum", func(a *WorldBackupArgs) { a.CPULimit = pulumi.String("0.05") }, []string{"cpuLimit"}, "below the minimum 100m"},
+		{"worldRoot over the archiver binary", func(a *WorldBackupArgs) { a.WorldRoot = pulumi.String("/usr/local/bin") }, []string{"worldRoot"},
+			`worldRoot "/usr/local/bin" would hide /usr/local/bin/archiver, which the archiver's container needs`},
+		{"worldRoot over /usr", func(a *WorldBackupArgs) { a.WorldRoot = pulumi.String("/usr") }, []string{"worldRoot"}, "would hide /usr/local/bin/archiver"},
+		{"backupRoot over the CA bundle", func(a *WorldBackupArgs) { a.BackupRoot = pulumi.String("/etc") }, []string{"backupRoot"}, "would hide /etc/ssl/certs/ca-certificates.crt"},
+		{"worldRoot below /proc", func(a *WorldBackupArgs) { a.WorldRoot = pulumi.String("/proc/world") }, []string{"worldRoot"}, `"/proc/world" would hide /proc`},
+		{"configMountPath below /dev", func(a *WorldBackupArgs) { a.ConfigMountPath = pulumi.String("/dev/felis") }, []string{"configMountPath"}, "would hide /dev"},
 		{"securityMode unknown", func(a *WorldBackupArgs) { a.SecurityMode = new(SecurityMode("privileged")) }, []string{"securityMode"}, "use baseline"},
 		{"restricted as root", func(a *WorldBackupArgs) {
 			a.SecurityMode = new(SecurityMode("restricted"))

@@ -69,6 +69,22 @@ const (
 	TmpVolumeName = "tmp"
 )
 
+// ImagePaths are the files of the archiver image that its container reads:
+// the binary, the CA bundle (TLS to S3 and the database) and the user and
+// group files. A volume mounted at one of them, or at a folder above one
+// (/usr/local/bin, /etc), hides it.
+func ImagePaths() []string {
+	return []string{ArchiverPath, "/etc/ssl/certs/ca-certificates.crt", "/etc/passwd", "/etc/group"}
+}
+
+// RuntimePaths are what the container runtime and the kubelet put in every
+// container: /dev (the termination log among it), /proc, /sys and the
+// files the kubelet mounts in /etc. A volume mounted at, above or below one
+// of them breaks the pod.
+func RuntimePaths() []string {
+	return []string{"/dev", "/proc", "/sys", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf"}
+}
+
 // TmpSizeLimit caps the scratch emptyDir at /tmp.
 var TmpSizeLimit = resource.MustParse("64Mi")
 
