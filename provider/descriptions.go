@@ -16,8 +16,9 @@ import (
 const (
 	descLabels = "Extra labels on the Job and its pod. The app.kubernetes.io/* and " +
 		"worldbackup.dev/server labels are set by the component."
-	descAnnotations = "Extra annotations on the Job and its pod. worldbackup.dev/run-id is set " +
-		"by the component."
+	descAnnotations = "Extra annotations on the Job and its pod. worldbackup.dev/run-id, pulumi.com/skipAwait and " +
+		"pulumi.com/replaceUnready are set by the component; pulumi.com/waitFor and pulumi.com/deletionPropagationPolicy " +
+		"are refused (the component decides how the Job is awaited and replaced)."
 	descTimeout = "How long `pulumi up` waits for the Job, a duration like 30m or 2h, at least deadline. " +
 		"Default: deadline + 5m."
 	descGamePodSelector = "Labels of the game server's pod, which mounts the world claim: the Job's " +

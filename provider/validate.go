@@ -220,6 +220,11 @@ func (p *problems) job(j sharedInputs, r jobRules) jobSettings {
 	scheduling := p.scheduling(j.Tolerations, j.PriorityClassName, j.ImagePullSecrets)
 	p.labels("labels", j.Labels, jobspec.ReservedLabels)
 	p.annotations("annotations", j.Annotations, jobspec.ReservedAnnotations)
+	for _, k := range jobspec.AwaitAnnotations {
+		if _, ok := j.Annotations[k]; ok {
+			p.addf("annotations", "key %q changes how the Kubernetes provider awaits or deletes the Job, which the component decides: remove it (use skipAwait, replaceUnready or timeout)", k)
+		}
+	}
 	if *j.ReplaceUnready && j.SkipAwait {
 		p.addf("replaceUnready", "is true while skipAwait is set: the next `pulumi up` would replace a Job that is still running and kill its run; leave replaceUnready unset (it is off with skipAwait)")
 	}

@@ -313,6 +313,12 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		{"annotation skipAwait reserved", func(a *WorldBackupArgs) {
 			a.Annotations = pulumi.ToStringMap(map[string]string{"pulumi.com/skipAwait": "true"})
 		}, []string{"annotations"}, "set by the component"},
+		{"annotation waitFor refused", func(a *WorldBackupArgs) {
+			a.Annotations = pulumi.ToStringMap(map[string]string{"pulumi.com/waitFor": "jsonpath={.metadata.name}"})
+		}, []string{"annotations"}, `key "pulumi.com/waitFor" changes how the Kubernetes provider awaits or deletes the Job`},
+		{"annotation deletionPropagationPolicy refused", func(a *WorldBackupArgs) {
+			a.Annotations = pulumi.ToStringMap(map[string]string{"pulumi.com/deletionPropagationPolicy": "orphan"})
+		}, []string{"annotations"}, `key "pulumi.com/deletionPropagationPolicy" changes how`},
 		{"timeout below deadline", func(a *WorldBackupArgs) { a.Timeout = "10m" }, []string{"timeout"}, "shorter than deadline"},
 		{"timeout not a duration", func(a *WorldBackupArgs) { a.Timeout = "soon" }, []string{"timeout"}, "is not a duration: give a number with a unit"},
 		{"cpuLimit invalid", func(a *WorldBackupArgs) { a.CPULimit = pulumi.String("one") }, []string{"cpuLimit"}, "not a Kubernetes quantity"},

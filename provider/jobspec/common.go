@@ -208,6 +208,14 @@ var ReservedLabels = []string{LabelName, LabelInstance, LabelComponent, LabelMan
 // ones from their own inputs); inputs may not set them.
 var ReservedAnnotations = []string{AnnotationRunID, AnnotationSkipAwait, AnnotationReplaceUnready}
 
+// AwaitAnnotations are annotations by which the Kubernetes provider would
+// await or delete a Job otherwise than the component decides:
+// pulumi.com/waitFor (the Job ready before it finished, as skipAwait, while
+// replaceUnready would replace it running) and
+// pulumi.com/deletionPropagationPolicy (orphan: a replaced Job's pod runs
+// on beside its replacement). Inputs may not set them.
+var AwaitAnnotations = []string{"pulumi.com/waitFor", "pulumi.com/deletionPropagationPolicy"}
+
 // Annotations returns extra plus the run ID annotation (which wins).
 func Annotations(runID string, extra map[string]string) map[string]string {
 	a := make(map[string]string, len(extra)+1)
