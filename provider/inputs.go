@@ -97,8 +97,9 @@ func (a *JobInputs) Annotate(an infer.Annotator) {
 		"(lowercase letters, digits, '-'), usually its StatefulSet name. It names the world claim "+
 		"(unless worldClaimName is set) and the Job.")
 	an.Describe(&a.RunID, "The run ID, the idempotency key of the run: 1 to "+descMaxRunIDLen+" characters from "+
-		"A-Z a-z 0-9 . _ -, starting with a letter or digit. It names the Job. A new runId performs a new "+
-		"run; the same runId performs none.")
+		"A-Z a-z 0-9 . _ -, starting with a letter or digit. It names the Job (<server>-<kind>-<runId>, or its lowercase "+
+		"form and a hash); one whose Job name ends in sched-<digits>, the form of a schedule's Jobs, is refused. A new runId "+
+		"performs a new run; the same runId performs none.")
 	an.Describe(&a.Image, "The archiver image, e.g. ghcr.io/worldbackup/archiver:v0.1.0. Its binary is "+
 		"/usr/local/bin/archiver.")
 	an.Describe(&a.BackupClaimName, "The PersistentVolumeClaim that holds the archives, mounted at backupRoot. "+

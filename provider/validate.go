@@ -15,6 +15,7 @@ import (
 
 	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/naming"
 	"github.com/worldbackup/worldbackup/provider/preflight"
 )
 
@@ -302,13 +303,22 @@ func (p *problems) server(input, server, kind string) {
 	}
 }
 
-func (p *problems) runID(input, runID string) {
+// runID checks the run ID of a Job of kind for server: required, valid,
+// and not one whose Job name has the form of a scheduled run's Job
+// (jobspec.IsScheduledJobName), which a schedule's CronJob could give
+// one of its Jobs.
+func (p *problems) runID(input, server, kind, runID string) {
 	if !p.required(input, runID, "set it to a unique ID of this run, e.g. 2025-06-01T0300Z; a new runId starts a new run, the same runId none") {
 		return
 	}
 	if jobapi.CheckRunID(runID) != nil {
 		p.addf(input, "%q is invalid: use 1 to %d characters from A-Z a-z 0-9 . _ -, starting with a letter or digit (it becomes a file name)",
 			runID, jobapi.MaxRunIDLen)
+		return
+	}
+	if name := naming.JobName(server, kind, runID); jobapi.CheckJobServer(server) == nil && jobspec.IsScheduledJobName(name) {
+		p.addf(input, "%q names the Job %s, which has the form of a scheduled run's Job (<server>-sched-<minutes>, <server>-vsched-<minutes>) "+
+			"that a schedule's CronJob could create too: use another runId, one that does not end in sched-<digits>", runID, name)
 	}
 }
 

@@ -68,7 +68,7 @@ func (a WorldPruneArgs) resolve() (resolvedPrune, error) {
 	setDefault(&configMount, DefaultConfigMountPath)
 
 	p.server("server", a.Server, jobapi.KindPrune)
-	p.runID("runId", str(a.RunID))
+	p.runID("runId", a.Server, jobapi.KindPrune, str(a.RunID))
 	j, store := p.common(a.JobInputs, a.Store, storeWhole, w, jobRules{run: "prune", baselineCaps: "DAC_OVERRIDE", fsGroupNeed: fsGroupForSecret})
 	p.dnsSubdomain("configSecretName", configSecret)
 	p.mountPaths(storeMounts(store, w.BackupRoot, mount{"configMountPath", configMount})...)
