@@ -25,6 +25,13 @@ const (
 	DefaultMetricsName = "worldbackup-metrics"
 )
 
+// MetricsTables are the catalog tables the exporter reads, as a GRANT
+// lists them: its read-only role needs SELECT on each and nothing else
+// (archiver/exporter/readonly_role.sql grants exactly these). The
+// exporter's help, the WorldMetrics description and the catalog's reads
+// quote this list.
+const MetricsTables = "world_backups, world_backup_failures, world_prunes"
+
 // DefaultMetricsPort is the port the exporter listens on by default.
 const DefaultMetricsPort = 9090
 

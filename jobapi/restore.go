@@ -73,7 +73,7 @@ func (r *Restore) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&r.ArchiveFrom, FlagArchiveFrom, "", "read the archive and its SHA-256 from this file, which archiver resolve wrote, in place of "+Flag(FlagArchive)+" and "+Flag(FlagSHA256)+" (the restore by run); the world's marker then names the run alone: a rerun of the same restore does nothing, even when the catalog's newest run has changed")
 	fs.StringVar(&r.Into, FlagInto, "", "world folder to restore into (required)")
 	fs.BoolVar(&r.Replace, FlagReplace, false, "replace DIR's contents when it is not empty (without it, a non-empty DIR is an error)")
-	fs.StringVar(&r.RunID, FlagRunID, "", "the restore's own run ID (the restore Job passes it): recorded in DIR's restore marker; a rerun with the same run ID and checksum does nothing")
+	fs.StringVar(&r.RunID, FlagRunID, "", "the restore's own run ID (the restore Job passes it): recorded in DIR's restore marker; a rerun with the same run ID does nothing, whatever archive it is given")
 	fs.Int64Var(&r.MaxBytes, FlagMaxBytes, DefaultMaxBytes, "refuse the archive when its files hold more bytes than this")
 	fs.Int64Var(&r.MaxEntries, FlagMaxEntries, DefaultMaxEntries, "refuse the archive when it has more entries than this")
 	bindLogFormat(fs, &r.LogFormat)

@@ -2,11 +2,13 @@ package provider
 
 import (
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/observe"
 )
 
 // Descriptions of the inputs WorldBackup and WorldRestore share, written
@@ -14,16 +16,14 @@ import (
 const (
 	descLabels = "Extra labels on the Job and its pod. The app.kubernetes.io/* and " +
 		"worldbackup.dev/server labels are set by the component."
-	descAnnotations = "Extra annotations on the Job and its pod. worldbackup.dev/run-id is set " +
-		"by the component."
+	descAnnotations = "Extra annotations on the Job and its pod. worldbackup.dev/run-id, pulumi.com/skipAwait and " +
+		"pulumi.com/replaceUnready are set by the component; pulumi.com/waitFor and pulumi.com/deletionPropagationPolicy " +
+		"are refused (the component decides how the Job is awaited and replaced)."
 	descTimeout = "How long `pulumi up` waits for the Job, a duration like 30m or 2h, at least deadline. " +
 		"Default: deadline + 5m."
 	descGamePodSelector = "Labels of the game server's pod, which mounts the world claim: the Job's " +
 		"pod is scheduled next to it (same node, topology key kubernetes.io/hostname), so a ReadWriteOnce " +
 		"world volume attached there can be mounted. Default: {statefulset.kubernetes.io/pod-name: <server>-0}."
-	descGamePodAffinity = "preferred, required or none: how the pod is drawn to the game pod. " +
-		"preferred (default): on its node when it runs; a stopped server does not block the Job. required: " +
-		"only on its node (the Job waits while the server is stopped; not with nodeName). none: no pod affinity."
 	descReplaceUnready = "Annotate the Job pulumi.com/replaceUnready, so the next `pulumi up` replaces " +
 		"a Job that did not complete (failed): a failed run is retried with the same runId. Default: true; " +
 		"false with skipAwait (the next up would replace a Job still running) and when the Kubernetes provider renders " +
@@ -67,6 +67,18 @@ var (
 	descMaxBytes     = resource.NewQuantity(jobapi.DefaultMaxBytes, resource.BinarySI).String()
 	// descMaxScheduleLen is the longest server of a WorldVerifySchedule.
 	descMaxScheduleLen = strconv.Itoa(jobspec.MaxScheduleNameLen - len(jobspec.VerifyScheduleName("")))
+	// descMountPath says which mount paths are refused (overNeeded).
+	descMountPath = "A mount path is a folder of its own: not at, above or below another mount, /tmp, or a path the " +
+		"container needs (" + strings.Join(append(jobspec.ImagePaths(), jobspec.RuntimePaths()...), ", ") + ")."
+	// descGamePodAffinity quotes the pod watchdog's grace for a pod no node
+	// takes (observe.DefaultGrace), what a required affinity meets while
+	// the server is stopped.
+	descGamePodAffinity = "preferred, required or none: how the pod is drawn to the game pod. " +
+		"preferred (default): on its node when it runs; a stopped server does not block the Job. required: " +
+		"only on its node (not with nodeName): while the server is stopped no node takes the pod, so during `pulumi up` " +
+		"the pod watchdog fails the Job once it has been unschedulable for " + jobapi.ShortDuration(observe.DefaultGrace.Unschedulable) +
+		" (a Job nothing watches, with skipAwait, in render mode or a schedule's, waits until its deadline); start the " +
+		"server first, or use preferred. none: no pod affinity."
 )
 
 // descFlag is the archiver flag name as a description quotes it.

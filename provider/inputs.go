@@ -97,8 +97,9 @@ func (a *JobInputs) Annotate(an infer.Annotator) {
 		"(lowercase letters, digits, '-'), usually its StatefulSet name. It names the world claim "+
 		"(unless worldClaimName is set) and the Job.")
 	an.Describe(&a.RunID, "The run ID, the idempotency key of the run: 1 to "+descMaxRunIDLen+" characters from "+
-		"A-Z a-z 0-9 . _ -, starting with a letter or digit. It names the Job. A new runId performs a new "+
-		"run; the same runId performs none.")
+		"A-Z a-z 0-9 . _ -, starting with a letter or digit. It names the Job (<server>-<kind>-<runId>, or its lowercase "+
+		"form and a hash); one whose Job name ends in sched-<digits>, the form of a schedule's Jobs, is refused. A new runId "+
+		"performs a new run; the same runId performs none.")
 	an.Describe(&a.Image, "The archiver image, e.g. ghcr.io/worldbackup/archiver:v0.1.0. Its binary is "+
 		"/usr/local/bin/archiver.")
 	an.Describe(&a.BackupClaimName, "The PersistentVolumeClaim that holds the archives, mounted at backupRoot. "+
@@ -107,8 +108,8 @@ func (a *JobInputs) Annotate(an infer.Annotator) {
 	an.Describe(&a.ServiceAccountName, "The Job's service account (pre-existing, with no permissions needed; "+
 		"its token is not mounted). Default: felis-restore.")
 	an.Describe(&a.BackupRoot, "Where the backup claim is mounted: the archive root. Default: /backups. "+
-		"Not allowed with store (the Job mounts no backup claim).")
-	an.Describe(&a.WorldRoot, "Where the world claim is mounted. Default: "+DefaultWorldRoot+".")
+		"Not allowed with store (the Job mounts no backup claim). "+descMountPath)
+	an.Describe(&a.WorldRoot, "Where the world claim is mounted. Default: "+DefaultWorldRoot+". "+descMountPath)
 	an.Describe(&a.WorldClaimName, "The world's PersistentVolumeClaim. "+
 		"Default: world-<server>-0 (the StatefulSet claim of volume template world, ordinal 0).")
 	an.Describe(&a.Deadline, "How long the run may take, a duration like 30m or 2h (activeDeadlineSeconds). Default: 30m.")
@@ -122,7 +123,8 @@ func (a *JobInputs) Annotate(an infer.Annotator) {
 		"capability dropped and runAsNonRoot; meets the restricted Pod Security Standard. Both: no privilege "+
 		"escalation, seccomp RuntimeDefault, read-only root filesystem.")
 	an.Describe(&a.RunAsUser, "The UID the archiver runs as. Default: 0 in baseline mode, 1000 in "+
-		"restricted mode (which refuses 0).")
+		"restricted mode (which refuses 0). A non-root UID in baseline mode needs fsGroup when the Job mounts a Secret "+
+		"(the config, S3 credentials or encryption Secret: files owned by root, mode 0400): baseline's capabilities work only for root.")
 	an.Describe(&a.RunAsGroup, "The GID the archiver runs as. Default: 0 in baseline mode, 1000 in restricted mode.")
 	an.Describe(&a.FSGroup, "The pod's fsGroup: kubelet gives the writable volumes this group "+
 		"(fsGroupChangePolicy OnRootMismatch). Omitted when 0. Default: omitted in baseline mode, runAsGroup "+

@@ -279,3 +279,69 @@ func jsonString(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestBaselineNonRootNeedsFSGroup: baseline mode's capabilities work only
+// for root, and it sets no fsGroup, so a non-root runAsUser could not read
+// a Secret the Job mounts (root's, 0400): a Job that mounts one is refused
+// without fsGroup, naming runAsUser and what to set; with fsGroup it gets
+// that fsGroup. A restore of an archive mounts no Secret and is accepted.
+func TestBaselineNonRootNeedsFSGroup(t *testing.T) {
+	nonRoot := func(j *JobInputs, fsGroup int) {
+		j.RunAsUser, j.RunAsGroup = pulumi.Int(1000), pulumi.Int(1000)
+		if fsGroup != 0 {
+			j.FSGroup = pulumi.Int(fsGroup)
+		}
+	}
+	type job struct {
+		id  jobspec.Identity
+		err error
+	}
+	for _, tt := range []struct {
+		name    string
+		run     func(fsGroup int) job
+		refused bool
+	}{
+		{"backup (config Secret)", func(fs int) job {
+			a := validArgs()
+			nonRoot(&a.JobInputs, fs)
+			b, err := a.Job()
+			return job{b.Identity, err}
+		}, true},
+		{"prune (config Secret)", func(fs int) job {
+			a := validPrune()
+			nonRoot(&a.JobInputs, fs)
+			p, err := a.Job()
+			return job{p.Identity, err}
+		}, true},
+		{"restore by run (config Secret)", func(fs int) job {
+			a := validRestoreArgs()
+			a.ArchiveRef, a.SHA256, a.FromRun = nil, nil, pulumi.String("latest")
+			nonRoot(&a.JobInputs, fs)
+			r, err := a.Job()
+			return job{r.Identity, err}
+		}, true},
+		{"restore of an archive (no Secret)", func(fs int) job {
+			a := validRestoreArgs()
+			nonRoot(&a.JobInputs, fs)
+			r, err := a.Job()
+			return job{r.Identity, err}
+		}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.run(0)
+			var ie *InputError
+			switch {
+			case tt.refused && (!errors.As(got.err, &ie) || !slices.Equal(ie.Inputs(), []string{"runAsUser"}) ||
+				!strings.Contains(got.err.Error(), "set fsGroup")):
+				t.Fatalf("baseline, runAsUser 1000, no fsGroup: %v; want runAsUser refused, saying to set fsGroup", got.err)
+			case !tt.refused && got.err != nil:
+				t.Fatalf("baseline, runAsUser 1000, no fsGroup: %v; want it accepted", got.err)
+			}
+			got = tt.run(1000)
+			want := jobspec.Identity{Mode: jobspec.Baseline, RunAsUser: 1000, RunAsGroup: 1000, FSGroup: 1000}
+			if got.err != nil || got.id != want {
+				t.Fatalf("baseline, runAsUser 1000, fsGroup 1000: %+v, %v; want %+v", got.id, got.err, want)
+			}
+		})
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/observe"
 	"github.com/worldbackup/worldbackup/provider/preflight"
@@ -341,5 +342,40 @@ func TestByRunArchiveRefOutput(t *testing.T) {
 				t.Fatalf("archiveRef output = %q, want the reported %q", got, ref)
 			}
 		})
+	}
+}
+
+// TestGamePodAffinityRequiredIsFailedWhileStopped: a required game pod
+// affinity while the server is stopped leaves the pod unschedulable
+// ("didn't match pod affinity rules"); the watchdog fails the Job after its
+// grace for that, as gamePodAffinity's description says, rather than let it
+// wait for the server.
+func TestGamePodAffinityRequiredIsFailedWhileStopped(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "survival-backup-r1-x", UID: "p1"},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+			Message: "0/3 nodes are available: 3 node(s) didn't match pod affinity rules."}}}}
+	c := observe.Stuck(pod, nil)
+	grace := observe.DefaultGrace.Unschedulable
+	var tr observe.Tracker
+	t0 := time.Now()
+	for _, tt := range []struct {
+		name   string
+		after  time.Duration
+		failed bool
+	}{
+		{"at once", 0, false},
+		{"within the grace", grace - time.Second, false},
+		{"after the grace", grace + time.Second, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, failed := tr.Observe([]observe.Cause{c}, t0.Add(tt.after), observe.DefaultGrace); failed != tt.failed {
+				t.Fatalf("after %s: failed %v, want %v", tt.after, failed, tt.failed)
+			}
+		})
+	}
+	if want := "fails the Job once it has been unschedulable for " + jobapi.ShortDuration(grace); !strings.Contains(descGamePodAffinity, want) ||
+		strings.Contains(descGamePodAffinity, "waits while the server is stopped") {
+		t.Errorf("gamePodAffinity's description %q does not say %q", descGamePodAffinity, want)
 	}
 }

@@ -264,7 +264,7 @@ func TestStoreInvalidInputs(t *testing.T) {
 		{"backup claim too", func(a *WorldRestoreArgs) { a.BackupClaimName = pulumi.String("world-backups") }, []string{"backupClaimName"}, "is set together with store"},
 		{"backup root too", func(a *WorldRestoreArgs) { a.BackupRoot = pulumi.String("/backups") }, []string{"backupRoot"},
 			`"/backups" is set together with store`},
-		{"world over the credentials", func(a *WorldRestoreArgs) { a.WorldRoot = pulumi.String("/etc") }, []string{"worldRoot"}, `"/etc" overlaps the S3 credentials folder`},
+		{"world over the credentials", func(a *WorldRestoreArgs) { a.WorldRoot = pulumi.String("/etc/felis-s3/world") }, []string{"worldRoot"}, `"/etc/felis-s3/world" overlaps the S3 credentials folder`},
 		{"restricted without fsGroup", func(a *WorldRestoreArgs) { a.SecurityMode = new(SecurityModeRestricted); a.FSGroup = pulumi.Int(0) }, []string{"fsGroup"},
 			"read the S3 credentials Secret"},
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/naming"
 	"github.com/worldbackup/worldbackup/provider/preflight"
 )
 
@@ -156,8 +157,9 @@ type jobRules struct {
 	// baselineCaps lists the capabilities baseline mode keeps, e.g.
 	// "DAC_OVERRIDE".
 	baselineCaps string
-	// fsGroupNeed says why restricted mode needs a non-zero fsGroup, e.g.
-	// "so that ... can read the config Secret"; "" when it does not.
+	// fsGroupNeed says why a non-root archiver (restricted mode, or
+	// baseline mode with a non-root runAsUser) needs a non-zero fsGroup,
+	// e.g. "so that ... can read the config Secret"; "" when it does not.
 	fsGroupNeed string
 }
 
@@ -219,6 +221,11 @@ func (p *problems) job(j sharedInputs, r jobRules) jobSettings {
 	scheduling := p.scheduling(j.Tolerations, j.PriorityClassName, j.ImagePullSecrets)
 	p.labels("labels", j.Labels, jobspec.ReservedLabels)
 	p.annotations("annotations", j.Annotations, jobspec.ReservedAnnotations)
+	for _, k := range jobspec.AwaitAnnotations {
+		if _, ok := j.Annotations[k]; ok {
+			p.addf("annotations", "key %q changes how the Kubernetes provider awaits or deletes the Job, which the component decides: remove it (use skipAwait, replaceUnready or timeout)", k)
+		}
+	}
 	if *j.ReplaceUnready && j.SkipAwait {
 		p.addf("replaceUnready", "is true while skipAwait is set: the next `pulumi up` would replace a Job that is still running and kill its run; leave replaceUnready unset (it is off with skipAwait)")
 	}
@@ -296,13 +303,22 @@ func (p *problems) server(input, server, kind string) {
 	}
 }
 
-func (p *problems) runID(input, runID string) {
+// runID checks the run ID of a Job of kind for server: required, valid,
+// and not one whose Job name has the form of a scheduled run's Job
+// (jobspec.IsScheduledJobName), which a schedule's CronJob could give
+// one of its Jobs.
+func (p *problems) runID(input, server, kind, runID string) {
 	if !p.required(input, runID, "set it to a unique ID of this run, e.g. 2025-06-01T0300Z; a new runId starts a new run, the same runId none") {
 		return
 	}
 	if jobapi.CheckRunID(runID) != nil {
 		p.addf(input, "%q is invalid: use 1 to %d characters from A-Z a-z 0-9 . _ -, starting with a letter or digit (it becomes a file name)",
 			runID, jobapi.MaxRunIDLen)
+		return
+	}
+	if name := naming.JobName(server, kind, runID); jobapi.CheckJobServer(server) == nil && jobspec.IsScheduledJobName(name) {
+		p.addf(input, "%q names the Job %s, which has the form of a scheduled run's Job (<server>-sched-<minutes>, <server>-vsched-<minutes>) "+
+			"that a schedule's CronJob could create too: use another runId, one that does not end in sched-<digits>", runID, name)
 	}
 }
 
@@ -362,8 +378,11 @@ type mount struct{ input, path string }
 // volume"), not an input.
 func (m mount) fixed() bool { return strings.HasPrefix(m.input, "the ") }
 
-// mountPaths checks that each path is absolute, clean and not "/", and that
-// no two of them (nor the scratch folder /tmp) are equal or nested.
+// mountPaths checks that each path is absolute, clean and not "/", that
+// none is, or is above or below, a path the container needs (the image's
+// binary, CA bundle and user files, the runtime's /dev, /proc, /sys and
+// kubelet files), and that no two of them (nor the scratch folder /tmp)
+// are equal or nested.
 func (p *problems) mountPaths(mounts ...mount) {
 	var good []mount
 	for _, m := range mounts {
@@ -378,6 +397,10 @@ func (p *problems) mountPaths(mounts ...mount) {
 		case strings.Contains(v, ":") || strings.IndexFunc(v, unicode.IsControl) >= 0:
 			p.addf(m.input, "%q is invalid: a mount path has no ':' or control characters", v)
 		default:
+			if r, ok := overNeeded(v); ok {
+				p.addf(m.input, "%q would hide %s, which the archiver's container needs: mount it at a folder of its own, e.g. /world", v, r)
+				continue
+			}
 			good = append(good, m)
 		}
 	}
@@ -393,6 +416,18 @@ func (p *problems) mountPaths(mounts ...mount) {
 			}
 		}
 	}
+}
+
+// overNeeded returns the path the container needs (jobspec.ImagePaths,
+// jobspec.RuntimePaths) that a volume mounted at v would hide or break:
+// v is it, above it or below it.
+func overNeeded(v string) (string, bool) {
+	for _, r := range append(jobspec.ImagePaths(), jobspec.RuntimePaths()...) {
+		if v == r || strings.HasPrefix(r, v+"/") || strings.HasPrefix(v, r+"/") {
+			return r, true
+		}
+	}
+	return "", false
 }
 
 // duration parses value as a duration (a number with a unit: 90s, 30m,
@@ -520,8 +555,9 @@ func (p *problems) placement(nodeName string, selector map[string]string) {
 // identity resolves the security mode and identity inputs. Restricted mode
 // defaults runAsUser/runAsGroup to the game's UID/GID and fsGroup to
 // runAsGroup; baseline mode defaults them to 0 (root) and omits fsGroup.
-// r says which capabilities baseline mode keeps and whether restricted mode
-// needs a non-zero fsGroup.
+// r says which capabilities baseline mode keeps and whether a non-root
+// identity (restricted mode, or baseline mode with runAsUser set) needs a
+// non-zero fsGroup.
 func (p *problems) identity(mode string, runAsUser, runAsGroup, fsGroup *int, r jobRules) jobspec.Identity {
 	p.id("runAsUser", runAsUser)
 	p.id("runAsGroup", runAsGroup)
@@ -532,6 +568,14 @@ func (p *problems) identity(mode string, runAsUser, runAsGroup, fsGroup *int, r 
 		id.RunAsUser = int64(deref(runAsUser, 0))
 		id.RunAsGroup = int64(deref(runAsGroup, 0))
 		id.FSGroup = int64(deref(fsGroup, 0))
+		// Baseline's capabilities work only for root: a non-root archiver
+		// reads a mounted Secret (root's, 0400) only through fsGroup, which
+		// baseline mode omits unless it is set.
+		if id.RunAsUser > 0 && id.FSGroup <= 0 && r.fsGroupNeed != "" {
+			p.addf("runAsUser", "is %d (not root), but securityMode baseline sets no fsGroup, which a non-root archiver needs %s (baseline's %s work only for root): "+
+				"set fsGroup to the archiver's GID, e.g. %d, or set securityMode restricted (fsGroup then defaults to runAsGroup), or leave runAsUser unset to run as root",
+				id.RunAsUser, r.fsGroupNeed, r.baselineCaps, DefaultGameGID)
+		}
 	case jobspec.Restricted:
 		id.RunAsUser = int64(deref(runAsUser, DefaultGameUID))
 		id.RunAsGroup = int64(deref(runAsGroup, DefaultGameGID))

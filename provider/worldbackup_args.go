@@ -106,7 +106,7 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 	runID := str(a.RunID)
 
 	p.server("server", a.Server, jobapi.KindBackup)
-	p.runID("runId", runID)
+	p.runID("runId", a.Server, jobapi.KindBackup, runID)
 	if err := jobapi.CheckFormerOwner(v.FormerOwner); err != nil {
 		p.addf("formerOwner", "is invalid: %s", err)
 	}

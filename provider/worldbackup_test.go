@@ -313,6 +313,12 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		{"annotation skipAwait reserved", func(a *WorldBackupArgs) {
 			a.Annotations = pulumi.ToStringMap(map[string]string{"pulumi.com/skipAwait": "true"})
 		}, []string{"annotations"}, "set by the component"},
+		{"annotation waitFor refused", func(a *WorldBackupArgs) {
+			a.Annotations = pulumi.ToStringMap(map[string]string{"pulumi.com/waitFor": "jsonpath={.metadata.name}"})
+		}, []string{"annotations"}, `key "pulumi.com/waitFor" changes how the Kubernetes provider awaits or deletes the Job`},
+		{"annotation deletionPropagationPolicy refused", func(a *WorldBackupArgs) {
+			a.Annotations = pulumi.ToStringMap(map[string]string{"pulumi.com/deletionPropagationPolicy": "orphan"})
+		}, []string{"annotations"}, `key "pulumi.com/deletionPropagationPolicy" changes how`},
 		{"timeout below deadline", func(a *WorldBackupArgs) { a.Timeout = "10m" }, []string{"timeout"}, "shorter than deadline"},
 		{"timeout not a duration", func(a *WorldBackupArgs) { a.Timeout = "soon" }, []string{"timeout"}, "is not a duration: give a number with a unit"},
 		{"cpuLimit invalid", func(a *WorldBackupArgs) { a.CPULimit = pulumi.String("one") }, []string{"cpuLimit"}, "not a Kubernetes quantity"},
@@ -324,6 +330,16 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		{"cpuLimit in thousandths", func(a *WorldBackupArgs) { a.CPULimit = pulumi.String("1m") }, []string{"cpuLimit"},
 			`cpuLimit "1m" is below the minimum 100m, which no run can work with: m means thousandths of a CPU: write 1 for one CPU`},
 		{"cpuLimit below the minimum", func(a *WorldBackupArgs) { a.CPULimit = pulumi.String("0.05") }, []string{"cpuLimit"}, "below the minimum 100m"},
+		{"runId naming a scheduled run's Job", func(a *WorldBackupArgs) { a.Server, a.RunID = "a", pulumi.String("sched-29412345") }, []string{"runId"},
+			`runId "sched-29412345" names the Job a-backup-sched-29412345, which has the form of a scheduled run's Job`},
+		{"runId naming a scheduled verify's Job", func(a *WorldBackupArgs) { a.RunID = pulumi.String("nightly-vsched-29412345") }, []string{"runId"},
+			"survival-backup-nightly-vsched-29412345"},
+		{"worldRoot over the archiver binary", func(a *WorldBackupArgs) { a.WorldRoot = pulumi.String("/usr/local/bin") }, []string{"worldRoot"},
+			`worldRoot "/usr/local/bin" would hide /usr/local/bin/archiver, which the archiver's container needs`},
+		{"worldRoot over /usr", func(a *WorldBackupArgs) { a.WorldRoot = pulumi.String("/usr") }, []string{"worldRoot"}, "would hide /usr/local/bin/archiver"},
+		{"backupRoot over the CA bundle", func(a *WorldBackupArgs) { a.BackupRoot = pulumi.String("/etc") }, []string{"backupRoot"}, "would hide /etc/ssl/certs/ca-certificates.crt"},
+		{"worldRoot below /proc", func(a *WorldBackupArgs) { a.WorldRoot = pulumi.String("/proc/world") }, []string{"worldRoot"}, `"/proc/world" would hide /proc`},
+		{"configMountPath below /dev", func(a *WorldBackupArgs) { a.ConfigMountPath = pulumi.String("/dev/felis") }, []string{"configMountPath"}, "would hide /dev"},
 		{"securityMode unknown", func(a *WorldBackupArgs) { a.SecurityMode = new(SecurityMode("privileged")) }, []string{"securityMode"}, "use baseline"},
 		{"restricted as root", func(a *WorldBackupArgs) {
 			a.SecurityMode = new(SecurityMode("restricted"))

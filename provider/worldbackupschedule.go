@@ -194,7 +194,7 @@ func (a WorldBackupScheduleArgs) resolve() (jobspec.Backup, jobspec.Schedule, er
 	} else if berr != nil {
 		return jobspec.Backup{}, jobspec.Schedule{}, berr
 	}
-	s := a.ScheduleInputs.resolve(p, r.Job.Namespace, b.Server, jobspec.ScheduleName(b.Server))
+	s := a.ScheduleInputs.resolve(p, r.Job.Namespace, b.Server, jobspec.ScheduleName(b.Server), naming.SpreadSchedule)
 	if err := p.err(); err != nil {
 		return jobspec.Backup{}, jobspec.Schedule{}, err
 	}
@@ -202,8 +202,10 @@ func (a WorldBackupScheduleArgs) resolve() (jobspec.Backup, jobspec.Schedule, er
 }
 
 // resolve validates the schedule inputs of the CronJob name of server in
-// namespace and returns them with their defaults, the spread applied.
-func (a ScheduleInputs) resolve(p *problems, namespace, server, name string) jobspec.Schedule {
+// namespace and returns them with their defaults, the spread applied by
+// spread (naming.SpreadSchedule for backups, naming.VerifySpreadSchedule for
+// verifies, so that a server's two fire at different minutes).
+func (a ScheduleInputs) resolve(p *problems, namespace, server, name string, spread func(string, time.Duration, string) (string, error)) jobspec.Schedule {
 	s := jobspec.Schedule{Cron: strings.TrimSpace(a.Schedule), TimeZone: a.TimeZone, Suspend: a.Suspend,
 		SuccessfulJobs: DefaultJobsHistory, FailedJobs: DefaultJobsHistory}
 	var window time.Duration
@@ -215,7 +217,7 @@ func (a ScheduleInputs) resolve(p *problems, namespace, server, name string) job
 		if key == "" {
 			key = naming.SpreadKey(namespace, server)
 		}
-		expr, err := naming.SpreadSchedule(s.Cron, window, key)
+		expr, err := spread(s.Cron, window, key)
 		if err != nil {
 			p.addf("spread", "%s", err)
 		} else if err := checkCron(expr); errors.Is(err, errCronTZ) {
@@ -317,7 +319,9 @@ func (a *ScheduleInputs) Annotate(an infer.Annotator) {
 		"e.g. 2h with \"0 2 * * *\" fires between 02:00 and 03:59, at the same minute for the same spreadKey every time. "+
 		"The schedule's minute and hour must be single numbers (or its minute, for an hourly one with a spread of at most 1h). Default: none.")
 	an.Describe(&a.SpreadKey, "What the spread's offset (or a *-random schedule's minute) is derived from, by SHA-256. "+
-		"Default: <namespace>/<server>; give <cluster>/<server> when the same namespace and server exist in several clusters.")
+		"Default: <namespace>/<server>; give <cluster>/<server> when the same namespace and server exist in several clusters. "+
+		"A WorldVerifySchedule's offset is half the period (or spread) away from a WorldBackupSchedule's of the same spreadKey, "+
+		"so a server's verify and backup never fire at the same minute (@daily-random for both: twelve hours apart).")
 	an.Describe(&a.TimeZone, "An IANA time zone the schedule is read in, e.g. Europe/Berlin. Default: the controller's (usually UTC).")
 	an.Describe(&a.StartingDeadline, "A run that could not start within this long of its time is skipped, a duration like 10m or 1h "+
 		"(startingDeadlineSeconds). Default: 10m.")

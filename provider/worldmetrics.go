@@ -5,12 +5,14 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/utilities"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/internal/kubeobj"
@@ -109,7 +111,10 @@ func (a WorldMetricsArgs) resolve() (jobspec.Metrics, error) {
 	setDefault(&mem, DefaultMetricsMemoryLimit)
 
 	p.image("image", m.Image)
-	p.dnsLabel("name", m.Name)
+	// The name is also the Service's, a DNS-1035 label (starting with a letter).
+	if errs := validation.IsDNS1035Label(m.Name); len(errs) > 0 {
+		p.addf("name", "%q is invalid: it names the Service too: %s; e.g. %s", m.Name, strings.Join(errs, "; "), jobapi.DefaultMetricsName)
+	}
 	p.dnsLabel("namespace", m.Namespace)
 	p.dnsSubdomain("serviceAccountName", m.ServiceAccountName)
 	p.dnsSubdomain("configSecretName", m.ConfigSecretName)
@@ -248,8 +253,8 @@ func (w *WorldMetrics) Annotate(a infer.Annotator) {
 		"(non-root, read-only root filesystem, every capability dropped, no service-account token, the config Secret "+
 		"read-only) and a ClusterIP Service on the port named metrics. It serves /metrics (worldbackup_* series per "+
 		"cluster and server, derived from the catalog: a server whose backups stopped shows as stale) and a status page "+
-		"at /. Give it a config Secret whose felis.toml logs in as a read-only role (SELECT on world_backups and "+
-		"world_backup_failures). A ServiceMonitor selects selectorLabels and the port portName.")
+		"at /. Give it a config Secret whose felis.toml logs in as a read-only role (SELECT on "+jobapi.MetricsTables+
+		"; archiver/exporter/readonly_role.sql). A ServiceMonitor selects selectorLabels and the port portName.")
 	a.Describe(&w.DeploymentName, "The Deployment's name (name).")
 	a.Describe(&w.ServiceName, "The Service's name (name).")
 	a.Describe(&w.Namespace, "The namespace of the Deployment and Service.")
@@ -263,7 +268,8 @@ func (w *WorldMetrics) Annotate(a infer.Annotator) {
 func (a *WorldMetricsArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.Image, "The archiver image, e.g. ghcr.io/worldbackup/archiver:v0.1.0; the exporter is its `archiver metrics`.")
 	an.Describe(&a.Namespace, "The namespace of the Deployment and Service. Default: "+DefaultNamespace+".")
-	an.Describe(&a.Name, "The name of the Deployment and Service. Default: "+jobapi.DefaultMetricsName+".")
+	an.Describe(&a.Name, "The name of the Deployment and Service: a DNS-1035 label (lowercase letters, digits and '-', "+
+		"starting with a letter, at most 63). Default: "+jobapi.DefaultMetricsName+".")
 	an.Describe(&a.ServiceAccountName, "The pod's service account (pre-existing; its token is not mounted). Default: "+DefaultServiceAccountName+".")
 	an.Describe(&a.ConfigSecretName, "The Secret holding felis.toml, mounted read-only at configMountPath; only its [database] url is "+
 		"read. Least privilege: a Secret of its own whose url logs in as the read-only role of archiver/README.md. Default: "+DefaultConfigSecretName+".")

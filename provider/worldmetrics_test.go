@@ -128,6 +128,8 @@ func TestWorldMetricsInvalidInputs(t *testing.T) {
 		wantText   string
 	}{
 		{"no image", func(a *WorldMetricsArgs) { a.Image = nil }, []string{"image"}, "is required"},
+		{"name starting with a digit", func(a *WorldMetricsArgs) { a.Name = "9metrics" }, []string{"name"}, `"9metrics" is invalid: it names the Service too`},
+		{"name not a label", func(a *WorldMetricsArgs) { a.Name = "Metrics" }, []string{"name"}, `"Metrics" is invalid`},
 		{"bad max age", func(a *WorldMetricsArgs) { a.MaxAge = "daily" }, []string{"maxAge"}, "36h"},
 		{"bad server", func(a *WorldMetricsArgs) { a.ServerMaxAges = map[string]string{"Survival": "1h"} }, []string{"serverMaxAges"}, "Survival"},
 		{"root", func(a *WorldMetricsArgs) { a.RunAsUser = new(0) }, []string{"runAsUser"}, "non-root"},

@@ -94,6 +94,10 @@ func (a *WorldPruneArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.Retention, "The rules: restic's forget rules (a run kept by any rule is kept) with a floor "+
 		"of minKeep archives, the newest run, and every run younger than grace.")
 	an.Describe(&a.DryRun, "Report what would go and why each run stays (in the Job's log), change nothing. Default: false.")
+	an.Describe(&a.BackupDeadline, "The longest deadline of the backups into this store (their deadline input), a duration "+
+		"like 30m or 2h: retention.grace must be at least this long, since a prune keeps only what is younger than grace and "+
+		"a shorter one could remove what a backup still running has written (a chunked run's packs). Default: "+DefaultDeadline+
+		", a backup's default deadline.")
 	an.Describe(&a.BackupClaimName, "The PersistentVolumeClaim that holds the archives, mounted read-write at backupRoot. "+
 		"Required unless store is set (then refused).")
 	an.Describe(&a.Store, "Prune the archives of an S3-compatible object store instead of the backup claim, as in the "+

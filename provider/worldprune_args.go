@@ -12,13 +12,18 @@ import (
 // WorldPruneArgs are the inputs of a WorldPrune: those of every Job
 // (JobInputs; worldRoot and worldClaimName are refused, a prune mounts no
 // world) and the prune's own: where the config Secret is, the retention
-// rules (required), dryRun and the S3 store (as in WorldBackup).
+// rules (required), dryRun, the longest deadline of the backups into the
+// store (which the grace must cover) and the S3 store (as in WorldBackup).
 type WorldPruneArgs struct {
 	JobInputs
 	ConfigSecretName pulumi.StringInput `pulumi:"configSecretName,optional"`
 	ConfigMountPath  pulumi.StringInput `pulumi:"configMountPath,optional"`
 	Retention        *RetentionArgs     `pulumi:"retention"`
 	DryRun           bool               `pulumi:"dryRun,optional"`
+	// BackupDeadline is the longest deadline of the backups into this
+	// store ("" = DefaultDeadline, a backup's default): retention.grace
+	// must be at least that long.
+	BackupDeadline pulumi.StringInput `pulumi:"backupDeadline,optional"`
 	// Store is the S3 store in place of the backup claim, as in
 	// WorldBackupArgs: whether it is set is plain, its settings inputs.
 	Store *StoreArgs `pulumi:"store,optional"`
@@ -63,7 +68,7 @@ func (a WorldPruneArgs) resolve() (resolvedPrune, error) {
 	setDefault(&configMount, DefaultConfigMountPath)
 
 	p.server("server", a.Server, jobapi.KindPrune)
-	p.runID("runId", str(a.RunID))
+	p.runID("runId", a.Server, jobapi.KindPrune, str(a.RunID))
 	j, store := p.common(a.JobInputs, a.Store, storeWhole, w, jobRules{run: "prune", baselineCaps: "DAC_OVERRIDE", fsGroupNeed: fsGroupForSecret})
 	p.dnsSubdomain("configSecretName", configSecret)
 	p.mountPaths(storeMounts(store, w.BackupRoot, mount{"configMountPath", configMount})...)
@@ -71,6 +76,19 @@ func (a WorldPruneArgs) resolve() (resolvedPrune, error) {
 		p.addf("retention", "is required: set the rules, e.g. {keepDaily: 7, keepWeekly: 4, minKeep: 3}")
 	}
 	retention := a.Retention.resolve(p)
+	// A prune keeps only what is younger than grace: a grace shorter than
+	// a backup still running into the store would condemn what it wrote
+	// (a chunked run's packs), as WorldBackup refuses for its own deadline.
+	backupDeadline, unset := str(a.BackupDeadline), ""
+	if backupDeadline == "" {
+		backupDeadline, unset = DefaultDeadline, " (not set: a backup's default deadline)"
+	}
+	if d, ok := p.duration("backupDeadline", backupDeadline, time.Second, jobapi.MaxDeadline); ok && retention != nil {
+		grace, shown, ok := jobapi.GraceOf(retention.Grace)
+		if err := jobapi.CheckGrace(grace, d, "backupDeadline"); ok && err != nil {
+			p.addf("retention.grace", "%s %s%s, to the longest deadline of the backups into this store", shown, err, unset)
+		}
+	}
 	if err := p.err(); err != nil {
 		return resolvedPrune{}, err
 	}

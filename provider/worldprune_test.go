@@ -40,6 +40,15 @@ func TestWorldPruneRegistersOneJob(t *testing.T) {
 			p.DryRun, p.Retention.Grace = true, "2h"
 			return p
 		}, "35m0s"},
+		{"a short grace that covers backupDeadline", func() WorldPruneArgs {
+			a := validPrune()
+			a.BackupDeadline, a.Retention.Grace = pulumi.String("2m"), pulumi.String("2m")
+			return a
+		}, func() jobspec.Prune {
+			p := jobtest.DefaultPrune()
+			p.Retention.Grace = "2m"
+			return p
+		}, "35m0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,6 +85,14 @@ func TestWorldPruneInvalidInputs(t *testing.T) {
 		{"no rule", func(a *WorldPruneArgs) { a.Retention = &RetentionArgs{MinKeep: pulumi.Int(3)} }, []string{"retention"}, "no keep rule"},
 		{"no floor", func(a *WorldPruneArgs) { a.Retention.MinKeep = pulumi.Int(0) }, []string{"retention.minKeep"}, "at least 1"},
 		{"bad grace", func(a *WorldPruneArgs) { a.Retention.Grace = pulumi.String("0h") }, []string{"retention.grace"}, "positive"},
+		{"grace shorter than a backup's default deadline", func(a *WorldPruneArgs) { a.Retention.Grace = pulumi.String("1m") },
+			[]string{"retention.grace"}, `retention.grace "1m" is shorter than backupDeadline 30m: a prune could remove what a backup still running has written`},
+		{"grace shorter than backupDeadline", func(a *WorldPruneArgs) {
+			a.BackupDeadline, a.Retention.Grace = pulumi.String("2h"), pulumi.String("1h")
+		}, []string{"retention.grace"}, "set the grace to at least 2h, or shorten backupDeadline, to the longest deadline of the backups into this store"},
+		{"default grace shorter than backupDeadline", func(a *WorldPruneArgs) { a.BackupDeadline = pulumi.String("3h") },
+			[]string{"retention.grace"}, "(not set: the default 1h) is shorter than backupDeadline 3h"},
+		{"backupDeadline not a duration", func(a *WorldPruneArgs) { a.BackupDeadline = pulumi.String("30") }, []string{"backupDeadline"}, "has no unit"},
 		{"no claim, no image", func(a *WorldPruneArgs) { a.BackupClaimName, a.Image = nil, nil }, []string{"image", "backupClaimName"}, "2 invalid inputs"},
 		{"bad server", func(a *WorldPruneArgs) { a.Server = "Survival" }, []string{"server"}, "<server>-prune-<suffix>"},
 		{"relative backup root", func(a *WorldPruneArgs) { a.BackupRoot = pulumi.String("backups") }, []string{"backupRoot"}, "absolute"},

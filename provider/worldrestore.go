@@ -111,7 +111,7 @@ func (w *WorldRestore) Annotate(a infer.Annotator) {
 	a.Describe(&w.RunID, "The run ID of this restore.")
 	a.Describe(&w.ArchiveRef, "The restored archive's path in the pod or its s3:// URL (the archiveRef input).")
 	a.Describe(&w.Status, "What the run reported: restored (the world now holds the archive) or "+
-		"already-restored (the world's marker names this runId and checksum: nothing done). "+descObserved)
+		"already-restored (the world's marker names this runId: nothing done, whatever archive this Job names). "+descObserved)
 }
 
 // Annotate describes the inputs of WorldRestore in the plugin's schema: its
@@ -122,9 +122,10 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 		"characters (lowercase letters, digits, '-'), usually its StatefulSet name. It names the world "+
 		"claim (unless worldClaimName is set) and the Job. The archive may come from another server's backup.")
 	an.Describe(&a.RunID, "The run ID of this restore (not of the backup): 1 to "+descMaxRunIDLen+" characters from "+
-		"A-Z a-z 0-9 . _ -, starting with a letter or digit. It names the Job. A new runId performs a new "+
-		"restore; the same runId with the same inputs performs none. Changing archiveRef or sha256 also "+
-		"replaces the Job, and so restores again: give a new runId to make that explicit.")
+		"A-Z a-z 0-9 . _ -, starting with a letter or digit. It names the Job and is the restore's key: the "+
+		"world's marker names it, and a Job of the same runId finds the marker and performs no second restore, "+
+		"whatever archive it is given. Changing archiveRef or sha256 (a restore fed from a WorldBackup's outputs, "+
+		"after that backup's next run) replaces the Job but restores nothing: give a new runId to restore the new archive.")
 	an.Describe(&a.ArchiveRef, "The archive to restore: its absolute path in the pod, under backupRoot, "+
 		"e.g. /backups/survival/2025-06-01T0300Z.tar.zst, or a chunked run's manifest, "+
 		"/backups/"+jobapi.ChunkedDir+"/runs/survival/2025-06-01T0300Z.manifest (the packs it names are read from the same store). A WorldBackup's archiveRef output, or the "+
@@ -144,8 +145,8 @@ func (a *WorldRestoreArgs) Annotate(an infer.Annotator) {
 		"the run in the catalog (`archiver resolve`) and hands its archive ref and SHA-256 to the extractor through "+
 		"a small emptyDir; the extractor still has no database access and checks every byte against that checksum. "+
 		"An unknown run ID, a run of another server or a server without a run fails the Job before the world is "+
-		"touched, the log saying which. The world's marker then names this runId alone: a rerun of the same "+
-		"restore does nothing even when "+jobapi.RunLatest+" has moved on; give a new runId to restore again. The run's "+
+		"touched, the log saying which. As for any restore, a rerun of the same runId does nothing, even when "+
+		jobapi.RunLatest+" has moved on; give a new runId to restore again. The run's "+
 		"archive must be on this Job's store: under backupRoot, or with store an s3:// object.")
 	an.Describe(&a.FromServer, "The server whose run fromRun names. Default: server. Only with fromRun.")
 	an.Describe(&a.ConfigSecretName, "The archiver's config Secret (key "+jobapi.ConfigFileName+", the catalog's URL), "+

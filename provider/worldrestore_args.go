@@ -84,7 +84,7 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 	}
 
 	p.server("server", a.Server, jobapi.KindRestore)
-	p.runID("runId", str(a.RunID))
+	p.runID("runId", a.Server, jobapi.KindRestore, str(a.RunID))
 	rules := jobRules{run: "restore", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"}
 	if a.Encryption != nil {
 		rules.fsGroupNeed = fsGroupForEncryptionSecret

@@ -73,7 +73,7 @@ func (a WorldVerifyArgs) resolve() (resolvedVerify, error) {
 	w := a.JobInputs.worldPaths()
 	archiveRef, sum := str(a.ArchiveRef), str(a.SHA256)
 	p.server("server", a.Server, jobapi.KindVerify)
-	p.runID("runId", str(a.RunID))
+	p.runID("runId", a.Server, jobapi.KindVerify, str(a.RunID))
 	rules := jobRules{run: "verify", baselineCaps: "CHOWN, DAC_OVERRIDE and FOWNER"}
 	if a.Encryption != nil {
 		rules.fsGroupNeed = fsGroupForEncryptionSecret

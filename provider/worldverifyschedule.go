@@ -9,6 +9,7 @@ import (
 
 	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/naming"
 )
 
 // WorldVerifyScheduleType is the Pulumi type token of WorldVerifySchedule.
@@ -89,7 +90,7 @@ func (a WorldVerifyScheduleArgs) resolve() (jobspec.Verify, jobspec.Schedule, er
 	} else if verr != nil {
 		return jobspec.Verify{}, jobspec.Schedule{}, verr
 	}
-	s := a.ScheduleInputs.resolve(p, r.Job.Namespace, v.Server, jobspec.VerifyScheduleName(v.Server))
+	s := a.ScheduleInputs.resolve(p, r.Job.Namespace, v.Server, jobspec.VerifyScheduleName(v.Server), naming.VerifySpreadSchedule)
 	if err := p.err(); err != nil {
 		return jobspec.Verify{}, jobspec.Schedule{}, err
 	}

@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/worldbackup/worldbackup/provider/jobspec"
+	"github.com/worldbackup/worldbackup/provider/naming"
 )
 
 func validVerifySchedule() WorldVerifyScheduleArgs {
@@ -88,6 +90,40 @@ func TestWorldVerifyScheduleRegistersOneCronJob(t *testing.T) {
 			}
 			if got := cj.Spec.JobTemplate.Spec.Template.Labels[jobspec.LabelComponent]; got != jobspec.ComponentVerifySchedule {
 				t.Errorf("component label %q", got)
+			}
+		})
+	}
+}
+
+// TestBackupAndVerifyScheduleApart: README's example, @daily-random for a
+// server's backup and its verify, with the default key or the program's
+// <cluster>/<server>: the two CronJobs fire at different minutes (twelve
+// hours apart), so the verify's latest is not the run before the one
+// starting beside it.
+func TestBackupAndVerifyScheduleApart(t *testing.T) {
+	for _, tt := range []struct {
+		name, key string
+	}{
+		{"default key", ""},
+		{"the program's key", naming.SpreadKey("eu", "survival")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			inputs := ScheduleInputs{Schedule: naming.DailyRandom, SpreadKey: tt.key}
+			_, backup, err := WorldBackupScheduleArgs{WorldBackupArgs: validArgs(), ScheduleInputs: inputs}.resolve()
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := validVerifySchedule()
+			v.ScheduleInputs = inputs
+			_, verify, err := v.resolve()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, vv := strings.Fields(backup.Cron), strings.Fields(verify.Cron)
+			bm, _ := strconv.Atoi(b[1])
+			vm, _ := strconv.Atoi(vv[1])
+			if b[0] != vv[0] || (vm-bm+24)%24 != 12 {
+				t.Fatalf("backup schedule %q, verify schedule %q: want the same minute of the hour, twelve hours apart", backup.Cron, verify.Cron)
 			}
 		})
 	}

@@ -11,8 +11,8 @@ import (
 )
 
 // The reads of the exporter (archiver metrics): each is bounded, by the
-// caller's limit and by MaxServers, and needs only SELECT on
-// world_backups and world_backup_failures.
+// caller's limit and by MaxServers, and needs only SELECT on the tables of
+// jobapi.MetricsTables (these and PrunesAfter's world_prunes).
 
 // MaxServers bounds the servers one Overview reports.
 const MaxServers = 1000

@@ -15,6 +15,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/internal/pgtest"
 	"github.com/worldbackup/worldbackup/internal/promscrape"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -349,5 +350,14 @@ func TestAbortedScrape(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("status page after an aborted scrape: %s, want 200", resp.Status)
+	}
+}
+
+// TestReadOnlyRoleGrantsMetricsTables: the role script grants SELECT on
+// exactly the tables jobapi.MetricsTables names, the list the help and
+// the WorldMetrics description quote.
+func TestReadOnlyRoleGrantsMetricsTables(t *testing.T) {
+	if want := "GRANT SELECT ON " + jobapi.MetricsTables + " TO worldbackup_metrics;"; !strings.Contains(readOnlyRoleSQL, want) {
+		t.Fatalf("readonly_role.sql lacks %q:\n%s", want, readOnlyRoleSQL)
 	}
 }

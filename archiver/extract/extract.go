@@ -100,14 +100,14 @@ type Options struct {
 	Into    string // target folder (DIR)
 	Replace bool   // required when DIR is not empty
 	// RunID, when set, is recorded with the checksum in the marker file
-	// MarkerName of the restored world; a restore whose marker in DIR names
-	// the same run and checksum does nothing (already restored).
+	// MarkerName of the restored world, and is the restore's idempotency
+	// key: a restore whose marker in DIR names the same run does nothing
+	// (already restored), whatever archive it is given. A Job re-created
+	// with another archive under the same run ID (a WorldRestore fed from a
+	// backup's outputs after the next backup, a restore by run after a
+	// newer one became latest) must not replace the world again; another
+	// archive needs another run ID.
 	RunID string
-	// MarkerRunOnly: a marker naming RunID means already restored, whatever
-	// checksum it records (a restore by run, whose archive the catalog
-	// resolves when the Job runs: a rerun of it must not restore a newer
-	// run).
-	MarkerRunOnly bool
 
 	MaxBytes         int64  // cap on total content bytes; 0 means DefaultMaxBytes
 	MaxEntries       int64  // cap on archive members; 0 means DefaultMaxEntries
@@ -210,7 +210,7 @@ const (
 	StateUnchanged       = "unchanged"        // DIR as it was before the restore
 	StateRestored        = "restored"         // DIR was empty or missing and holds the archive's world
 	StateReplaced        = "replaced"         // DIR's old world was replaced by the archive's
-	StateAlreadyRestored = "already restored" // DIR's marker names this run and checksum: nothing done
+	StateAlreadyRestored = "already restored" // DIR's marker names this run: nothing done
 )
 
 // stateError is a failure that left DIR in another state than unchanged.
@@ -240,7 +240,7 @@ func WorldState(err error) string {
 //
 // What a marker proves: that this file is the one a restore created in this
 // world (it was created in the staging folder and moved in with the world,
-// so its inode is the one it records), for that run and checksum. A marker
+// so its inode is the one it records), for that run. A marker
 // written by hand, by an older archiver (no inode), or copied from another
 // restored world (a new inode) proves nothing; a restore it names is
 // refused (ErrMarkerNotBound) rather than skipped, and rather than replacing
@@ -263,7 +263,7 @@ type marker struct {
 }
 
 // ErrMarkerNotBound is wrapped by the error of a restore whose world holds
-// a marker naming its run and checksum that is not the one a restore wrote
+// a marker naming its run that is not the one a restore wrote
 // there (see MarkerName): nothing is done, and no retry can help.
 var ErrMarkerNotBound = errors.New("the restore marker is not bound to this world")
 
@@ -292,8 +292,11 @@ func (e *RefusedError) Error() string {
 func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
 // Restore verifies the archive and restores it into o.Into; see the package
-// comment. On any error o.Into is as it was (after finishing or undoing a
-// swap interrupted by an earlier crash).
+// comment. A world a running server uses (WorldInUse) is refused with an
+// error wrapping ErrInUse, after the marker of o.RunID is looked for: a
+// restore already done does nothing while the server runs. On any error
+// o.Into is as it was (after finishing or undoing a swap interrupted by an
+// earlier crash).
 func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 	start := time.Now()
 	o = o.withDefaults()
@@ -324,20 +327,31 @@ func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 	if o.Open == nil && within(t.dir, archive) {
 		return Result{}, fmt.Errorf("archive %s lies inside the target folder %s, which the restore replaces: move it elsewhere first", archive, t.dir)
 	}
+	// A rerun of a restore already done does nothing, whatever uses the
+	// world now (its server running again): the marker is read first,
+	// unless a swap was interrupted (DIR may be half-done: after recovery).
+	pending, err := t.exists(t.journal)
+	if err != nil {
+		return Result{}, fmt.Errorf("checking %s: %w", t.path(t.journal), err)
+	}
+	if !pending {
+		if res, done, err := t.alreadyRestored(o, log, start); done {
+			return res, err
+		}
+	}
+	// A running server keeps writing its world: never restore, nor finish
+	// an interrupted swap, under it.
+	if err := WorldInUse(t.dir); err != nil && !errors.Is(err, ErrInUse) {
+		return Result{}, fmt.Errorf("cannot check whether a server uses the world: %w", err)
+	} else if err != nil {
+		return Result{}, err
+	}
 	if err := t.recover(); err != nil {
 		return Result{}, err
 	}
-	if o.RunID != "" {
-		if m, bound, ok := t.readMarker(); ok && m.RunID == o.RunID && (m.SHA256 == o.SHA256 || o.MarkerRunOnly) {
-			if !bound {
-				return Result{}, fmt.Errorf("%w: %s names this run (%s) and checksum, but is not the marker this restore wrote "+
-					"there (written by hand, by an older archiver, or copied from another world): if %s is the restored world, "+
-					"there is nothing to do; to restore it again, delete the marker and rerun",
-					ErrMarkerNotBound, t.markerPath(), o.RunID, t.dir)
-			}
-			log.Info("already restored; nothing to do", "run_id", o.RunID, "sha256", o.SHA256,
-				"restored_at", m.RestoredAt, "world_state", StateAlreadyRestored)
-			return Result{Layout: t.layout, WorldState: StateAlreadyRestored, Duration: time.Since(start)}, nil
+	if pending {
+		if res, done, err := t.alreadyRestored(o, log, start); done {
+			return res, err
 		}
 	}
 	empty, err := t.empty()
@@ -403,6 +417,32 @@ func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 		"duration", res.Duration.Round(time.Millisecond).String(),
 		"mb_per_s", fmt.Sprintf("%.1f", float64(res.Bytes)/1e6/max(res.Duration.Seconds(), 1e-9)))
 	return res, nil
+}
+
+// alreadyRestored reports whether DIR's marker names o's run (done): then
+// the restore does nothing and returns res, or err when the marker is not
+// bound to DIR (ErrMarkerNotBound). Without a run ID nothing is done.
+func (t *target) alreadyRestored(o Options, log hclog.Logger, start time.Time) (res Result, done bool, err error) {
+	if o.RunID == "" {
+		return Result{}, false, nil
+	}
+	m, bound, ok := t.readMarker()
+	if !ok || m.RunID != o.RunID {
+		return Result{}, false, nil
+	}
+	if !bound {
+		return Result{}, true, fmt.Errorf("%w: %s names this run (%s), but is not the marker this restore wrote "+
+			"there (written by hand, by an older archiver, or copied from another world): if %s is the restored world, "+
+			"there is nothing to do; to restore it again, delete the marker and rerun",
+			ErrMarkerNotBound, t.markerPath(), o.RunID, t.dir)
+	}
+	if m.SHA256 != o.SHA256 {
+		log.Warn("this run restored another archive; nothing to do: give a new run ID to restore this one",
+			"run_id", o.RunID, "restored_sha256", m.SHA256, "sha256", o.SHA256)
+	}
+	log.Info("already restored; nothing to do", "run_id", o.RunID, "sha256", m.SHA256,
+		"restored_at", m.RestoredAt, "world_state", StateAlreadyRestored)
+	return Result{Layout: t.layout, WorldState: StateAlreadyRestored, Duration: time.Since(start)}, true, nil
 }
 
 // within reports whether p is dir or below it (both absolute, clean).

@@ -23,11 +23,8 @@ var ErrNotFolder = errors.New("not a folder")
 // Locks of other machines sharing the volume are not visible. A dir that is
 // not a folder gives an error wrapping ErrNotFolder.
 func WorldInUse(dir string) error {
-	switch fi, err := os.Stat(dir); {
-	case errors.Is(err, syscall.ELOOP):
-		return fmt.Errorf("%q is %w: its symbolic links form a loop", dir, ErrNotFolder)
-	case err == nil && !fi.IsDir():
-		return fmt.Errorf("%q is %w: it is a %s", dir, ErrNotFolder, kind(fi.Mode()))
+	if err := CheckFolder(dir); err != nil {
+		return err
 	}
 	candidates := []string{filepath.Join(dir, "session.lock")}
 	entries, err := os.ReadDir(dir)
@@ -47,6 +44,19 @@ func WorldInUse(dir string) error {
 		if held {
 			return fmt.Errorf("%w: %s is locked; stop the game server (scale its StatefulSet to 0) before restoring", ErrInUse, p)
 		}
+	}
+	return nil
+}
+
+// CheckFolder returns an error wrapping ErrNotFolder when dir exists but
+// is not a folder (a regular file, a symlink loop): no restore into it can
+// work. A missing dir, or one that cannot be looked at, gives nil.
+func CheckFolder(dir string) error {
+	switch fi, err := os.Stat(dir); {
+	case errors.Is(err, syscall.ELOOP):
+		return fmt.Errorf("%q is %w: its symbolic links form a loop", dir, ErrNotFolder)
+	case err == nil && !fi.IsDir():
+		return fmt.Errorf("%q is %w: it is a %s", dir, ErrNotFolder, kind(fi.Mode()))
 	}
 	return nil
 }

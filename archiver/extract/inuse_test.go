@@ -94,3 +94,50 @@ func ofdLock(t *testing.T, f *os.File) {
 		t.Fatal(err)
 	}
 }
+
+// TestRestoreInUseAfterMarker: once a restore is done and the server runs
+// on the restored world again (it holds session.lock), a rerun of the same
+// run ID (a restore Job re-created after an image change, a TTL and
+// refresh, GitOps) finds its marker and does nothing; a restore of another
+// run ID is still refused as in use, the world untouched.
+func TestRestoreInUseAfterMarker(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		runID     string
+		wantInUse bool
+		wantState string
+	}{
+		{"the same run ID", "run-1", false, StateAlreadyRestored},
+		{"another run ID", "run-2", true, StateUnchanged},
+		{"no run ID", "", true, StateUnchanged},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			archive, sum := newWorldArchive(t)
+			s := newScene(t, true)
+			o := Options{Archive: archive, SHA256: sum, Into: s.world, Replace: true, RunID: "run-1"}
+			if res, err := Restore(t.Context(), nil, o); err != nil || res.WorldState != StateReplaced {
+				t.Fatalf("restore: %+v, %v", res, err)
+			}
+			lock := filepath.Join(s.world, "session.lock")
+			must(t, os.WriteFile(lock, []byte("\u2603"), 0o644))
+			f, err := os.OpenFile(lock, os.O_RDWR, 0)
+			must(t, err)
+			defer f.Close()
+			ofdLock(t, f)
+			before := worldState(t, s.world)
+
+			o.RunID = tt.runID
+			res, err := Restore(t.Context(), nil, o)
+			state := res.WorldState
+			if err != nil {
+				state = WorldState(err)
+			}
+			if errors.Is(err, ErrInUse) != tt.wantInUse || (!tt.wantInUse && err != nil) || state != tt.wantState {
+				t.Fatalf("restore with the server running: %+v, %v; want in use %v, world %s", res, err, tt.wantInUse, tt.wantState)
+			}
+			if d := diffSnapshots(before, worldState(t, s.world)); d != "" {
+				t.Fatalf("the world changed under the running server:\n%s", d)
+			}
+		})
+	}
+}

@@ -43,3 +43,47 @@ func TestMarkerBinding(t *testing.T) {
 		})
 	}
 }
+
+// TestMarkerKeyedOnRunID: the marker's run ID alone makes a restore skip:
+// the same run ID with another archive (a restore Job re-created with a
+// newer backup's archive) leaves the world as it is; a planted marker
+// naming the run with another checksum is refused, not skipped over; a new
+// run ID restores.
+func TestMarkerKeyedOnRunID(t *testing.T) {
+	first, firstSum := newWorldArchive(t)
+	other, otherSum := writeArchive(t, zstdBytes(t, buildTar(t, reg("level.dat", "other level"))))
+	for _, tc := range []struct {
+		name      string
+		runID     string
+		planted   bool
+		wantErr   error
+		wantState string
+	}{
+		{"same run, other archive", "run-1", false, nil, StateAlreadyRestored},
+		{"same run, other archive, planted marker", "run-1", true, ErrMarkerNotBound, StateUnchanged},
+		{"new run, other archive", "run-2", false, nil, StateReplaced},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScene(t, true)
+			if tc.planted {
+				must(t, os.WriteFile(filepath.Join(s.world, MarkerName),
+					fmt.Appendf(nil, `{"run_id":"run-1","sha256":%q,"restored_at":"2026-11-30T00:00:00Z","inode":12345}`, firstSum), 0o644))
+			} else if res, err := Restore(t.Context(), nil, Options{Archive: first, SHA256: firstSum, Into: s.world, Replace: true, RunID: "run-1"}); err != nil || res.WorldState != StateReplaced {
+				t.Fatalf("first restore: %+v, %v", res, err)
+			}
+			before := worldState(t, s.world)
+			res, err := Restore(t.Context(), nil, Options{Archive: other, SHA256: otherSum, Into: s.world, Replace: true, RunID: tc.runID})
+			state := res.WorldState
+			if err != nil {
+				state = WorldState(err)
+			}
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) || state != tc.wantState {
+				t.Fatalf("restore of another archive with run ID %s: %+v, %v; want %v, world %s", tc.runID, res, err, tc.wantErr, tc.wantState)
+			}
+			changed := diffSnapshots(before, worldState(t, s.world)) != ""
+			if changed != (tc.wantState == StateReplaced) {
+				t.Errorf("world changed: %v, want %v", changed, tc.wantState == StateReplaced)
+			}
+		})
+	}
+}

@@ -29,6 +29,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
 
 // testVersion is stamped into the archiver built by the tests.
@@ -140,6 +142,14 @@ func TestImage(t *testing.T) {
 	}
 	root := t.TempDir()
 	headers := unpack(t, img, root)
+
+	t.Run("every file is one no mount path may hide", func(t *testing.T) {
+		for p, h := range headers {
+			if h.Typeflag == tar.TypeReg && !slices.Contains(jobspec.ImagePaths(), p) {
+				t.Errorf("the image's %s is not in jobspec.ImagePaths: a component would let a volume hide it", p)
+			}
+		}
+	})
 
 	t.Run("layer files, modes, owners and times", func(t *testing.T) {
 		want := map[string]int64{

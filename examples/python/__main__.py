@@ -34,7 +34,10 @@ backup = worldbackup.WorldBackup(
 
 # Not run by `pulumi up` until its run ID is set: a restore replaces the world.
 # It takes the archive and checksum the backup reported; its Job waits for the
-# backup's.
+# backup's. It restores once per restoreRunId: the backup's next run gives it a
+# new archive, which replaces its Job, but the new Job finds the world's marker
+# for this run ID and does nothing. Set a new restoreRunId to restore the
+# newest backup.
 restore_run_id = config.get("restoreRunId")
 if restore_run_id:
     restore = worldbackup.WorldRestore(

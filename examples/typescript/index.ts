@@ -39,7 +39,10 @@ const backup = new worldbackup.WorldBackup("backup", {
 
 // Not run by `pulumi up` until its runId is set: a restore replaces the world.
 // It takes the archive and checksum the backup reported; its Job waits for
-// the backup's.
+// the backup's. It restores once per restoreRunId: the backup's next run
+// gives it a new archive, which replaces its Job, but the new Job finds the
+// world's marker for this runId and does nothing. Set a new restoreRunId to
+// restore the newest backup.
 const restoreRunId = config.get("restoreRunId");
 const restore = restoreRunId
     ? new worldbackup.WorldRestore("restore", {

@@ -237,8 +237,9 @@ type Restore struct {
 	// the server, when it makes one).
 	FromRun    string `json:"fromRun,omitempty"`
 	FromServer string `json:"fromServer,omitempty"`
-	// RunID is the restore's own trigger: a new one restores again (default:
-	// the archive's checksum, or fromRun).
+	// RunID is the restore's own trigger: a new one restores again, and
+	// only a new one, also when the archive changes (default: the
+	// archive's checksum, or fromRun).
 	RunID string `json:"runId,omitempty"`
 	// Encryption replaces the server's encryption for this restore: the
 	// identity that reads an encrypted run of another server (fromServer)
@@ -676,18 +677,16 @@ func (c Config) clusterOf(r Restore) string {
 	return r.Cluster
 }
 
-// checkGrace refuses a prune grace shorter than the longest deadline of
-// the backups into the same store (jobapi.CheckGrace): the retention after
-// each backup (a server's own, or worldbackup:retention) and a server's
-// prune. A prune removes the store's unreferenced packs, whichever server
-// wrote them, so every backup into the store counts. A grace or deadline
-// that does not parse is left to the component, which names it.
-func (c Config) checkGrace() []error {
-	type deadline struct {
-		d    time.Duration
-		name string
-	}
-	longest := map[string]deadline{} // by store
+// deadline is a backup deadline and the config key that sets it.
+type deadline struct {
+	d    time.Duration
+	name string
+}
+
+// longestDeadlines returns the longest backup deadline of the servers of
+// each store (by storeKey): what a prune of that store must wait for.
+func (c Config) longestDeadlines() map[string]deadline {
+	longest := map[string]deadline{}
 	for i, s := range c.Servers {
 		d, name := s.Deadline, fmt.Sprintf("servers[%d].deadline", i)
 		if d == "" {
@@ -698,6 +697,17 @@ func (c Config) checkGrace() []error {
 			longest[k] = deadline{v, name}
 		}
 	}
+	return longest
+}
+
+// checkGrace refuses a prune grace shorter than the longest deadline of
+// the backups into the same store (jobapi.CheckGrace): the retention after
+// each backup (a server's own, or worldbackup:retention) and a server's
+// prune. A prune removes the store's unreferenced packs, whichever server
+// wrote them, so every backup into the store counts. A grace or deadline
+// that does not parse is left to the component, which names it.
+func (c Config) checkGrace() []error {
+	longest := c.longestDeadlines()
 	var errs []error
 	reported := map[string]bool{}
 	check := func(key, grace string, s Server) {

@@ -526,6 +526,38 @@ func TestPruneIsDeclared(t *testing.T) {
 	}
 }
 
+// TestPruneTakesTheLongestDeadlineOfItsStore: a server's prune gets the
+// longest deadline of the backups into its store as backupDeadline, so a
+// grace that covers the servers' short deadlines (the node tests' 2m) is
+// accepted by the component, and one that does not is refused.
+func TestPruneTakesTheLongestDeadlineOfItsStore(t *testing.T) {
+	for _, tt := range []struct {
+		name, servers, want string
+	}{
+		{"short deadlines, a grace that covers them",
+			`[{"name":"lobby","deadline":"2m","prune":{"runId":"p1","keepLast":2,"minKeep":1,"grace":"2m"}}]`, "2m"},
+		{"the longest of the store's servers",
+			`[{"name":"lobby","deadline":"2m","prune":{"runId":"p1","keepLast":2,"minKeep":1,"grace":"45m"}},{"name":"survival","deadline":"45m"}]`, "45m"},
+		{"the default deadline",
+			`[{"name":"lobby","prune":{"runId":"p1","keepLast":2,"minKeep":1}}]`, "30m"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseConfig(getter(map[string]string{"worldbackup:image": "img:1", "worldbackup:backupClaim": "backups",
+				"worldbackup:servers": tt.servers}), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := pruneArgs(c, c.Clusters[0], c.Servers[0])
+			if got := promptString(a.BackupDeadline); got != tt.want {
+				t.Errorf("backupDeadline %q, want %q", got, tt.want)
+			}
+			if err := a.Validate(); err != nil {
+				t.Fatalf("prune args: %v", err)
+			}
+		})
+	}
+}
+
 // promptString is the value of a prompt string input ("" for any other).
 func promptString(in pulumi.StringInput) string {
 	s, _ := in.(pulumi.String)

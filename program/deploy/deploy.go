@@ -267,7 +267,8 @@ func clusterProvider(ctx *pulumi.Context, cfg Config, cl Cluster) (*kubernetes.P
 
 // restoreArgs: the restore's run ID is derived from the archive's checksum
 // (or the entry's runId), so the same restore entry performs no second
-// restore and a new archive a new one. archiveRef is the entry's archive
+// restore and a new archive a new one (under the entry's runId, only with
+// a new runId: the run ID alone is the restore's key). archiveRef is the entry's archive
 // (with fromRun: its run) as an input: a plain value, or an Output that
 // carries a dependency (see Deploy).
 //
@@ -423,7 +424,8 @@ func stringArray(a []string) pulumi.StringArrayInput {
 
 // pruneArgs are the inputs of server s's WorldPrune in cluster cl: the
 // backup's claim or S3 store, image, identity and placement (no world), the
-// prune's own rules.
+// prune's own rules, and the longest deadline of the backups into its store
+// (which its grace must cover).
 func pruneArgs(cfg Config, cl Cluster, s Server) provider.WorldPruneArgs {
 	j := jobInputs(cfg, cl, s, RunID(cl.Name, s.Name, s.Prune.RunID))
 	j.WorldClaimName = nil // a prune mounts no world
@@ -432,6 +434,9 @@ func pruneArgs(cfg Config, cl Cluster, s Server) provider.WorldPruneArgs {
 		Retention: s.Prune.Retention.args(),
 		DryRun:    s.Prune.DryRun,
 		Store:     cfg.storeOf(s).args(),
+	}
+	if l := cfg.longestDeadlines()[cfg.storeKey(s)]; l.d > 0 {
+		a.BackupDeadline = pulumi.String(jobapi.ShortDuration(l.d))
 	}
 	if a.Store != nil {
 		a.BackupClaimName = nil // an S3 prune mounts no backup claim

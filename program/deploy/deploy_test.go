@@ -117,10 +117,11 @@ func TestScheduleSpreadByCluster(t *testing.T) {
 // TestVerifyScheduleDeclared: servers[].verify.schedule declares a
 // WorldVerifySchedule of the server's newest run in each cluster, in
 // render mode too (each Job resolves the run itself), with the server's
-// encryption key and spread by <cluster>/<server>; no on-demand verify.
+// encryption key and spread by <cluster>/<server>, half a day away from the
+// server's @daily-random backup schedule; no on-demand verify.
 func TestVerifyScheduleDeclared(t *testing.T) {
 	cfg := Config{Image: "img:1", BackupClaim: "backups", RunID: "r1", SecurityMode: "baseline",
-		Servers: []Server{{Name: "lobby", Encryption: &Encryption{SecretName: "lobby-age", SecretKey: "key.txt"},
+		Servers: []Server{{Name: "lobby", Encryption: &Encryption{SecretName: "lobby-age", SecretKey: "key.txt"}, Schedule: "@daily-random",
 			Verify: &Verify{Schedule: "@daily-random", ChunkSample: "10%"}}},
 		Clusters:  []Cluster{{Name: "eu"}},
 		RenderDir: "/tmp/unused"}
@@ -130,12 +131,16 @@ func TestVerifyScheduleDeclared(t *testing.T) {
 	}
 	var cronJobs, verifyJobs []string
 	var spec map[string]any
+	var backupSchedule string
 	for _, r := range rec.regs {
 		switch {
 		case r.TypeToken == "kubernetes:batch/v1:CronJob":
 			cronJobs = append(cronJobs, r.Name)
 			if r.Name == "eu-lobby-verify-schedule-cronjob" {
 				spec = r.Inputs["spec"].Mappable().(map[string]any)
+			}
+			if r.Name == "eu-lobby-schedule-cronjob" {
+				backupSchedule = r.Inputs["spec"].ObjectValue()["schedule"].StringValue()
 			}
 		case r.TypeToken == "kubernetes:batch/v1:Job" && strings.Contains(r.Name, "verify"):
 			verifyJobs = append(verifyJobs, r.Name)
@@ -144,9 +149,12 @@ func TestVerifyScheduleDeclared(t *testing.T) {
 	if spec == nil || len(verifyJobs) != 0 {
 		t.Fatalf("CronJobs %q, verify Jobs %q: want eu-lobby-verify-schedule-cronjob and no verify Job", cronJobs, verifyJobs)
 	}
-	want, err := naming.SpreadSchedule("@daily-random", 0, naming.SpreadKey("eu", "lobby"))
+	want, err := naming.VerifySpreadSchedule("@daily-random", 0, naming.SpreadKey("eu", "lobby"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if backupSchedule == "" || backupSchedule == want {
+		t.Errorf("the backup CronJob's schedule %q, the verify's %q: want both, at different minutes", backupSchedule, want)
 	}
 	b, _ := json.Marshal(spec)
 	text := string(b)
@@ -198,6 +206,47 @@ func TestMetricsDeclared(t *testing.T) {
 			slices.Sort(got)
 			if !slices.Equal(got, tt.want) {
 				t.Fatalf("Deployments %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestServerRunAsUserInBaseline: a server's non-root runAsUser in baseline
+// mode (the stack's default) is refused without its fsGroup, saying to set
+// it: the backup could not read its config Secret. With servers[].fsGroup
+// the backup's pod gets it.
+func TestServerRunAsUserInBaseline(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		fsGroup *int
+		wantErr string
+	}{
+		{"without fsGroup", nil, "set fsGroup"},
+		{"with fsGroup", new(1000), ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Config{Image: "img:1", BackupClaim: "backups", RunID: "r1", SecurityMode: "baseline",
+				Servers:  []Server{{Name: "lobby", RunAsUser: new(1000), RunAsGroup: new(1000), FSGroup: tt.fsGroup}},
+				Clusters: []Cluster{{Name: "eu"}}, RenderDir: "/tmp/unused"}
+			rec := &recorder{}
+			err := pulumi.RunErr(func(ctx *pulumi.Context) error { return Deploy(ctx, cfg) }, pulumi.WithMocks("project", "stack", rec))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), "runAsUser") || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Deploy: %v; want runAsUser refused, saying %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rec.regs {
+				if r.TypeToken != "kubernetes:batch/v1:Job" {
+					continue
+				}
+				b, _ := json.Marshal(r.Inputs["spec"].Mappable())
+				if !strings.Contains(string(b), `"fsGroup":1000`) || !strings.Contains(string(b), `"runAsUser":1000`) {
+					t.Errorf("%s: the pod lacks runAsUser and fsGroup 1000:\n%s", r.Name, b)
+				}
 			}
 		})
 	}

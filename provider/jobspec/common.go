@@ -69,6 +69,22 @@ const (
 	TmpVolumeName = "tmp"
 )
 
+// ImagePaths are the files of the archiver image that its container reads:
+// the binary, the CA bundle (TLS to S3 and the database) and the user and
+// group files. A volume mounted at one of them, or at a folder above one
+// (/usr/local/bin, /etc), hides it.
+func ImagePaths() []string {
+	return []string{ArchiverPath, "/etc/ssl/certs/ca-certificates.crt", "/etc/passwd", "/etc/group"}
+}
+
+// RuntimePaths are what the container runtime and the kubelet put in every
+// container: /dev (the termination log among it), /proc, /sys and the
+// files the kubelet mounts in /etc. A volume mounted at, above or below one
+// of them breaks the pod.
+func RuntimePaths() []string {
+	return []string{"/dev", "/proc", "/sys", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf"}
+}
+
 // TmpSizeLimit caps the scratch emptyDir at /tmp.
 var TmpSizeLimit = resource.MustParse("64Mi")
 
@@ -154,7 +170,9 @@ const (
 	// node when it runs; a stopped server does not block the Job.
 	AffinityPreferred AffinityMode = "preferred"
 	// AffinityRequired schedules the pod only on the node the game pod runs
-	// on: the Job waits while the server is stopped.
+	// on: while the server is stopped the pod is unschedulable (the pod
+	// watchdog of `pulumi up` fails the Job after its grace; an unwatched
+	// Job waits until its deadline).
 	AffinityRequired AffinityMode = "required"
 	// AffinityNone sets no pod affinity.
 	AffinityNone AffinityMode = "none"
@@ -189,6 +207,14 @@ var ReservedLabels = []string{LabelName, LabelInstance, LabelComponent, LabelMan
 // ReservedAnnotations are the annotation keys the builders set (the Await
 // ones from their own inputs); inputs may not set them.
 var ReservedAnnotations = []string{AnnotationRunID, AnnotationSkipAwait, AnnotationReplaceUnready}
+
+// AwaitAnnotations are annotations by which the Kubernetes provider would
+// await or delete a Job otherwise than the component decides:
+// pulumi.com/waitFor (the Job ready before it finished, as skipAwait, while
+// replaceUnready would replace it running) and
+// pulumi.com/deletionPropagationPolicy (orphan: a replaced Job's pod runs
+// on beside its replacement). Inputs may not set them.
+var AwaitAnnotations = []string{"pulumi.com/waitFor", "pulumi.com/deletionPropagationPolicy"}
 
 // Annotations returns extra plus the run ID annotation (which wins).
 func Annotations(runID string, extra map[string]string) map[string]string {

@@ -54,8 +54,8 @@ func RestoreJobName(server, runID string) string {
 // database and no config file. RunID is the restore's idempotency key: the
 // archiver leaves a marker (.worldbackup-restored, with the run ID and the
 // archive's checksum) in the restored world, and a second run of the same
-// restore (a Job re-created after its TTL, a replacement, GitOps) exits 0
-// without touching the world.
+// run ID (a Job re-created after its TTL, a replacement, also with another
+// archive, GitOps) exits 0 without touching the world.
 func (r Restore) Request() jobapi.Restore {
 	req := jobapi.Restore{
 		RunID:      r.RunID,

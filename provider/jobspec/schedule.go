@@ -2,6 +2,7 @@ package jobspec
 
 import (
 	"maps"
+	"regexp"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -48,8 +49,21 @@ const ComponentVerifySchedule = "verify-schedule"
 
 // VerifyScheduleName returns the verify CronJob's name for server. Its
 // Jobs, <server>-vsched-<digits>, never take the name of a backup
-// schedule's or of an on-demand Job (<server>-<kind>-<suffix>).
+// schedule's Job; an on-demand Job (<server>-<kind>-<suffix>) could, which
+// the components refuse (IsScheduledJobName).
 func VerifyScheduleName(server string) string { return server + "-vsched" }
+
+// scheduledJobName matches the names of the Jobs that the CronJobs of
+// ScheduleName and VerifyScheduleName create: the CronJob's name and the
+// scheduled time in minutes (the CronJob controller's rule).
+var scheduledJobName = regexp.MustCompile(`-v?sched-[0-9]+$`)
+
+// IsScheduledJobName reports whether name has the form of a Job that a
+// schedule's CronJob creates, for some server: an on-demand Job of that
+// name could take a scheduled run's name (server a's runId
+// sched-29412345 names a-backup-sched-29412345, a Job of server
+// a-backup's schedule), and then one of the two cannot be created.
+func IsScheduledJobName(name string) bool { return scheduledJobName.MatchString(name) }
 
 // BuildBackupSchedule returns the CronJob that runs b's backup Job on
 // schedule s: the same pod as the on-demand Job (mounts, identity, no

@@ -67,3 +67,28 @@ func TestBuildBackupSchedule(t *testing.T) {
 		t.Fatalf("baseline mode's CronJob pod fails baseline: %v", agg.ForbiddenReasons)
 	}
 }
+
+// TestIsScheduledJobName: the names a schedule's CronJob gives its Jobs
+// (<cronjob>-<minutes>) are recognized whatever the server, and an
+// on-demand Job's usual names are not.
+func TestIsScheduledJobName(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		want bool
+	}{
+		{jobspec.ScheduleName("survival") + "-29412345", true},
+		{jobspec.VerifyScheduleName("survival") + "-29412345", true},
+		{jobspec.ScheduleName("a-backup") + "-29412345", true},
+		{"a-backup-sched-29412345", true},
+		{"survival-backup-20250601-0300", false},
+		{"survival-backup-sched", false},
+		{"survival-backup-sched-2a", false},
+		{"survival-restore-restore-20250601", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := jobspec.IsScheduledJobName(tt.name); got != tt.want {
+				t.Fatalf("IsScheduledJobName(%q) = %v, want %v", tt.name, got, tt.want)
+			}
+		})
+	}
+}

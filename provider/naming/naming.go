@@ -53,6 +53,17 @@ func GamePod(server string) string {
 // fit, followed by '-' and a short hash of the exact run ID. Run IDs that
 // differ only in case or in replaced characters therefore still give
 // different names, and a new run ID always gives a new Job name.
+//
+// Names are not unique across all inputs, and stay so, since another rule
+// would rename every existing Job (each a replacement at the next up):
+// a run ID that is itself a hashed suffix ("nightly-ab6b5a4d", the suffix
+// of "Nightly") gives the name of the run ID it was hashed from, and '-'
+// joins server, kind and suffix, so server "a", kind backup, run ID
+// "restore-x" and server "a-backup", kind restore, run ID "x" share a name.
+// Both need run IDs or server names made to meet, and a new run ID avoids
+// them. The one collision ordinary inputs meet, with the Jobs a schedule's
+// CronJob names (a-backup-sched-29412345), the components refuse
+// (jobspec.IsScheduledJobName).
 func JobName(server, kind, runID string) string {
 	prefix := server + "-" + kind + "-"
 	budget := MaxNameLen - len(prefix)

@@ -50,13 +50,38 @@ func SpreadKey(cluster, server string) string {
 //   - any other schedule with no window is returned as it is.
 //
 // The offset is a SHA-256 of key, so the same key always gives the same
-// minute and keys spread evenly over the window.
+// minute and keys spread evenly over the window. It is the offset of a
+// server's backup schedule; VerifySpreadSchedule gives its verify's.
 func SpreadSchedule(schedule string, window time.Duration, key string) (string, error) {
+	return spreadSchedule(schedule, window, key, false)
+}
+
+// VerifySpreadSchedule returns the cron expression of the verify schedule
+// of the server whose backup schedule SpreadSchedule gives for key: the
+// same rules, with the offset half the period (or window) away from the
+// backup's, so the same schedule and key never fire the backup and the
+// verify at the same minute (for a window of at least 2m): @daily-random
+// verifies twelve hours after or before the backup, @hourly-random thirty
+// minutes.
+func VerifySpreadSchedule(schedule string, window time.Duration, key string) (string, error) {
+	return spreadSchedule(schedule, window, key, true)
+}
+
+// spreadSchedule is SpreadSchedule, the offset moved by half its range when
+// opposite is set.
+func spreadSchedule(schedule string, window time.Duration, key string, opposite bool) (string, error) {
 	schedule = strings.TrimSpace(schedule)
 	if window < 0 || window > MaxSpread || window%time.Minute != 0 {
 		return "", fmt.Errorf("spread %s must be a whole number of minutes from 1m to 24h", window)
 	}
-	h := spreadHash(key)
+	hash := spreadHash(key)
+	// offset is the key's offset in [0, n) (n minutes), or half of n past it.
+	offset := func(n uint64) uint64 {
+		if opposite {
+			return (hash%n + n/2) % n
+		}
+		return hash % n
+	}
 	const day = 24 * 60
 	switch schedule {
 	case HourlyRandom, DailyRandom, WeeklyRandom, MonthlyRandom:
@@ -65,15 +90,15 @@ func SpreadSchedule(schedule string, window time.Duration, key string) (string, 
 		}
 		switch schedule {
 		case HourlyRandom:
-			return fmt.Sprintf("%d * * * *", h%60), nil
+			return fmt.Sprintf("%d * * * *", offset(60)), nil
 		case DailyRandom:
-			o := h % day
+			o := offset(day)
 			return fmt.Sprintf("%d %d * * *", o%60, o/60), nil
 		case WeeklyRandom:
-			o := h % (7 * day)
+			o := offset(7 * day)
 			return fmt.Sprintf("%d %d * * %d", o%60, o/60%24, o/day), nil
 		default:
-			o := h % (28 * day)
+			o := offset(28 * day)
 			return fmt.Sprintf("%d %d %d * *", o%60, o/60%24, o/day+1), nil
 		}
 	}
@@ -92,9 +117,9 @@ func SpreadSchedule(schedule string, window time.Duration, key string) (string, 
 		if w > 60 {
 			return "", fmt.Errorf("schedule %q fires every hour: its spread may be at most 1h, not %s", schedule, window)
 		}
-		fields[0] = strconv.FormatUint((minute+h%w)%60, 10)
+		fields[0] = strconv.FormatUint((minute+offset(w))%60, 10)
 	case mok && hok:
-		t := hour*60 + minute + h%w
+		t := hour*60 + minute + offset(w)
 		if hour*60+minute+w > day && strings.Join(fields[2:], " ") != "* * *" {
 			return "", fmt.Errorf("schedule %q with spread %s may fire past midnight, on another day than its day fields say: shorten spread to at most %s or start earlier", schedule, window, time.Duration(day-hour*60-minute)*time.Minute)
 		}

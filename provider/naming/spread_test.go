@@ -57,28 +57,35 @@ func TestSpreadScheduleStable(t *testing.T) {
 	}
 }
 
+// spreadCase is a schedule and window, and how to read a spread
+// expression of it.
+type spreadCase struct {
+	name     string
+	schedule string
+	window   time.Duration
+	minutes  int               // window length in minutes
+	offset   func(v []int) int // minutes into the window
+	buckets  int
+	days     func(v []int) bool // day fields as expected
+}
+
+// spreadCases are the schedules and windows the spread tests cover.
+var spreadCases = []spreadCase{
+	{"daily-random", DailyRandom, 0, 1440, func(v []int) int { return v[1]*60 + v[0] }, 24, func(v []int) bool { return v[2] == -1 && v[3] == -1 && v[4] == -1 }},
+	{"hourly-random", HourlyRandom, 0, 60, func(v []int) int { return v[0] }, 6, func(v []int) bool { return v[1] == -1 && v[2] == -1 && v[4] == -1 }},
+	{"weekly-random", WeeklyRandom, 0, 7 * 1440, func(v []int) int { return v[4]*1440 + v[1]*60 + v[0] }, 7, func(v []int) bool { return v[2] == -1 && v[3] == -1 }},
+	{"monthly-random", MonthlyRandom, 0, 28 * 1440, func(v []int) int { return (v[2]-1)*1440 + v[1]*60 + v[0] }, 28, func(v []int) bool { return v[2] <= 28 && v[3] == -1 && v[4] == -1 }},
+	{"03:00 + 2h", "0 3 * * *", 2 * time.Hour, 120, func(v []int) int { return v[1]*60 + v[0] - 180 }, 8, func(v []int) bool { return v[2] == -1 }},
+	{"23:30 + 1h wraps", "30 23 * * *", time.Hour, 60, func(v []int) int { return (v[1]*60 + v[0] - 23*60 - 30 + 1440) % 1440 }, 4, func(v []int) bool { return v[2] == -1 }},
+	{"weekly + 3h", "@weekly", 3 * time.Hour, 180, func(v []int) int { return v[1]*60 + v[0] }, 6, func(v []int) bool { return v[4] == 0 }},
+	{"hourly at :15 + 30m", "15 * * * *", 30 * time.Minute, 30, func(v []int) int { return v[0] - 15 }, 3, func(v []int) bool { return v[1] == -1 }},
+}
+
 // TestSpreadScheduleCoversWindow: 2,000 servers land in every part of the
 // window, none outside it, each bucket near its share.
 func TestSpreadScheduleCoversWindow(t *testing.T) {
 	const n = 2000
-	for _, tc := range []struct {
-		name     string
-		schedule string
-		window   time.Duration
-		minutes  int               // window length in minutes
-		offset   func(v []int) int // minutes into the window
-		buckets  int
-		days     func(v []int) bool // day fields as expected
-	}{
-		{"daily-random", DailyRandom, 0, 1440, func(v []int) int { return v[1]*60 + v[0] }, 24, func(v []int) bool { return v[2] == -1 && v[3] == -1 && v[4] == -1 }},
-		{"hourly-random", HourlyRandom, 0, 60, func(v []int) int { return v[0] }, 6, func(v []int) bool { return v[1] == -1 && v[2] == -1 && v[4] == -1 }},
-		{"weekly-random", WeeklyRandom, 0, 7 * 1440, func(v []int) int { return v[4]*1440 + v[1]*60 + v[0] }, 7, func(v []int) bool { return v[2] == -1 && v[3] == -1 }},
-		{"monthly-random", MonthlyRandom, 0, 28 * 1440, func(v []int) int { return (v[2]-1)*1440 + v[1]*60 + v[0] }, 28, func(v []int) bool { return v[2] <= 28 && v[3] == -1 && v[4] == -1 }},
-		{"03:00 + 2h", "0 3 * * *", 2 * time.Hour, 120, func(v []int) int { return v[1]*60 + v[0] - 180 }, 8, func(v []int) bool { return v[2] == -1 }},
-		{"23:30 + 1h wraps", "30 23 * * *", time.Hour, 60, func(v []int) int { return (v[1]*60 + v[0] - 23*60 - 30 + 1440) % 1440 }, 4, func(v []int) bool { return v[2] == -1 }},
-		{"weekly + 3h", "@weekly", 3 * time.Hour, 180, func(v []int) int { return v[1]*60 + v[0] }, 6, func(v []int) bool { return v[4] == 0 }},
-		{"hourly at :15 + 30m", "15 * * * *", 30 * time.Minute, 30, func(v []int) int { return v[0] - 15 }, 3, func(v []int) bool { return v[1] == -1 }},
-	} {
+	for _, tc := range spreadCases {
 		t.Run(tc.name, func(t *testing.T) {
 			counts := make([]int, tc.buckets)
 			distinct := map[string]bool{}
@@ -106,6 +113,39 @@ func TestSpreadScheduleCoversWindow(t *testing.T) {
 			}
 			if want := min(tc.minutes, n) / 2; len(distinct) < want {
 				t.Errorf("%d distinct schedules for %d servers, want at least %d", len(distinct), n, want)
+			}
+		})
+	}
+}
+
+// TestVerifySpreadScheduleHalfAway: for the same schedule and key, a
+// server's verify fires half the window (the period of a *-random schedule)
+// away from its backup, within the same window and days: never at the same
+// minute, @daily-random twelve hours apart.
+func TestVerifySpreadScheduleHalfAway(t *testing.T) {
+	for _, tc := range spreadCases {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := range 200 {
+				key := SpreadKey("eu", fmt.Sprintf("server-%d", i))
+				backup, err := SpreadSchedule(tc.schedule, tc.window, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				verify, err := VerifySpreadSchedule(tc.schedule, tc.window, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, v := checkCron(t, backup), checkCron(t, verify)
+				if !tc.days(v) {
+					t.Fatalf("verify %q: day fields changed", verify)
+				}
+				bo, vo := tc.offset(b), tc.offset(v)
+				if vo < 0 || vo >= tc.minutes {
+					t.Fatalf("verify %q is %d minutes into a window of %d", verify, vo, tc.minutes)
+				}
+				if d := (vo - bo + tc.minutes) % tc.minutes; d != tc.minutes/2 && d != (tc.minutes+1)/2 {
+					t.Fatalf("%s: backup %q, verify %q: %d minutes apart in a window of %d, want half of it", key, backup, verify, d, tc.minutes)
+				}
 			}
 		})
 	}

@@ -22,10 +22,10 @@ Serves the catalog as Prometheus metrics on /metrics and as a status page
 on /: every server's newest successful run and its age, its last runs'
 sizes, its failed attempts, and the command that restores its newest run.
 Each scrape re-reads the catalog (at most every 5s, each read bounded). It
-reads only [database] of felis.toml, needs only SELECT on world_backups and
-world_backup_failures (a read-only role), and never migrates: on a database
+reads only [database] of felis.toml, and never migrates: on a database
 without the tables, worldbackup_exporter_catalog_up is 0 and the log says to
-run archiver migrate.
+run archiver migrate. It needs only SELECT (a read-only role, as
+archiver/exporter/readonly_role.sql makes) on ` + jobapi.MetricsTables + `.
 `
 
 // metricsFlags are the flags of metrics.

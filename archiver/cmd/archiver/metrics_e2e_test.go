@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -183,4 +184,46 @@ func httpGet(t *testing.T, url string) (string, error) {
 		err = fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return string(b), err
+}
+
+// TestMetricsRoleAsHelpSays: a role granted SELECT on exactly the tables
+// `archiver metrics --help` names (and readonly_role.sql's other lines:
+// connect, the schema, read-only) is all the exporter needs: with it the
+// catalog is up and a prune's series are there.
+func TestMetricsRoleAsHelpSays(t *testing.T) {
+	help := archiver(t, "metrics", "--help")
+	text := strings.Join(strings.Fields(help.stdout+help.stderr), " ")
+	var tables []string
+	for sentence := range strings.SplitSeq(text, ". ") {
+		if strings.Contains(sentence, "SELECT") {
+			tables = regexp.MustCompile(`world_[a-z_]+`).FindAllString(sentence, -1)
+		}
+	}
+	if len(tables) == 0 {
+		t.Fatalf("`archiver metrics --help` names no table to grant SELECT on:\n%s", text)
+	}
+
+	e := newEnv(t, pgtest.URL(t))
+	generateWorld(t, e.world)
+	if r := archiver(t, e.backupArgs("m-1")...); r.code != 0 {
+		t.Fatalf("backup: exit %d: %s", r.code, r.stderr)
+	}
+	grant := regexp.MustCompile(`(?m)^GRANT SELECT ON .* TO`)
+	ro := pgtest.Role(t, e.url, func(role, password, database string) string {
+		return grant.ReplaceAllLiteralString(exporter.ReadOnlyRoleSQL(role, password, database),
+			"GRANT SELECT ON "+strings.Join(tables, ", ")+" TO")
+	})
+	roConfig := filepath.Join(t.TempDir(), "felis.toml")
+	writeConfig(t, roConfig, fmt.Sprintf("[database]\nurl = %q\n", ro))
+	base := startMetrics(t, "--config", roConfig, "--cluster", "test")
+	fams, err := promscrape.Scrape(t.Context(), base+"/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := fams.Value("worldbackup_exporter_catalog_up", map[string]string{"cluster": "test"}); !ok || v != 1 {
+		t.Fatalf("with SELECT on %v only: catalog_up %v (found %v), want 1", tables, v, ok)
+	}
+	if v, ok := fams.Value("worldbackup_prune_total", map[string]string{"server": "survival"}); !ok || v != 0 {
+		t.Errorf("with SELECT on %v only: worldbackup_prune_total{server=survival} %v (found %v), want 0", tables, v, ok)
+	}
 }

@@ -31,7 +31,7 @@ Restore needs no database and no config file: take the checksum from the
 catalog (archiver list) beforehand, or give --archive-from, the file archiver
 resolve wrote for a run ID or latest (the restore Job's init container runs
 it): the archive and checksum are read from it, at most 16 KiB, checked as
-the catalog's rules say, and the marker then names the run ID alone.
+the catalog's rules say.
 
 A chunked run (backup --format chunked) is named by its manifest,
 <root>/_chunked/runs/<server>/<run id>.manifest or its s3:// URL, and --sha256
@@ -52,13 +52,18 @@ extract it, checked again before the swap.
 
 With --run-id, the restored world holds a marker (.worldbackup-restored: the
 run ID, the checksum, the time and the marker's own inode); a rerun with the
-same run ID and checksum finds it and exits 0 without touching the world. A
-marker naming them that this restore did not write there (planted, copied,
-or from an archiver before the inode binding) is refused: exit 2, the world
-untouched; delete it to restore again. The log's world_state says
-what DIR holds at the end: unchanged, restored, replaced (", old copy left at
-PATH" when the old world could not be removed), already restored, or
-incomplete (a half-done swap: rerun to finish).
+same run ID finds it and exits 0 without touching the world, whatever archive
+it is given (the run ID is the restore's key: a Job re-created with a newer
+archive, or latest resolved to a newer run, restores nothing; give a new run
+ID to restore another archive). A marker naming the run ID that this restore
+did not write there (planted, copied, or from an archiver before the inode
+binding) is refused: exit 2, the world untouched; delete it to restore again.
+A world a running server uses (a locked session.lock) is refused, exit 1,
+after the marker is read: a rerun of a restore already done exits 0. The
+log's world_state says what DIR holds at the end: unchanged, restored,
+replaced (", old copy left at PATH" when the old world could not be
+removed), already restored, or incomplete (a half-done swap: rerun to
+finish).
 
 A restored world writes a one-line JSON summary to the termination log
 (status restored or already-restored, run_id, archive_ref, sha256,
@@ -145,10 +150,7 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		RunID:      *runID,
 		MaxBytes:   *maxBytes,
 		MaxEntries: *maxEntries,
-		// A restore by run names its run alone in the marker: a rerun of
-		// it must not restore a newer run the catalog now calls latest.
-		MarkerRunOnly: f.ArchiveFrom != "",
-		Decrypt:       decryptOf(keys),
+		Decrypt:    decryptOf(keys),
 	}
 	if st, key, ok, err := chunkedStore(s3Over(fs, f.S3, config.S3{}), *archive); ok {
 		if err != nil {
@@ -178,23 +180,20 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	log := newLogger(format, stderr)
 
-	// A running server keeps writing its world: never restore under it.
-	switch err := extract.WorldInUse(*into); {
-	case errors.Is(err, extract.ErrInUse):
-		log.Error("restore refused: the world is in use", "into", *into, "world_state", extract.StateUnchanged, "error", err)
-		return exitFailed
-	case errors.Is(err, extract.ErrNotFolder):
+	if err := extract.CheckFolder(*into); err != nil {
 		log.Error("restore refused: --into is not a folder: give the world's folder", "into", *into, "world_state", extract.StateUnchanged, "error", err)
 		return exitUsage
-	case err != nil:
-		log.Error("restore refused: cannot check whether a server uses the world", "into", *into, "world_state", extract.StateUnchanged, "error", err)
-		return exitFailed
 	}
+	// Restore refuses a world a running server uses (ErrInUse), after its
+	// marker: a rerun of a restore already done exits 0 while the server runs.
 	res, err := extract.Restore(ctx, log, o)
 	if err != nil {
 		state := extract.WorldState(err)
 		var refused *extract.RefusedError
 		switch {
+		case errors.Is(err, extract.ErrInUse):
+			log.Error("restore refused: the world is in use", "into", *into, "world_state", state, "error", err)
+			return exitFailed
 		case keyProblem(err):
 			log.Error("restore refused: the encryption key is missing, unusable or wrong", "archive", *archive, "into", *into,
 				"world_state", state, "error", err)

@@ -529,6 +529,53 @@ func TestRestoreRefusesWorldInUse(t *testing.T) {
 	}
 }
 
+// TestRestoreRerunWhileServerRuns: README "Restoring a world" promises that
+// a re-created restore Job of the same entry exits 0 without touching the
+// world. Once the game server runs on the restored world again (it holds
+// session.lock), a rerun of the same run ID exits 0 (already restored); a
+// restore of another run ID is still refused as in use (exit 1).
+func TestRestoreRerunWhileServerRuns(t *testing.T) {
+	testenv.RequireCommands(t, "python3")
+	_, archive, sum := backedUpWorld(t, "zstd", ".tar.zst")
+	into := filepath.Join(t.TempDir(), "server")
+	if res := archiver(t, restoreArgs(archive, sum, into, "--replace", "--run-id", "r1")...); res.code != 0 {
+		t.Fatalf("first restore exited %d:\n%s", res.code, res.stderr)
+	}
+	lockFile := filepath.Join(into, "world", "session.lock")
+	if err := os.WriteFile(lockFile, []byte("\u2603"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	holder := exec.CommandContext(t.Context(), "python3", "-c",
+		"import fcntl,sys; f=open(sys.argv[1],'r+'); fcntl.lockf(f, fcntl.LOCK_EX); print('locked', flush=True); sys.stdin.read()", lockFile)
+	stdin, _ := holder.StdinPipe()
+	stdout, _ := holder.StdoutPipe()
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); holder.Wait() }()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "locked\n" {
+		t.Fatalf("lock holder: %q, %v", line, err)
+	}
+	before := snapshot(t, into, nil)
+
+	for _, tc := range []struct {
+		name, runID string
+		code        int
+		want        string
+	}{
+		{"the same run ID", "r1", 0, "already restored"},
+		{"another run ID", "r2", 1, "in use by a running server"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := archiver(t, restoreArgs(archive, sum, into, "--replace", "--run-id", tc.runID)...)
+			if res.code != tc.code || !strings.Contains(res.stderr, tc.want) {
+				t.Fatalf("restore with the server running exited %d, want %d saying %q:\n%s", res.code, tc.code, tc.want, res.stderr)
+			}
+			untouched(t, into, before, "server")
+		})
+	}
+}
+
 // TestRestoreIntoNotAFolder: an --into that is a regular file or a loop of
 // symlinks is a usage error (exit 2) saying so, not "the world is in use",
 // and nothing is touched.

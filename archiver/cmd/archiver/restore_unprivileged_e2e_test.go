@@ -228,8 +228,9 @@ func TestRestoreOldCopyLeftAside(t *testing.T) {
 }
 
 // TestRestoreMarker: a restore with --run-id marks the world; a rerun of the
-// same run and checksum exits 0 without touching the world; another
-// checksum restores.
+// same run ID exits 0 without touching the world, also with another archive
+// (a restore Job re-created from a newer backup's outputs), saying so; a new
+// run ID restores that archive.
 func TestRestoreMarker(t *testing.T) {
 	dir := t.TempDir()
 	a, aSum := modeArchive(t, dir, "a.tar", []modeEntry{{name: "world/level.dat", mode: 0o644, body: "a"}})
@@ -264,9 +265,17 @@ func TestRestoreMarker(t *testing.T) {
 		t.Errorf("the rerun touched the world: level.dat %q", got)
 	}
 
-	// Another archive under the same run ID is a real restore.
-	if res := archiver(t, restoreArgs(b, bSum, into, "--replace", "--run-id", "run-7")...); res.code != 0 || worldState(t, res.stderr) != "replaced" {
-		t.Fatalf("restore of another archive exited %d:\n%s", res.code, res.stderr)
+	// Another archive under the same run ID restores nothing.
+	res = archiver(t, restoreArgs(b, bSum, into, "--replace", "--run-id", "run-7")...)
+	if res.code != 0 || worldState(t, res.stderr) != "already restored" || !strings.Contains(res.stderr, "give a new run ID") {
+		t.Fatalf("the same run ID with another archive exited %d, want 0, already restored, saying to give a new run ID:\n%s", res.code, res.stderr)
+	}
+	if got, _ := os.ReadFile(level); string(got) != "played since" {
+		t.Errorf("the same run ID with another archive touched the world: level.dat %q", got)
+	}
+	// A new run ID restores it.
+	if res := archiver(t, restoreArgs(b, bSum, into, "--replace", "--run-id", "run-8")...); res.code != 0 || worldState(t, res.stderr) != "replaced" {
+		t.Fatalf("restore of another archive under a new run ID exited %d:\n%s", res.code, res.stderr)
 	}
 	if got, _ := os.ReadFile(level); string(got) != "b" {
 		t.Errorf("level.dat %q, want b", got)

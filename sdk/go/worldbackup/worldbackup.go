@@ -210,6 +210,7 @@ type WorldPruneArgs struct {
 	ConfigMountPath  pulumi.StringInput
 	Retention        *RetentionArgs
 	DryRun           bool
+	BackupDeadline   pulumi.StringInput
 	Store            *StoreArgs
 	Notify           *NotifyArgs
 }
