@@ -495,36 +495,47 @@ func removeUnrecorded(ctx context.Context, cat Catalog, st Store, server, runID,
 }
 
 // plan decides on recs (one server's rows): the verdicts newest first and
-// the run IDs to delete. A run finished after notBefore, or whose archive is
-// not in st (its ref is another store's), is kept whatever the policy says.
-// A run finished in the future (catalog.FutureTolerance past now: a node
-// with a wrong clock) is kept and left out of the policy, so it neither
-// pushes real runs out of keep-within nor takes a place of the floor.
+// the run IDs to delete. A run finished after notBefore is kept whatever the
+// policy says. Some runs are kept and left out of the policy, so that they
+// take neither a bucket nor a place of the floor from the runs this prune
+// judges:
+//   - a run whose archive is not in st (its ref is another store's: a
+//     catalog shared by several stores), judged by that store's prune;
+//   - a run finished in the future (catalog.FutureTolerance past now: a
+//     node with a wrong clock), which would also push the real runs out of
+//     keep-within.
 func plan(recs []catalog.Record, st Store, p retention.Policy, now, notBefore time.Time) (runs []Run, remove []string, future []catalog.Record) {
 	byID := make(map[string]catalog.Record, len(recs))
 	rr := make([]retention.Run, 0, len(recs))
-	var ds []retention.Decision
+	var ds []retention.Decision // the runs left out of the policy: kept
+	unjudged := func(r catalog.Record, why string) {
+		ds = append(ds, retention.Decision{Run: retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt}, Keep: true,
+			Reasons: []string{why}})
+	}
 	for _, r := range recs {
 		byID[r.RunID] = r
-		if r.InFuture(now) {
+		switch key := keyOf(r); {
+		case key == "" || st.Ref(key) != r.ArchiveRef:
+			unjudged(r, "archive is not in this store: not judged here")
+		case r.InFuture(now):
 			future = append(future, r)
-			ds = append(ds, retention.Decision{Run: retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt}, Keep: true,
-				Reasons: []string{"finished in the future (a node with a wrong clock?): not judged"}})
-			continue
+			unjudged(r, "finished in the future (a node with a wrong clock?): not judged")
+		default:
+			rr = append(rr, retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt})
 		}
-		rr = append(rr, retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt})
 	}
-	// Newest first: the future runs, then the policy's verdicts.
-	slices.Reverse(ds)
 	ds = append(ds, retention.Apply(rr, p)...)
+	// Newest first, ties by ID, as retention.Apply orders its verdicts.
+	slices.SortStableFunc(ds, func(a, b retention.Decision) int {
+		if c := b.FinishedAt.Compare(a.FinishedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
 	for _, d := range ds {
 		r := byID[d.ID]
-		key := keyOf(r)
 		if r.FinishedAt.After(notBefore) && !r.InFuture(now) {
 			d.Keep, d.Reasons = true, append(d.Reasons, "finished within the grace period")
-		}
-		if key == "" || st.Ref(key) != r.ArchiveRef {
-			d.Keep, d.Reasons = true, append(d.Reasons, "archive is not in this store")
 		}
 		runs = append(runs, Run{RunID: r.RunID, FinishedAt: r.FinishedAt, ArchiveRef: r.ArchiveRef,
 			SizeBytes: r.SizeBytes, Keep: d.Keep, Reasons: d.Reasons, rec: r})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,18 @@ func (f fixture) put(t *testing.T, server, id string, finished time.Time, row bo
 	}
 	_, err = f.db.Insert(t.Context(), catalog.Record{RunID: id, Server: server, ArchiveRef: "/" + key, SizeBytes: size,
 		SHA256: strings.Repeat("0", 64), Compression: "zstd", StartedAt: finished.Add(-time.Minute), FinishedAt: finished})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// putElsewhere records run id of server, finished at finished, whose
+// archive is in another store sharing the catalog (a bucket): a row only.
+func (f fixture) putElsewhere(t *testing.T, server, id string, finished time.Time) {
+	t.Helper()
+	_, err := f.db.Insert(t.Context(), catalog.Record{RunID: id, Server: server,
+		ArchiveRef: "s3://offsite/" + server + "/" + id + ".tar.zst", SizeBytes: 1, SHA256: strings.Repeat("0", 64),
+		Compression: "zstd", StartedAt: finished.Add(-time.Minute), FinishedAt: finished})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,6 +217,27 @@ func TestPrune(t *testing.T) {
 			opts:      Options{Policy: retention.Policy{Last: 1, MinKeep: 1}},
 			wantRows:  "[r1 r2]",
 			wantFiles: "[r1.tar.zst r2.tar.zst]",
+		},
+		{
+			// One server backs up to this store at 03:00 and to another
+			// (sharing the catalog) at 23:00, which wins each day's bucket.
+			name: "another store's runs take no bucket and no place of the floor",
+			setup: func(t *testing.T, f fixture) {
+				for i := 1; i <= 7; i++ {
+					f.put(t, "s", fmt.Sprintf("here%d", i), day(i), true)
+					f.putElsewhere(t, "s", fmt.Sprintf("there%d", i), day(i).Add(20*time.Hour))
+				}
+			},
+			opts:      Options{Policy: retention.Policy{Daily: 3, MinKeep: 2}},
+			wantRows:  "[there1 there2 there3 there4 here5 there5 here6 there6 here7 there7]",
+			wantFiles: "[here5.tar.zst here6.tar.zst here7.tar.zst]",
+			wantReport: func(t *testing.T, r Report) {
+				for _, run := range r.Runs {
+					if strings.HasPrefix(run.RunID, "there") && (!run.Keep || !slices.Equal(run.Reasons, []string{"archive is not in this store: not judged here"})) {
+						t.Errorf("%s kept %v for %v: want kept, not judged here", run.RunID, run.Keep, run.Reasons)
+					}
+				}
+			},
 		},
 		{
 			name: "rows whose archives are already gone: rows deleted, files reported missing, nothing freed",
