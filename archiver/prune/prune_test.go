@@ -240,22 +240,78 @@ func TestPrune(t *testing.T) {
 			},
 		},
 		{
-			name: "rows whose archives are already gone: rows deleted, files reported missing, nothing freed",
+			// The newest two are gone (a lifecycle rule, a volume rolled
+			// back): the floor and the rules count the archives left.
+			name: "rows whose archives are gone stay and take no place of the rules or the floor",
 			setup: func(t *testing.T, f fixture) {
 				for i := 1; i <= 4; i++ {
 					f.put(t, "s", fmt.Sprintf("r%d", i), day(i), true)
 				}
-				for _, id := range []string{"r1", "r2"} {
+				for _, id := range []string{"r3", "r4"} {
 					if err := f.st.Remove(t.Context(), "s/"+id+".tar.zst"); err != nil {
 						t.Fatal(err)
 					}
 				}
 			},
 			opts:      Options{Policy: retention.Policy{Last: 1, MinKeep: 1}},
+			wantRows:  "[r2 r3 r4]",
+			wantFiles: "[r2.tar.zst]",
+			wantReport: func(t *testing.T, r Report) {
+				if r.ArchivesMissing != 2 || r.RowsDeleted != 1 || r.FilesRemoved != 1 || r.FilesMissing != 0 {
+					t.Errorf("report %+v: want 2 archives missing, r1's row and file removed", r)
+				}
+				for _, run := range r.Runs {
+					want := map[string]string{"r4": "archive is missing from the store: not judged",
+						"r3": "archive is missing from the store: not judged", "r2": "newest run"}[run.RunID]
+					if want != "" && (!run.Keep || !slices.Contains(run.Reasons, want)) {
+						t.Errorf("%s kept %v for %v: want kept for %q", run.RunID, run.Keep, run.Reasons, want)
+					}
+				}
+			},
+		},
+		{
+			// A backup's retry that found its row (its first attempt lost
+			// the commit's answer and removed its archive) prunes at once.
+			name: "a row within the grace period whose archive is gone takes no place of the floor",
+			setup: func(t *testing.T, f fixture) {
+				f.put(t, "s", "r1", day(1), true)
+				f.put(t, "s", "r2", day(2), true)
+				f.put(t, "s", "fresh", time.Now().Add(-time.Minute), true)
+				if err := f.st.Remove(t.Context(), "s/fresh.tar.zst"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			opts:      Options{Policy: retention.Policy{Last: 1, MinKeep: 1}, Now: time.Now},
+			wantRows:  "[r2 fresh]",
+			wantFiles: "[r2.tar.zst]",
+			wantReport: func(t *testing.T, r Report) {
+				if r.ArchivesMissing != 1 || r.RowsDeleted != 1 {
+					t.Errorf("report %+v: want 1 archive missing, 1 row deleted", r)
+				}
+			},
+		},
+		{
+			name: "archives gone after the prune listed them: rows deleted, files reported missing, nothing freed",
+			setup: func(t *testing.T, f fixture) {
+				for i := 1; i <= 4; i++ {
+					f.put(t, "s", fmt.Sprintf("r%d", i), day(i), true)
+				}
+			},
+			store: func(f fixture) Store {
+				return &afterListing{memRef: memRef{f.st}, dir: "s", do: func(t *testing.T) {
+					for _, id := range []string{"r1", "r2"} {
+						if err := f.st.Remove(t.Context(), "s/"+id+".tar.zst"); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}}
+			},
+			opts:      Options{Policy: retention.Policy{Last: 1, MinKeep: 1}},
 			wantRows:  "[r4]",
 			wantFiles: "[r4.tar.zst]",
 			wantReport: func(t *testing.T, r Report) {
-				if r.RowsDeleted != 3 || r.FilesRemoved != 1 || r.FilesMissing != 2 || r.BytesFreed != int64(len("archive r3")) {
+				if r.RowsDeleted != 3 || r.FilesRemoved != 1 || r.FilesMissing != 2 || r.BytesFreed != int64(len("archive r3")) ||
+					r.ArchivesMissing != 0 {
 					t.Errorf("report %+v: want 3 rows deleted, 1 file removed (r3), 2 missing, %d bytes freed", r, len("archive r3"))
 				}
 			},
@@ -295,6 +351,9 @@ func TestPrune(t *testing.T) {
 			if tt.store != nil {
 				st = tt.store(f)
 			}
+			if a, ok := st.(*afterListing); ok {
+				a.t = t
+			}
 			opts := tt.opts
 			opts.Server = "s"
 			if opts.Now == nil {
@@ -329,6 +388,58 @@ func TestPrune(t *testing.T) {
 				t.Errorf("recorded prunes %+v, want one of s with the report's %d runs and %d bytes", evs, rep.RowsDeleted, rep.BytesFreed)
 			}
 		})
+	}
+}
+
+// afterListing is a store that runs do once, right after its first listing
+// of dir: what happens between the prune's listing and its reading the rows.
+type afterListing struct {
+	memRef
+	dir  string
+	do   func(t *testing.T)
+	t    *testing.T
+	done bool
+}
+
+func (a *afterListing) List(ctx context.Context, dir string) ([]store.Object, error) {
+	objs, err := a.memRef.List(ctx, dir)
+	if dir == a.dir && !a.done {
+		a.done = true
+		a.do(a.t)
+	}
+	return objs, err
+}
+
+// TestPruneRunRecordedAfterTheListing: a backup commits its archive after
+// the prune listed the store and records its row before the prune reads
+// the rows. Its run is judged as any other, the newest, and is not
+// reported missing.
+func TestPruneRunRecordedAfterTheListing(t *testing.T) {
+	f := newFixture(t)
+	for i := 1; i <= 3; i++ {
+		f.put(t, "s", fmt.Sprintf("r%d", i), time.Now().AddDate(0, 0, -i), true)
+	}
+	st := &afterListing{memRef: memRef{f.st}, dir: "s", t: t, do: func(t *testing.T) {
+		f.put(t, "s", "late", time.Now(), true)
+	}}
+	rep, err := Prune(t.Context(), f.db, st, Options{Server: "s", Policy: retention.Policy{Last: 1, MinKeep: 1}},
+		hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.done {
+		t.Fatal("the store was never listed")
+	}
+	rows, files := f.state(t, "s")
+	if fmt.Sprint(rows) != "[late]" || fmt.Sprint(files) != "[late.tar.zst]" {
+		t.Errorf("rows %v, files %v: want only late's (the newest run; r1 to r3 gone)", rows, files)
+	}
+	if rep.ArchivesMissing != 0 || len(rep.Runs) == 0 || rep.Runs[0].RunID != "late" || !slices.Contains(rep.Runs[0].Reasons, "newest run") {
+		var got []string
+		for _, r := range rep.Runs {
+			got = append(got, fmt.Sprintf("%s %v", r.RunID, r.Reasons))
+		}
+		t.Errorf("runs %v, %d archives missing: want late judged the newest run, none missing", got, rep.ArchivesMissing)
 	}
 }
 
