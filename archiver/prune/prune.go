@@ -163,6 +163,9 @@ type Report struct {
 	RecordedAgain int `json:"recorded_again,omitempty"`
 	// Future counts the runs finished in the future (see plan): kept.
 	Future int `json:"future_runs,omitempty"`
+	// ClockBehind counts the runs recorded by a node whose clock was
+	// behind (catalog.Record.ClockBehind): judged by their created_at.
+	ClockBehind int `json:"clock_behind_runs,omitempty"`
 	// ArchivesMissing counts the rows whose archive the store does not
 	// hold (see plan): kept, and judged by no rule.
 	ArchivesMissing int      `json:"archives_missing,omitempty"`
@@ -222,6 +225,12 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		for _, r := range v.future {
 			log.Warn("run finished in the future (a node with a wrong clock?): kept, and left out of the policy",
 				"run_id", r.RunID, "finished_at", r.FinishedAt, "tolerance", catalog.FutureTolerance.String())
+		}
+		rep.ClockBehind = len(v.behind)
+		for _, r := range v.behind {
+			log.Warn("run recorded by a node whose clock was behind: judged by when the catalog recorded it, "+
+				"not by its finished_at", "run_id", r.RunID, "finished_at", r.FinishedAt, "created_at", r.CreatedAt,
+				"tolerance", catalog.FutureTolerance.String())
 		}
 		rep.ArchivesMissing = len(v.missing)
 		for _, r := range v.missing {
@@ -531,14 +540,19 @@ type verdicts struct {
 	// Kept and left out of the policy, to be warned about: runs finished
 	// in the future, and runs whose archive the store does not hold.
 	future, missing []catalog.Record
+	// Judged by their created_at, to be warned about (ClockBehind).
+	behind []catalog.Record
 }
 
 // plan decides on recs (one server's rows). holds reports whether the store
 // holds an archive, recent when its run finished after notBefore (the prune
-// listed the store before it read the rows). A run finished after notBefore is kept
-// whatever the policy says, and judged by it. Some runs are kept and left
-// out of the policy, so that they take neither a bucket nor a place of the
-// floor from the runs that can be restored:
+// listed the store before it read the rows). A run finished after notBefore
+// is kept whatever the policy says, and judged by it. A run's time is its
+// catalog.Record.EndedAt: the created_at of a run recorded by a node whose
+// clock was behind, which its finished_at would make look days older than
+// it is (and the first prune would delete the newest state of the world).
+// Some runs are kept and left out of the policy, so that they take neither
+// a bucket nor a place of the floor from the runs that can be restored:
 //   - a run whose archive is not in st (its ref is another store's: a
 //     catalog shared by several stores), judged by that store's prune;
 //   - a run finished in the future (catalog.FutureTolerance past now: a
@@ -556,7 +570,7 @@ func plan(recs []catalog.Record, st Store, holds func(key string, recent bool) (
 	rr := make([]retention.Run, 0, len(recs))
 	var ds []retention.Decision // the runs left out of the policy: kept
 	unjudged := func(r catalog.Record, why string) {
-		ds = append(ds, retention.Decision{Run: retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt}, Keep: true,
+		ds = append(ds, retention.Decision{Run: retention.Run{ID: r.RunID, FinishedAt: r.EndedAt()}, Keep: true,
 			Reasons: []string{why}})
 	}
 	for _, r := range recs {
@@ -571,7 +585,7 @@ func plan(recs []catalog.Record, st Store, holds func(key string, recent bool) (
 			unjudged(r, "finished in the future (a node with a wrong clock?): not judged")
 			continue
 		}
-		held, err := holds(key, r.FinishedAt.After(notBefore))
+		held, err := holds(key, r.EndedAt().After(notBefore))
 		if err != nil {
 			return verdicts{}, fmt.Errorf("run %s's archive: %w", r.RunID, err)
 		}
@@ -580,7 +594,10 @@ func plan(recs []catalog.Record, st Store, holds func(key string, recent bool) (
 			unjudged(r, "archive is missing from the store: not judged")
 			continue
 		}
-		rr = append(rr, retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt})
+		if r.ClockBehind() {
+			v.behind = append(v.behind, r)
+		}
+		rr = append(rr, retention.Run{ID: r.RunID, FinishedAt: r.EndedAt()})
 	}
 	ds = append(ds, retention.Apply(rr, p)...)
 	// Newest first, ties by ID, as retention.Apply orders its verdicts.
@@ -592,7 +609,7 @@ func plan(recs []catalog.Record, st Store, holds func(key string, recent bool) (
 	})
 	for _, d := range ds {
 		r := byID[d.ID]
-		if r.FinishedAt.After(notBefore) && !r.InFuture(now) {
+		if r.EndedAt().After(notBefore) && !r.InFuture(now) {
 			d.Keep, d.Reasons = true, append(d.Reasons, "finished within the grace period")
 		}
 		v.runs = append(v.runs, Run{RunID: r.RunID, FinishedAt: r.FinishedAt, ArchiveRef: r.ArchiveRef,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/retention"
@@ -22,13 +23,15 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // fixture is a migrated catalog and a store holding runs of server "s".
 type fixture struct {
-	db *catalog.DB
-	st *store.Mem
+	db   *catalog.DB
+	pool *pgxpool.Pool // the same database, for what catalog.DB does not do
+	st   *store.Mem
 }
 
 func newFixture(t *testing.T) fixture {
 	t.Helper()
-	db, err := catalog.Open(t.Context(), pgtest.URL(t), hclog.NewNullLogger())
+	u := pgtest.URL(t)
+	db, err := catalog.Open(t.Context(), u, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +39,36 @@ func newFixture(t *testing.T) fixture {
 	if _, err := db.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	return fixture{db: db, st: store.NewMem()}
+	pool, err := pgxpool.New(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return fixture{db: db, pool: pool, st: store.NewMem()}
+}
+
+// insert records r as a backup that finished at r.FinishedAt does: its row
+// is created then, not now (a run in the past recorded now is one of a
+// node whose clock was behind, catalog.Record.ClockBehind).
+func (f fixture) insert(t *testing.T, r catalog.Record) {
+	t.Helper()
+	if _, err := f.db.Insert(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	at := r.FinishedAt
+	if now := time.Now(); at.After(now) {
+		at = now // a run in the future is one of a node whose clock is ahead
+	}
+	f.createdAt(t, r.RunID, at)
+}
+
+// createdAt sets the created_at of run id's row, when the database recorded
+// it, to at.
+func (f fixture) createdAt(t *testing.T, id string, at time.Time) {
+	t.Helper()
+	if _, err := f.pool.Exec(t.Context(), `UPDATE world_backups SET created_at = $2 WHERE run_id = $1`, id, at); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // put stores an archive for run id of server s and, when row, its row,
@@ -51,23 +83,17 @@ func (f fixture) put(t *testing.T, server, id string, finished time.Time, row bo
 	if !row {
 		return
 	}
-	_, err = f.db.Insert(t.Context(), catalog.Record{RunID: id, Server: server, ArchiveRef: "/" + key, SizeBytes: size,
+	f.insert(t, catalog.Record{RunID: id, Server: server, ArchiveRef: "/" + key, SizeBytes: size,
 		SHA256: strings.Repeat("0", 64), Compression: "zstd", StartedAt: finished.Add(-time.Minute), FinishedAt: finished})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // putElsewhere records run id of server, finished at finished, whose
 // archive is in another store sharing the catalog (a bucket): a row only.
 func (f fixture) putElsewhere(t *testing.T, server, id string, finished time.Time) {
 	t.Helper()
-	_, err := f.db.Insert(t.Context(), catalog.Record{RunID: id, Server: server,
+	f.insert(t, catalog.Record{RunID: id, Server: server,
 		ArchiveRef: "s3://offsite/" + server + "/" + id + ".tar.zst", SizeBytes: 1, SHA256: strings.Repeat("0", 64),
 		Compression: "zstd", StartedAt: finished.Add(-time.Minute), FinishedAt: finished})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // memRef makes the Mem store's refs match the rows' absolute paths.
@@ -494,11 +520,9 @@ func TestPruneChunkedRuns(t *testing.T) {
 		}
 		added := int64(4)
 		fin := now.Add(time.Duration(i-3) * 24 * time.Hour)
-		if _, err := f.db.Insert(t.Context(), catalog.Record{RunID: id, Server: "s", ArchiveRef: "/" + key, SizeBytes: 1000,
+		f.insert(t, catalog.Record{RunID: id, Server: "s", ArchiveRef: "/" + key, SizeBytes: 1000,
 			SHA256: strings.Repeat("0", 64), Compression: "zstd", StartedAt: fin.Add(-time.Minute), FinishedAt: fin,
-			Format: "chunked", AddedBytes: &added}); err != nil {
-			t.Fatal(err)
-		}
+			Format: "chunked", AddedBytes: &added})
 	}
 	rep, err := Prune(t.Context(), f.db, st, Options{Server: "s", Policy: retention.Policy{MinKeep: 1, Last: 1},
 		Now: func() time.Time { return now }}, hclog.NewNullLogger())

@@ -20,7 +20,7 @@ import (
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
-// pruneHelp is a format: %s is catalog.FutureTolerance.
+// pruneHelp is a format: %[1]s is catalog.FutureTolerance.
 const pruneHelp = `Usage: archiver prune --server S --min-keep K [--keep-last N] [--keep-hourly H]
          [--keep-daily D] [--keep-weekly W] [--keep-monthly M] [--keep-yearly Y]
          [--keep-within DURATION] [--grace DURATION] [--dry-run] [--json]
@@ -37,8 +37,10 @@ one). The rows go first, in one transaction under a per-server lock, then
 their archives, each under its run's lock (the lock a backup of the run
 holds) and only when no row points at it again; archive files without a row
 that are older than --grace (left by a crash between the two, or a failed
-run) are removed too. A run finished more than %s in the future (a node with
-a wrong clock) is kept and left out of the rules, with a warning.
+run) are removed too. A run finished more than %[1]s in the future (a node with
+a wrong clock) is kept and left out of the rules, with a warning; one recorded
+by the catalog more than %[1]s after it finished (a node whose clock was
+behind) is judged by when the catalog recorded it, with a warning.
 --dry-run prints what would go and why each run stays, and changes nothing.
 The archives are in the folder --archive-root, or in the S3 store --store
 (settings: the --s3-* flags over [archive], as for backup), else in the

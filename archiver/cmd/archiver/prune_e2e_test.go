@@ -16,8 +16,9 @@ import (
 	"github.com/worldbackup/worldbackup/internal/pgtest"
 )
 
-// backdate moves every row's times and every archive's mtime back by age,
-// each run a day older than the next, so they are past the grace period.
+// backdate moves every row's times (when the run started and finished, and
+// when the catalog recorded it) and every archive's mtime back by age, each
+// run a day older than the next, so they are past the grace period.
 func backdate(t *testing.T, e *env, runIDs []string, age time.Duration) {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), e.url)
@@ -28,7 +29,8 @@ func backdate(t *testing.T, e *env, runIDs []string, age time.Duration) {
 	for i, id := range runIDs {
 		d := age + time.Duration(len(runIDs)-i)*24*time.Hour
 		if _, err := conn.Exec(t.Context(), `UPDATE world_backups SET started_at = started_at - $2::interval,
-			finished_at = finished_at - $2::interval WHERE run_id = $1`, id, fmt.Sprintf("%d seconds", int(d.Seconds()))); err != nil {
+			finished_at = finished_at - $2::interval, created_at = created_at - $2::interval WHERE run_id = $1`,
+			id, fmt.Sprintf("%d seconds", int(d.Seconds()))); err != nil {
 			t.Fatal(err)
 		}
 		old := time.Now().Add(-d)

@@ -192,7 +192,7 @@ func TestS3BackupVerifyRestorePrune(t *testing.T) {
 		}
 		defer conn.Close(context.Background())
 		if _, err := conn.Exec(t.Context(), `UPDATE world_backups SET started_at = started_at - interval '2 days',
-			finished_at = finished_at - interval '2 days'`); err != nil {
+			finished_at = finished_at - interval '2 days', created_at = created_at - interval '2 days'`); err != nil {
 			t.Fatal(err)
 		}
 		res := archiver(t, "prune", "--server", "survival", "--keep-last", "1", "--min-keep", "1", "--grace", "1h",
@@ -509,7 +509,8 @@ func TestS3PruneFlags(t *testing.T) {
 	defer conn.Close(context.Background())
 	for i, id := range ids {
 		if _, err := conn.Exec(t.Context(), `UPDATE world_backups SET started_at = started_at - $2::interval,
-			finished_at = finished_at - $2::interval WHERE run_id = $1`, id, fmt.Sprintf("%d hours", 48+24*(len(ids)-i))); err != nil {
+			finished_at = finished_at - $2::interval, created_at = created_at - $2::interval WHERE run_id = $1`,
+			id, fmt.Sprintf("%d hours", 48+24*(len(ids)-i))); err != nil {
 			t.Fatal(err)
 		}
 	}
