@@ -1,8 +1,9 @@
 // Package prune expires a server's old archives: it decides with a
 // retention policy which recorded runs to keep, deletes the other rows in
 // one transaction under a per-server lock, then removes their archives, and
-// removes orphan archives (files named like an archive, with no row, older
-// than the grace period) that an earlier prune or a failed run left.
+// removes orphan archives (files named like an archive, or a chunked run's
+// manifest, with no row, older than the grace period) that an earlier prune
+// or a failed run left.
 //
 // The order keeps the catalog's promise that a row never points at a
 // missing archive: rows go first, files after. A crash between the two
@@ -311,10 +312,7 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 	}
 
 	for _, o := range objs {
-		if path.Dir(o.Key) != opts.Server {
-			continue // a manifest
-		}
-		runID, _, ok := jobapi.ParseArchiveName(path.Base(o.Key))
+		runID, ok := runOfKey(opts.Server, o.Key)
 		if !ok || remaining[o.Key] || planned[o.Key] {
 			continue
 		}
@@ -640,6 +638,20 @@ func keyOf(r catalog.Record) string {
 		key += jobapi.EncryptedExt // an encrypted tar run: its ref says so
 	}
 	return key
+}
+
+// runOfKey returns the run whose archive key would be: a tar archive in the
+// folder <server>/ (jobapi.ParseArchiveName) or a chunked run's manifest
+// (jobapi.SplitManifestKey). ok is false for any other key.
+func runOfKey(server, key string) (runID string, ok bool) {
+	if s, id, ok := jobapi.SplitManifestKey(key); ok {
+		return id, s == server
+	}
+	if path.Dir(key) != server {
+		return "", false
+	}
+	runID, _, ok = jobapi.ParseArchiveName(path.Base(key))
+	return runID, ok
 }
 
 // listArchives lists what st holds of server's runs: the tar archives in

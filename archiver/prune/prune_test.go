@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/retention"
 	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/internal/pgtest"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -87,6 +89,54 @@ func (f fixture) put(t *testing.T, server, id string, finished time.Time, row bo
 		SHA256: strings.Repeat("0", 64), Compression: "zstd", StartedAt: finished.Add(-time.Minute), FinishedAt: finished})
 }
 
+// putManifest stores the manifest of chunked run id of server and, when
+// row, its row, finished at finished.
+func (f fixture) putManifest(t *testing.T, server, id string, finished time.Time, row bool) {
+	t.Helper()
+	key, err := jobapi.ManifestKey(server, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.Put(t.Context(), key, func(w io.Writer) error { _, err := io.WriteString(w, "manifest "+id); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if row {
+		f.insertManifestRow(t, server, id, finished)
+	}
+}
+
+// insertManifestRow records chunked run id of server, finished at
+// finished, whose manifest putManifest stored.
+func (f fixture) insertManifestRow(t *testing.T, server, id string, finished time.Time) {
+	t.Helper()
+	key, err := jobapi.ManifestKey(server, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added := int64(len("manifest " + id))
+	f.insert(t, catalog.Record{RunID: id, Server: server, ArchiveRef: "/" + key, SizeBytes: 1000,
+		SHA256: strings.Repeat("0", 64), Compression: "zstd", StartedAt: finished.Add(-time.Minute), FinishedAt: finished,
+		Format: jobapi.FormatChunked, AddedBytes: &added})
+}
+
+// manifests returns the names of the files in server's manifest folder.
+func (f fixture) manifests(t *testing.T, server string) []string {
+	t.Helper()
+	dir, err := jobapi.ManifestDir(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := f.st.List(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range objs {
+		names = append(names, path.Base(o.Key))
+	}
+	return names
+}
+
 // putElsewhere records run id of server, finished at finished, whose
 // archive is in another store sharing the catalog (a bucket): a row only.
 func (f fixture) putElsewhere(t *testing.T, server, id string, finished time.Time) {
@@ -130,11 +180,14 @@ func TestPrune(t *testing.T) {
 		name       string
 		setup      func(t *testing.T, f fixture)
 		opts       Options
-		store      func(f fixture) Store
+		store      func(t *testing.T, f fixture) Store
 		wantErr    string
 		wantRows   string
 		wantFiles  string
 		wantReport func(t *testing.T, r Report)
+		// wantManifests, when set, is the files in the server's manifest
+		// folder after the prune.
+		wantManifests string
 	}{
 		{
 			name: "keep-last deletes the older rows, then their files",
@@ -217,6 +270,66 @@ func TestPrune(t *testing.T) {
 			},
 		},
 		{
+			name: "orphan manifests past the grace period go, other files in their folder stay",
+			setup: func(t *testing.T, f fixture) {
+				f.putManifest(t, "s", "c1", day(1), true)
+				f.putManifest(t, "s", "lost", day(1), false) // killed between its manifest and its row
+				f.putManifest(t, "other", "o1", day(1), false)
+				if _, err := f.st.Put(t.Context(), "_chunked/runs/s/notes.txt", func(w io.Writer) error { return nil }); err != nil {
+					t.Fatal(err)
+				}
+			},
+			opts:          Options{Policy: retention.Policy{Last: 5, MinKeep: 1}},
+			wantRows:      "[c1]",
+			wantFiles:     "[]",
+			wantManifests: "[c1.manifest notes.txt]",
+			wantReport: func(t *testing.T, r Report) {
+				if r.OrphansFound != 1 || !r.Orphans[0].Removed || r.Orphans[0].Ref != "/_chunked/runs/s/lost.manifest" ||
+					r.FilesRemoved != 1 || r.BytesFreed != int64(len("manifest lost")) {
+					t.Errorf("report %+v: want lost.manifest removed as an orphan", r)
+				}
+			},
+		},
+		{
+			name: "a young orphan manifest stays: its run may be recording it",
+			setup: func(t *testing.T, f fixture) {
+				f.putManifest(t, "s", "c1", day(1), true)
+				f.putManifest(t, "s", "inflight", day(1), false)
+			},
+			opts:          Options{Policy: retention.Policy{Last: 5, MinKeep: 1}, Now: time.Now},
+			wantRows:      "[c1]",
+			wantFiles:     "[]",
+			wantManifests: "[c1.manifest inflight.manifest]",
+			wantReport: func(t *testing.T, r Report) {
+				if r.OrphansFound != 1 || r.Orphans[0].Removed || !strings.Contains(r.Orphans[0].Reason, "a run may be recording it") {
+					t.Errorf("orphans %+v: want one kept with its reason", r.Orphans)
+				}
+			},
+		},
+		{
+			// The prune waits for the run's lock, which the backup holds
+			// until its row is in.
+			name: "an orphan manifest whose run is recorded while the prune waits for its lock stays",
+			setup: func(t *testing.T, f fixture) {
+				f.putManifest(t, "s", "c1", day(1), true)
+				f.putManifest(t, "s", "slow", day(1), false)
+			},
+			store: func(t *testing.T, f fixture) Store {
+				return onLock{memRef: memRef{f.st}, key: jobapi.RunLockKey("s", "slow"), do: func() {
+					f.insertManifestRow(t, "s", "slow", day(1))
+				}}
+			},
+			opts:          Options{Policy: retention.Policy{Last: 5, MinKeep: 1}},
+			wantRows:      "[c1 slow]",
+			wantFiles:     "[]",
+			wantManifests: "[c1.manifest slow.manifest]",
+			wantReport: func(t *testing.T, r Report) {
+				if r.OrphansFound != 1 || r.Orphans[0].Removed || r.Orphans[0].Reason != "recorded by a backup while pruned" {
+					t.Errorf("orphans %+v: want slow's manifest kept, recorded while pruned", r.Orphans)
+				}
+			},
+		},
+		{
 			name: "dry run changes nothing",
 			setup: func(t *testing.T, f fixture) {
 				for i := 1; i <= 3; i++ {
@@ -239,7 +352,7 @@ func TestPrune(t *testing.T) {
 				f.put(t, "s", "r1", day(1), true)
 				f.put(t, "s", "r2", day(2), true)
 			},
-			store:     func(f fixture) Store { return otherRoot{f.st} },
+			store:     func(_ *testing.T, f fixture) Store { return otherRoot{f.st} },
 			opts:      Options{Policy: retention.Policy{Last: 1, MinKeep: 1}},
 			wantRows:  "[r1 r2]",
 			wantFiles: "[r1.tar.zst r2.tar.zst]",
@@ -323,8 +436,8 @@ func TestPrune(t *testing.T) {
 					f.put(t, "s", fmt.Sprintf("r%d", i), day(i), true)
 				}
 			},
-			store: func(f fixture) Store {
-				return &afterListing{memRef: memRef{f.st}, dir: "s", do: func(t *testing.T) {
+			store: func(t *testing.T, f fixture) Store {
+				return &afterListing{memRef: memRef{f.st}, dir: "s", t: t, do: func(t *testing.T) {
 					for _, id := range []string{"r1", "r2"} {
 						if err := f.st.Remove(t.Context(), "s/"+id+".tar.zst"); err != nil {
 							t.Fatal(err)
@@ -375,10 +488,7 @@ func TestPrune(t *testing.T) {
 			}
 			var st Store = memRef{f.st}
 			if tt.store != nil {
-				st = tt.store(f)
-			}
-			if a, ok := st.(*afterListing); ok {
-				a.t = t
+				st = tt.store(t, f)
 			}
 			opts := tt.opts
 			opts.Server = "s"
@@ -399,6 +509,9 @@ func TestPrune(t *testing.T) {
 			if fmt.Sprint(rows) != tt.wantRows || fmt.Sprint(files) != tt.wantFiles {
 				t.Fatalf("after prune rows %v files %v; want rows %s files %s", rows, files, tt.wantRows, tt.wantFiles)
 			}
+			if got := fmt.Sprint(f.manifests(t, "s")); tt.wantManifests != "" && got != tt.wantManifests {
+				t.Fatalf("after prune manifests %s; want %s", got, tt.wantManifests)
+			}
 			if tt.wantReport != nil {
 				tt.wantReport(t, rep)
 			}
@@ -415,6 +528,21 @@ func TestPrune(t *testing.T) {
 			}
 		})
 	}
+}
+
+// onLock is a store that runs do when the lock key is asked for, before it
+// is taken: a backup holding the lock that records its run meanwhile.
+type onLock struct {
+	memRef
+	key string
+	do  func()
+}
+
+func (o onLock) Lock(ctx context.Context, key string) (func(), error) {
+	if key == o.key {
+		o.do()
+	}
+	return o.memRef.Lock(ctx, key)
 }
 
 // afterListing is a store that runs do once, right after its first listing

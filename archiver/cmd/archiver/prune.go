@@ -35,9 +35,9 @@ holds: a row of another store (a shared catalog) or whose archive is missing
 from the store stays, left out of the rules (a warning names each missing
 one). The rows go first, in one transaction under a per-server lock, then
 their archives, each under its run's lock (the lock a backup of the run
-holds) and only when no row points at it again; archive files without a row
-that are older than --grace (left by a crash between the two, or a failed
-run) are removed too. A run finished more than %[1]s in the future (a node with
+holds) and only when no row points at it again; archive files and chunked
+manifests without a row that are older than --grace (left by a crash between
+the two, or a failed run) are removed too. A run finished more than %[1]s in the future (a node with
 a wrong clock) is kept and left out of the rules, with a warning; one recorded
 by the catalog more than %[1]s after it finished (a node whose clock was
 behind) is judged by when the catalog recorded it, with a warning.
