@@ -59,7 +59,10 @@ type PruneResult struct {
 	FilesRemoved int    `json:"files_removed"`
 	BytesFreed   int64  `json:"bytes_freed"`
 	FilesMissing int    `json:"files_missing"` // deleted rows whose archive was already gone
-	Error        string `json:"error,omitempty"`
+	// ArchivesMissing counts the rows kept because the store does not
+	// hold their archives (nothing to restore from them).
+	ArchivesMissing int    `json:"archives_missing,omitempty"`
+	Error           string `json:"error,omitempty"`
 }
 
 // RestoreResult is the termination message of a restore that succeeded (a

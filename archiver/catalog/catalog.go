@@ -60,6 +60,22 @@ const FutureTolerance = 5 * time.Minute
 // InFuture reports whether r finished more than FutureTolerance after now.
 func (r Record) InFuture(now time.Time) bool { return r.FinishedAt.After(now.Add(FutureTolerance)) }
 
+// ClockBehind reports whether r was recorded by a node whose clock was
+// behind: its row was created (by the database's clock) more than
+// FutureTolerance after it finished (by the node's). A backup inserts its
+// row within a minute or two of its finished_at.
+func (r Record) ClockBehind() bool { return r.CreatedAt.Sub(r.FinishedAt) > FutureTolerance }
+
+// EndedAt is when r's run ended as far as the catalog can tell: its
+// finished_at, or, when ClockBehind, its created_at. A prune judges runs by
+// it.
+func (r Record) EndedAt() time.Time {
+	if r.ClockBehind() {
+		return r.CreatedAt
+	}
+	return r.FinishedAt
+}
+
 // ErrNotFound is returned by Lookup when the run has no row.
 var ErrNotFound = errors.New("catalog: no such run")
 

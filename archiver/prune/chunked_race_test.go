@@ -76,6 +76,31 @@ func (c pausedChunkedCatalog) InsertChunked(ctx context.Context, r catalog.Recor
 	return c.DB.InsertChunked(ctx, r, packs)
 }
 
+// manifestAhead is the store of a prune run while a backup of run is
+// paused holding the run's lock, its manifest written and its row not: the
+// manifest is listed as written an hour ahead, younger than any grace. Past
+// the grace these tests shorten, the manifest is an orphan, and the prune
+// would wait for the run's lock, which the backup holds until its row is
+// in (it does not wait for the prune).
+type manifestAhead struct {
+	raceStore
+	server, run string
+}
+
+func (m manifestAhead) List(ctx context.Context, dir string) ([]store.Object, error) {
+	objs, err := m.raceStore.List(ctx, dir)
+	key, kerr := jobapi.ManifestKey(m.server, m.run)
+	if kerr != nil {
+		return nil, kerr
+	}
+	for i := range objs {
+		if objs[i].Key == key {
+			objs[i].ModTime = time.Now().Add(time.Hour)
+		}
+	}
+	return objs, err
+}
+
 func writeRandom(t *testing.T, p string, n int, rng *rand.Rand) {
 	t.Helper()
 	b := make([]byte, n)
@@ -168,7 +193,8 @@ func TestChunkedPruneRace(t *testing.T) {
 				if tt.stopBeforeForget {
 					cat = noForget{f.db}
 				}
-				rep, err := Prune(t.Context(), cat, f.st, Options{Server: server, Policy: policy, Grace: time.Nanosecond}, hclog.NewNullLogger())
+				rep, err := Prune(t.Context(), cat, manifestAhead{f.st, server, "c2"}, Options{Server: server, Policy: policy,
+					Grace: time.Nanosecond}, hclog.NewNullLogger())
 				if err != nil && !(tt.stopBeforeForget && errors.Is(err, errStopped)) {
 					t.Fatalf("Prune: %v", err)
 				}

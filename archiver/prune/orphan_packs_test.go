@@ -123,7 +123,7 @@ func TestPruneOrphanPacks(t *testing.T) {
 
 			prune := func(now time.Time, dry bool) Report {
 				t.Helper()
-				rep, err := Prune(ctx, db, st, Options{Server: server, Policy: retention.Policy{Last: 5, MinKeep: 1},
+				rep, err := Prune(ctx, db, manifestAhead{st, server, "c2"}, Options{Server: server, Policy: retention.Policy{Last: 5, MinKeep: 1},
 					Grace: time.Hour, Now: func() time.Time { return now }, DryRun: dry}, hclog.NewNullLogger())
 				if err != nil {
 					t.Fatalf("Prune: %v", err)

@@ -1,7 +1,7 @@
 // Package prune expires a server's old archives: it decides with a
 // retention policy which recorded runs to keep, deletes the other rows in
 // one transaction under a per-server lock, then removes their archives, and
-// removes orphan archives (files named like an archive or a chunked run's
+// removes orphan archives (files named like an archive, or a chunked run's
 // manifest, with no row, older than the grace period) that an earlier prune
 // or a failed run left.
 //
@@ -163,10 +163,16 @@ type Report struct {
 	// again while the prune ran: their new archives stay.
 	RecordedAgain int `json:"recorded_again,omitempty"`
 	// Future counts the runs finished in the future (see plan): kept.
-	Future        int      `json:"future_runs,omitempty"`
-	OrphansFound  int      `json:"orphans_found"`
-	Orphans       []Orphan `json:"orphans,omitempty"`
-	FailedRemoves []string `json:"failed_removes,omitempty"`
+	Future int `json:"future_runs,omitempty"`
+	// ClockBehind counts the runs recorded by a node whose clock was
+	// behind (catalog.Record.ClockBehind): judged by their created_at.
+	ClockBehind int `json:"clock_behind_runs,omitempty"`
+	// ArchivesMissing counts the rows whose archive the store does not
+	// hold (see plan): kept, and judged by no rule.
+	ArchivesMissing int      `json:"archives_missing,omitempty"`
+	OrphansFound    int      `json:"orphans_found"`
+	Orphans         []Orphan `json:"orphans,omitempty"`
+	FailedRemoves   []string `json:"failed_removes,omitempty"`
 	// PacksRemoved counts the chunked store's packs removed: no run
 	// references them and none was used for the grace period.
 	PacksRemoved int `json:"packs_removed,omitempty"`
@@ -187,20 +193,56 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 	rep := Report{Server: opts.Server, DryRun: opts.DryRun}
 	now := opts.Now()
 
+	// What the store holds, listed before the rows are read: a row whose
+	// archive is not there is judged by no rule (see plan). A backup that
+	// commits its archive after this listing records its row within the
+	// grace period: the store is asked again about such rows, so that a run
+	// recorded meanwhile is judged as any other.
+	objs, err := listArchives(ctx, st, opts.Server)
+	if err != nil {
+		return rep, err
+	}
+	listed := make(map[string]store.Object, len(objs))
+	for _, o := range objs {
+		listed[o.Key] = o
+	}
+	holds := func(key string, recent bool) (bool, error) {
+		if _, ok := listed[key]; ok || !recent {
+			return ok, nil
+		}
+		return st.Holds(ctx, key)
+	}
+
 	// The keys of the rows that stay and of those planned to go: neither
 	// is an orphan.
 	remaining, planned := map[string]bool{}, map[string]bool{}
 	decide := func(recs []catalog.Record) ([]string, error) {
-		runs, remove, future := plan(recs, st, opts.Policy, now, now.Add(-opts.Grace))
-		rep.Runs = runs
-		rep.Future = len(future)
-		for _, r := range future {
+		v, err := plan(recs, st, holds, opts.Policy, now, now.Add(-opts.Grace))
+		if err != nil {
+			return nil, err
+		}
+		rep.Runs = v.runs
+		rep.Future = len(v.future)
+		for _, r := range v.future {
 			log.Warn("run finished in the future (a node with a wrong clock?): kept, and left out of the policy",
 				"run_id", r.RunID, "finished_at", r.FinishedAt, "tolerance", catalog.FutureTolerance.String())
 		}
+		rep.ClockBehind = len(v.behind)
+		for _, r := range v.behind {
+			log.Warn("run recorded by a node whose clock was behind: judged by when the catalog recorded it, "+
+				"not by its finished_at", "run_id", r.RunID, "finished_at", r.FinishedAt, "created_at", r.CreatedAt,
+				"tolerance", catalog.FutureTolerance.String())
+		}
+		rep.ArchivesMissing = len(v.missing)
+		for _, r := range v.missing {
+			log.Warn("a run's archive is not in the store: nothing can be restored from it; its row is kept and left out "+
+				"of the policy (no bucket, no place of the floor). Bring the archive back (a snapshot of the volume, "+
+				"the bucket's object versions), or, if it is lost for good, delete the row",
+				"run_id", r.RunID, "archive", r.ArchiveRef, "finished_at", r.FinishedAt)
+		}
 		clear(remaining)
 		clear(planned)
-		for _, r := range runs {
+		for _, r := range v.runs {
 			if key := keyOf(r.rec); key != "" {
 				if r.Keep {
 					remaining[key] = true
@@ -209,7 +251,7 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 				}
 			}
 		}
-		return remove, nil
+		return v.remove, nil
 	}
 	var deleted []catalog.Record
 	if opts.DryRun {
@@ -217,7 +259,9 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		if err != nil {
 			return rep, err
 		}
-		_, _ = decide(recs)
+		if _, err := decide(recs); err != nil {
+			return rep, err
+		}
 	} else {
 		var err error
 		if deleted, err = cat.PruneServer(ctx, opts.Server, decide); err != nil {
@@ -229,25 +273,12 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 	// The listing, taken after the rows went, says which archives exist:
 	// what is not listed is not removed (a backup re-running the run may
 	// write it from now on) and is reported missing.
-	objs, err := st.List(ctx, opts.Server)
-	if err != nil {
+	if objs, err = listArchives(ctx, st, opts.Server); err != nil {
 		return rep, err
 	}
-	listed := make(map[string]store.Object, len(objs))
+	clear(listed)
 	for _, o := range objs {
 		listed[o.Key] = o
-	}
-	// A chunked run's archive is its manifest, kept apart from the tar
-	// archives (jobapi.ManifestKey).
-	if dir, err := jobapi.ManifestDir(opts.Server); err == nil {
-		manifests, err := st.List(ctx, dir)
-		if err != nil {
-			return rep, err
-		}
-		for _, o := range manifests {
-			listed[o.Key] = o
-		}
-		objs = append(objs, manifests...)
 	}
 	if opts.DryRun {
 		for key := range planned {
@@ -321,10 +352,14 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 	}
 	log.Info("prune done", "dry_run", opts.DryRun, "runs", len(rep.Runs), "rows_deleted", rep.RowsDeleted,
 		"files_removed", rep.FilesRemoved, "bytes_freed", rep.BytesFreed, "files_missing", rep.FilesMissing,
-		"recorded_again", rep.RecordedAgain, "orphans_found", rep.OrphansFound, "packs_removed", rep.PacksRemoved,
-		"orphan_packs", rep.OrphanPacks)
+		"archives_missing", rep.ArchivesMissing, "recorded_again", rep.RecordedAgain, "orphans_found", rep.OrphansFound,
+		"packs_removed", rep.PacksRemoved, "orphan_packs", rep.OrphanPacks)
 	if rep.FilesMissing > 0 {
 		log.Warn("archives of rows were already missing: nothing to remove for them", "files_missing", rep.FilesMissing)
+	}
+	if rep.ArchivesMissing > 0 {
+		log.Warn("rows whose archives are not in the store were kept (see the warnings above)",
+			"archives_missing", rep.ArchivesMissing)
 	}
 	if !opts.DryRun {
 		// A report, not a step of the prune: it has pruned either way.
@@ -496,45 +531,92 @@ func removeUnrecorded(ctx context.Context, cat Catalog, st Store, server, runID,
 	return true, nil
 }
 
-// plan decides on recs (one server's rows): the verdicts newest first and
-// the run IDs to delete. A run finished after notBefore, or whose archive is
-// not in st (its ref is another store's), is kept whatever the policy says.
-// A run finished in the future (catalog.FutureTolerance past now: a node
-// with a wrong clock) is kept and left out of the policy, so it neither
-// pushes real runs out of keep-within nor takes a place of the floor.
-func plan(recs []catalog.Record, st Store, p retention.Policy, now, notBefore time.Time) (runs []Run, remove []string, future []catalog.Record) {
+// verdicts are what plan decides.
+type verdicts struct {
+	runs   []Run    // newest first
+	remove []string // the run IDs to delete
+	// Kept and left out of the policy, to be warned about: runs finished
+	// in the future, and runs whose archive the store does not hold.
+	future, missing []catalog.Record
+	// Judged by their created_at, to be warned about (ClockBehind).
+	behind []catalog.Record
+}
+
+// plan decides on recs (one server's rows). holds reports whether the store
+// holds an archive, recent when its run finished after notBefore (the prune
+// listed the store before it read the rows). A run finished after notBefore
+// is kept whatever the policy says, and judged by it. A run's time is its
+// catalog.Record.EndedAt: the created_at of a run recorded by a node whose
+// clock was behind, which its finished_at would make look days older than
+// it is (and the first prune would delete the newest state of the world).
+// Some runs are kept and left out of the policy, so that they take neither
+// a bucket nor a place of the floor from the runs that can be restored:
+//   - a run whose archive is not in st (its ref is another store's: a
+//     catalog shared by several stores), judged by that store's prune;
+//   - a run finished in the future (catalog.FutureTolerance past now: a
+//     node with a wrong clock), which would also push the real runs out of
+//     keep-within;
+//   - a run whose archive the store does not hold: lost by the store (a
+//     lifecycle rule, a volume rolled back, a backup that removed its
+//     archive after a commit whose answer was lost), or the wrong volume
+//     is mounted. Deleting its row frees nothing, and with a wrong volume
+//     it would lose the right volume's rows, so it stays.
+func plan(recs []catalog.Record, st Store, holds func(key string, recent bool) (bool, error), p retention.Policy,
+	now, notBefore time.Time) (verdicts, error) {
+	var v verdicts
 	byID := make(map[string]catalog.Record, len(recs))
 	rr := make([]retention.Run, 0, len(recs))
-	var ds []retention.Decision
+	var ds []retention.Decision // the runs left out of the policy: kept
+	unjudged := func(r catalog.Record, why string) {
+		ds = append(ds, retention.Decision{Run: retention.Run{ID: r.RunID, FinishedAt: r.EndedAt()}, Keep: true,
+			Reasons: []string{why}})
+	}
 	for _, r := range recs {
 		byID[r.RunID] = r
-		if r.InFuture(now) {
-			future = append(future, r)
-			ds = append(ds, retention.Decision{Run: retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt}, Keep: true,
-				Reasons: []string{"finished in the future (a node with a wrong clock?): not judged"}})
+		key := keyOf(r)
+		if key == "" || st.Ref(key) != r.ArchiveRef {
+			unjudged(r, "archive is not in this store: not judged here")
 			continue
 		}
-		rr = append(rr, retention.Run{ID: r.RunID, FinishedAt: r.FinishedAt})
+		if r.InFuture(now) {
+			v.future = append(v.future, r)
+			unjudged(r, "finished in the future (a node with a wrong clock?): not judged")
+			continue
+		}
+		held, err := holds(key, r.EndedAt().After(notBefore))
+		if err != nil {
+			return verdicts{}, fmt.Errorf("run %s's archive: %w", r.RunID, err)
+		}
+		if !held {
+			v.missing = append(v.missing, r)
+			unjudged(r, "archive is missing from the store: not judged")
+			continue
+		}
+		if r.ClockBehind() {
+			v.behind = append(v.behind, r)
+		}
+		rr = append(rr, retention.Run{ID: r.RunID, FinishedAt: r.EndedAt()})
 	}
-	// Newest first: the future runs, then the policy's verdicts.
-	slices.Reverse(ds)
 	ds = append(ds, retention.Apply(rr, p)...)
+	// Newest first, ties by ID, as retention.Apply orders its verdicts.
+	slices.SortStableFunc(ds, func(a, b retention.Decision) int {
+		if c := b.FinishedAt.Compare(a.FinishedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
 	for _, d := range ds {
 		r := byID[d.ID]
-		key := keyOf(r)
-		if r.FinishedAt.After(notBefore) && !r.InFuture(now) {
+		if r.EndedAt().After(notBefore) && !r.InFuture(now) {
 			d.Keep, d.Reasons = true, append(d.Reasons, "finished within the grace period")
 		}
-		if key == "" || st.Ref(key) != r.ArchiveRef {
-			d.Keep, d.Reasons = true, append(d.Reasons, "archive is not in this store")
-		}
-		runs = append(runs, Run{RunID: r.RunID, FinishedAt: r.FinishedAt, ArchiveRef: r.ArchiveRef,
+		v.runs = append(v.runs, Run{RunID: r.RunID, FinishedAt: r.FinishedAt, ArchiveRef: r.ArchiveRef,
 			SizeBytes: r.SizeBytes, Keep: d.Keep, Reasons: d.Reasons, rec: r})
 		if !d.Keep {
-			remove = append(remove, r.RunID)
+			v.remove = append(v.remove, r.RunID)
 		}
 	}
-	return runs, remove, future
+	return v, nil
 }
 
 // runOfKey returns the run ID of the archive of server that key names: a
@@ -570,4 +652,23 @@ func keyOf(r catalog.Record) string {
 		key += jobapi.EncryptedExt // an encrypted tar run: its ref says so
 	}
 	return key
+}
+
+// listArchives lists what st holds of server's runs: the tar archives in
+// the folder <server>/ and the chunked runs' manifests
+// (jobapi.ManifestDir), each sorted by key.
+func listArchives(ctx context.Context, st Store, server string) ([]store.Object, error) {
+	objs, err := st.List(ctx, server)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := jobapi.ManifestDir(server)
+	if err != nil {
+		return nil, err
+	}
+	manifests, err := st.List(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	return append(objs, manifests...), nil
 }

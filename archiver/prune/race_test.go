@@ -28,8 +28,9 @@ import (
 
 // diskFixture is a migrated catalog and a Local store in a temp folder.
 type diskFixture struct {
-	db *catalog.DB
-	st *store.Local
+	db     *catalog.DB
+	st     *store.Local
+	insert func(t *testing.T, r catalog.Record) // fixture.insert
 }
 
 func newDiskFixture(t *testing.T) diskFixture {
@@ -39,7 +40,7 @@ func newDiskFixture(t *testing.T) diskFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return diskFixture{db: f.db, st: st}
+	return diskFixture{db: f.db, st: st, insert: f.insert}
 }
 
 // seed stores n archives of server s with their rows, run "old<i>"
@@ -54,10 +55,8 @@ func (f diskFixture) seed(t *testing.T, s string, n int) {
 			t.Fatal(err)
 		}
 		finished := time.Date(2026, 11, 20, 3, 0, 0, 0, time.UTC).AddDate(0, 0, -i)
-		if _, err := f.db.Insert(t.Context(), catalog.Record{RunID: id, Server: s, ArchiveRef: f.st.Ref(key), SizeBytes: size,
-			SHA256: strings.Repeat("0", 64), Compression: "zstd", StartedAt: finished.Add(-time.Minute), FinishedAt: finished}); err != nil {
-			t.Fatal(err)
-		}
+		f.insert(t, catalog.Record{RunID: id, Server: s, ArchiveRef: f.st.Ref(key), SizeBytes: size,
+			SHA256: strings.Repeat("0", 64), Compression: "zstd", StartedAt: finished.Add(-time.Minute), FinishedAt: finished})
 	}
 }
 

@@ -158,7 +158,7 @@ func testPruneRacingARerun(t *testing.T, newStore func(t *testing.T, db *catalog
 		t.Run(at.name, func(t *testing.T) {
 			f := newFixture(t)
 			st := newStore(t, f.db)
-			seedStore(t, f.db, st, server, 5)
+			seedStore(t, f, st, server, 5)
 			world := t.TempDir()
 			if err := os.WriteFile(filepath.Join(world, "level.dat"), []byte("level"), 0o644); err != nil {
 				t.Fatal(err)
@@ -223,7 +223,7 @@ func testPruneRacingARerun(t *testing.T, newStore func(t *testing.T, db *catalog
 
 // seedStore stores n archives of server in st with their rows, run
 // "old<i>" finished i days before 2026-11-20.
-func seedStore(t *testing.T, db *catalog.DB, st raceStore, server string, n int) {
+func seedStore(t *testing.T, f fixture, st raceStore, server string, n int) {
 	t.Helper()
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf("old%d", i)
@@ -233,10 +233,8 @@ func seedStore(t *testing.T, db *catalog.DB, st raceStore, server string, n int)
 			t.Fatal(err)
 		}
 		finished := time.Date(2026, 11, 20, 3, 0, 0, 0, time.UTC).AddDate(0, 0, -i)
-		if _, err := db.Insert(t.Context(), catalog.Record{RunID: id, Server: server, ArchiveRef: st.Ref(key), SizeBytes: size,
-			SHA256: strings.Repeat("0", 64), Compression: "zstd", StartedAt: finished.Add(-time.Minute), FinishedAt: finished}); err != nil {
-			t.Fatal(err)
-		}
+		f.insert(t, catalog.Record{RunID: id, Server: server, ArchiveRef: st.Ref(key), SizeBytes: size,
+			SHA256: strings.Repeat("0", 64), Compression: "zstd", StartedAt: finished.Add(-time.Minute), FinishedAt: finished})
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
-// pruneHelp is a format: %s is catalog.FutureTolerance.
+// pruneHelp is a format: %[1]s is catalog.FutureTolerance.
 const pruneHelp = `Usage: archiver prune --server S --min-keep K [--keep-last N] [--keep-hourly H]
          [--keep-daily D] [--keep-weekly W] [--keep-monthly M] [--keep-yearly Y]
          [--keep-within DURATION] [--grace DURATION] [--dry-run] [--json]
@@ -30,12 +30,17 @@ Expires a server's old archives with restic's "forget" rules: a run kept by
 any rule is kept (the buckets go by the row's finished_at, in UTC). Whatever
 the rules say, the newest run, the --min-keep newest runs and every run
 finished within --grace (set it to at least the longest backup deadline)
-stay. The rows go first, in one transaction under a per-server lock, then
+stay. The rules and the floor count only the runs whose archives this store
+holds: a row of another store (a shared catalog) or whose archive is missing
+from the store stays, left out of the rules (a warning names each missing
+one). The rows go first, in one transaction under a per-server lock, then
 their archives, each under its run's lock (the lock a backup of the run
-holds) and only when no row points at it again; archive files without a row
-that are older than --grace (left by a crash between the two, or a failed
-run) are removed too. A run finished more than %s in the future (a node with
-a wrong clock) is kept and left out of the rules, with a warning.
+holds) and only when no row points at it again; archive files and chunked
+manifests without a row that are older than --grace (left by a crash between
+the two, or a failed run) are removed too. A run finished more than %[1]s in the future (a node with
+a wrong clock) is kept and left out of the rules, with a warning; one recorded
+by the catalog more than %[1]s after it finished (a node whose clock was
+behind) is judged by when the catalog recorded it, with a warning.
 --dry-run prints what would go and why each run stays, and changes nothing.
 The archives are in the folder --archive-root, or in the S3 store --store
 (settings: the --s3-* flags over [archive], as for backup), else in the
@@ -45,7 +50,8 @@ store of [archive].
 // summaryOf returns the termination message of the prune that made rep.
 func summaryOf(rep prune.Report, err error) jobapi.PruneResult {
 	s := jobapi.PruneResult{Status: jobapi.StatusDone, Server: rep.Server, DryRun: rep.DryRun, RowsDeleted: rep.RowsDeleted,
-		FilesRemoved: rep.FilesRemoved, BytesFreed: rep.BytesFreed, FilesMissing: rep.FilesMissing}
+		FilesRemoved: rep.FilesRemoved, BytesFreed: rep.BytesFreed, FilesMissing: rep.FilesMissing,
+		ArchivesMissing: rep.ArchivesMissing}
 	if err != nil {
 		s.Status, s.Error = jobapi.StatusFailed, err.Error()
 	}
@@ -233,17 +239,26 @@ func printPruneReport(w io.Writer, rep prune.Report, asJSON bool) error {
 				n++
 			}
 		}
-		_, err := fmt.Fprintf(w, "%s %d of %d runs (%d of their archives already missing)%s\n", what, n, len(rep.Runs), rep.FilesMissing,
-			orphanPacksNote(rep))
+		_, err := fmt.Fprintf(w, "%s %d of %d runs (%d of their archives already missing)%s%s\n", what, n, len(rep.Runs), rep.FilesMissing,
+			archivesMissingNote(rep), orphanPacksNote(rep))
 		return err
 	}
 	packs := ""
 	if rep.PacksRemoved > 0 {
 		packs = fmt.Sprintf("; %d chunked packs removed", rep.PacksRemoved)
 	}
-	_, err := fmt.Fprintf(w, "%s %d runs and %d files, %d bytes freed; %d archives were already missing%s%s\n",
-		what, rep.RowsDeleted, rep.FilesRemoved, rep.BytesFreed, rep.FilesMissing, packs, orphanPacksNote(rep))
+	_, err := fmt.Fprintf(w, "%s %d runs and %d files, %d bytes freed; %d archives were already missing%s%s%s\n",
+		what, rep.RowsDeleted, rep.FilesRemoved, rep.BytesFreed, rep.FilesMissing, archivesMissingNote(rep), packs, orphanPacksNote(rep))
 	return err
+}
+
+// archivesMissingNote says how many rows the prune kept because the store
+// does not hold their archives.
+func archivesMissingNote(rep prune.Report) string {
+	if rep.ArchivesMissing == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d runs kept whose archives are not in the store (nothing to restore: see the log)", rep.ArchivesMissing)
 }
 
 // orphanPacksNote says how many packs without a row the prune found.

@@ -16,8 +16,9 @@ import (
 	"github.com/worldbackup/worldbackup/internal/pgtest"
 )
 
-// backdate moves every row's times and every archive's mtime back by age,
-// each run a day older than the next, so they are past the grace period.
+// backdate moves every row's times (when the run started and finished, and
+// when the catalog recorded it) and every archive's mtime back by age, each
+// run a day older than the next, so they are past the grace period.
 func backdate(t *testing.T, e *env, runIDs []string, age time.Duration) {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), e.url)
@@ -28,7 +29,8 @@ func backdate(t *testing.T, e *env, runIDs []string, age time.Duration) {
 	for i, id := range runIDs {
 		d := age + time.Duration(len(runIDs)-i)*24*time.Hour
 		if _, err := conn.Exec(t.Context(), `UPDATE world_backups SET started_at = started_at - $2::interval,
-			finished_at = finished_at - $2::interval WHERE run_id = $1`, id, fmt.Sprintf("%d seconds", int(d.Seconds()))); err != nil {
+			finished_at = finished_at - $2::interval, created_at = created_at - $2::interval WHERE run_id = $1`,
+			id, fmt.Sprintf("%d seconds", int(d.Seconds()))); err != nil {
 			t.Fatal(err)
 		}
 		old := time.Now().Add(-d)
@@ -107,10 +109,10 @@ func TestPrune(t *testing.T) {
 	}
 }
 
-// TestPruneReportsMissingArchives: rows whose archives were already gone
-// are deleted and reported as missing, not as files removed and bytes
-// freed, in the report, the text and the termination message.
-func TestPruneReportsMissingArchives(t *testing.T) {
+// TestPruneKeepsRowsWhoseArchivesAreMissing: rows whose archives are gone
+// from the store are kept, take no place of the rules, and are reported in
+// the text, the log (each by its run ID) and the termination message.
+func TestPruneKeepsRowsWhoseArchivesAreMissing(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
 	generateWorld(t, e.world)
 	ids := []string{"r1", "r2", "r3"}
@@ -120,22 +122,32 @@ func TestPruneReportsMissingArchives(t *testing.T) {
 		}
 	}
 	backdate(t, e, ids, 2*time.Hour)
-	for _, id := range []string{"r1", "r2"} {
+	for _, id := range []string{"r2", "r3"} {
 		if err := os.Remove(e.archivePath(id, ".tar.zst")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	r := archiver(t, "prune", "--server", "survival", "--config", e.config, "--archive-root", e.root,
 		"--log-format", "json", "--termination-log", e.tlog, "--keep-last", "1", "--min-keep", "1")
-	if r.code != 0 || !strings.Contains(r.stdout, "removed 2 runs and 0 files, 0 bytes freed; 2 archives were already missing") {
+	if r.code != 0 || !strings.Contains(r.stdout, "removed 0 runs and 0 files, 0 bytes freed; 0 archives were already missing; "+
+		"2 runs kept whose archives are not in the store") {
 		t.Fatalf("prune: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "already missing") {
-		t.Errorf("log %s: want a warning naming the missing archives", r.stderr)
+	var got []string
+	for _, row := range rows(t, e.url) {
+		got = append(got, row.RunID)
+	}
+	if fmt.Sprint(got) != "[r1 r2 r3]" {
+		t.Errorf("rows %v: want every row kept (r1 the newest archive, r2 and r3 missing)", got)
+	}
+	for _, id := range []string{"r2", "r3"} {
+		if !strings.Contains(r.stderr, `"run_id":"`+id+`"`) || !strings.Contains(r.stderr, "not in the store") {
+			t.Errorf("log %s: want a warning naming %s's missing archive", r.stderr, id)
+		}
 	}
 	s := summary(t, e.tlog)
-	if s["rows_deleted"] != 2.0 || s["files_removed"] != 0.0 || s["bytes_freed"] != 0.0 || s["files_missing"] != 2.0 {
-		t.Fatalf("termination message %v: want 2 rows deleted, 0 files, 0 bytes, 2 missing", s)
+	if s["rows_deleted"] != 0.0 || s["files_missing"] != 0.0 || s["archives_missing"] != 2.0 {
+		t.Fatalf("termination message %v: want 0 rows deleted, 2 archives missing", s)
 	}
 }
 
