@@ -118,6 +118,17 @@ func fastConfig(addr string) Config {
 
 func equal(a, b []string) bool { return strings.Join(a, "|") == strings.Join(b, "|") }
 
+// resumedAs reports whether got is want where want ends in save-on, which
+// may come more than once: a save-on whose reply is late (a loaded
+// machine) is sent again on a new connection, as Resume must.
+func resumedAs(got, want []string) bool {
+	for len(got) > len(want) && len(want) > 0 && got[len(got)-1] == "save-on" && want[len(want)-1] == "save-on" &&
+		got[len(got)-2] == "save-on" {
+		got = got[:len(got)-1]
+	}
+	return equal(got, want)
+}
+
 func noPassword(t *testing.T, err error) {
 	t.Helper()
 	if err != nil && strings.Contains(err.Error(), password) {
@@ -306,7 +317,7 @@ func TestQuiesceFailures(t *testing.T) {
 			}
 			noPassword(t, err)
 			if srv != nil && tc.wantCmds != nil {
-				if got := srv.commands(); !equal(got, tc.wantCmds) {
+				if got := srv.commands(); !resumedAs(got, tc.wantCmds) {
 					t.Errorf("the server saw %q, want %q", got, tc.wantCmds)
 				}
 			}
