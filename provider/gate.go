@@ -287,7 +287,7 @@ func (r *gatedRun) hold(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, n
 	wctx, stop := context.WithTimeoutCause(ctx.Context(), pl.Timeout,
 		fmt.Errorf("it did not finish within its timeout, %s", pl.Timeout))
 	defer stop()
-	startWatchdog(wctx, ctx, comp, client, job)
+	startWatchdog(wctx, ctx, comp, client, job, 0) // wctx ends pl.Timeout after the Job was registered
 	go func() {
 		if observe.ArchiverStarted(wctx, client, job.Namespace, job.Name, r.g.poll) == nil {
 			started()

@@ -113,8 +113,10 @@ func startObserving(ctx *pulumi.Context, comp pulumi.Resource, job *batchv1.Job,
 		warn("not observed (sha256, sizeBytes and status stay empty): " + err.Error())
 		return noResult
 	}
-	wctx, stop := context.WithTimeout(ctx.Context(), timeout)
-	startWatchdog(wctx, ctx, comp, client, job)
+	// The timeout runs from when the watchdog first sees the Job, not from
+	// now: the engine may create it much later in a large update.
+	wctx, stop := context.WithCancel(ctx.Context())
+	startWatchdog(wctx, ctx, comp, client, job, timeout)
 	// The watchdog also stops by itself when the Job finishes, e.g. when its
 	// registration fails and the reader is never called.
 	return sync.OnceValue(func() observe.Summary {
@@ -129,9 +131,10 @@ func startObserving(ctx *pulumi.Context, comp pulumi.Resource, job *batchv1.Job,
 
 // startWatchdog watches job until wctx ends (or the Job finishes), failing
 // it when its pod cannot start; what it finds is logged on comp.
-func startWatchdog(wctx context.Context, ctx *pulumi.Context, comp pulumi.Resource, client kubernetes.Interface, job *batchv1.Job) {
+func startWatchdog(wctx context.Context, ctx *pulumi.Context, comp pulumi.Resource, client kubernetes.Interface, job *batchv1.Job,
+	timeout time.Duration) {
 	go observe.Watchdog{
-		Client: client, Namespace: job.Namespace, Job: job.Name, Grace: observe.DefaultGrace,
+		Client: client, Namespace: job.Namespace, Job: job.Name, Grace: observe.DefaultGrace, Timeout: timeout,
 		Report: func(msg string) { _ = ctx.Log.Error(msg, &pulumi.LogArgs{Resource: comp}) },
 		Warn:   func(msg string) { _ = ctx.Log.Warn(msg, &pulumi.LogArgs{Resource: comp}) },
 	}.Run(wctx)

@@ -31,6 +31,10 @@ type Watchdog struct {
 	Job       string
 	Grace     Grace
 	Interval  time.Duration // 0: DefaultInterval
+	// Timeout, when set, ends the watch that long after the Job it waits
+	// for was first seen (not after Run started: in a large `pulumi up`
+	// the engine creates a Job long after its component was built).
+	Timeout time.Duration
 	// Report is told the cause before the Job is failed, and any trouble
 	// failing it.
 	Report func(msg string)
@@ -65,15 +69,22 @@ func (w Watchdog) Run(ctx context.Context) {
 		tr    Tracker
 		stale types.UID // a Job that was finished when Run started
 		first = true
+		until time.Time // Timeout after the Job was first seen
 	)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
-		done, uid := w.step(ctx, &tr, now(), first, stale)
+		done, uid, live := w.step(ctx, &tr, now(), first, stale)
 		if first {
 			stale, first = uid, false
 		}
 		if done {
+			return
+		}
+		if live && until.IsZero() && w.Timeout > 0 {
+			until = now().Add(w.Timeout)
+		}
+		if !until.IsZero() && !now().Before(until) {
 			return
 		}
 		select {
@@ -84,22 +95,23 @@ func (w Watchdog) Run(ctx context.Context) {
 	}
 }
 
-// step looks once; it returns whether Run is done and, on the first look,
-// the UID of a Job that had already finished.
-func (w Watchdog) step(ctx context.Context, tr *Tracker, now time.Time, first bool, stale types.UID) (bool, types.UID) {
+// step looks once; it returns whether Run is done, on the first look the
+// UID of a Job that had already finished, and whether it found the Job it
+// waits for (live: there and not finished).
+func (w Watchdog) step(ctx context.Context, tr *Tracker, now time.Time, first bool, stale types.UID) (done bool, staleUID types.UID, live bool) {
 	job, err := w.Client.BatchV1().Jobs(w.Namespace).Get(ctx, w.Job, metav1.GetOptions{})
 	if err != nil { // not created yet, or a transient error: look again
-		return false, ""
+		return false, "", false
 	}
 	if finished(job) {
 		if first {
-			return false, job.UID
+			return false, job.UID, false
 		}
-		return job.UID != stale, ""
+		return job.UID != stale, "", false
 	}
 	pods, err := jobPods(ctx, w.Client, job)
 	if err != nil {
-		return false, ""
+		return false, "", true
 	}
 	causes := make([]Cause, 0, len(pods)+1)
 	for i := range pods {
@@ -116,14 +128,14 @@ func (w Watchdog) step(ctx context.Context, tr *Tracker, now time.Time, first bo
 	causes = append(causes, JobRefused(job.UID, pods, jobEvents))
 	cause, ok := tr.Observe(causes, now, w.Grace)
 	if !ok {
-		return false, ""
+		return false, "", true
 	}
 	w.Report(fmt.Sprintf("Job %s/%s cannot run: %s; failing it now rather than at its deadline "+
 		"(fix the cause, then run `pulumi up` again)", w.Namespace, w.Job, cause))
 	if err := FailJob(ctx, w.Client, w.Namespace, w.Job); err != nil {
 		w.Report(err.Error())
 	}
-	return true, ""
+	return true, "", true
 }
 
 // maxEvents bounds the events read about one object at one look: the

@@ -119,7 +119,7 @@ func TestWatchdogStep(t *testing.T) {
 			var reports []string
 			w := Watchdog{Client: c, Namespace: ns, Job: jobName, Grace: DefaultGrace, Report: func(m string) { reports = append(reports, m) }}
 			var tr Tracker
-			done, stale := w.step(t.Context(), &tr, t0, true, "")
+			done, stale, _ := w.step(t.Context(), &tr, t0, true, "")
 			if done {
 				t.Fatal("done at the first look")
 			}
@@ -127,7 +127,7 @@ func TestWatchdogStep(t *testing.T) {
 			if after == 0 {
 				after = DefaultGrace.Container
 			}
-			done, _ = w.step(t.Context(), &tr, t0.Add(after), false, stale)
+			done, _, _ = w.step(t.Context(), &tr, t0.Add(after), false, stale)
 			if done != tt.done {
 				t.Errorf("done %v, want %v", done, tt.done)
 			}
@@ -152,7 +152,7 @@ func TestWatchdogStep(t *testing.T) {
 		c := fake.NewClientset(job("old", batchv1.JobFailed))
 		w := Watchdog{Client: c, Namespace: ns, Job: jobName, Grace: DefaultGrace, Report: func(m string) { t.Errorf("reported %q", m) }}
 		var tr Tracker
-		_, stale := w.step(t.Context(), &tr, t0, true, "")
+		_, stale, _ := w.step(t.Context(), &tr, t0, true, "")
 		if stale != "old" {
 			t.Fatalf("stale %q, want old", stale)
 		}
@@ -162,7 +162,7 @@ func TestWatchdogStep(t *testing.T) {
 		if _, err := c.BatchV1().Jobs(ns).Create(t.Context(), job("new", batchv1.JobComplete), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if done, _ := w.step(t.Context(), &tr, t0.Add(time.Second), false, stale); !done {
+		if done, _, _ := w.step(t.Context(), &tr, t0.Add(time.Second), false, stale); !done {
 			t.Error("the new Job completed but the watch goes on")
 		}
 	})
@@ -345,4 +345,50 @@ func watchFor(t *testing.T, c *fake.Clientset, later *corev1.Pod, f func(context
 		}()
 	}
 	return f(ctx, c)
+}
+
+// TestWatchdogTimeoutStartsWithTheJob: in a large `pulumi up` the engine
+// creates a Job long after its component (and its watchdog) was built. A
+// Job created later than Timeout after Run started is still watched, and
+// its stuck pod failed; the watch then ends Timeout after the Job was
+// first seen.
+func TestWatchdogTimeoutStartsWithTheJob(t *testing.T) {
+	c := fake.NewClientset()
+	var reports []string
+	var mu sync.Mutex
+	stopped := make(chan struct{})
+	const timeout = 50 * time.Millisecond
+	go func() {
+		Watchdog{Client: c, Namespace: ns, Job: jobName, Grace: Grace{}, Interval: time.Millisecond, Timeout: timeout,
+			Report: func(m string) { mu.Lock(); reports = append(reports, m); mu.Unlock() }}.Run(t.Context())
+		close(stopped)
+	}()
+	time.Sleep(4 * timeout) // the engine is busy with other Jobs
+	select {
+	case <-stopped:
+		t.Fatal("the watchdog stopped before its Job was created")
+	default:
+	}
+	for _, o := range []runtime.Object{job("j1"), jobPod("j1", waitingPod("a", "ImagePullBackOff", "Back-off pulling image"))} {
+		var err error
+		switch o := o.(type) {
+		case *batchv1.Job:
+			_, err = c.BatchV1().Jobs(ns).Create(t.Context(), o, metav1.CreateOptions{})
+		case *corev1.Pod:
+			_, err = c.CoreV1().Pods(ns).Create(t.Context(), o, metav1.CreateOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watchdog did not stop after its Job was failed")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := deadline(t, c); got != 1 || len(reports) == 0 || !strings.Contains(reports[0], "ImagePullBackOff") {
+		t.Errorf("deadline %d, reports %q; want the Job created late failed for its stuck pod", got, reports)
+	}
 }
