@@ -2,6 +2,7 @@ package provider
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -140,4 +141,17 @@ func (ra *RetentionArgs) resolve(p *problems) *jobspec.Retention {
 		}
 	}
 	return &r
+}
+
+// graceCovers checks that r's grace (nil r: no prune) is at least
+// deadline, the longest a backup into the store may run (input
+// deadlineOf); note follows the message (what the deadline is).
+func (p *problems) graceCovers(r *jobspec.Retention, deadline time.Duration, deadlineOf, note string) {
+	if r == nil {
+		return
+	}
+	grace, shown, ok := jobapi.GraceOf(r.Grace)
+	if err := jobapi.CheckGrace(grace, deadline, deadlineOf); ok && err != nil {
+		p.addf("retention.grace", "%s %s%s", shown, err, note)
+	}
 }

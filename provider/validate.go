@@ -407,7 +407,7 @@ func (p *problems) mountPaths(mounts ...mount) {
 	good = append(good, mount{"the scratch folder", jobspec.TmpPath})
 	for i, a := range good {
 		for _, b := range good[i+1:] {
-			if a.path == b.path || strings.HasPrefix(a.path, b.path+"/") || strings.HasPrefix(b.path, a.path+"/") {
+			if overlaps(a.path, b.path) {
 				in, other := a, b
 				if a.fixed() && !b.fixed() { // name the input the user can change
 					in, other = b, a
@@ -418,12 +418,18 @@ func (p *problems) mountPaths(mounts ...mount) {
 	}
 }
 
+// overlaps reports whether the clean absolute paths a and b are equal or
+// one is below the other.
+func overlaps(a, b string) bool {
+	return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
+}
+
 // overNeeded returns the path the container needs (jobspec.ImagePaths,
 // jobspec.RuntimePaths) that a volume mounted at v would hide or break:
 // v is it, above it or below it.
 func overNeeded(v string) (string, bool) {
 	for _, r := range append(jobspec.ImagePaths(), jobspec.RuntimePaths()...) {
-		if v == r || strings.HasPrefix(r, v+"/") || strings.HasPrefix(v, r+"/") {
+		if overlaps(v, r) {
 			return r, true
 		}
 	}

@@ -148,11 +148,8 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 	}
 	rcon := a.Rcon.resolve(p, a.Server)
 	retention := a.Retention.resolve(p)
-	if retention != nil && j.Deadline > 0 {
-		grace, shown, ok := jobapi.GraceOf(retention.Grace)
-		if err := jobapi.CheckGrace(grace, j.Deadline, "deadline"); ok && err != nil {
-			p.addf("retention.grace", "%s %s", shown, err)
-		}
+	if j.Deadline > 0 {
+		p.graceCovers(retention, j.Deadline, "deadline", "")
 	}
 	if c := a.Concurrency; c != nil {
 		switch {

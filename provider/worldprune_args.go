@@ -83,11 +83,8 @@ func (a WorldPruneArgs) resolve() (resolvedPrune, error) {
 	if backupDeadline == "" {
 		backupDeadline, unset = DefaultDeadline, " (not set: a backup's default deadline)"
 	}
-	if d, ok := p.duration("backupDeadline", backupDeadline, time.Second, jobapi.MaxDeadline); ok && retention != nil {
-		grace, shown, ok := jobapi.GraceOf(retention.Grace)
-		if err := jobapi.CheckGrace(grace, d, "backupDeadline"); ok && err != nil {
-			p.addf("retention.grace", "%s %s%s, to the longest deadline of the backups into this store", shown, err, unset)
-		}
+	if d, ok := p.duration("backupDeadline", backupDeadline, time.Second, jobapi.MaxDeadline); ok {
+		p.graceCovers(retention, d, "backupDeadline", unset+", to the longest deadline of the backups into this store")
 	}
 	if err := p.err(); err != nil {
 		return resolvedPrune{}, err
