@@ -209,8 +209,7 @@ func (db *DB) Close() {
 func (db *DB) Lookup(ctx context.Context, runID string) (Record, error) {
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
-	rows, _ := db.pool.Query(ctx, `SELECT `+columns+` FROM world_backups WHERE run_id = $1`, runID)
-	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Record])
+	r, err := lookupRow(ctx, db.pool, runID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, fmt.Errorf("run %q: %w", runID, ErrNotFound)
 	}
@@ -218,6 +217,15 @@ func (db *DB) Lookup(ctx context.Context, runID string) (Record, error) {
 		return Record{}, fmt.Errorf("looking up run %q: %w", runID, err)
 	}
 	return r, nil
+}
+
+// lookupRow reads the row of runID through q (the pool, or a transaction);
+// pgx.ErrNoRows when there is none.
+func lookupRow(ctx context.Context, q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, runID string) (Record, error) {
+	rows, _ := q.Query(ctx, `SELECT `+columns+` FROM world_backups WHERE run_id = $1`, runID)
+	return pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Record])
 }
 
 // LookupSettled is Lookup once no transaction that writes world_backups is
@@ -236,9 +244,8 @@ func (db *DB) LookupSettled(ctx context.Context, runID string) (Record, error) {
 		if _, err := tx.Exec(ctx, `LOCK TABLE world_backups IN SHARE MODE`); err != nil {
 			return err
 		}
-		rows, _ := tx.Query(ctx, `SELECT `+columns+` FROM world_backups WHERE run_id = $1`, runID)
 		var err error
-		r, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Record])
+		r, err = lookupRow(ctx, tx, runID)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
