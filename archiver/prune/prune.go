@@ -202,10 +202,7 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 	if err != nil {
 		return rep, err
 	}
-	listed := make(map[string]store.Object, len(objs))
-	for _, o := range objs {
-		listed[o.Key] = o
-	}
+	listed := byKey(objs)
 	holds := func(key string, recent bool) (bool, error) {
 		if _, ok := listed[key]; ok || !recent {
 			return ok, nil
@@ -276,10 +273,7 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 	if objs, err = listArchives(ctx, st, opts.Server); err != nil {
 		return rep, err
 	}
-	clear(listed)
-	for _, o := range objs {
-		listed[o.Key] = o
-	}
+	listed = byKey(objs)
 	if opts.DryRun {
 		for key := range planned {
 			if _, ok := listed[key]; !ok {
@@ -652,6 +646,15 @@ func keyOf(r catalog.Record) string {
 		key += jobapi.EncryptedExt // an encrypted tar run: its ref says so
 	}
 	return key
+}
+
+// byKey indexes objs by their keys.
+func byKey(objs []store.Object) map[string]store.Object {
+	m := make(map[string]store.Object, len(objs))
+	for _, o := range objs {
+		m[o.Key] = o
+	}
+	return m
 }
 
 // listArchives lists what st holds of server's runs: the tar archives in
