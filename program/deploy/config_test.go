@@ -467,7 +467,7 @@ func TestStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, want := range []struct{ url, secret string }{{"s3://felis-backups/worlds", "felis-s3"}, {"s3://other/worlds", "other-s3"}} {
-			a := pruneArgs(c, c.Clusters[0], c.Servers[i])
+			a := pruneArgs(c, c.Clusters[0], c.Servers[i], c.longestDeadlines())
 			if a.Store == nil || promptString(a.Store.URL) != want.url || promptString(a.Store.CredentialsSecretName) != want.secret || a.BackupClaimName != nil {
 				t.Fatalf("prune of %s: store %+v, claim %v; want the backup's store %s and no claim", c.Servers[i].Name, a.Store, a.BackupClaimName, want.url)
 			}
@@ -487,7 +487,7 @@ func TestPruneIsDeclared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := pruneArgs(c, c.Clusters[0], c.Servers[0])
+	a := pruneArgs(c, c.Clusters[0], c.Servers[0], c.longestDeadlines())
 	if promptString(a.RunID) != RunID(DefaultCluster, "lobby", "p1") || a.Retention.KeepLast != pulumi.Int(2) ||
 		promptString(a.Retention.Grace) != "2h" || !a.DryRun || *a.SecurityMode != provider.SecurityModeRestricted ||
 		promptString(a.BackupClaimName) != "backups" || a.WorldClaimName != nil || a.Store != nil {
@@ -547,7 +547,7 @@ func TestPruneTakesTheLongestDeadlineOfItsStore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := pruneArgs(c, c.Clusters[0], c.Servers[0])
+			a := pruneArgs(c, c.Clusters[0], c.Servers[0], c.longestDeadlines())
 			if got := promptString(a.BackupDeadline); got != tt.want {
 				t.Errorf("backupDeadline %q, want %q", got, tt.want)
 			}
@@ -677,7 +677,7 @@ func TestServerLimitsHoldForEveryJob(t *testing.T) {
 	for name, j := range map[string]provider.JobInputs{
 		"backup":          backupArgs(c, cl, s).JobInputs,
 		"restore":         restoreArgs(c, cl, c.Restores[0], pulumi.String("latest")).JobInputs,
-		"prune":           pruneArgs(c, cl, s).JobInputs,
+		"prune":           pruneArgs(c, cl, s, c.longestDeadlines()).JobInputs,
 		"verify":          verifyArgs(c, cl, s, &provider.WorldBackup{}).JobInputs,
 		"verify schedule": verifyScheduleArgs(c, cl, s).JobInputs,
 	} {
@@ -714,7 +714,7 @@ func TestImagePullSecretsForEveryPod(t *testing.T) {
 	for name, got := range map[string]pulumi.StringArrayInput{
 		"backup":          backupArgs(c, cl, s).ImagePullSecrets,
 		"restore":         restoreArgs(c, cl, c.Restores[0], pulumi.String("latest")).ImagePullSecrets,
-		"prune":           pruneArgs(c, cl, s).ImagePullSecrets,
+		"prune":           pruneArgs(c, cl, s, c.longestDeadlines()).ImagePullSecrets,
 		"verify":          verifyArgs(c, cl, s, &provider.WorldBackup{}).ImagePullSecrets,
 		"verify schedule": verifyScheduleArgs(c, cl, s).ImagePullSecrets,
 		"metrics":         metricsArgs(c, cl).ImagePullSecrets,

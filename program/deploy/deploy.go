@@ -73,6 +73,7 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 		cfg.Gates = &provider.Gates{}
 	}
 	var backups, restores, schedules, prunes, verifies, verifySchedules, metrics pulumi.MapArray
+	longest := cfg.longestDeadlines() // by store: what each prune's grace must cover
 	for _, cl := range cfg.Clusters {
 		k8s, err := clusterProvider(ctx, cfg, cl)
 		if err != nil {
@@ -108,7 +109,7 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			}
 			if s.Prune != nil {
 				// After this run's backup, so the prune sees it.
-				p, err := provider.NewWorldPrune(ctx, resourceName(cl.Name, s.Name, suffixPrune), pruneArgs(cfg, cl, s),
+				p, err := provider.NewWorldPrune(ctx, resourceName(cl.Name, s.Name, suffixPrune), pruneArgs(cfg, cl, s, longest),
 					pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{b}))
 				if err != nil {
 					return fmt.Errorf("cluster %s, server %s, prune: %w", cl.Name, s.Name, err)
@@ -425,8 +426,8 @@ func stringArray(a []string) pulumi.StringArrayInput {
 // pruneArgs are the inputs of server s's WorldPrune in cluster cl: the
 // backup's claim or S3 store, image, identity and placement (no world), the
 // prune's own rules, and the longest deadline of the backups into its store
-// (which its grace must cover).
-func pruneArgs(cfg Config, cl Cluster, s Server) provider.WorldPruneArgs {
+// (which its grace must cover; longest is cfg.longestDeadlines()).
+func pruneArgs(cfg Config, cl Cluster, s Server, longest map[string]deadline) provider.WorldPruneArgs {
 	j := jobInputs(cfg, cl, s, RunID(cl.Name, s.Name, s.Prune.RunID))
 	j.WorldClaimName = nil // a prune mounts no world
 	a := provider.WorldPruneArgs{
@@ -435,7 +436,7 @@ func pruneArgs(cfg Config, cl Cluster, s Server) provider.WorldPruneArgs {
 		DryRun:    s.Prune.DryRun,
 		Store:     cfg.storeOf(s).args(),
 	}
-	if l := cfg.longestDeadlines()[cfg.storeKey(s)]; l.d > 0 {
+	if l := longest[cfg.storeKey(s)]; l.d > 0 {
 		a.BackupDeadline = pulumi.String(jobapi.ShortDuration(l.d))
 	}
 	if a.Store != nil {
