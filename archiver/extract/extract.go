@@ -341,10 +341,11 @@ func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 	}
 	// A running server keeps writing its world: never restore, nor finish
 	// an interrupted swap, under it.
-	if err := WorldInUse(t.dir); err != nil && !errors.Is(err, ErrInUse) {
-		return Result{}, fmt.Errorf("cannot check whether a server uses the world: %w", err)
-	} else if err != nil {
+	switch err := WorldInUse(t.dir); {
+	case errors.Is(err, ErrInUse):
 		return Result{}, err
+	case err != nil:
+		return Result{}, fmt.Errorf("cannot check whether a server uses the world: %w", err)
 	}
 	if err := t.recover(); err != nil {
 		return Result{}, err
