@@ -67,14 +67,21 @@ func (r Record) InFuture(now time.Time) bool { return r.FinishedAt.After(now.Add
 func (r Record) ClockBehind() bool { return r.CreatedAt.Sub(r.FinishedAt) > FutureTolerance }
 
 // EndedAt is when r's run ended as far as the catalog can tell: its
-// finished_at, or, when ClockBehind, its created_at. A prune judges runs by
-// it.
+// finished_at, or, when ClockBehind, its created_at. Which run is a
+// server's newest (prune's floor, a restore of the latest run, the run a
+// chunked backup builds on) is judged by it. Freshness (status, the
+// exporter) is judged by finished_at: a node whose clock is behind makes
+// its runs look older, which alerts rather than hides.
 func (r Record) EndedAt() time.Time {
 	if r.ClockBehind() {
 		return r.CreatedAt
 	}
 	return r.FinishedAt
 }
+
+// endedAtSQL is Record.EndedAt in SQL, over a row of world_backups.
+var endedAtSQL = fmt.Sprintf(`(CASE WHEN created_at - finished_at > make_interval(secs => %d) THEN created_at ELSE finished_at END)`,
+	int64(FutureTolerance/time.Second))
 
 // ErrNotFound is returned by Lookup when the run has no row.
 var ErrNotFound = errors.New("catalog: no such run")
@@ -336,14 +343,15 @@ func (db *DB) List(ctx context.Context, server string) ([]Record, error) {
 	return rs, nil
 }
 
-// LatestChunked returns the newest chunked run of server, or an error
-// wrapping ErrNotFound: the run a chunked backup reuses unchanged files of.
+// LatestChunked returns the newest chunked run of server (by EndedAt), or
+// an error wrapping ErrNotFound: the run a chunked backup reuses unchanged
+// files of.
 func (db *DB) LatestChunked(ctx context.Context, server string) (Record, error) {
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
 	rows, _ := db.pool.Query(ctx, `SELECT `+columns+` FROM world_backups
 		WHERE server = $1 AND format = 'chunked'
-		ORDER BY finished_at DESC, id DESC LIMIT 1`, server)
+		ORDER BY `+endedAtSQL+` DESC, id DESC LIMIT 1`, server)
 	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Record])
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, fmt.Errorf("server %q has no chunked run: %w", server, ErrNotFound)

@@ -21,10 +21,11 @@ var ErrNoRun = errors.New("the server has no successful run")
 
 // Resolve returns the run that ref (a run reference, jobapi.CheckRunRef)
 // names among server's runs: the row of that run ID, or for
-// jobapi.RunLatest the server's newest run that finished at most
-// FutureTolerance after now (what status judges fresh). The errors wrap
-// ErrNotFound (no such run ID), ErrOtherServer (a run of another server)
-// and ErrNoRun (latest of a server without a run).
+// jobapi.RunLatest the server's newest run (by Record.EndedAt: a run
+// recorded by a node whose clock was behind is as new as its row) that
+// finished at most FutureTolerance after now. The errors wrap ErrNotFound
+// (no such run ID), ErrOtherServer (a run of another server) and ErrNoRun
+// (latest of a server without a run).
 func (db *DB) Resolve(ctx context.Context, server, ref string, now time.Time) (Record, error) {
 	if err := jobapi.CheckRunRef(ref); err != nil {
 		return Record{}, err
@@ -43,7 +44,7 @@ func (db *DB) Resolve(ctx context.Context, server, ref string, now time.Time) (R
 	defer cancel()
 	rows, _ := db.pool.Query(ctx, `SELECT `+columns+` FROM world_backups
 		WHERE server = $1 AND finished_at <= $2
-		ORDER BY finished_at DESC, id DESC LIMIT 1`, server, now.Add(FutureTolerance))
+		ORDER BY `+endedAtSQL+` DESC, id DESC LIMIT 1`, server, now.Add(FutureTolerance))
 	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Record])
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, fmt.Errorf("server %q: %w", server, ErrNoRun)

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -54,4 +55,54 @@ func TestResolve(t *testing.T) {
 			t.Fatal("no error for an invalid reference")
 		}
 	})
+}
+
+// TestNewestByEndedAt: the latest run (Resolve) and the run a chunked
+// backup builds on (LatestChunked) are the newest by Record.EndedAt: a run
+// recorded by a node whose clock was behind (its row created well after
+// its finished_at) is newer than a run that finished later by that
+// node's clock but was recorded before it; without clock skew, the later
+// finished_at wins.
+func TestNewestByEndedAt(t *testing.T) {
+	db := migrated(t)
+	ctx := t.Context()
+	now := time.Now()
+	for i, tt := range []struct {
+		name string
+		// finished and created of the runs, inserted in this order; the
+		// run named want must be the newest.
+		runs []struct{ finished, created time.Duration }
+		want int
+	}{
+		{name: "a clock three hours behind", runs: []struct{ finished, created time.Duration }{
+			{-2 * time.Hour, -2 * time.Hour}, {-5 * time.Hour, -time.Hour}}, want: 1},
+		{name: "no skew: the later finished_at", runs: []struct{ finished, created time.Duration }{
+			{-time.Hour, -time.Hour}, {-2 * time.Hour, -2 * time.Hour}}, want: 0},
+		{name: "recorded within FutureTolerance of finishing", runs: []struct{ finished, created time.Duration }{
+			{-time.Hour, -time.Hour}, {-time.Hour - time.Minute, -time.Hour + FutureTolerance - 2*time.Minute}}, want: 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			server := fmt.Sprintf("skew-%d", i)
+			var ids []string
+			for i, r := range tt.runs {
+				rec := record(fmt.Sprintf("%s-%d", server, i), server, now.Add(r.finished))
+				rec.Format = jobapi.FormatChunked
+				if _, err := db.Insert(ctx, rec); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := db.pool.Exec(ctx, `UPDATE world_backups SET created_at = $2 WHERE run_id = $1`, rec.RunID, now.Add(r.created)); err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, rec.RunID)
+			}
+			latest, err := db.Resolve(ctx, server, jobapi.RunLatest, now)
+			if err != nil || latest.RunID != ids[tt.want] {
+				t.Errorf("Resolve(latest) = %q, %v; want %q", latest.RunID, err, ids[tt.want])
+			}
+			chunked, err := db.LatestChunked(ctx, server)
+			if err != nil || chunked.RunID != ids[tt.want] {
+				t.Errorf("LatestChunked = %q, %v; want %q", chunked.RunID, err, ids[tt.want])
+			}
+		})
+	}
 }
