@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -630,25 +631,47 @@ func (s *S3) CleanTemps(ctx context.Context, key string) ([]string, error) {
 		return nil, err
 	}
 	obj := s.object(key)
+	what := fmt.Sprintf("listing the unfinished uploads of %s", s.Ref(key))
 	var removed []string
-	err := s.uploadPages(ctx, obj, fmt.Sprintf("listing the unfinished uploads of %s", s.Ref(key)), func(page []types.MultipartUpload) (bool, error) {
-		for _, u := range page {
-			if aws.ToString(u.Key) != obj {
-				continue // another key that starts with this one
+	aborted := make(map[string]bool)
+	for {
+		// After a page with uploads of key is aborted, the listing starts
+		// again: the next page's markers name an upload that is gone,
+		// which a server may refuse (versitygw: "Invalid uploadId marker").
+		again := false
+		err := s.uploadPages(ctx, obj, what, func(page []types.MultipartUpload) (bool, error) {
+			for _, u := range page {
+				if aws.ToString(u.Key) != obj {
+					continue // another key that starts with this one
+				}
+				id := aws.ToString(u.UploadId)
+				switch {
+				case aborted[id]:
+					return true, fmt.Errorf("%s: %w: upload %s is listed again after it was aborted", what, errNoProgress, id)
+				case len(aborted) >= maxStaleUploads:
+					return true, fmt.Errorf("%s: more than %d unfinished uploads of one key", what, maxStaleUploads)
+				}
+				_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+					Bucket: aws.String(s.bucket), Key: u.Key, UploadId: u.UploadId,
+				})
+				var nsu *types.NoSuchUpload
+				if err != nil && !errors.As(err, &nsu) {
+					return true, s.wrap(fmt.Sprintf("aborting the stale upload %s of %s", id, s.Ref(key)), err)
+				}
+				aborted[id], again = true, true
+				removed = append(removed, s.Ref(key)+"?uploadId="+id)
 			}
-			_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
-				Bucket: aws.String(s.bucket), Key: u.Key, UploadId: u.UploadId,
-			})
-			var nsu *types.NoSuchUpload
-			if err != nil && !errors.As(err, &nsu) {
-				return true, s.wrap(fmt.Sprintf("aborting the stale upload %s of %s", aws.ToString(u.UploadId), s.Ref(key)), err)
-			}
-			removed = append(removed, s.Ref(key)+"?uploadId="+aws.ToString(u.UploadId))
+			return again, nil
+		})
+		if err != nil || !again {
+			return removed, err
 		}
-		return false, nil
-	})
-	return removed, err
+	}
 }
+
+// maxStaleUploads bounds the unfinished uploads of one key CleanTemps
+// aborts: a server that keeps listing new ones would be followed forever.
+const maxStaleUploads = 100_000
 
 // uploadPages calls page with each page of the server's listing of the
 // unfinished multipart uploads of the keys starting with prefix, in order,
@@ -659,6 +682,7 @@ func (s *S3) CleanTemps(ctx context.Context, key string) ([]string, error) {
 // same page forever.
 func (s *S3) uploadPages(ctx context.Context, prefix, what string, page func([]types.MultipartUpload) (done bool, err error)) error {
 	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(s.bucket), Prefix: aws.String(prefix)}
+	var order listOrder
 	for {
 		out, err := s.client.ListMultipartUploads(ctx, in)
 		if err != nil {
@@ -671,6 +695,13 @@ func (s *S3) uploadPages(ctx context.Context, prefix, what string, page func([]t
 			return fmt.Errorf("%s: %w: a page marked truncated without a next key marker", what, errNoProgress)
 		case truncated && key == aws.ToString(in.KeyMarker) && id == aws.ToString(in.UploadIdMarker):
 			return fmt.Errorf("%s: %w: a page marked truncated whose next markers are those it was asked with", what, errNoProgress)
+		}
+		keys := make([]string, 0, len(out.Uploads))
+		for _, u := range out.Uploads {
+			keys = append(keys, aws.ToString(u.Key))
+		}
+		if err := order.page(keys, true, truncated); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		if done, err := page(out.Uploads); done || err != nil {
 			return err
@@ -689,6 +720,7 @@ func (s *S3) uploadPages(ctx context.Context, prefix, what string, page func([]t
 // (errNoProgress) before it is handed over: following it would ask for the
 // same page forever (the SDK's paginator does), or end the listing early.
 func (s *S3) objectPages(ctx context.Context, in *s3.ListObjectsV2Input, what string, page func(*s3.ListObjectsV2Output) error) error {
+	var order listOrder
 	for {
 		out, err := s.client.ListObjectsV2(ctx, in)
 		if err != nil {
@@ -702,6 +734,15 @@ func (s *S3) objectPages(ctx context.Context, in *s3.ListObjectsV2Input, what st
 		case truncated && next == aws.ToString(in.ContinuationToken):
 			return fmt.Errorf("%s: %w: a page marked truncated whose continuation token is the one it was asked with", what, errNoProgress)
 		}
+		// Keys only: a server may list a folder (a common prefix) on
+		// every page (versitygw does).
+		keys := make([]string, 0, len(out.Contents))
+		for _, o := range out.Contents {
+			keys = append(keys, aws.ToString(o.Key))
+		}
+		if err := order.page(keys, false, truncated); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
 		if err := page(out); err != nil {
 			return err
 		}
@@ -713,8 +754,46 @@ func (s *S3) objectPages(ctx context.Context, in *s3.ListObjectsV2Input, what st
 }
 
 // errNoProgress is wrapped by the error of a listing whose server does not
-// say where its next page starts.
+// say where its next page starts, or whose pages do not advance (listOrder).
 var errNoProgress = errors.New("the S3 server's listing does not advance")
+
+// maxStalledPages bounds the truncated pages in a row that name nothing
+// after the pages before them (S3 may answer a page with no keys now and
+// then; a server that keeps doing so would be followed forever).
+const maxStalledPages = 1000
+
+// listOrder checks that the pages of one listing advance, as S3 lists:
+// in the binary order of the keys, each page after the one before. A
+// page that names a key before the last one seen goes back (a server
+// cycling between continuation tokens would be followed forever, handing
+// the same pages again), and more than maxStalledPages truncated pages in
+// a row that name no new key stall: both fail the listing (errNoProgress)
+// before the page is handed over.
+type listOrder struct {
+	last    string // the greatest name seen
+	stalled int    // truncated pages in a row that named nothing new
+}
+
+// page checks one page's names, in any order; repeats when one name may
+// be listed on more than one page (one key's several uploads).
+func (o *listOrder) page(names []string, repeats bool, truncated bool) error {
+	for _, n := range names {
+		if o.last != "" && (n < o.last || (!repeats && n == o.last)) {
+			return fmt.Errorf("%w: a page names %q, not after %q named by the pages before it (the listing goes back)",
+				errNoProgress, n, o.last)
+		}
+	}
+	if len(names) > 0 && slices.Max(names) > o.last {
+		o.last, o.stalled = slices.Max(names), 0
+		return nil
+	}
+	if truncated {
+		if o.stalled++; o.stalled > maxStalledPages {
+			return fmt.Errorf("%w: %d truncated pages in a row named nothing new", errNoProgress, o.stalled)
+		}
+	}
+	return nil
+}
 
 // Remove deletes key's object; a missing object is not an error.
 func (s *S3) Remove(ctx context.Context, key string) error {

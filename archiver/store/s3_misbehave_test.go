@@ -225,13 +225,15 @@ func TestS3WalkHugeListPage(t *testing.T) {
 	}
 }
 
-// TestS3ListingThatDoesNotAdvance: a server whose list page is marked
-// truncated but does not say where the next page starts (no continuation
-// token or next markers, or those the request was asked with) fails the
-// listing, saying so, after one or two requests, and hands no page twice:
-// following it, List, Walk, CleanTemps and Holds would ask for the same
-// page forever (Walk handing it to fn each time), or List end early with
-// what it had.
+// TestS3ListingThatDoesNotAdvance: a server whose list pages are marked
+// truncated but do not advance fails the listing, saying so, and hands no
+// page twice: following it, List, Walk, CleanTemps and Holds would list
+// forever (Walk handing the same pages to fn each time), or List end early
+// with what it had. The pages may not say where the next one starts (no
+// continuation token or next markers, or those the request was asked
+// with: found at the first or second request), cycle between two markers
+// (the third page goes back: found there), or name nothing, each with a
+// fresh marker (found after maxStalledPages).
 func TestS3ListingThatDoesNotAdvance(t *testing.T) {
 	srv := s3test.New(t)
 	bucket := srv.NewBucket(t)
@@ -245,7 +247,12 @@ func TestS3ListingThatDoesNotAdvance(t *testing.T) {
 			return err
 		}},
 		{"Walk", "ListObjectsV2", func(ctx context.Context, s *store.S3, pages *int) error {
-			return s.Walk(ctx, "_chunked/packs", func([]store.Object) error { *pages++; return nil })
+			return s.Walk(ctx, "_chunked/packs", func(page []store.Object) error {
+				if len(page) > 0 {
+					*pages++
+				}
+				return nil
+			})
 		}},
 		{"CleanTemps", "ListMultipartUploads", func(ctx context.Context, s *store.S3, _ *int) error {
 			_, err := s.CleanTemps(ctx, "srv/run.tar.zst")
@@ -256,32 +263,39 @@ func TestS3ListingThatDoesNotAdvance(t *testing.T) {
 			return err
 		}},
 	}
+	modes := []struct {
+		name     string
+		mode     s3test.Listing
+		requests int // at most
+		pages    int // handed to Walk's fn, at most
+	}{
+		{"no next marker", s3test.NoMarker, 2, 1},
+		{"the same marker again", s3test.SameMarker, 2, 1},
+		{"cycling between two markers", s3test.Cycling, 3, 2},
+		{"empty pages, each with a fresh marker", s3test.Empty, 1001, 0},
+	}
 	for _, c := range calls {
-		for _, same := range []bool{false, true} {
-			name := c.name + "/no next marker"
-			if same {
-				name = c.name + "/the same marker again"
-			}
-			t.Run(name, func(t *testing.T) {
-				p := srv.Proxy(t, s3test.On(c.op, 0, s3test.StuckListing(same)))
+		for _, m := range modes {
+			t.Run(c.name+"/"+m.name, func(t *testing.T) {
+				p := srv.Proxy(t, s3test.On(c.op, 0, s3test.StuckListing(m.mode)))
 				s, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: p.Endpoint, Region: s3test.Region, PathStyle: true,
 					AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
 				if err != nil {
 					t.Fatal(err)
 				}
 				// Bounded here too: before the fix the listing never ends.
-				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 				defer cancel()
 				var pages int
 				err = c.call(ctx, s, &pages)
 				if err == nil || !strings.Contains(err.Error(), "listing does not advance") {
 					t.Fatalf("%s = %v after %d list requests, want an error saying the listing does not advance", c.name, err, p.Count(c.op))
 				}
-				if n := p.Count(c.op); n > 2 {
-					t.Errorf("%d list requests, want at most 2", n)
+				if n := p.Count(c.op); n > m.requests {
+					t.Errorf("%d list requests, want at most %d", n, m.requests)
 				}
-				if pages > 1 {
-					t.Errorf("Walk handed %d pages, the same one each time", pages)
+				if pages > m.pages {
+					t.Errorf("Walk handed %d pages with entries, want at most %d", pages, m.pages)
 				}
 			})
 		}
@@ -372,5 +386,82 @@ func TestS3SlowAnswer(t *testing.T) {
 				t.Errorf("%d %s requests: want 1, not retried", n, tc.op)
 			}
 		})
+	}
+}
+
+// TestS3ListingsAcrossPages: the checks that a listing advances
+// (TestS3ListingThatDoesNotAdvance) pass a real server's listings of
+// several pages: List over more keys and folders (common prefixes) than
+// one page holds, Walk over more keys than WalkPage, and CleanTemps over
+// more unfinished uploads of one key than one page of uploads holds.
+func TestS3ListingsAcrossPages(t *testing.T) {
+	srv := s3test.New(t)
+	bucket := srv.NewBucket(t)
+	ctx := t.Context()
+	c := srv.Client()
+	const keys, folders, uploads = 700, 700, 1100
+	put := func(key string) {
+		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key),
+			Body: bytes.NewReader([]byte("x"))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range keys {
+		put(fmt.Sprintf("srv/run-%04d.tar.zst", i))
+	}
+	for i := range folders {
+		put(fmt.Sprintf("srv/f%04d/inner", i))
+	}
+	for range uploads {
+		if _, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket),
+			Key: aws.String("srv/run-0000.tar.zst.tmp")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: srv.Endpoint, Region: s3test.Region, PathStyle: true,
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := s.List(ctx, "srv")
+	if err != nil || len(listed) != keys {
+		t.Errorf("List = %d objects, %v; want %d", len(listed), err, keys)
+	}
+	var walked, pages int
+	err = s.Walk(ctx, "srv", func(page []store.Object) error { walked += len(page); pages++; return nil })
+	if err != nil || walked != keys+folders || pages < 2 {
+		t.Errorf("Walk = %d objects in %d pages, %v; want %d in at least 2", walked, pages, err, keys+folders)
+	}
+	removed, err := s.CleanTemps(ctx, "srv/run-0000.tar.zst.tmp")
+	if err != nil || len(removed) != uploads {
+		t.Errorf("CleanTemps removed %d uploads, %v; want %d", len(removed), err, uploads)
+	}
+}
+
+// TestS3CleanTempsAbortIgnored: a server that answers an abort with
+// success and keeps the upload lists it again when CleanTemps lists anew
+// after aborting a page: CleanTemps fails, saying so, instead of aborting
+// it forever.
+func TestS3CleanTempsAbortIgnored(t *testing.T) {
+	srv := s3test.New(t)
+	bucket := srv.NewBucket(t)
+	if _, err := srv.Client().CreateMultipartUpload(t.Context(), &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket),
+		Key: aws.String("srv/run.tar.zst")}); err != nil {
+		t.Fatal(err)
+	}
+	p := srv.Proxy(t, s3test.On("AbortMultipartUpload", 0, s3test.Swallow))
+	s, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: p.Endpoint, Region: s3test.Region, PathStyle: true,
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err = s.CleanTemps(ctx, "srv/run.tar.zst")
+	if err == nil || !strings.Contains(err.Error(), "listed again after it was aborted") {
+		t.Fatalf("CleanTemps = %v, want an error saying the upload is listed again", err)
+	}
+	if n := p.Count("AbortMultipartUpload"); n != 1 {
+		t.Errorf("%d aborts, want 1", n)
 	}
 }

@@ -3,12 +3,15 @@ package s3test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/xml"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -333,13 +336,29 @@ func HugeList(prefix string, n int) Action {
 	}
 }
 
+// Listing is how StuckListing's pages fail to advance.
+type Listing int
+
+const (
+	// NoMarker: each page is marked truncated without a continuation
+	// token or next markers.
+	NoMarker Listing = iota
+	// SameMarker: each page's next markers are those it was asked with
+	// (the first request, asked with none, gets "next").
+	SameMarker
+	// Cycling: the pages alternate between two markers, each naming a
+	// fresh one, and the third page is the first again (entries "a", "b",
+	// "a", ...): the listing goes back.
+	Cycling
+	// Empty: every page names nothing, is marked truncated and names a
+	// fresh marker.
+	Empty
+)
+
 // StuckListing answers a list (ListObjectsV2 or ListMultipartUploads) with
-// a page of one entry under the request's prefix, marked truncated, that
-// does not say where the next page starts: without a continuation token or
-// next markers, or (same) with those the request was asked with (the first
-// request, asked with none, gets "next"). A client that follows it asks
-// for the same page forever.
-func StuckListing(same bool) Action {
+// pages, marked truncated, under the request's prefix that do not advance,
+// as mode says. A client that follows them lists forever.
+func StuckListing(mode Listing) Action {
 	return func(_ *Proxy, w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		esc := func(s string) string {
@@ -348,32 +367,46 @@ func StuckListing(same bool) Action {
 			return b.String()
 		}
 		prefix := q.Get("prefix")
+		// asked is the marker the request was asked with; entry what its
+		// page names ("" for none) and next the marker it gives on.
+		asked := q.Get("continuation-token")
+		if Operation(r) == "ListMultipartUploads" {
+			asked = q.Get("key-marker")
+		}
+		entry, next := "a", ""
+		switch mode {
+		case SameMarker:
+			next = cmp.Or(asked, prefix+"next")
+		case Cycling:
+			if asked == prefix+"a" {
+				entry = "b"
+			}
+			next = prefix + entry
+		case Empty:
+			entry, next = "", prefix+"empty"+strconv.Itoa(rand.IntN(1<<30))
+		}
 		var body string
 		switch Operation(r) {
 		case "ListObjectsV2":
-			var next string
-			if same {
-				next = q.Get("continuation-token")
-				if next == "" {
-					next = "next"
-				}
-				next = `<NextContinuationToken>` + esc(next) + `</NextContinuationToken>`
-			}
 			body = `<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><Prefix>` + esc(prefix) +
-				`</Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>` + next +
-				`<Contents><Key>` + esc(prefix+"a") + `</Key><Size>1</Size><LastModified>2026-01-01T00:00:00.000Z</LastModified></Contents></ListBucketResult>`
-		case "ListMultipartUploads":
-			var next string
-			if same {
-				key, id := q.Get("key-marker"), q.Get("upload-id-marker")
-				if key == "" {
-					key, id = prefix+".other", "next"
-				}
-				next = `<NextKeyMarker>` + esc(key) + `</NextKeyMarker><NextUploadIdMarker>` + esc(id) + `</NextUploadIdMarker>`
+				`</Prefix><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>`
+			if next != "" {
+				body += `<NextContinuationToken>` + esc(next) + `</NextContinuationToken>`
 			}
+			if entry != "" {
+				body += `<KeyCount>1</KeyCount><Contents><Key>` + esc(prefix+entry) + `</Key><Size>1</Size><LastModified>2026-01-01T00:00:00.000Z</LastModified></Contents>`
+			}
+			body += `</ListBucketResult>`
+		case "ListMultipartUploads":
 			body = `<ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>b</Bucket><Prefix>` + esc(prefix) +
-				`</Prefix><IsTruncated>true</IsTruncated>` + next +
-				`<Upload><Key>` + esc(prefix+".other") + `</Key><UploadId>u1</UploadId></Upload></ListMultipartUploadsResult>`
+				`</Prefix><IsTruncated>true</IsTruncated>`
+			if next != "" {
+				body += `<NextKeyMarker>` + esc(next) + `</NextKeyMarker><NextUploadIdMarker>` + esc(cmp.Or(q.Get("upload-id-marker"), "u1")) + `</NextUploadIdMarker>`
+			}
+			if entry != "" {
+				body += `<Upload><Key>` + esc(prefix+entry) + `</Key><UploadId>u1</UploadId></Upload>`
+			}
+			body += `</ListMultipartUploadsResult>`
 		default:
 			writeError(w, http.StatusNotImplemented, "NotImplemented")
 			return
