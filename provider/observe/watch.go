@@ -46,11 +46,13 @@ type Watchdog struct {
 	warned *sync.Once // Warn is told once per Run
 }
 
-// Run watches until ctx ends, the Job it waits for has finished, or it has
-// failed the Job because a pod stayed stuck past its grace. It fails a Job
-// by setting spec.activeDeadlineSeconds to 1 (a mutable field): the Job
-// controller then fails it with reason DeadlineExceeded, which the
-// Kubernetes provider's Job await reports at once.
+// Run looks every Interval (backing off to every absentBackoff Intervals
+// while the Job is not there) until ctx ends, the Job it waits for has
+// finished, or it has failed the Job because a pod stayed stuck past its
+// grace. It fails a Job by setting spec.activeDeadlineSeconds to 1 (a
+// mutable field): the Job controller then fails it with reason
+// DeadlineExceeded, which the Kubernetes provider's Job await reports at
+// once.
 //
 // A finished Job that is already there when Run starts is the one `pulumi
 // up` may be about to replace (same name): Run waits for a new one. Lookups
@@ -71,8 +73,9 @@ func (w Watchdog) Run(ctx context.Context) {
 		first = true
 		until time.Time // Timeout after the Job was first seen
 	)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
+	wait := interval
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
 	for {
 		done, uid, live := w.step(ctx, &tr, now(), first, stale)
 		if first {
@@ -87,12 +90,30 @@ func (w Watchdog) Run(ctx context.Context) {
 		if !until.IsZero() && !now().Before(until) {
 			return
 		}
+		wait = nextWait(wait, interval, live)
+		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-timer.C:
 		}
 	}
+}
+
+// absentBackoff bounds how far the looks for a Job that is not there (yet)
+// spread out, in intervals: in a large `pulumi up` the engine creates
+// Jobs over many minutes, and a look every interval from each of a fleet's
+// watchdogs would keep the API server busy answering 404s.
+const absentBackoff = 4
+
+// nextWait is the wait before the next look, after one that waited wait:
+// interval while the Job is there, else doubling from interval up to
+// absentBackoff intervals.
+func nextWait(wait, interval time.Duration, live bool) time.Duration {
+	if live {
+		return interval
+	}
+	return min(2*wait, absentBackoff*interval)
 }
 
 // step looks once; it returns whether Run is done, on the first look the

@@ -392,3 +392,41 @@ func TestWatchdogTimeoutStartsWithTheJob(t *testing.T) {
 		t.Errorf("deadline %d, reports %q; want the Job created late failed for its stuck pod", got, reports)
 	}
 }
+
+// TestNextWait: while its Job is not there a watchdog looks less and less
+// often, down to one look every absentBackoff intervals (a fleet's
+// watchdogs would otherwise ask the API server for Jobs the engine has not
+// created yet every interval each), and every interval again once the Job
+// is there.
+func TestNextWait(t *testing.T) {
+	const iv = 5 * time.Second
+	tests := []struct {
+		name string
+		wait time.Duration
+		live bool
+		want time.Duration
+	}{
+		{"absent after the first look", iv, false, 2 * iv},
+		{"absent, doubling", 2 * iv, false, 4 * iv},
+		{"absent, at the bound", absentBackoff * iv, false, absentBackoff * iv},
+		{"there after backing off", absentBackoff * iv, true, iv},
+		{"there", iv, true, iv},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := nextWait(tt.wait, iv, tt.live); got != tt.want {
+				t.Errorf("nextWait(%v, %v, %v) = %v, want %v", tt.wait, iv, tt.live, got, tt.want)
+			}
+		})
+	}
+	// Looks until a Job is there, as Run makes them: at 0, 10 s, then every
+	// 20 s: 16 looks in five minutes rather than 60.
+	var looks int
+	for at, wait := time.Duration(0), iv; at < 5*time.Minute; at += wait {
+		looks++
+		wait = nextWait(wait, iv, false)
+	}
+	if looks > 20 {
+		t.Errorf("%d looks in five minutes without a Job, want at most 20", looks)
+	}
+}
