@@ -68,8 +68,12 @@ type PruneResult struct {
 // RestoreResult is the termination message of a restore that succeeded (a
 // failed one writes none: the pod's message is then the log's tail).
 type RestoreResult struct {
-	Status     Status `json:"status"` // restored | already-restored
-	RunID      string `json:"run_id,omitempty"`
+	Status Status `json:"status"` // restored | already-restored
+	RunID  string `json:"run_id,omitempty"`
+	// ArchiveRef and SHA256 are the archive the world holds: the one
+	// restored now, or (already-restored) the one this run restored
+	// before, which a re-created Job may name another (ArchiveRef is ""
+	// when the world's marker, of an older archiver, does not say).
 	ArchiveRef string `json:"archive_ref"`
 	SHA256     string `json:"sha256"`
 	SizeBytes  int64  `json:"size_bytes,omitempty"`

@@ -184,10 +184,8 @@ func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.Com
 		out = pl.outputs(res)
 		out.Observed = observeJob(ctx, comp, res, pl, preflight.Client)
 	}
-	// A restore or verify by run has no archive among its inputs: its
-	// archiveRef is the one its run resolved and reported.
-	out.ArchiveRef = pulumi.All(out.ArchiveRef, out.Observed.ArchiveRef).ApplyT(func(v []any) string {
-		return cmp.Or(v[0].(string), v[1].(string))
+	out.ArchiveRef = pulumi.All(out.ArchiveRef, out.Observed.ArchiveRef, out.Observed.Status).ApplyT(func(v []any) string {
+		return archiveRefOf(v[0].(string), v[1].(string), jobapi.Status(v[2].(string)))
 	}).(pulumi.StringOutput)
 	outputs := pulumi.Map{
 		"jobName":   out.JobName,
@@ -202,6 +200,19 @@ func registerJobComponent(ctx *pulumi.Context, typ, name string, comp pulumi.Com
 		return jobOutputs{}, fmt.Errorf("registering outputs of %s %q: %w", kind, name, err)
 	}
 	return out, nil
+}
+
+// archiveRefOf is a component's archiveRef output: the archive its inputs
+// name (planned), else the one its run reported (observed: a restore or
+// verify by run has no archive among its inputs). A restore that found its
+// world already restored by its run ID reports the archive the world
+// holds, which a re-created Job's inputs may name another (a newer
+// backup's): that one, even when its run could not say ("").
+func archiveRefOf(planned, observed string, status jobapi.Status) string {
+	if status == jobapi.StatusAlreadyRestored {
+		return observed
+	}
+	return cmp.Or(planned, observed)
 }
 
 // laterTimeout is the Job's create/update timeout when its inputs are

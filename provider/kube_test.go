@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // TestRegisterJobMatchesNewJob registers the same Job twice, once through
@@ -145,5 +147,33 @@ func TestRegisterJobMatchesNewJob(t *testing.T) {
 	}
 	if typedJob == nil || genericJob == nil {
 		t.Fatal("a registration returned no resource")
+	}
+}
+
+// TestArchiveRefOf: a component's archiveRef is the archive its inputs
+// name, else the one its run reported; a restore that found its world
+// already restored by its run ID reports the archive the world holds, not
+// the (newer) one its re-created Job was given.
+func TestArchiveRefOf(t *testing.T) {
+	const planned, held = "/backups/survival/new.tar.zst", "/backups/survival/old.tar.zst"
+	tests := []struct {
+		name              string
+		planned, observed string
+		status            jobapi.Status
+		want              string
+	}{
+		{"restored the archive named", planned, planned, jobapi.StatusRestored, planned},
+		{"a restore by run: the run resolved it", "", held, jobapi.StatusRestored, held},
+		{"not observed (skipAwait)", planned, "", "", planned},
+		{"already restored from another archive", planned, held, jobapi.StatusAlreadyRestored, held},
+		{"already restored, a marker that does not say", planned, "", jobapi.StatusAlreadyRestored, ""},
+		{"a backup", planned, planned, jobapi.StatusDone, planned},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := archiveRefOf(tt.planned, tt.observed, tt.status); got != tt.want {
+				t.Errorf("archiveRefOf(%q, %q, %q) = %q, want %q", tt.planned, tt.observed, tt.status, got, tt.want)
+			}
+		})
 	}
 }

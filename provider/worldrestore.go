@@ -109,7 +109,9 @@ func (w *WorldRestore) Annotate(a infer.Annotator) {
 	a.Describe(&w.JobName, "The Job's metadata.name: <server>-restore-<suffix>, the suffix derived from runId.")
 	a.Describe(&w.Namespace, "The namespace of the Job.")
 	a.Describe(&w.RunID, "The run ID of this restore.")
-	a.Describe(&w.ArchiveRef, "The restored archive's path in the pod or its s3:// URL (the archiveRef input).")
+	a.Describe(&w.ArchiveRef, "The restored archive's path in the pod or its s3:// URL (the archiveRef input, or "+
+		"the run's when restoring fromRun). When the world was already restored under this runId (status "+
+		"already-restored), the archive the world holds, which may be older than the one given.")
 	a.Describe(&w.Status, "What the run reported: restored (the world now holds the archive) or "+
 		"already-restored (the world's marker names this runId: nothing done, whatever archive this Job names). "+descObserved)
 }

@@ -201,6 +201,16 @@ type Result struct {
 	WorldState string
 	// OldCopy is where the old world was left when it could not be removed.
 	OldCopy string
+	// Restored is what DIR's marker says it holds when WorldState is
+	// StateAlreadyRestored: the archive this run restored earlier, which may
+	// be another than Options names (its Archive is "" in a marker of an
+	// older archiver).
+	Restored Restored
+}
+
+// Restored is the archive a run restored earlier, by its marker.
+type Restored struct {
+	Archive, SHA256 string
 }
 
 // World states: what DIR holds after a restore, as the log's world_state
@@ -249,13 +259,17 @@ func WorldState(err error) string {
 // they can write a matching marker, as they can write the world itself.
 const MarkerName = reservedPrefix + "restored"
 
-// maxMarker bounds the read of a marker: a few hundred bytes of JSON.
-const maxMarker = 4096
+// maxMarker bounds the read of a marker: a few hundred bytes of JSON, and
+// the archive's name (a path of at most 4096 bytes, escaped).
+const maxMarker = 16 << 10
 
 // marker is the content of MarkerName.
 type marker struct {
-	RunID      string    `json:"run_id"`
-	SHA256     string    `json:"sha256"`
+	RunID  string `json:"run_id"`
+	SHA256 string `json:"sha256"`
+	// Archive names the archive restored (Options.Archive); "" in a
+	// marker of an older archiver.
+	Archive    string    `json:"archive,omitempty"`
 	RestoredAt time.Time `json:"restored_at"`
 	// Inode is the marker file's own inode number, which binds it to the
 	// file the restore created (0: a marker of an older archiver).
@@ -439,11 +453,12 @@ func (t *target) alreadyRestored(o Options, log hclog.Logger, start time.Time) (
 	}
 	if m.SHA256 != o.SHA256 {
 		log.Warn("this run restored another archive; nothing to do: give a new run ID to restore this one",
-			"run_id", o.RunID, "restored_sha256", m.SHA256, "sha256", o.SHA256)
+			"run_id", o.RunID, "restored_archive", m.Archive, "restored_sha256", m.SHA256, "archive", o.Archive, "sha256", o.SHA256)
 	}
 	log.Info("already restored; nothing to do", "run_id", o.RunID, "sha256", m.SHA256,
 		"restored_at", m.RestoredAt, "world_state", StateAlreadyRestored)
-	return Result{Layout: t.layout, WorldState: StateAlreadyRestored, Duration: time.Since(start)}, true, nil
+	return Result{Layout: t.layout, WorldState: StateAlreadyRestored, Duration: time.Since(start),
+		Restored: Restored{Archive: m.Archive, SHA256: m.SHA256}}, true, nil
 }
 
 // within reports whether p is dir or below it (both absolute, clean).

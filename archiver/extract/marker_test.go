@@ -80,6 +80,9 @@ func TestMarkerKeyedOnRunID(t *testing.T) {
 			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) || state != tc.wantState {
 				t.Fatalf("restore of another archive with run ID %s: %+v, %v; want %v, world %s", tc.runID, res, err, tc.wantErr, tc.wantState)
 			}
+			if want := (Restored{Archive: first, SHA256: firstSum}); tc.wantState == StateAlreadyRestored && res.Restored != want {
+				t.Errorf("Restored = %+v, want %+v: the archive the world holds", res.Restored, want)
+			}
 			changed := diffSnapshots(before, worldState(t, s.world)) != ""
 			if changed != (tc.wantState == StateReplaced) {
 				t.Errorf("world changed: %v, want %v", changed, tc.wantState == StateReplaced)

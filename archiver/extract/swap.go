@@ -296,7 +296,7 @@ func (t *target) readMarker() (m marker, bound, ok bool) {
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxMarker+1))
 	if err != nil || len(b) > maxMarker || json.Unmarshal(b, &m) != nil {
-		t.log.Warn("ignoring a restore marker that is not valid JSON of at most 4096 bytes", "path", t.path(name))
+		t.log.Warn("ignoring a restore marker that is not valid JSON", "path", t.path(name), "max_bytes", maxMarker)
 		return marker{}, false, false
 	}
 	ino := inodeOf(fi)

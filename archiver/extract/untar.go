@@ -609,7 +609,7 @@ func (x *extractor) writeMarker() (err error) {
 	if err != nil {
 		return fmt.Errorf("writing the restore marker: %w", err)
 	}
-	b, err := json.Marshal(marker{RunID: x.o.RunID, SHA256: x.o.SHA256, RestoredAt: time.Now().UTC(), Inode: inodeOf(fi)})
+	b, err := json.Marshal(marker{RunID: x.o.RunID, SHA256: x.o.SHA256, Archive: x.o.Archive, RestoredAt: time.Now().UTC(), Inode: inodeOf(fi)})
 	if err != nil {
 		return fmt.Errorf("encoding the restore marker: %w", err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -223,11 +224,14 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	summary := jobapi.RestoreResult{Status: jobapi.StatusRestored, RunID: *runID, ArchiveRef: *archive, SHA256: *sum,
 		SizeBytes: res.ArchiveBytes, WorldState: res.WorldState}
 	if res.WorldState == extract.StateAlreadyRestored {
-		summary.Status = jobapi.StatusAlreadyRestored
+		// What the world holds: the archive this run restored before,
+		// which a re-created Job may name another (its marker of an older
+		// archiver names none).
+		summary.Status, summary.ArchiveRef, summary.SHA256 = jobapi.StatusAlreadyRestored, res.Restored.Archive, res.Restored.SHA256
 	}
 	terminationLog{path: *termPath, explicit: flagSet(fs, "termination-log")}.writeBounded(log, &summary)
 	if res.WorldState == extract.StateAlreadyRestored {
-		fmt.Fprintf(stdout, "already restored %s into %s (run %s)\n", *archive, *into, *runID)
+		fmt.Fprintf(stdout, "already restored %s into %s (run %s)\n", cmp.Or(res.Restored.Archive, "sha256 "+res.Restored.SHA256), *into, *runID)
 		return exitOK
 	}
 	fmt.Fprintf(stdout, "restored %s into %s: %d entries, %d files, %d bytes (%s); world %s\n",

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/worldbackup/worldbackup/internal/testenv"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // modeEntry is one entry of an archive made by modeArchive.
@@ -265,10 +266,20 @@ func TestRestoreMarker(t *testing.T) {
 		t.Errorf("the rerun touched the world: level.dat %q", got)
 	}
 
-	// Another archive under the same run ID restores nothing.
-	res = archiver(t, restoreArgs(b, bSum, into, "--replace", "--run-id", "run-7")...)
+	// Another archive under the same run ID restores nothing, and its
+	// termination message names the archive the world holds (a's), not b.
+	termLog := filepath.Join(t.TempDir(), "termination-log")
+	res = archiver(t, restoreArgs(b, bSum, into, "--replace", "--run-id", "run-7", "--termination-log", termLog)...)
 	if res.code != 0 || worldState(t, res.stderr) != "already restored" || !strings.Contains(res.stderr, "give a new run ID") {
 		t.Fatalf("the same run ID with another archive exited %d, want 0, already restored, saying to give a new run ID:\n%s", res.code, res.stderr)
+	}
+	var term jobapi.RestoreResult
+	if raw, err := os.ReadFile(termLog); err != nil || json.Unmarshal(raw, &term) != nil ||
+		term.Status != jobapi.StatusAlreadyRestored || term.ArchiveRef != a || term.SHA256 != aSum {
+		t.Errorf("termination message %+v (%v), want already-restored naming %s (sha256 %s), the archive the world holds", term, err, a, aSum)
+	}
+	if !strings.Contains(res.stdout, "already restored "+a+" into") {
+		t.Errorf("stdout %q does not name the archive the world holds (%s)", res.stdout, a)
 	}
 	if got, _ := os.ReadFile(level); string(got) != "played since" {
 		t.Errorf("the same run ID with another archive touched the world: level.dat %q", got)
