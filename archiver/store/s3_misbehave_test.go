@@ -136,11 +136,7 @@ func TestS3PutMisbehavingServer(t *testing.T) {
 func TestS3OpenMisbehavingServer(t *testing.T) {
 	srv := s3test.New(t)
 	bucket := srv.NewBucket(t)
-	direct, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: srv.Endpoint, Region: s3test.Region, PathStyle: true,
-		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := s3At(t, srv.Endpoint, bucket)
 	data := payload(3 << 20)
 	if _, err := direct.Put(t.Context(), "srv/run.tar.zst", func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
 		t.Fatal(err)
@@ -166,11 +162,7 @@ func TestS3OpenMisbehavingServer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := srv.Proxy(t, tc.rule)
-			s, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: p.Endpoint, Region: s3test.Region, PathStyle: true,
-				AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := s3At(t, p.Endpoint, bucket)
 			var got []byte
 			r, err := s.Open(t.Context(), "srv/run.tar.zst")
 			if err == nil {
@@ -213,13 +205,9 @@ func TestS3WalkHugeListPage(t *testing.T) {
 	srv := s3test.New(t)
 	bucket := srv.NewBucket(t)
 	p := srv.Proxy(t, s3test.On("ListObjectsV2", 0, s3test.HugeList("_chunked/packs/aa/", 500_000)))
-	s, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: p.Endpoint, Region: s3test.Region, PathStyle: true,
-		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := s3At(t, p.Endpoint, bucket)
 	var keys int
-	err = s.Walk(t.Context(), "_chunked/packs", func(page []store.Object) error { keys += len(page); return nil })
+	err := s.Walk(t.Context(), "_chunked/packs", func(page []store.Object) error { keys += len(page); return nil })
 	if err == nil || !strings.Contains(err.Error(), "does not honour") {
 		t.Fatalf("Walk = %v after %d keys, want an error saying the server does not honour max-keys", err, keys)
 	}
@@ -278,16 +266,12 @@ func TestS3ListingThatDoesNotAdvance(t *testing.T) {
 		for _, m := range modes {
 			t.Run(c.name+"/"+m.name, func(t *testing.T) {
 				p := srv.Proxy(t, s3test.On(c.op, 0, s3test.StuckListing(m.mode)))
-				s, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: p.Endpoint, Region: s3test.Region, PathStyle: true,
-					AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
-				if err != nil {
-					t.Fatal(err)
-				}
+				s := s3At(t, p.Endpoint, bucket)
 				// Bounded here too: before the fix the listing never ends.
 				ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 				defer cancel()
 				var pages int
-				err = c.call(ctx, s, &pages)
+				err := c.call(ctx, s, &pages)
 				if err == nil || !strings.Contains(err.Error(), "listing does not advance") {
 					t.Fatalf("%s = %v after %d list requests, want an error saying the listing does not advance", c.name, err, p.Count(c.op))
 				}
@@ -317,11 +301,7 @@ func TestS3SlowAnswer(t *testing.T) {
 	)
 	srv := s3test.New(t)
 	bucket := srv.NewBucket(t)
-	direct, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: srv.Endpoint, Region: s3test.Region, PathStyle: true,
-		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := s3At(t, srv.Endpoint, bucket)
 	object := []byte("8 bytes!")
 	if _, err := direct.Put(t.Context(), "srv/run.tar.zst", func(w io.Writer) error { _, err := w.Write(object); return err }); err != nil {
 		t.Fatal(err)
@@ -418,11 +398,7 @@ func TestS3ListingsAcrossPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: srv.Endpoint, Region: s3test.Region, PathStyle: true,
-		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := s3At(t, srv.Endpoint, bucket)
 	listed, err := s.List(ctx, "srv")
 	if err != nil || len(listed) != keys {
 		t.Errorf("List = %d objects, %v; want %d", len(listed), err, keys)
@@ -450,18 +426,26 @@ func TestS3CleanTempsAbortIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := srv.Proxy(t, s3test.On("AbortMultipartUpload", 0, s3test.Swallow))
-	s, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: p.Endpoint, Region: s3test.Region, PathStyle: true,
-		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := s3At(t, p.Endpoint, bucket)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	_, err = s.CleanTemps(ctx, "srv/run.tar.zst")
+	_, err := s.CleanTemps(ctx, "srv/run.tar.zst")
 	if err == nil || !strings.Contains(err.Error(), "listed again after it was aborted") {
 		t.Fatalf("CleanTemps = %v, want an error saying the upload is listed again", err)
 	}
 	if n := p.Count("AbortMultipartUpload"); n != 1 {
 		t.Errorf("%d aborts, want 1", n)
 	}
+}
+
+// s3At is a store over bucket at the S3 server at endpoint (versitygw, or
+// a proxy in front of it), with the test server's credentials.
+func s3At(t *testing.T, endpoint, bucket string) *store.S3 {
+	t.Helper()
+	s, err := store.NewS3(store.S3Options{URL: "s3://" + bucket, Endpoint: endpoint, Region: s3test.Region, PathStyle: true,
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
