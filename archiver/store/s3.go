@@ -638,6 +638,9 @@ func (s *S3) CleanTemps(ctx context.Context, key string) ([]string, error) {
 		// After a page with uploads of key is aborted, the listing starts
 		// again: the next page's markers name an upload that is gone,
 		// which a server may refuse (versitygw: "Invalid uploadId marker").
+		// An upload listed again after it was aborted (a server whose
+		// listing lags) is passed over, and only a page that aborted a new
+		// one starts the listing again: it ends.
 		again := false
 		err := s.uploadPages(ctx, obj, what, func(page []types.MultipartUpload) (bool, error) {
 			for _, u := range page {
@@ -645,10 +648,10 @@ func (s *S3) CleanTemps(ctx context.Context, key string) ([]string, error) {
 					continue // another key that starts with this one
 				}
 				id := aws.ToString(u.UploadId)
-				switch {
-				case aborted[id]:
-					return true, fmt.Errorf("%s: %w: upload %s is listed again after it was aborted", what, errNoProgress, id)
-				case len(aborted) >= maxStaleUploads:
+				if aborted[id] {
+					continue
+				}
+				if len(aborted) >= maxStaleUploads {
 					return true, fmt.Errorf("%s: more than %d unfinished uploads of one key", what, maxStaleUploads)
 				}
 				_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
