@@ -48,6 +48,10 @@ type Record struct {
 	// AddedBytes is what the run added to the store; nil when unknown
 	// (rows older than migration 0003).
 	AddedBytes *int64 `db:"added_bytes"`
+	// MissingSince is when a prune first found the run's archive missing
+	// from the store, while it stays missing (MarkMissing); nil otherwise.
+	// Set by prunes only: Insert ignores it.
+	MissingSince *time.Time `db:"missing_since"`
 }
 
 // FutureTolerance is how far after a reader's clock a run may have finished
@@ -133,7 +137,7 @@ func (t Timeouts) withDefaults() Timeouts {
 
 // columns is the select list matching Record.
 const columns = `id, run_id, server, former_owner, archive_ref, size_bytes, sha256, compression,
-	file_count, started_at, finished_at, created_at, format, added_bytes`
+	file_count, started_at, finished_at, created_at, format, added_bytes, missing_since`
 
 // Open connects to the database at url with the default timeouts and checks
 // the connection with Ping. Errors never contain the URL or the password.
@@ -372,12 +376,13 @@ func scrub(err error, password string) error {
 	return errors.New(strings.ReplaceAll(err.Error(), password, "xxxxx"))
 }
 
-// Newest is the newest run of one server that did not finish in the
-// future, and the runs that did.
+// Newest is the newest run of one server that counts as a backup (it did
+// not finish in the future, and no prune found its archive missing), and the
+// runs that do not.
 type Newest struct {
 	Server string `db:"server"`
-	// RunID and FinishedAt are the newest run's; empty and nil when every
-	// run of the server finished in the future.
+	// RunID and FinishedAt are the newest run's; empty and nil when no run
+	// of the server counts.
 	RunID      string     `db:"run_id"`
 	FinishedAt *time.Time `db:"finished_at"`
 	Runs       int64      `db:"runs"` // every run of the server
@@ -385,28 +390,37 @@ type Newest struct {
 	// asked time; FutureRunID is the one that finished last.
 	Future      int64  `db:"future"`
 	FutureRunID string `db:"future_run_id"`
+	// Missing counts the runs whose archive the last prune found missing
+	// from the store (MarkMissing); MissingRunID is the newest of them.
+	Missing      int64  `db:"missing"`
+	MissingRunID string `db:"missing_run_id"`
 }
 
 // NewestByServer returns, for every server that has a run, its newest run
-// finished at most FutureTolerance after now and the count of the others
-// (anomalous: see FutureTolerance), ordered by server.
+// finished at most FutureTolerance after now whose archive no prune found
+// missing, and the counts of the others (anomalous: see FutureTolerance and
+// MarkMissing), ordered by server.
 func (db *DB) NewestByServer(ctx context.Context, now time.Time) ([]Newest, error) {
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
 	rows, _ := db.pool.Query(ctx, `WITH s AS (
-			SELECT server, count(*) AS runs, count(*) FILTER (WHERE finished_at > $1) AS future
+			SELECT server, count(*) AS runs, count(*) FILTER (WHERE finished_at > $1) AS future,
+				count(*) FILTER (WHERE missing_since IS NOT NULL) AS missing
 			FROM world_backups GROUP BY server)
 		SELECT s.server, coalesce(n.run_id, '') AS run_id, n.finished_at, s.runs, s.future,
-			coalesce(f.run_id, '') AS future_run_id
+			coalesce(f.run_id, '') AS future_run_id, s.missing, coalesce(m.run_id, '') AS missing_run_id
 		FROM s
 		LEFT JOIN LATERAL (SELECT run_id, finished_at FROM world_backups w
-			WHERE w.server = s.server AND w.finished_at <= $1 ORDER BY finished_at DESC, id DESC LIMIT 1) n ON true
+			WHERE w.server = s.server AND w.finished_at <= $1 AND w.missing_since IS NULL
+			ORDER BY finished_at DESC, id DESC LIMIT 1) n ON true
+		LEFT JOIN LATERAL (SELECT run_id FROM world_backups w
+			WHERE w.server = s.server AND w.missing_since IS NOT NULL ORDER BY finished_at DESC, id DESC LIMIT 1) m ON true
 		LEFT JOIN LATERAL (SELECT run_id FROM world_backups w
 			WHERE w.server = s.server AND w.finished_at > $1 ORDER BY finished_at DESC, id DESC LIMIT 1) f ON true
 		ORDER BY s.server`, now.Add(FutureTolerance))
 	ns, err := pgx.CollectRows(rows, pgx.RowToStructByName[Newest])
 	if err != nil {
-		return nil, fmt.Errorf("finding the newest runs: %w", err)
+		return nil, fmt.Errorf("finding the newest runs: %w", schemaErr(err))
 	}
 	return ns, nil
 }

@@ -54,9 +54,10 @@ func (db *DB) eventsAfter(ctx context.Context, table string, afterID int64, limi
 // ServerOverview is one server as the exporter shows it.
 type ServerOverview struct {
 	Server string
-	// Runs are the server's newest runs not finished in the future,
-	// newest first, at most the asked number: Runs[0] is its newest
-	// successful run.
+	// Runs are the server's newest runs not finished in the future and
+	// not found missing by a prune (MarkMissing), newest first, at most
+	// the asked number: Runs[0] is its newest successful run whose archive
+	// the store holds, as far as the catalog knows.
 	Runs []Record
 	// Failures are its newest failed attempts not finished in the future
 	// (the same rule as Runs: a failure's time is its pod's clock),
@@ -64,6 +65,9 @@ type ServerOverview struct {
 	Failures   []Failure
 	RunCount   int64 // every run of the server in the catalog
 	StoreBytes int64 // the sum of its runs' added_bytes (what it holds in the store)
+	// ArchivesMissing counts its runs whose archive the last prune found
+	// missing from the store.
+	ArchivesMissing int64
 }
 
 // Overview returns every server that has a run or a failed attempt
@@ -79,14 +83,16 @@ func (db *DB) Overview(ctx context.Context, now time.Time, runs, failures int) (
 	var out []ServerOverview
 	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		type agg struct {
-			Server     string `db:"server"`
-			RunCount   int64  `db:"run_count"`
-			StoreBytes int64  `db:"store_bytes"`
+			Server          string `db:"server"`
+			RunCount        int64  `db:"run_count"`
+			StoreBytes      int64  `db:"store_bytes"`
+			ArchivesMissing int64  `db:"archives_missing"`
 		}
 		rows, _ := tx.Query(ctx, `WITH s AS (
 				SELECT server FROM world_backups UNION SELECT server FROM world_backup_failures
 				ORDER BY server LIMIT $1)
-			SELECT s.server, count(w.id) AS run_count, coalesce(sum(w.added_bytes), 0)::bigint AS store_bytes
+			SELECT s.server, count(w.id) AS run_count, coalesce(sum(w.added_bytes), 0)::bigint AS store_bytes,
+				count(w.id) FILTER (WHERE w.missing_since IS NOT NULL) AS archives_missing
 			FROM s LEFT JOIN world_backups w ON w.server = s.server
 			GROUP BY s.server ORDER BY s.server`, MaxServers)
 		aggs, err := pgx.CollectRows(rows, pgx.RowToStructByName[agg])
@@ -98,11 +104,12 @@ func (db *DB) Overview(ctx context.Context, now time.Time, runs, failures int) (
 		out = make([]ServerOverview, len(aggs))
 		for i, a := range aggs {
 			names[i], index[a.Server] = a.Server, i
-			out[i] = ServerOverview{Server: a.Server, RunCount: a.RunCount, StoreBytes: a.StoreBytes}
+			out[i] = ServerOverview{Server: a.Server, RunCount: a.RunCount, StoreBytes: a.StoreBytes,
+				ArchivesMissing: a.ArchivesMissing}
 		}
 		rows, _ = tx.Query(ctx, `SELECT w.* FROM unnest($1::text[]) AS s(server)
 			CROSS JOIN LATERAL (SELECT `+columns+` FROM world_backups
-				WHERE server = s.server AND finished_at <= $2
+				WHERE server = s.server AND finished_at <= $2 AND missing_since IS NULL
 				ORDER BY finished_at DESC, id DESC LIMIT $3) w`, names, latest, runs)
 		recs, err := pgx.CollectRows(rows, pgx.RowToStructByName[Record])
 		if err != nil {

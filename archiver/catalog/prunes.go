@@ -59,3 +59,30 @@ func (db *DB) PrunesAfter(ctx context.Context, afterID int64, limit int) ([]Prun
 	}
 	return es, nil
 }
+
+// MarkMissing records what a prune of server found in its store: each run
+// of missing whose archive the store does not hold gets missing_since (at,
+// or the time an earlier prune found it gone, which stays), and each run of
+// found whose archive it holds again loses it. Other rows are not touched:
+// in a catalog shared by several stores, another store's prune judges them.
+// `archiver status` and the exporter count no run with missing_since as a
+// backup (NewestByServer, Overview). Like RecordPrune, a report: a prune
+// that could not mark still pruned.
+func (db *DB) MarkMissing(ctx context.Context, server string, missing, found []string, at time.Time) error {
+	if len(missing) == 0 && len(found) == 0 {
+		return nil
+	}
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE world_backups
+			SET missing_since = CASE WHEN run_id = ANY($2) THEN coalesce(missing_since, $4) END
+			WHERE server = $1 AND (run_id = ANY($2) OR run_id = ANY($3) AND missing_since IS NOT NULL)`,
+			server, missing, found, at)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("marking the missing archives of server %q: %w", server, schemaErr(err))
+	}
+	return nil
+}

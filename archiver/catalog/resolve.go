@@ -16,14 +16,17 @@ import (
 var ErrOtherServer = errors.New("the run belongs to another server")
 
 // ErrNoRun is wrapped by Resolve's error for RunLatest when the server has
-// no successful run (none at all, or only runs finished in the future).
+// no successful run (none at all, or only runs finished in the future or
+// whose archives a prune found missing).
 var ErrNoRun = errors.New("the server has no successful run")
 
 // Resolve returns the run that ref (a run reference, jobapi.CheckRunRef)
 // names among server's runs: the row of that run ID, or for
 // jobapi.RunLatest the server's newest run (by Record.EndedAt: a run
 // recorded by a node whose clock was behind is as new as its row) that
-// finished at most FutureTolerance after now. The errors wrap ErrNotFound
+// finished at most FutureTolerance after now and whose archive no prune
+// found missing from the store (MarkMissing): the newest that can be
+// restored, as status and the exporter count them. The errors wrap ErrNotFound
 // (no such run ID), ErrOtherServer (a run of another server) and ErrNoRun
 // (latest of a server without a run).
 func (db *DB) Resolve(ctx context.Context, server, ref string, now time.Time) (Record, error) {
@@ -42,15 +45,21 @@ func (db *DB) Resolve(ctx context.Context, server, ref string, now time.Time) (R
 	}
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
+	// The newest run held first; a run found missing only when every
+	// run is, to name it in the error.
 	rows, _ := db.pool.Query(ctx, `SELECT `+columns+` FROM world_backups
 		WHERE server = $1 AND finished_at <= $2
-		ORDER BY `+endedAtSQL+` DESC, id DESC LIMIT 1`, server, now.Add(FutureTolerance))
+		ORDER BY missing_since IS NULL DESC, `+endedAtSQL+` DESC, id DESC LIMIT 1`, server, now.Add(FutureTolerance))
 	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Record])
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, fmt.Errorf("server %q: %w", server, ErrNoRun)
 	}
 	if err != nil {
-		return Record{}, fmt.Errorf("finding the newest run of %q: %w", server, err)
+		return Record{}, fmt.Errorf("finding the newest run of %q: %w", server, schemaErr(err))
+	}
+	if r.MissingSince != nil {
+		return Record{}, fmt.Errorf("server %q: the archive of every run was found missing from the store by a prune "+
+			"(the newest, %s, since %s): %w", server, r.RunID, r.MissingSince.UTC().Format(time.RFC3339), ErrNoRun)
 	}
 	return r, nil
 }

@@ -343,7 +343,7 @@ func (e *Exporter) Handler() http.Handler {
 type gauges struct {
 	e                                          *Exporter
 	lastSuccess, lastStatus, lastSize, lastAdd *prometheus.Desc
-	maxAge, storeBytes                         *prometheus.Desc
+	maxAge, storeBytes, archivesMissing        *prometheus.Desc
 }
 
 func newGauges(e *Exporter, cl prometheus.Labels) gauges {
@@ -359,11 +359,13 @@ func newGauges(e *Exporter, cl prometheus.Labels) gauges {
 		lastAdd:    d("worldbackup_backup_last_added_bytes", "Bytes the server's newest successful run added to the store."),
 		maxAge:     d("worldbackup_backup_max_age_seconds", "The server's allowed age of its newest successful run, from the exporter's config."),
 		storeBytes: d("worldbackup_store_bytes", "Sum of the added bytes of the server's runs in the catalog: what it holds in the store."),
+		archivesMissing: d("worldbackup_archives_missing",
+			"Runs of the server whose archive the last prune found missing from the store: nothing can be restored from them, and they are not counted as successful runs."),
 	}
 }
 
 func (g gauges) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{g.lastSuccess, g.lastStatus, g.lastSize, g.lastAdd, g.maxAge, g.storeBytes} {
+	for _, d := range []*prometheus.Desc{g.lastSuccess, g.lastStatus, g.lastSize, g.lastAdd, g.maxAge, g.storeBytes, g.archivesMissing} {
 		ch <- d
 	}
 }
@@ -391,12 +393,14 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 			gauge(g.maxAge, d.Seconds(), s.Server)
 		}
 		gauge(g.storeBytes, float64(s.StoreBytes), s.Server)
+		gauge(g.archivesMissing, float64(s.ArchivesMissing), s.Server)
 	}
 }
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
-// newestRun returns the server's newest successful run.
+// newestRun returns the server's newest successful run whose archive no
+// prune found missing (catalog.ServerOverview.Runs).
 func newestRun(s catalog.ServerOverview) (catalog.Record, bool) {
 	if len(s.Runs) == 0 {
 		return catalog.Record{}, false

@@ -2,6 +2,7 @@ package exporter
 
 import (
 	"context"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -190,6 +191,64 @@ func TestMetricsFromCatalog(t *testing.T) {
 	f.fail(t, "creative", "c-5", -catalog.FutureTolerance/2, "a slightly fast clock")
 	fams = scrape(t, base)
 	want(t, fams, "worldbackup_backup_last_status", c, 0)
+}
+
+// TestMetricsOfMissingArchives: a run whose archive a prune found missing
+// is counted by worldbackup_archives_missing and by no gauge of the
+// newest run, on /metrics and on the page; the counters keep it.
+func TestMetricsOfMissingArchives(t *testing.T) {
+	f := newFixture(t)
+	f.run(t, "survival", "s-1", 3*time.Hour, time.Second, 1000, 1000)
+	f.run(t, "survival", "s-2", time.Hour, time.Second, 1200, 300)
+	f.run(t, "creative", "c-1", time.Hour, time.Second, 5000, 5000)
+	_, base := serve(t, f.db, Config{Cluster: "eu-1"})
+	s := map[string]string{"cluster": "eu-1", "server": "survival"}
+	c := map[string]string{"cluster": "eu-1", "server": "creative"}
+	page := func(t *testing.T) string {
+		t.Helper()
+		resp, err := http.Get(base + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+
+	fams := scrape(t, base)
+	want(t, fams, "worldbackup_archives_missing", s, 0)
+	want(t, fams, "worldbackup_backup_last_successful_timestamp_seconds", s, unixSeconds(f.now.Add(-time.Hour)))
+	if p := page(t); strings.Contains(p, "data-archives-missing") {
+		t.Errorf("the page shows missing archives before any was found missing")
+	}
+
+	if err := f.db.MarkMissing(t.Context(), "survival", []string{"s-2"}, []string{"s-1"}, f.now); err != nil {
+		t.Fatal(err)
+	}
+	fams = scrape(t, base)
+	want(t, fams, "worldbackup_archives_missing", s, 1)
+	want(t, fams, "worldbackup_archives_missing", c, 0)
+	want(t, fams, "worldbackup_backup_last_successful_timestamp_seconds", s, unixSeconds(f.now.Add(-3*time.Hour)))
+	want(t, fams, "worldbackup_backup_last_size_bytes", s, 1000)
+	want(t, fams, "worldbackup_backup_last_status", s, 1)
+	want(t, fams, "worldbackup_backup_success_total", s, 2)
+	want(t, fams, "worldbackup_store_bytes", s, 1300)
+	p := page(t)
+	if !strings.Contains(p, `data-archives-missing="1"`) || !strings.Contains(p, "s-1") || strings.Contains(p, "s-2") {
+		t.Errorf("page: want survival's 1 missing archive shown, s-1 its newest run and s-2 nowhere:\n%s", p)
+	}
+
+	// Every archive gone: no successful run, as for a server that never had one.
+	if err := f.db.MarkMissing(t.Context(), "survival", []string{"s-1", "s-2"}, nil, f.now); err != nil {
+		t.Fatal(err)
+	}
+	fams = scrape(t, base)
+	want(t, fams, "worldbackup_archives_missing", s, 2)
+	want(t, fams, "worldbackup_backup_last_successful_timestamp_seconds", s, 0)
+	absent(t, fams, "worldbackup_backup_last_size_bytes", s)
 }
 
 // TestMetricsWithoutMaxAge: no max age configured: no max_age series.

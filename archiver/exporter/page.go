@@ -62,9 +62,12 @@ type pageServer struct {
 	AddedBytes string
 	StoreBytes string
 	RunCount   int64
-	Chart      template.HTML
-	Failures   []pageFailure
-	Restore    string
+	// ArchivesMissing counts the runs whose archive the last prune found
+	// missing from the store (not counted: NewestRun is the newest other).
+	ArchivesMissing int64
+	Chart           template.HTML
+	Failures        []pageFailure
+	Restore         string
 }
 
 type pageFailure struct {
@@ -104,7 +107,7 @@ func (e *Exporter) pageServer(s catalog.ServerOverview, now time.Time) pageServe
 		maxAge = jobapi.DefaultMaxAge
 	}
 	p := pageServer{Name: s.Server, MaxAge: maxAge.String(), Configured: configured, RunCount: s.RunCount,
-		StoreBytes: bytesText(s.StoreBytes), Age: "never", NewestRun: "-", Finished: "-", SizeBytes: "-", AddedBytes: "-"}
+		ArchivesMissing: s.ArchivesMissing, StoreBytes: bytesText(s.StoreBytes), Age: "never", NewestRun: "-", Finished: "-", SizeBytes: "-", AddedBytes: "-"}
 	newest, has := newestRun(s)
 	age := now.Sub(newest.FinishedAt)
 	p.Verdict = verdict(age, maxAge, has)

@@ -50,6 +50,10 @@ type Catalog interface {
 	// RecordPrune records what a prune that ran for real deleted and
 	// freed (world_prunes, which the exporter counts).
 	RecordPrune(ctx context.Context, p catalog.PruneRecord) error
+	// MarkMissing records which runs' archives the store does not hold,
+	// and which it holds (again), so status and the exporter stop
+	// counting a run that cannot be restored.
+	MarkMissing(ctx context.Context, server string, missing, found []string, at time.Time) error
 }
 
 // Store is what prune needs of the archive store.
@@ -213,6 +217,8 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 	// The keys of the rows that stay and of those planned to go: neither
 	// is an orphan.
 	remaining, planned := map[string]bool{}, map[string]bool{}
+	// The runs whose archives the store does not hold, and those it holds.
+	var missing, found []string
 	decide := func(recs []catalog.Record) ([]string, error) {
 		v, err := plan(recs, st, holds, opts.Policy, now, now.Add(-opts.Grace))
 		if err != nil {
@@ -231,7 +237,9 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 				"tolerance", catalog.FutureTolerance.String())
 		}
 		rep.ArchivesMissing = len(v.missing)
+		missing, found = missing[:0], v.found
 		for _, r := range v.missing {
+			missing = append(missing, r.RunID)
 			log.Warn("a run's archive is not in the store: nothing can be restored from it; its row is kept and left out "+
 				"of the policy (no bucket, no place of the floor). Bring the archive back (a snapshot of the volume, "+
 				"the bucket's object versions), or, if it is lost for good, delete the row",
@@ -266,6 +274,13 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		}
 	}
 	rep.RowsDeleted = len(deleted)
+	if !opts.DryRun {
+		// A report, not a step of the prune, as RecordPrune below.
+		if err := cat.MarkMissing(ctx, opts.Server, missing, found, now); err != nil {
+			log.Warn("recording which archives are missing failed: status and the exporter still count those runs",
+				"error", err)
+		}
+	}
 
 	// The listing, taken after the rows went, says which archives exist:
 	// what is not listed is not removed (a backup re-running the run may
@@ -534,6 +549,8 @@ type verdicts struct {
 	future, missing []catalog.Record
 	// Judged by their created_at, to be warned about (ClockBehind).
 	behind []catalog.Record
+	// The run IDs whose archives the store holds (judged by the policy).
+	found []string
 }
 
 // plan decides on recs (one server's rows). holds reports whether the store
@@ -586,6 +603,7 @@ func plan(recs []catalog.Record, st Store, holds func(key string, recent bool) (
 			unjudged(r, "archive is missing from the store: not judged")
 			continue
 		}
+		v.found = append(v.found, r.RunID)
 		if r.ClockBehind() {
 			v.behind = append(v.behind, r)
 		}

@@ -117,7 +117,7 @@ func TestPromtoolCheckRules(t *testing.T) {
 	if err != nil {
 		t.Fatalf("promtool check rules %s: %v\n%s", FileRules, err, out)
 	}
-	if !strings.Contains(out, "SUCCESS: 8 rules found") {
+	if !strings.Contains(out, "SUCCESS: 9 rules found") {
 		t.Errorf("promtool check rules: %s", out)
 	}
 }
@@ -179,7 +179,7 @@ func TestEveryAlertFiresAndStaysQuietInTheUnitTests(t *testing.T) {
 		}
 		names = append(names, r.Alert)
 	}
-	for _, want := range []string{AlertStale, AlertFailed, AlertScheduleNotRunning, AlertStoreGrowing, AlertExporterDown} {
+	for _, want := range []string{AlertStale, AlertFailed, AlertScheduleNotRunning, AlertStoreGrowing, AlertArchivesMissing, AlertExporterDown} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no rule for %s", want)
 		}

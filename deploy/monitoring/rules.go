@@ -27,6 +27,7 @@ const (
 	AlertFailed              = "WorldBackupFailed"
 	AlertScheduleNotRunning  = "WorldBackupScheduleNotRunning"
 	AlertStoreGrowing        = "WorldBackupStoreGrowing"
+	AlertArchivesMissing     = "WorldBackupArchivesMissing"
 	AlertExporterDown        = "WorldBackupExporterDown"
 	AlertVerifyFailed        = "WorldVerifyFailed"
 	GroupName                = "worldbackup"
@@ -246,6 +247,22 @@ increase(worldbackup_backup_failure_total[` + promDuration(cfg.FailedWindow) + `
 				"summary":     "The backup store of {{ $labels.server }} grows fast",
 				"description": "What the store holds for {{ $labels.server }} (cluster {{ $labels.cluster }}) grew by {{ $value | humanize1024 }}B in a day, more than " + humanizeBytes(cfg.StoreGrowthPerDay) + ".",
 				"runbook":     "README.md#worldbackupstoregrowing",
+			},
+		},
+		{
+			Alert: AlertArchivesMissing,
+			// A prune found archives of recorded runs gone from the store
+			// (a lifecycle rule, a volume rolled back, the wrong volume
+			// mounted): they cannot be restored, and the exporter no longer
+			// counts them, so WorldBackupStale may follow. The gauge is set
+			// at each prune, so this fires at the prune that finds them.
+			Expr:   `worldbackup_archives_missing > 0`,
+			Labels: map[string]string{labelSeverity: severityCritical},
+			Annotations: map[string]string{
+				"summary": "Archives of {{ $labels.server }} are missing from the store",
+				"description": "A prune found the archives of {{ $value }} recorded run(s) of {{ $labels.server }} (cluster {{ $labels.cluster }}) missing from the store: " +
+					"they cannot be restored. `archiver list --server {{ $labels.server }}` names them (status missing).",
+				"runbook": "README.md#worldbackuparchivesmissing",
 			},
 		},
 		{

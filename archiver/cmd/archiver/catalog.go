@@ -56,7 +56,8 @@ const listHelp = `Usage: archiver list [--server S] [--limit N] [--json | --wide
 Lists the recorded runs and the failed backup attempts (never restorable;
 with their reason), newest first: all servers, or one with --server. The
 table shortens checksums and reasons; --wide prints them whole, --json
-prints every field.
+prints every field. A run whose archive the last prune found missing from
+the store has the status "missing" (and missing_since in --json).
 `
 
 // defaultListLimit is list's default --limit.
@@ -78,7 +79,9 @@ type listedRun struct {
 	CreatedAt   time.Time `json:"created_at"`
 	Format      string    `json:"format"`
 	AddedBytes  *int64    `json:"added_bytes"`
-	Status      string    `json:"status"` // listOK
+	Status      string    `json:"status"` // listOK or listMissing
+	// MissingSince is when a prune first found the archive missing.
+	MissingSince *time.Time `json:"missing_since,omitempty"`
 }
 
 // listedFailure is a failed attempt as printed by list --json.
@@ -97,6 +100,9 @@ type listedFailure struct {
 const (
 	listOK     = "ok"
 	listFailed = "failed"
+	// listMissing: a run whose archive a prune found missing from the
+	// store (catalog.Record.MissingSince).
+	listMissing = "missing"
 )
 
 // listEntry is a run or a failed attempt.
@@ -204,7 +210,7 @@ func printListJSON(w io.Writer, entries []listEntry) error {
 			out[i] = listedRun{ID: r.ID, RunID: r.RunID, Server: r.Server, FormerOwner: r.FormerOwner,
 				ArchiveRef: r.ArchiveRef, SizeBytes: r.SizeBytes, SHA256: r.SHA256, Compression: r.Compression,
 				FileCount: r.FileCount, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, CreatedAt: r.CreatedAt,
-				Format: r.Format, AddedBytes: r.AddedBytes, Status: listOK}
+				Format: r.Format, AddedBytes: r.AddedBytes, Status: runStatus(*r), MissingSince: r.MissingSince}
 			continue
 		}
 		f := e.fail
@@ -212,6 +218,15 @@ func printListJSON(w io.Writer, entries []listEntry) error {
 			FinishedAt: f.FinishedAt, CreatedAt: f.CreatedAt, Status: listFailed, Reason: f.Reason}
 	}
 	return json.NewEncoder(w).Encode(out)
+}
+
+// runStatus is a run's STATUS in the list: listMissing when a prune found
+// its archive missing from the store, else listOK.
+func runStatus(r catalog.Record) string {
+	if r.MissingSince != nil {
+		return listMissing
+	}
+	return listOK
 }
 
 // shortReason is the length of a reason in the narrow table.
@@ -233,12 +248,12 @@ func printListTable(w io.Writer, entries []listEntry, wide bool) error {
 			if wide {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", r.RunID, r.Server,
 					r.StartedAt.UTC().Format(time.RFC3339), r.FinishedAt.UTC().Format(time.RFC3339),
-					r.FinishedAt.Sub(r.StartedAt).Round(time.Second), listOK, r.Format, r.Compression,
+					r.FinishedAt.Sub(r.StartedAt).Round(time.Second), runStatus(*r), r.Format, r.Compression,
 					r.SizeBytes, added, r.FileCount, r.SHA256, r.ArchiveRef)
 				continue
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%.12s\t%s\n", r.RunID, r.Server,
-				r.FinishedAt.UTC().Format(time.RFC3339), listOK, r.Format, r.SizeBytes, added, r.FileCount, r.SHA256, r.ArchiveRef)
+				r.FinishedAt.UTC().Format(time.RFC3339), runStatus(*r), r.Format, r.SizeBytes, added, r.FileCount, r.SHA256, r.ArchiveRef)
 			continue
 		}
 		f := e.fail

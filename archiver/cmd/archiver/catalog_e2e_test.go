@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -129,4 +131,87 @@ func TestPruneRunFinishedInTheFuture(t *testing.T) {
 	if !strings.Contains(r.stderr, "skewed") || !strings.Contains(r.stderr, "future") {
 		t.Errorf("log %s: want a warning naming run skewed", r.stderr)
 	}
+}
+
+// TestStatusCountsNoMissingArchive: once a prune found a run's archive gone
+// from the store, status judges the newest run it holds (and warns naming
+// the missing one), list shows the run as missing, and a server whose every
+// archive is gone is stale.
+func TestStatusCountsNoMissingArchive(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateWorld(t, e.world)
+	for _, id := range []string{"old", "new"} {
+		if r := archiver(t, e.tarBackupArgs(id)...); r.code != 0 {
+			t.Fatalf("backup %s: exit %d: %s", id, r.code, r.stderr)
+		}
+	}
+	shiftRun(t, e.url, "old", -2*time.Hour)
+	prune := func(t *testing.T) {
+		t.Helper()
+		r := archiver(t, "prune", "--server", "survival", "--config", e.config, "--archive-root", e.root,
+			"--log-format", "json", "--keep-last", "5", "--min-keep", "1")
+		if r.code != 0 {
+			t.Fatalf("prune: exit %d: %s", r.code, r.stderr)
+		}
+	}
+	status := func(t *testing.T, extra ...string) (result, []serverStatus) {
+		t.Helper()
+		r := archiver(t, append([]string{"status", "--config", e.config, "--log-format", "json", "--max-age", "26h"}, extra...)...)
+		var st []serverStatus
+		if slices.Contains(extra, "--json") {
+			if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st) != 1 {
+				t.Fatalf("status: exit %d, stdout %s, %v", r.code, r.stdout, err)
+			}
+		}
+		return r, st
+	}
+	if err := os.Remove(e.archivePath("new", ".tar.zst")); err != nil {
+		t.Fatal(err)
+	}
+	if r, st := status(t, "--json"); r.code != 0 || st[0].NewestRun != "new" || st[0].ArchivesMissing != 0 {
+		t.Fatalf("before a prune looked: exit %d, %+v; want 0, new (the catalog does not know yet)", r.code, st[0])
+	}
+	prune(t)
+
+	t.Run("the newest run held is judged", func(t *testing.T) {
+		r, st := status(t, "--json")
+		if r.code != 0 || !st[0].OK || st[0].NewestRun != "old" || st[0].ArchivesMissing != 1 || st[0].Runs != 2 {
+			t.Errorf("status exit %d, %+v: want 0, ok, judged by old, 1 archive missing of 2 runs", r.code, st[0])
+		}
+		if !strings.Contains(r.stderr, `"run_id":"new"`) || !strings.Contains(r.stderr, "missing") {
+			t.Errorf("log %s: want a warning naming run new as missing", r.stderr)
+		}
+	})
+	t.Run("list shows it missing", func(t *testing.T) {
+		r := archiver(t, "list", "--config", e.config, "--json")
+		var runs []listedRun
+		if err := json.Unmarshal([]byte(r.stdout), &runs); err != nil || r.code != 0 || len(runs) != 2 {
+			t.Fatalf("list: exit %d, %s, %v", r.code, r.stdout, err)
+		}
+		for _, run := range runs {
+			missing := run.RunID == "new"
+			if (run.Status == listMissing) != missing || (run.MissingSince != nil) != missing {
+				t.Errorf("listed %s: status %q, missing_since %v; want missing only for new", run.RunID, run.Status, run.MissingSince)
+			}
+		}
+		if r := archiver(t, "list", "--config", e.config); !regexp.MustCompile(`(?m)^new\s+survival\s+\S+\s+missing\s`).MatchString(r.stdout) {
+			t.Errorf("list table:\n%s\nwant new's status missing", r.stdout)
+		}
+	})
+	t.Run("an older run held goes stale", func(t *testing.T) {
+		shiftRun(t, e.url, "old", -30*time.Hour)
+		if r, st := status(t, "--json"); r.code != 1 || st[0].OK || st[0].NewestRun != "old" {
+			t.Errorf("status exit %d, %+v: want 1, stale, judged by old", r.code, st[0])
+		}
+	})
+	t.Run("no archive held", func(t *testing.T) {
+		if err := os.Remove(e.archivePath("old", ".tar.zst")); err != nil {
+			t.Fatal(err)
+		}
+		prune(t)
+		r, _ := status(t)
+		if r.code != 1 || !strings.Contains(r.stdout, "STALE: no run whose archive is in the store (2 missing)") {
+			t.Errorf("status exit %d\n%s\nwant 1, stale with both archives missing", r.code, r.stdout)
+		}
+	})
 }

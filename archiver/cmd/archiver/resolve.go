@@ -18,7 +18,8 @@ const resolveHelp = `Usage: archiver resolve --server S --from-run (RUN_ID | lat
 
 Finds a run of server S in the catalog, by its run ID or, with latest, the
 server's newest successful run (one finished in the future, more than the
-clock skew allowed ahead of this clock, is never the newest), and writes its
+clock skew allowed ahead of this clock, is never the newest, nor is one whose
+archive a prune found missing from the store), and writes its
 archive ref and SHA-256 as one JSON object to --out (atomically) or stdout.
 A restore by run runs it in its init container, the only container of the
 pod that reads the config Secret; the extractor then reads the file
@@ -81,6 +82,12 @@ func cmdResolve(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case err != nil:
 		log.Error("resolving the run failed", "server", r.Server, "from_run", r.FromRun, "error", err)
 		return exitFailed
+	}
+	if rec.MissingSince != nil {
+		// A run named by its ID: the restore reads the store itself and
+		// fails cleanly if the archive is still gone.
+		log.Warn("a prune found this run's archive missing from the store: the restore fails unless it is back",
+			"run_id", rec.RunID, "archive_ref", rec.ArchiveRef, "missing_since", rec.MissingSince.UTC().Format(time.RFC3339))
 	}
 	res := jobapi.ResolvedRun{Server: rec.Server, RunID: rec.RunID, ArchiveRef: rec.ArchiveRef, SHA256: rec.SHA256}
 	if err := res.Validate(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -23,7 +24,9 @@ for alerting from any cron job or CI (e.g. a daily backup: --max-age 26h).
 Without --server, every server in the catalog is checked, and a catalog
 without any run is stale (exit 1; --json prints []). A run finished in the
 future (more than %s ahead of this clock: a node with a wrong clock) is
-never fresh: it is left out of the judgement, with a warning naming it.
+never fresh: it is left out of the judgement, with a warning naming it. So is
+a run whose archive a prune found missing from the store (archives_missing
+in --json): nothing can be restored from it.
 `
 
 // serverStatus is one line of archiver status.
@@ -33,7 +36,10 @@ type serverStatus struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	AgeSeconds float64    `json:"age_seconds,omitempty"`
 	Runs       int64      `json:"runs"`
-	OK         bool       `json:"ok"`
+	// ArchivesMissing counts the runs whose archive a prune found missing
+	// from the store: not counted as backups.
+	ArchivesMissing int64 `json:"archives_missing,omitempty"`
+	OK              bool  `json:"ok"`
 }
 
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -73,6 +79,11 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			log.Warn("runs finished in the future (a node with a wrong clock?) are not counted as fresh",
 				"server", n.Server, "runs", n.Future, "run_id", n.FutureRunID, "tolerance", catalog.FutureTolerance.String())
 		}
+		if n.Missing > 0 {
+			log.Warn("runs whose archive a prune found missing from the store are not counted as fresh: "+
+				"bring the archives back, or delete their rows if they are lost for good (`archiver list` names them)",
+				"server", n.Server, "runs", n.Missing, "run_id", n.MissingRunID)
+		}
 	}
 	st := statusOf(newest, servers.values, *maxAge, now)
 	if err := printStatus(stdout, st, *maxAge, *asJSON); err != nil {
@@ -105,7 +116,7 @@ func statusOf(newest []catalog.Newest, want []string, maxAge time.Duration, now 
 		i := slices.IndexFunc(newest, func(n catalog.Newest) bool { return n.Server == server })
 		if i >= 0 {
 			n := newest[i]
-			s.Runs = n.Runs
+			s.Runs, s.ArchivesMissing = n.Runs, n.Missing
 			if n.FinishedAt != nil {
 				age := now.Sub(*n.FinishedAt)
 				s.NewestRun, s.FinishedAt, s.AgeSeconds = n.RunID, n.FinishedAt, age.Seconds()
@@ -130,7 +141,11 @@ func printStatus(w io.Writer, st []serverStatus, maxAge time.Duration, asJSON bo
 		verdict := "ok"
 		switch {
 		case s.FinishedAt == nil && s.Runs > 0:
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t%d\tSTALE: every run finished in the future\n", s.Server, s.Runs)
+			why := "every run finished in the future"
+			if s.ArchivesMissing > 0 {
+				why = "no run whose archive is in the store (" + strconv.FormatInt(s.ArchivesMissing, 10) + " missing)"
+			}
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t%d\tSTALE: %s\n", s.Server, s.Runs, why)
 			continue
 		case s.FinishedAt == nil:
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t0\tSTALE: no archive\n", s.Server)
