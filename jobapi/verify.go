@@ -25,6 +25,7 @@ type Verify struct {
 	// EncryptionKeyFile holds the age identity of an encrypted archive
 	// (a mounted Secret); "" = the archive is not encrypted.
 	EncryptionKeyFile string
+	Notify            Notify // the webhook of the run's outcome
 
 	LogFormat LogFormat // "" = LogAuto
 }
@@ -38,6 +39,7 @@ func (v Verify) WithDefaults() Verify {
 	if v.LogFormat == "" {
 		v.LogFormat = LogAuto
 	}
+	v.Notify = v.Notify.withDefaults()
 	return v
 }
 
@@ -55,6 +57,7 @@ func (v Verify) Args() []string {
 	a.str(FlagScratch, v.Scratch)
 	v.S3.args(&a)
 	a.str(FlagEncryptionKeyFile, v.EncryptionKeyFile)
+	v.Notify.args(&a)
 	a.str(FlagLogFormat, string(v.LogFormat))
 	return a
 }
@@ -69,6 +72,7 @@ func (v *Verify) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&v.Scratch, FlagScratch, "", "with "+Flag(FlagWorldCheck)+": folder under which the archive is restored for the check, removed after (default the system temp folder)")
 	v.S3.Bind(fs)
 	BindEncryptionKeyFile(fs, &v.EncryptionKeyFile, KeyFileReads+"; with "+Flag(FlagRunID)+", overrides [archive] encryption_key_file")
+	v.Notify.Bind(fs)
 	bindLogFormat(fs, &v.LogFormat)
 }
 

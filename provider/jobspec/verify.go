@@ -78,6 +78,7 @@ func (v Verify) Request() jobapi.Verify {
 		Scratch:    ScratchPath,
 		LogFormat:  jobapi.LogJSON,
 	}
+	req.Notify = v.Notify.Request()
 	if v.FromRun != "" {
 		req.Archive, req.SHA256, req.ArchiveFrom = "", "", jobapi.ResolvedPath
 	}

@@ -89,6 +89,11 @@ func TestContractRoundTrip(t *testing.T) {
 		{name: "verify, S3, chunk sample", req: jobspec.Verify{Job: job, ArchiveRef: "s3://felis-backups/worlds/survival/r.tar.gz",
 			SHA256: strings.Repeat("0f", 32), Chunks: "10%", Store: store}.Request()},
 		{name: "verify by hand", req: jobapi.Verify{Archive: "/b/s/r.tar", SHA256: strings.Repeat("1", 64), LogFormat: jobapi.LogText}},
+		{name: "verify with a webhook, every outcome", req: func() jobapi.Verify {
+			j := job
+			j.Notify = &jobspec.Notify{SecretName: "felis-notify", Key: "url", Always: true}
+			return jobspec.Verify{Job: j, ArchiveRef: "/backups/survival/r.tar.zst", SHA256: strings.Repeat("ab", 32)}.Request()
+		}()},
 		{name: "restore by run, folder store", req: byRun(jobspec.Restore{Job: job}, "latest").Request()},
 		{name: "restore by run: its resolve, folder store", req: byRun(jobspec.Restore{Job: job}, "latest").ResolveRequest()},
 		{name: "restore by run: its resolve, S3, another server", req: func() jobspec.Restore {

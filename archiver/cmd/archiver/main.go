@@ -101,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "list":
 		return cmdList(ctx, args[1:], stdout, stderr)
 	case "verify":
-		return cmdVerify(ctx, args[1:], stdout, stderr)
+		return withNotify(ctx, args[0], args[1:], stderr, func() int { return cmdVerify(ctx, args[1:], stdout, stderr) })
 	case "export":
 		return cmdExport(ctx, args[1:], stdout, stderr)
 	case "restore":

@@ -33,10 +33,13 @@ func withNotify(ctx context.Context, kind string, args []string, stderr io.Write
 	}
 	req.Parsed(fs)
 	n, what, configPath := notifyOf(req)
-	if n.URLFile == "" && configPath != "" {
-		if cfg, err := config.Load(configPath); err == nil && cfg.Notify.URLFile != "" {
-			n.URLFile = cfg.Notify.URLFile
-			if !jobapi.Given(fs, jobapi.FlagNotifyOn) && cfg.Notify.On != "" {
+	// Each flag overrides its own key of felis.toml's [notify] only.
+	if onFlag := jobapi.Given(fs, jobapi.FlagNotifyOn); configPath != "" && (n.URLFile == "" || !onFlag) {
+		if cfg, err := config.Load(configPath); err == nil {
+			if n.URLFile == "" {
+				n.URLFile = cfg.Notify.URLFile
+			}
+			if !onFlag && cfg.Notify.On != "" {
 				n.On = jobapi.NotifyOn(cfg.Notify.On)
 			}
 		}
@@ -66,6 +69,15 @@ func notifyOf(req jobRequest) (jobapi.Notify, string, string) {
 		return r.Notify, fmt.Sprintf("prune of %s", r.Server), r.Config
 	case *jobapi.Restore:
 		return r.Notify, fmt.Sprintf("restore into %s (run %s)", r.Into, r.RunID), ""
+	case *jobapi.Verify:
+		what := "verify of " + r.Archive
+		if r.ArchiveFrom != "" {
+			what = "verify of a recorded run"
+			if rr, err := jobapi.ReadResolvedRun(r.ArchiveFrom); err == nil {
+				what = fmt.Sprintf("verify of %s (run %s)", rr.ArchiveRef, rr.RunID)
+			}
+		}
+		return r.Notify, what, ""
 	}
 	return jobapi.Notify{}, "", ""
 }

@@ -125,6 +125,33 @@ func TestNotifyEndToEnd(t *testing.T) {
 			t.Fatalf("hook got %q", got)
 		}
 	})
+	t.Run("the flag's url with felis.toml's [notify] on", func(t *testing.T) {
+		// Each flag overrides its own key only: on = "always" still holds.
+		cfg := filepath.Join(t.TempDir(), "felis.toml")
+		writeConfig(t, cfg, fmt.Sprintf("[database]\nurl = %q\n[notify]\non = \"always\"\n", e.url))
+		before := len(h.got())
+		args := e.tarBackupArgs("n-cfg-on", "--notify-url-file", good)
+		args[10] = cfg // --config
+		if res := archiver(t, args...); res.code != 0 {
+			t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
+		}
+		if got := h.got()[before:]; len(got) != 1 || !strings.Contains(got[0], "run n-cfg-on) succeeded") {
+			t.Fatalf("hook got %q: want the success posted (felis.toml's on = always)", got)
+		}
+	})
+	t.Run("a failed verify notifies", func(t *testing.T) {
+		before := len(h.got())
+		res := archiver(t, "verify", "--archive", e.archivePath("n-ok-1", ".tar.zst"), "--sha256", strings.Repeat("0", 64),
+			"--log-format", "json", "--notify-url-file", good)
+		if res.code != exitRefused {
+			t.Fatalf("verify exited %d, want %d:\n%s", res.code, exitRefused, res.stderr)
+		}
+		noLeak(t, res)
+		if got := h.got()[before:]; len(got) != 1 || !strings.Contains(got[0], "verify of "+e.archivePath("n-ok-1", ".tar.zst")) ||
+			!strings.Contains(got[0], "archive refused") {
+			t.Fatalf("hook got %q", got)
+		}
+	})
 
 	hang := make(chan struct{})
 	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
