@@ -111,6 +111,10 @@ func CheckRunID(runID string) error {
 		return fmt.Errorf("run ID %q is invalid: use 1 to %d characters from A-Z a-z 0-9 . _ -, starting with a letter or digit",
 			runID, MaxRunIDLen)
 	}
+	if strings.EqualFold(runID, RunLatest) {
+		// A restore's or verify's fromRun could never name it.
+		return fmt.Errorf("run ID %q is a spelling of %q, which names a server's newest run: use another run ID", runID, RunLatest)
+	}
 	return nil
 }
 

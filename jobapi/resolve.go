@@ -29,6 +29,9 @@ func CheckRunRef(ref string) error {
 	if ref == RunLatest {
 		return nil
 	}
+	if strings.EqualFold(ref, RunLatest) {
+		return fmt.Errorf("run %q: write %q in lower case for the server's newest successful run", ref, RunLatest)
+	}
 	if CheckRunID(ref) != nil {
 		return fmt.Errorf("run %q is neither %q nor a run ID: use %q for the server's newest successful run, or a run ID as `archiver list` shows it (1 to %d characters from A-Z a-z 0-9 . _ -, starting with a letter or digit)",
 			ref, RunLatest, RunLatest, MaxRunIDLen)

@@ -14,7 +14,8 @@ func TestCheckRunRef(t *testing.T) {
 	}{
 		{"latest", true},
 		{"2025-06-01T0300Z", true},
-		{"Latest", true}, // a run ID
+		{"Latest", false}, // not a run ID either: no run can be named so
+		{"LATEST", false},
 		{"", false},
 		{".hidden", false},
 		{"a/b", false},
@@ -29,6 +30,23 @@ func TestCheckRunRef(t *testing.T) {
 				t.Errorf("the error does not offer latest: %v", err)
 			}
 		})
+	}
+}
+
+// TestRunIDNotLatest: no run ID is a spelling of latest, which a fromRun
+// would read as the newest run (or refuse, in another case).
+func TestRunIDNotLatest(t *testing.T) {
+	for _, id := range []string{"latest", "Latest", "LATEST", "lAtEsT"} {
+		t.Run(id, func(t *testing.T) {
+			if err := CheckRunID(id); err == nil || !strings.Contains(err.Error(), "spelling of") {
+				t.Fatalf("CheckRunID(%q) = %v, want it refused as a spelling of latest", id, err)
+			}
+		})
+	}
+	for _, id := range []string{"latest-1", "the-latest", "latest.2026"} {
+		if err := CheckRunID(id); err != nil {
+			t.Errorf("CheckRunID(%q) = %v, want ok", id, err)
+		}
 	}
 }
 

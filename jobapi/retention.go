@@ -3,6 +3,7 @@ package jobapi
 import (
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -119,7 +120,8 @@ const MaxDurationCount = 100000
 
 // ParseDuration parses a retention duration (keepWithin, grace): Go's
 // syntax ("36h", "90m", "1.5h") with weeks and days in front ("2w", "30d",
-// "1w3d12h"), each count at most MaxDurationCount.
+// "1w3d12h"), each count at most MaxDurationCount, the whole at most what a
+// time.Duration holds (about 292 years).
 func ParseDuration(s string) (time.Duration, error) {
 	rest, total := s, time.Duration(0)
 	for _, u := range []struct {
@@ -132,7 +134,7 @@ func ParseDuration(s string) (time.Duration, error) {
 		}
 		if i > 0 && i < len(rest) && rest[i] == u.suffix {
 			n, err := strconv.Atoi(rest[:i])
-			if err != nil || n > MaxDurationCount {
+			if err != nil || n > MaxDurationCount || time.Duration(n) > (math.MaxInt64-total)/u.d {
 				return 0, fmt.Errorf("duration %q: %q is out of range", s, rest[:i+1])
 			}
 			total += time.Duration(n) * u.d
@@ -143,6 +145,9 @@ func ParseDuration(s string) (time.Duration, error) {
 		d, err := time.ParseDuration(rest)
 		if err != nil || d < 0 {
 			return 0, fmt.Errorf("duration %q is invalid: use e.g. %s or 1w3d12h", s, DurationExamples)
+		}
+		if d > math.MaxInt64-total {
+			return 0, fmt.Errorf("duration %q is out of range: at most about 292 years", s)
 		}
 		total += d
 	} else if s == "" {

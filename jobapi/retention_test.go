@@ -26,6 +26,13 @@ func TestParseDuration(t *testing.T) {
 		{in: "90s", want: 90 * time.Second},
 		{in: "100000d", want: 100000 * 24 * time.Hour},
 		{in: "200000d", wantErr: true},
+		// Past what a time.Duration holds (about 292 years): an overflow
+		// would wrap to a short or negative duration.
+		{in: "30501w", wantErr: true},
+		{in: "15251w", wantErr: true},
+		{in: "15000w", want: 15000 * 7 * 24 * time.Hour},
+		{in: "15000w9000d", wantErr: true},
+		{in: "15000w2000000h", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

@@ -155,6 +155,31 @@ func TestPreflightAtPreviewAndUp(t *testing.T) {
 			t.Errorf("restore's preflight error offers a new identity:\n%v", err)
 		}
 	})
+	t.Run("schedules: their Jobs' needs, at preview", func(t *testing.T) {
+		kc, requests := emptyCluster(t)
+		bs := validSchedule()
+		bs.Kubeconfig = kc
+		m, err := runMockedPreview(t, func(ctx *pulumi.Context) error { _, err := NewWorldBackupSchedule(ctx, "nightly", bs); return err })
+		for _, want := range []string{"worldbackupschedule: the cluster lacks what Job survival-sched needs",
+			"kubectl -n minecraft create secret generic felis-config --from-file=felis.toml", `PersistentVolumeClaim "world-backups"`} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("backup schedule: error lacks %q:\n%v", want, err)
+			}
+		}
+		if requests.Load() == 0 || len(m.resources) != 0 {
+			t.Errorf("%d requests, %d resources registered: want the preflight asked and nothing registered", requests.Load(), len(m.resources))
+		}
+		vs := validVerifySchedule()
+		vs.Kubeconfig = kc
+		_, err = runMockedPreview(t, func(ctx *pulumi.Context) error { _, err := NewWorldVerifySchedule(ctx, "verify", vs); return err })
+		if err == nil || !strings.Contains(err.Error(), "worldverifyschedule: the cluster lacks what Job survival-vsched needs") {
+			t.Errorf("verify schedule: err = %v, want its preflight's error", err)
+		}
+		bs.Preflight = new(false)
+		if _, err := runMockedPreview(t, func(ctx *pulumi.Context) error { _, err := NewWorldBackupSchedule(ctx, "nightly", bs); return err }); err != nil {
+			t.Errorf("backup schedule with preflight false: %v", err)
+		}
+	})
 	t.Run("preflight false asks nothing", func(t *testing.T) {
 		kc, requests := emptyCluster(t)
 		if _, err := runMockedPreview(t, backup(kc, new(false))); err != nil {

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -60,6 +61,14 @@ func encryptionMounts(e *jobspec.Encryption, mounts []mount) []mount {
 		return mounts
 	}
 	return append(mounts, mount{"the encryption key folder", jobspec.EncryptionMountPath})
+}
+
+// encryptedNeedsKey refuses an archive ref of the tar format's encrypted
+// form (jobapi.EncryptedExt) without enc: the archiver could not open it.
+func (p *problems) encryptedNeedsKey(input, ref string, enc *jobspec.Encryption) {
+	if enc == nil && strings.HasSuffix(ref, jobapi.EncryptedExt) {
+		p.addf(input, "%q is an encrypted archive (%s): set encryption to the Secret key that holds its age identity", ref, jobapi.EncryptedExt)
+	}
 }
 
 // What a Job does with the encryption Secret's identity, which decides what

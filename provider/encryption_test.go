@@ -37,7 +37,7 @@ func TestEncryptionInput(t *testing.T) {
 	}
 	s := validSchedule()
 	s.Encryption = b.Encryption
-	if job, _, err := s.resolve(); err != nil || job.Encryption == nil || *job.Encryption != want {
+	if job, _, _, err := s.resolve(); err != nil || job.Encryption == nil || *job.Encryption != want {
 		t.Fatalf("schedule: %v, %+v", err, job.Encryption)
 	}
 	rs := validRestoreArgs()

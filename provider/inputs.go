@@ -266,6 +266,15 @@ func (p *problems) common(a JobInputs, st *StoreArgs, role storeRole, w worldPat
 	return j, store
 }
 
+// notifyMounts adds the folder of the webhook Secret to mounts when j posts
+// to one: no other mount may be on it, above it or below it.
+func notifyMounts(j jobSettings, mounts []mount) []mount {
+	if j.Notify == nil {
+		return mounts
+	}
+	return append(mounts, mount{"the webhook folder", jobapi.NotifyMountPath})
+}
+
 // NotifyArgs is the webhook a Job posts its run's outcome to (Slack- and
 // Discord-compatible JSON): the Secret SecretName's key Key holds the URL,
 // which the Job mounts as a file; the URL never reaches the Job's

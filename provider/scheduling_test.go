@@ -46,7 +46,7 @@ func TestSchedulingOnEveryPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	schedule := WorldBackupScheduleArgs{WorldBackupArgs: backup, ScheduleInputs: ScheduleInputs{Schedule: "0 4 * * *"}}
-	sb, ss, err := schedule.resolve()
+	sb, ss, _, err := schedule.resolve()
 	if err != nil {
 		t.Fatal(err)
 	}

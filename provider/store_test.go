@@ -150,7 +150,7 @@ func TestWorldPruneS3Store(t *testing.T) {
 func TestWorldBackupScheduleS3Store(t *testing.T) {
 	s := validSchedule()
 	s.BackupClaimName, s.Store = nil, validStore()
-	b, _, err := s.resolve()
+	b, _, _, err := s.resolve()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestWorldBackupScheduleS3Store(t *testing.T) {
 		t.Fatalf("scheduled backup store = %+v, claim %q; want %+v and no claim", b.Store, b.BackupClaimName, wantS3Store())
 	}
 	s.Store.URL = pulumi.String("s3://Felis")
-	if _, _, err := s.resolve(); err == nil || !strings.Contains(err.Error(), "store.url") {
+	if _, _, _, err := s.resolve(); err == nil || !strings.Contains(err.Error(), "store.url") {
 		t.Fatalf("err = %v, want the store.url problem", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/distribution/reference"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -312,6 +313,11 @@ func (p *problems) runID(input, server, kind, runID string) {
 		return
 	}
 	if jobapi.CheckRunID(runID) != nil {
+		if strings.EqualFold(runID, jobapi.RunLatest) {
+			p.addf(input, "%q is a spelling of %q, which a restore's or verify's fromRun reads as the server's newest run: use another runId",
+				runID, jobapi.RunLatest)
+			return
+		}
 		p.addf(input, "%q is invalid: use 1 to %d characters from A-Z a-z 0-9 . _ -, starting with a letter or digit (it becomes a file name)",
 			runID, jobapi.MaxRunIDLen)
 		return
@@ -328,6 +334,13 @@ func (p *problems) image(input, image string) {
 	}
 	if strings.IndexFunc(image, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
 		p.addf(input, "%q is invalid: an image reference has no spaces or control characters", image)
+		return
+	}
+	// The kubelet's own parser: what it would refuse (InvalidImageName,
+	// a pod that never starts) is refused here.
+	if _, err := reference.ParseNormalizedNamed(image); err != nil {
+		p.addf(input, "%q is not an image reference the kubelet can pull: %s; e.g. ghcr.io/worldbackup/archiver:v0.1.0 "+
+			"(a lower-case repository, an optional :tag and @sha256:digest)", image, err)
 	}
 }
 

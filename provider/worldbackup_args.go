@@ -87,6 +87,17 @@ func (a WorldBackupArgs) Validate() error {
 	return err
 }
 
+// PlannedArchiveRef returns the archiveRef a's run will have (the archive,
+// or a chunked run's manifest, its Job writes), once a is valid.
+func (a WorldBackupArgs) PlannedArchiveRef() (string, error) {
+	a, err := settleSync("worldbackup", a)
+	if err != nil {
+		return "", err
+	}
+	r, err := a.resolve()
+	return r.ArchiveRef, err
+}
+
 // Job returns the backup Job builder's arguments of a: its inputs with their
 // defaults, validated (the same *InputError as Validate).
 func (a WorldBackupArgs) Job() (jobspec.Backup, error) {
@@ -113,10 +124,15 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 	j, store := p.common(a.JobInputs, a.Store, storeWhole, v.World, jobRules{run: "backup", baselineCaps: "DAC_OVERRIDE", fsGroupNeed: fsGroupForSecret})
 	p.dnsSubdomain("configSecretName", v.ConfigSecretName)
 	enc := a.Encryption.resolve(p)
-	p.mountPaths(encryptionMounts(enc, storeMounts(store, v.World.BackupRoot,
+	rcon := a.Rcon.resolve(p, a.Server)
+	mounts := notifyMounts(j, encryptionMounts(enc, storeMounts(store, v.World.BackupRoot,
 		mount{"worldRoot", v.World.WorldRoot},
 		mount{"configMountPath", v.ConfigMountPath},
-	))...)
+	)))
+	if rcon != nil {
+		mounts = append(mounts, mount{"the RCON password folder", jobspec.RconMountPath})
+	}
+	p.mountPaths(mounts...)
 	_, compressionErr := jobapi.Extension(v.Compression)
 	if compressionErr != nil {
 		p.addf("compression", "%q is not supported: use zstd, gzip or none", v.Compression)
@@ -146,7 +162,6 @@ func (a WorldBackupArgs) resolve() (resolvedBackup, error) {
 			p.addf("excludes", "item %d: %s", i, err)
 		}
 	}
-	rcon := a.Rcon.resolve(p, a.Server)
 	retention := a.Retention.resolve(p)
 	if j.Deadline > 0 {
 		p.graceCovers(retention, j.Deadline, "deadline", "")

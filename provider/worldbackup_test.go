@@ -286,6 +286,18 @@ func TestWorldBackupInvalidInputs(t *testing.T) {
 		{"runId with slash", func(a *WorldBackupArgs) { a.RunID = pulumi.String("../x") }, []string{"runId"}, `runId "../x" is invalid`},
 		{"runId too long", func(a *WorldBackupArgs) { a.RunID = pulumi.String(strings.Repeat("r", 129)) }, []string{"runId"}, "1 to 128 characters"},
 		{"image with space", func(a *WorldBackupArgs) { a.Image = pulumi.String("ghcr.io/x y") }, []string{"image"}, "no spaces"},
+		{"image with an upper-case repository", func(a *WorldBackupArgs) { a.Image = pulumi.String("ghcr.io/MyOrg/archiver:v1") }, []string{"image"}, "must be lowercase"},
+		{"image with a placeholder left in", func(a *WorldBackupArgs) { a.Image = pulumi.String("ghcr.io/<you>/archiver:v1") }, []string{"image"}, "not an image reference the kubelet can pull"},
+		{"image with an empty tag", func(a *WorldBackupArgs) { a.Image = pulumi.String("archiver:") }, []string{"image"}, "not an image reference the kubelet can pull"},
+		{"runId latest", func(a *WorldBackupArgs) { a.RunID = pulumi.String("Latest") }, []string{"runId"}, "spelling of \"latest\""},
+		{"configMountPath on the webhook folder", func(a *WorldBackupArgs) {
+			a.ConfigMountPath = pulumi.String("/etc/felis-notify")
+			a.Notify = &NotifyArgs{SecretName: "felis-notify", Key: "url"}
+		}, []string{"configMountPath"}, "overlaps the webhook folder"},
+		{"worldRoot under the RCON folder", func(a *WorldBackupArgs) {
+			a.WorldRoot = pulumi.String("/etc/felis-rcon/world")
+			a.Rcon = &RconArgs{}
+		}, []string{"worldRoot"}, "overlaps the RCON password folder"},
 		{"backupClaimName invalid", func(a *WorldBackupArgs) { a.BackupClaimName = pulumi.String("Backups!") }, []string{"backupClaimName"}, `backupClaimName "Backups!" is invalid`},
 		{"namespace invalid", func(a *WorldBackupArgs) { a.Namespace = pulumi.String("mine.craft") }, []string{"namespace"}, `namespace "mine.craft" is invalid`},
 		{"worldClaimName invalid", func(a *WorldBackupArgs) { a.WorldClaimName = pulumi.String("World") }, []string{"worldClaimName"}, "worldClaimName"},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // timeZone is checked wherever the program runs
@@ -13,12 +14,14 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/robfig/cron/v3"
 	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/internal/kubeobj"
 	"github.com/worldbackup/worldbackup/provider/internal/settle"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 	"github.com/worldbackup/worldbackup/provider/naming"
+	"github.com/worldbackup/worldbackup/provider/preflight"
 )
 
 // WorldBackupScheduleType is the Pulumi type token of WorldBackupSchedule.
@@ -85,14 +88,15 @@ type WorldBackupSchedule struct {
 // with its one child, a kubernetes:batch/v1:CronJob named name+"-cronjob".
 func NewWorldBackupSchedule(ctx *pulumi.Context, name string, args WorldBackupScheduleArgs, opts ...pulumi.ResourceOption) (*WorldBackupSchedule, error) {
 	comp := &WorldBackupSchedule{}
-	out, err := registerCronJob(ctx, WorldBackupScheduleType, name, comp, args.WorldBackupArgs, func(b WorldBackupArgs) (*batchv1.CronJob, error) {
+	out, err := registerCronJob(ctx, WorldBackupScheduleType, name, comp, args.WorldBackupArgs, func(b WorldBackupArgs) (plannedCronJob, error) {
 		a := args
 		a.WorldBackupArgs = b
-		bj, s, err := a.resolve()
+		bj, s, pf, err := a.resolve()
 		if err != nil {
-			return nil, err
+			return plannedCronJob{}, err
 		}
-		return jobspec.BuildBackupSchedule(bj, s), nil
+		cj := jobspec.BuildBackupSchedule(bj, s)
+		return plannedCronJob{CronJob: cj, Preflight: pf, Requirements: backupRequirements(templateJob(cj), bj)}, nil
 	}, opts...)
 	if err != nil {
 		return nil, err
@@ -107,12 +111,29 @@ type cronJobOutputs struct {
 	CronJobName, Namespace, CronSchedule pulumi.StringOutput
 }
 
+// plannedCronJob is a schedule's CronJob and what the Jobs it starts need
+// of the cluster.
+type plannedCronJob struct {
+	CronJob      *batchv1.CronJob
+	Preflight    preflightSettings
+	Requirements preflight.Requirements
+}
+
+// templateJob is the Job cj's template makes, named as cj: what the
+// preflight looks at (its claims, service account and Secrets).
+func templateJob(cj *batchv1.CronJob) *batchv1.Job {
+	return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: cj.Name, Namespace: cj.Namespace}, Spec: cj.Spec.JobTemplate.Spec}
+}
+
 // registerCronJob settles the Job inputs job (their values known now, or
-// later), builds the CronJob from them with build, and registers the
+// later), builds the CronJob from them with build, checks that the cluster
+// has what its Jobs need (the preflight, as a Job component's: a missing
+// Secret or claim would leave every scheduled run stuck until its
+// deadline), and registers the
 // component comp of type typ with its one child, the CronJob named
 // name+"-cronjob", and its outputs cronJobName, namespace and cronSchedule.
 func registerCronJob[A any](ctx *pulumi.Context, typ, name string, comp pulumi.ComponentResource, job A,
-	build func(A) (*batchv1.CronJob, error), opts ...pulumi.ResourceOption) (cronJobOutputs, error) {
+	build func(A) (plannedCronJob, error), opts ...pulumi.ResourceOption) (cronJobOutputs, error) {
 	kind := typ[strings.LastIndex(typ, ":")+1:] // e.g. WorldBackupSchedule
 	st, err := settle.Now(ctx.Context(), ctx.DryRun(), job)
 	if err != nil {
@@ -120,8 +141,19 @@ func registerCronJob[A any](ctx *pulumi.Context, typ, name string, comp pulumi.C
 	}
 	var props pulumi.Map
 	var out cronJobOutputs
+	// plan builds the CronJob and runs the preflight.
+	plan := func(a A) (*batchv1.CronJob, error) {
+		pc, err := build(a)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkCluster(ctx, strings.ToLower(kind), pc.Preflight, pc.Requirements); err != nil {
+			return nil, err
+		}
+		return pc.CronJob, nil
+	}
 	if st.Known {
-		cj, err := build(st.Args)
+		cj, err := plan(st.Args)
 		if err != nil {
 			return cronJobOutputs{}, err
 		}
@@ -134,7 +166,7 @@ func registerCronJob[A any](ctx *pulumi.Context, typ, name string, comp pulumi.C
 		out = cronJobOutputs{pulumi.String(cj.Name).ToStringOutput(), pulumi.String(cj.Namespace).ToStringOutput(),
 			pulumi.String(cj.Spec.Schedule).ToStringOutput()}
 	} else {
-		later := settle.Later(job, func(a A) (any, error) { return build(a) })
+		later := settle.Later(job, func(a A) (any, error) { return plan(a) })
 		props = kubeobj.Later(later, "CronJob", func(v any) any { return v })
 		get := func(f func(*batchv1.CronJob) string) pulumi.StringOutput {
 			return later.ApplyT(func(v any) string { return f(v.(*batchv1.CronJob)) }).(pulumi.StringOutput)
@@ -177,12 +209,12 @@ func (a WorldBackupScheduleArgs) Validate() error {
 		return err
 	}
 	a.WorldBackupArgs = b
-	_, _, err = a.resolve()
+	_, _, _, err = a.resolve()
 	return err
 }
 
 // resolve validates the backup inputs and the schedule's.
-func (a WorldBackupScheduleArgs) resolve() (jobspec.Backup, jobspec.Schedule, error) {
+func (a WorldBackupScheduleArgs) resolve() (jobspec.Backup, jobspec.Schedule, preflightSettings, error) {
 	b := a.WorldBackupArgs
 	b.RunID, b.SkipAwait, b.ReplaceUnready, b.Timeout = pulumi.String(scheduledRunID), false, new(false), ""
 	b.Concurrency = nil
@@ -192,13 +224,13 @@ func (a WorldBackupScheduleArgs) resolve() (jobspec.Backup, jobspec.Schedule, er
 	if errors.As(berr, &bie) {
 		p.list = append(p.list, bie.Problems...)
 	} else if berr != nil {
-		return jobspec.Backup{}, jobspec.Schedule{}, berr
+		return jobspec.Backup{}, jobspec.Schedule{}, preflightSettings{}, berr
 	}
 	s := a.ScheduleInputs.resolve(p, r.Job.Namespace, b.Server, jobspec.ScheduleName(b.Server), naming.SpreadSchedule)
 	if err := p.err(); err != nil {
-		return jobspec.Backup{}, jobspec.Schedule{}, err
+		return jobspec.Backup{}, jobspec.Schedule{}, preflightSettings{}, err
 	}
-	return r.Job, s, nil
+	return r.Job, s, r.Preflight, nil
 }
 
 // resolve validates the schedule inputs of the CronJob name of server in
@@ -284,11 +316,33 @@ func checkCron(s string) error {
 	case len(strings.Fields(s)) != 5:
 		return fmt.Errorf("has %d fields, not 5", len(strings.Fields(s)))
 	}
-	if _, err := cron.ParseStandard(s); err != nil {
+	sched, err := cron.ParseStandard(s)
+	if err != nil {
 		return err
+	}
+	// What the parser takes but no one means: a step past its field's
+	// range (*/90 in minutes fires only at minute 0) and a date that never
+	// comes (30 2: February 30), which leaves the CronJob idle forever.
+	for i, field := range strings.Fields(s) {
+		for part := range strings.SplitSeq(field, ",") {
+			_, step, ok := strings.Cut(part, "/")
+			if n, err := strconv.Atoi(step); ok && err == nil && n >= cronSpans[i].size {
+				return fmt.Errorf("steps by %d in the %s field, whose range is %s: it fires only at the range's start", n, cronSpans[i].name, cronSpans[i].values)
+			}
+		}
+	}
+	if sched.Next(time.Now()).IsZero() {
+		return errors.New("names no date that comes (such as 30 2 for February 30): the CronJob would never start a Job")
 	}
 	return nil
 }
+
+// cronSpans are the fields of a five-field schedule: name, value range and
+// its size.
+var cronSpans = [5]struct {
+	name, values string
+	size         int
+}{{"minute", "0-59", 60}, {"hour", "0-23", 24}, {"day-of-month", "1-31", 31}, {"month", "1-12", 12}, {"day-of-week", "0-6", 7}}
 
 // errCronTZ is checkCron's error for a schedule with a TZ= or CRON_TZ=
 // prefix.

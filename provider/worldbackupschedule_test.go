@@ -115,6 +115,10 @@ func TestWorldBackupScheduleInvalidInputs(t *testing.T) {
 		{"TZ prefix", func(a *WorldBackupScheduleArgs) { a.Schedule = "TZ=Europe/Berlin 0 4 * * *" }, []string{"schedule"}, "TZ= or CRON_TZ=, which a CronJob refuses: remove the prefix and set timeZone instead"},
 		{"CRON_TZ prefix", func(a *WorldBackupScheduleArgs) { a.Schedule = "CRON_TZ=UTC 0 4 * * *" }, []string{"schedule"}, "set timeZone instead"},
 		{"@every", func(a *WorldBackupScheduleArgs) { a.Schedule = "@every 1h" }, []string{"schedule"}, "not a macro the components take"},
+		{"February 30", func(a *WorldBackupScheduleArgs) { a.Schedule = "0 4 30 2 *" }, []string{"schedule"}, "names no date that comes"},
+		{"April 31", func(a *WorldBackupScheduleArgs) { a.Schedule = "0 4 31 4 *" }, []string{"schedule"}, "would never start a Job"},
+		{"a step past the minutes", func(a *WorldBackupScheduleArgs) { a.Schedule = "*/90 * * * *" }, []string{"schedule"}, "steps by 90 in the minute field, whose range is 0-59"},
+		{"a step past the hours", func(a *WorldBackupScheduleArgs) { a.Schedule = "0 1-23/24 * * *" }, []string{"schedule"}, "steps by 24 in the hour field"},
 		{"bad time zone", func(a *WorldBackupScheduleArgs) { a.TimeZone = "Mars/Olympus" }, []string{"timeZone"}, "IANA"},
 		{"bad history", func(a *WorldBackupScheduleArgs) { a.FailedJobsHistory = new(-1) }, []string{"failedJobsHistory"}, "out of range"},
 		{"starting deadline too short", func(a *WorldBackupScheduleArgs) { a.StartingDeadline = "1s" }, []string{"startingDeadline"}, "too short"},
@@ -130,7 +134,7 @@ func TestWorldBackupScheduleInvalidInputs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := validSchedule()
 			tt.modify(&a)
-			checkComponentInputError(t, func() error { _, _, err := a.resolve(); return err }, func(ctx *pulumi.Context) error {
+			checkComponentInputError(t, func() error { _, _, _, err := a.resolve(); return err }, func(ctx *pulumi.Context) error {
 				_, err := NewWorldBackupSchedule(ctx, "nightly", a)
 				return err
 			}, tt.wantInputs, []string{tt.wantText})
@@ -205,7 +209,8 @@ func TestWorldBackupScheduleOutputInputs(t *testing.T) {
 // TestCheckCron: what the API server's parser takes passes, names and
 // steps included.
 func TestCheckCron(t *testing.T) {
-	for _, s := range []string{"0 4 * * *", "*/15 * * * *", "0 4 * * MON-FRI", "0 0 1 JAN *", "0 4 ? * *", "59 23 31 12 6", "@daily", "@yearly", "@midnight"} {
+	for _, s := range []string{"0 4 * * *", "*/15 * * * *", "0 4 * * MON-FRI", "0 0 1 JAN *", "0 4 ? * *", "59 23 31 12 6", "@daily", "@yearly", "@midnight",
+		"*/59 * * * *", "0 */23 * * *", "0 4 29 2 *", "0 4 31 * *", "0 4 */30 * *", "0 4 * */11 *", "0 4 * * */6"} {
 		t.Run(s, func(t *testing.T) {
 			if err := checkCron(s); err != nil {
 				t.Fatalf("checkCron(%q) = %v", s, err)

@@ -71,7 +71,7 @@ func (a WorldPruneArgs) resolve() (resolvedPrune, error) {
 	p.runID("runId", a.Server, jobapi.KindPrune, str(a.RunID))
 	j, store := p.common(a.JobInputs, a.Store, storeWhole, w, jobRules{run: "prune", baselineCaps: "DAC_OVERRIDE", fsGroupNeed: fsGroupForSecret})
 	p.dnsSubdomain("configSecretName", configSecret)
-	p.mountPaths(storeMounts(store, w.BackupRoot, mount{"configMountPath", configMount})...)
+	p.mountPaths(notifyMounts(j, storeMounts(store, w.BackupRoot, mount{"configMountPath", configMount}))...)
 	if a.Retention == nil {
 		p.addf("retention", "is required: set the rules, e.g. {keepDaily: 7, keepWeekly: 4, minKeep: 3}")
 	}

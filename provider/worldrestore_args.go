@@ -17,8 +17,14 @@ import (
 // over the existing world is what a restore is for.
 const DefaultReplace = true
 
-// maxMaxBytes is the largest maxBytes accepted (an int64 holds 8 Ei).
-var maxMaxBytes = resource.MustParse("1Ei")
+// maxMaxBytes is the largest maxBytes accepted (an int64 holds 8 Ei);
+// minMaxBytes the smallest: a world holds at least level.dat and a region,
+// and a smaller bound (500m is half a byte) refuses every archive as a
+// bomb.
+var (
+	maxMaxBytes = resource.MustParse("1Ei")
+	minMaxBytes = resource.MustParse("1Mi")
+)
 
 // maxMaxEntries is the largest maxEntries accepted.
 const maxMaxEntries = 1 << 40
@@ -105,13 +111,14 @@ func (a WorldRestoreArgs) resolve() (resolvedRestore, error) {
 	// credentials Secret (common adds that need).
 	j, store := p.common(a.JobInputs, a.Store, storeObject, w, rules)
 	enc := a.Encryption.resolve(p)
-	p.mountPaths(encryptionMounts(enc, storeMounts(store, w.BackupRoot, mounts...))...)
+	p.mountPaths(notifyMounts(j, encryptionMounts(enc, storeMounts(store, w.BackupRoot, mounts...)))...)
 	if byRun.FromRun == "" {
 		p.archiveIn("archiveRef", archiveRef, store, w.BackupRoot)
+		p.encryptedNeedsKey("archiveRef", archiveRef, enc)
 	}
 	var maxBytes int64
 	if maxBytesIn != "" {
-		if q, ok := p.quantity("maxBytes", maxBytesIn, "64Gi or 500Mi"); ok {
+		if q, ok := p.quantityAtLeast("maxBytes", maxBytesIn, "64Gi or 500Mi", minMaxBytes); ok {
 			if q.Cmp(maxMaxBytes) > 0 {
 				p.addf("maxBytes", "%q is too large: use at most 1Ei", maxBytesIn)
 			}

@@ -261,6 +261,13 @@ func TestWorldRestoreInvalidInputs(t *testing.T) {
 		{"maxBytes not a quantity", func(a *WorldRestoreArgs) { a.MaxBytes = pulumi.String("lots") }, []string{"maxBytes"}, "not a Kubernetes quantity"},
 		{"maxBytes zero", func(a *WorldRestoreArgs) { a.MaxBytes = pulumi.String("0") }, []string{"maxBytes"}, "greater than zero"},
 		{"maxBytes too large", func(a *WorldRestoreArgs) { a.MaxBytes = pulumi.String("9Ei") }, []string{"maxBytes"}, "too large"},
+		{"maxBytes in thousandths", func(a *WorldRestoreArgs) { a.MaxBytes = pulumi.String("500m") }, []string{"maxBytes"}, "a fraction of a byte: write Mi or Gi"},
+		{"maxBytes in bytes", func(a *WorldRestoreArgs) { a.MaxBytes = pulumi.String("64") }, []string{"maxBytes"}, "below the minimum 1Mi"},
+		{"an encrypted archive without encryption", func(a *WorldRestoreArgs) { a.ArchiveRef = pulumi.String("/backups/survival/x.tar.zst.age") },
+			[]string{"archiveRef"}, "is an encrypted archive (.age): set encryption"},
+		{"fromRun Latest", func(a *WorldRestoreArgs) {
+			a.ArchiveRef, a.SHA256, a.FromRun = nil, nil, pulumi.String("Latest")
+		}, []string{"fromRun"}, `write "latest" in lower case`},
 		{"maxEntries zero", func(a *WorldRestoreArgs) { a.MaxEntries = pulumi.Int(0) }, []string{"maxEntries"}, "out of range"},
 		{"ttl zero", func(a *WorldRestoreArgs) { a.TTLAfterFinished = pulumi.String("0s") }, []string{"ttlAfterFinished"}, "at least 1s"},
 		{"gamePodAffinity unknown", func(a *WorldRestoreArgs) { a.GamePodAffinity = pulumi.String("always") }, []string{"gamePodAffinity"}, "use preferred"},

@@ -85,9 +85,10 @@ func (a WorldVerifyArgs) resolve() (resolvedVerify, error) {
 	j, store := p.common(a.JobInputs, a.Store, storeObject, w, rules)
 	enc := a.Encryption.resolve(p)
 	mounts := append(storeMounts(store, w.BackupRoot), mount{"the scratch volume", jobspec.ScratchPath})
-	p.mountPaths(encryptionMounts(enc, append(mounts, byRunMounts...))...)
+	p.mountPaths(notifyMounts(j, encryptionMounts(enc, append(mounts, byRunMounts...)))...)
 	if byRun.FromRun == "" {
 		p.archiveIn("archiveRef", archiveRef, store, w.BackupRoot)
+		p.encryptedNeedsKey("archiveRef", archiveRef, enc)
 	}
 	chunks := str(a.ChunkSample)
 	if chunks != "" {

@@ -5,7 +5,6 @@ import (
 
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
@@ -46,14 +45,16 @@ type WorldVerifySchedule struct {
 // with its one child, a kubernetes:batch/v1:CronJob named name+"-cronjob".
 func NewWorldVerifySchedule(ctx *pulumi.Context, name string, args WorldVerifyScheduleArgs, opts ...pulumi.ResourceOption) (*WorldVerifySchedule, error) {
 	comp := &WorldVerifySchedule{}
-	out, err := registerCronJob(ctx, WorldVerifyScheduleType, name, comp, args.WorldVerifyArgs, func(v WorldVerifyArgs) (*batchv1.CronJob, error) {
+	out, err := registerCronJob(ctx, WorldVerifyScheduleType, name, comp, args.WorldVerifyArgs, func(v WorldVerifyArgs) (plannedCronJob, error) {
 		a := args
 		a.WorldVerifyArgs = v
-		vj, s, err := a.resolve()
+		vj, s, pf, err := a.resolve()
 		if err != nil {
-			return nil, err
+			return plannedCronJob{}, err
 		}
-		return jobspec.BuildVerifySchedule(vj, s), nil
+		cj := jobspec.BuildVerifySchedule(vj, s)
+		return plannedCronJob{CronJob: cj, Preflight: pf,
+			Requirements: restoreRequirements(templateJob(cj), jobspec.Restore{Store: vj.Store, Encryption: vj.Encryption, ByRun: vj.ByRun})}, nil
 	}, opts...)
 	if err != nil {
 		return nil, err
@@ -70,13 +71,13 @@ func (a WorldVerifyScheduleArgs) Validate() error {
 		return err
 	}
 	a.WorldVerifyArgs = v
-	_, _, err = a.resolve()
+	_, _, _, err = a.resolve()
 	return err
 }
 
 // resolve validates the verify inputs, as a verify by run (fromRun
 // defaults to latest), and the schedule's.
-func (a WorldVerifyScheduleArgs) resolve() (jobspec.Verify, jobspec.Schedule, error) {
+func (a WorldVerifyScheduleArgs) resolve() (jobspec.Verify, jobspec.Schedule, preflightSettings, error) {
 	v := a.WorldVerifyArgs
 	v.RunID, v.SkipAwait, v.ReplaceUnready, v.Timeout = pulumi.String(scheduledRunID), false, new(false), ""
 	if str(v.FromRun) == "" {
@@ -88,13 +89,13 @@ func (a WorldVerifyScheduleArgs) resolve() (jobspec.Verify, jobspec.Schedule, er
 	if errors.As(verr, &vie) {
 		p.list = append(p.list, vie.Problems...)
 	} else if verr != nil {
-		return jobspec.Verify{}, jobspec.Schedule{}, verr
+		return jobspec.Verify{}, jobspec.Schedule{}, preflightSettings{}, verr
 	}
 	s := a.ScheduleInputs.resolve(p, r.Job.Namespace, v.Server, jobspec.VerifyScheduleName(v.Server), naming.VerifySpreadSchedule)
 	if err := p.err(); err != nil {
-		return jobspec.Verify{}, jobspec.Schedule{}, err
+		return jobspec.Verify{}, jobspec.Schedule{}, preflightSettings{}, err
 	}
-	return r.Job, s, nil
+	return r.Job, s, r.Preflight, nil
 }
 
 // Annotate describes WorldVerifySchedule and its outputs in the plugin's

@@ -109,13 +109,13 @@ func TestBackupAndVerifyScheduleApart(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			inputs := ScheduleInputs{Schedule: naming.DailyRandom, SpreadKey: tt.key}
-			_, backup, err := WorldBackupScheduleArgs{WorldBackupArgs: validArgs(), ScheduleInputs: inputs}.resolve()
+			_, backup, _, err := WorldBackupScheduleArgs{WorldBackupArgs: validArgs(), ScheduleInputs: inputs}.resolve()
 			if err != nil {
 				t.Fatal(err)
 			}
 			v := validVerifySchedule()
 			v.ScheduleInputs = inputs
-			_, verify, err := v.resolve()
+			_, verify, _, err := v.resolve()
 			if err != nil {
 				t.Fatal(err)
 			}

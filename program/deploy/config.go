@@ -598,6 +598,15 @@ func (c Config) Validate() error {
 		if strings.HasPrefix(r.ArchiveRef, "s3://") && c.storeOf(c.server(r.Server)) == nil {
 			add("restores[%d] (%s): archiveRef %q is in an S3 store, but neither worldbackup:store nor the server's store is set: set one with its endpoint and credentialsSecretName", i, r.Server, r.ArchiveRef)
 		}
+		// A restore reads the store of the server it restores: a run of
+		// another server configured with another store is out of its reach
+		// (its Job would fail at run time, after the backups of this run).
+		if from := r.FromServer; r.byRun() && from != "" && from != r.Server && slices.ContainsFunc(c.Servers, func(s Server) bool { return s.Name == from }) &&
+			c.storeKey(c.server(from)) != c.storeKey(c.server(r.Server)) {
+			add("restores[%d] (%s) restores a run of %s, whose archives are in another store than %s's (%s, against %s): a restore reads its own server's store; "+
+				"give both servers the same store, or restore that run by archiveRef and sha256 with a store that holds it",
+				i, r.Server, from, r.Server, storeName(c.storeKey(c.server(from))), storeName(c.storeKey(c.server(r.Server))))
+		}
 	}
 	c.checkSharedCatalog(add)
 	errs = append(errs, c.checkNames()...)
@@ -733,6 +742,14 @@ func (c Config) checkGrace() []error {
 		}
 	}
 	return errs
+}
+
+// storeName is storeKey's key in words.
+func storeName(key string) string {
+	if key == "" {
+		return "the backup claim"
+	}
+	return key
 }
 
 // storeKey names the store server s backs up into: its S3 store's

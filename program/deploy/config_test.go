@@ -75,6 +75,13 @@ func TestParseConfig(t *testing.T) {
 			m["worldbackup:clusters"] = `[{"name":"eu"},{"name":"us"}]`
 			m["worldbackup:restores"] = `[{"server":"lobby","archiveRef":"/backups/a","sha256":"ab"}]`
 		}, []string{"restores[0] (lobby) must name its cluster"}},
+		{"restore by run of a server with another store", func(m map[string]string) {
+			m["worldbackup:servers"] = `[{"name":"lobby"},{"name":"hub","store":{"url":"s3://other/worlds","credentialsSecretName":"other-s3"}}]`
+			m["worldbackup:restores"] = `[{"server":"lobby","fromRun":"latest","fromServer":"hub"}]`
+		}, []string{"restores[0] (lobby) restores a run of hub, whose archives are in another store than lobby's", "against the backup claim"}},
+		{"restore by run, Latest", func(m map[string]string) {
+			m["worldbackup:restores"] = `[{"server":"lobby","fromRun":"Latest"}]`
+		}, []string{`write "latest" in lower case`}},
 		{"restore to an unknown cluster", func(m map[string]string) {
 			m["worldbackup:restores"] = `[{"server":"lobby","cluster":"mars","archiveRef":"/backups/a","sha256":"ab"}]`
 		}, []string{`restores[0].cluster "mars" is not one of worldbackup:clusters`}},

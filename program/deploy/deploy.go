@@ -127,7 +127,14 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 					"cronJobName": vs.CronJobName, "namespace": vs.Namespace, "cronSchedule": vs.CronSchedule})
 			case s.Verify != nil:
 				// The archive and checksum are this run's backup's outputs:
-				// the verify waits for it (a data dependency).
+				// the verify waits for it (a data dependency). They are
+				// unknown at preview, which would put off every check of the
+				// verify's inputs to `pulumi up`, after the backup ran: so
+				// its inputs are checked first with the archive the backup
+				// will write.
+				if err := checkVerifyPlain(cfg, cl, s); err != nil {
+					return fmt.Errorf("cluster %s, server %s, verify: %w", cl.Name, s.Name, err)
+				}
 				v, err := provider.NewWorldVerify(ctx, resourceName(cl.Name, s.Name, suffixVerify), verifyArgs(cfg, cl, s, b), pulumi.Provider(k8s))
 				if err != nil {
 					return fmt.Errorf("cluster %s, server %s, verify: %w", cl.Name, s.Name, err)
@@ -154,6 +161,11 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 				// the new one; latest is resolved when the restore Job runs,
 				// after the backup.
 				ref = b.ArchiveRef.ApplyT(func(string) string { return v }).(pulumi.StringOutput)
+				// Unknown at preview, so checked first with the value it
+				// carries (else every check waits for `pulumi up`).
+				if err := restoreArgs(cfg, cl, r, pulumi.String(v)).Validate(); err != nil {
+					return fmt.Errorf("cluster %s, restore of %s: %w", cl.Name, r.Server, err)
+				}
 			}
 			w, err := provider.NewWorldRestore(ctx, resourceName(cl.Name, r.Server, suffixRestore), restoreArgs(cfg, cl, r, ref), pulumi.Provider(k8s))
 			if err != nil {
@@ -446,25 +458,40 @@ func pruneArgs(cfg Config, cl Cluster, s Server, longest map[string]deadline) pr
 }
 
 // verifyArgs are the inputs of server s's WorldVerify in cluster cl: the
-// archive and checksum of its backup b of this run, the backup's claim or
-// S3 store, image, identity and placement (no world), the verify's own.
+// archive and checksum of its backup b of this run (none when b is nil),
+// the backup's claim or S3 store, image, identity and placement (no world),
+// the verify's own.
 func verifyArgs(cfg Config, cl Cluster, s Server, b *provider.WorldBackup) provider.WorldVerifyArgs {
 	j := jobInputs(cfg, cl, s, RunID(cl.Name, s.Name, cfg.RunID+".verify"))
 	j.WorldClaimName = nil // a verify mounts no world
 	a := provider.WorldVerifyArgs{
 		JobInputs:               j,
-		ArchiveRef:              b.ArchiveRef,
-		SHA256:                  b.SHA256,
 		ChunkSample:             pulumi.String(s.Verify.ChunkSample),
 		ScratchSize:             pulumi.String(s.Verify.ScratchSize),
 		ScratchStorageClassName: pulumi.String(s.Verify.ScratchStorageClassName),
 		Store:                   cfg.storeOf(s).args(),
 		Encryption:              s.Encryption.args(),
 	}
+	if b != nil {
+		a.ArchiveRef, a.SHA256 = b.ArchiveRef, b.SHA256
+	}
 	if a.Store != nil {
 		a.BackupClaimName = nil // an S3 verify mounts no backup claim
 	}
 	return a
+}
+
+// checkVerifyPlain validates the inputs of server s's WorldVerify in cluster
+// cl with the archive its backup of this run will write and a stand-in
+// checksum in place of the backup's outputs.
+func checkVerifyPlain(cfg Config, cl Cluster, s Server) error {
+	ref, err := backupArgs(cfg, cl, s).PlannedArchiveRef()
+	if err != nil {
+		return nil // the backup's own constructor reports it
+	}
+	a := verifyArgs(cfg, cl, s, nil)
+	a.ArchiveRef, a.SHA256 = pulumi.String(ref), pulumi.String(strings.Repeat("0", 64))
+	return a.Validate()
 }
 
 // verifyScheduleArgs are the inputs of server s's WorldVerifySchedule in

@@ -78,6 +78,59 @@ func TestRestoreAfterBackupTakesItsArchiveRef(t *testing.T) {
 	}
 }
 
+// TestInputsAfterTheBackupCheckedAtPreview: a restore or verify that takes
+// this run's backup's outputs (unknown at preview) still has its own inputs
+// checked at preview, before any Job runs, naming the input.
+func TestInputsAfterTheBackupCheckedAtPreview(t *testing.T) {
+	sum := strings.Repeat("c", 64)
+	base := func() Config {
+		return Config{Image: "img:1", BackupClaim: "backups", RunID: "r1", SecurityMode: "baseline",
+			Servers: []Server{{Name: "lobby"}}, Clusters: []Cluster{{Name: "default"}}, RenderDir: "/tmp/unused"}
+	}
+	for _, tt := range []struct {
+		name string
+		edit func(c *Config)
+		want string // "" = no error
+	}{
+		{"a valid restore", func(c *Config) {
+			c.Restores = []Restore{{Server: "lobby", ArchiveRef: "/backups/lobby/old.tar.zst", SHA256: sum}}
+		}, ""},
+		{"a restore's checksum in upper case", func(c *Config) {
+			c.Restores = []Restore{{Server: "lobby", ArchiveRef: "/backups/lobby/old.tar.zst", SHA256: strings.ToUpper(sum)}}
+		}, "restore of lobby"},
+		{"a verify's scratch size in thousandths", func(c *Config) {
+			c.Servers[0].Verify = &Verify{ScratchSize: "1m"}
+		}, "scratchSize"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := base()
+			tt.edit(&cfg)
+			err := pulumi.RunErr(func(ctx *pulumi.Context) error { return Deploy(ctx, cfg) },
+				pulumi.WithMocks("project", "stack", &recorder{}), func(info *pulumi.RunInfo) { info.DryRun = true })
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("preview: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("preview: %v; want an error naming %q", err, tt.want)
+			}
+		})
+	}
+	// The verify's check with the archive the backup will write: a valid
+	// verify passes it (the mocks' backup reports no checksum, so the
+	// component itself is not run here).
+	cfg := base()
+	for _, v := range []*Verify{{}, {ScratchSize: "1Gi", ChunkSample: "10%"}} {
+		cfg.Servers[0].Verify = v
+		if err := checkVerifyPlain(cfg, cfg.Clusters[0], cfg.Servers[0]); err != nil {
+			t.Errorf("checkVerifyPlain(%+v): %v", *v, err)
+		}
+	}
+	cfg.Servers[0].Verify = &Verify{ChunkSample: "200%"}
+	if err := checkVerifyPlain(cfg, cfg.Clusters[0], cfg.Servers[0]); err == nil || !strings.Contains(err.Error(), "chunkSample") {
+		t.Errorf("checkVerifyPlain with chunkSample 200%%: %v", err)
+	}
+}
+
 // TestScheduleSpreadByCluster: a @daily-random schedule reaches each
 // cluster's CronJob as the minute naming.SpreadSchedule derives from that
 // cluster and server: the same server in two clusters fires at two minutes
