@@ -17,6 +17,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 . scripts/env.sh
+. scripts/lib/toolcache.sh # build_gogc
 export GOFLAGS=-buildvcs=false
 
 log_dir=${TEST_LOG_DIR:-$root/.tools/test-logs}
@@ -48,7 +49,7 @@ export CGO_ENABLED=0 GOFLAGS="-buildvcs=false -trimpath"
 # this checkout. Elsewhere those tests skip, saying so.
 if [ "$(id -u)" = 0 ] || [ "${CI:-}" = true ]; then
   scripts/cluster-tools.sh || { echo "test: building the cluster tools failed (see above)"; exit 1; }
-  scripts/image.sh >/dev/null || { echo "test: building the archiver image failed (see above)"; exit 1; }
+  GOGC=${GOGC:-$build_gogc} scripts/image.sh >/dev/null || { echo "test: building the archiver image failed (see above)"; exit 1; }
 fi
 
 if [ -z "${DATABASE_URL:-}" ]; then
@@ -75,7 +76,13 @@ echo "test: go test ${first[*]} and the other ${#rest[@]} packages (full log: $l
 # -s -w: the test binaries are linked without a symbol table and DWARF, which
 # only a debugger reads (stack traces come from the pclntab); linking sixty
 # of them is a good part of go test's time on a cold cache.
-go test -count=1 -v -timeout 40m -vet=all -ldflags="-s -w" "${first[@]}" "${rest[@]}" > "$log" 2>&1
+# The compiler and linker run with build_gogc (scripts/lib/toolcache.sh);
+# the test binaries, and what they start, with Go's default, through
+# -exec: the memory bounds the tests check are of the default.
+gogc=()
+if [ -z "${GOGC:-}" ]; then gogc=(env GOGC="$build_gogc"); fi
+"${gogc[@]}" go test -count=1 -v -timeout 40m -vet=all -ldflags="-s -w" ${gogc[0]:+-exec "env -u GOGC"} \
+  "${first[@]}" "${rest[@]}" > "$log" 2>&1
 status=$?
 grep -E '^(ok|FAIL|---|panic:|\s+--- FAIL)|^\s+\S+_test\.go:[0-9]+:|^\S+\.go:[0-9]+:[0-9]+: ' "$log" | grep -v -- '--- PASS' | grep -v -- '--- SKIP' || true
 

@@ -25,7 +25,20 @@ say() { echo "tools: $*" >&2; }
 # for all of them, so the standard library and the modules they share compile
 # once. The node's own binaries (cluster-tools.sh), the bench's peers
 # (bench-tools.sh) and the archiver are compiled with optimizations.
-tool_buildflags=(-trimpath "-gcflags=all=-N -l")
+# -dwarf=false: no debug information is generated, which the -s -w links
+# dropped anyway (stack traces come from the pclntab): about 6% less CPU.
+tool_buildflags=(-trimpath "-gcflags=all=-N -l -dwarf=false")
+# node_buildflags: the node's own binaries (cluster-tools.sh), optimized,
+# without the debug information their -s -w links drop.
+node_buildflags=(-trimpath -gcflags=all=-dwarf=false)
+
+# build_gogc is the GOGC of the compiler and linker in tool_build (and in
+# make test's own builds): the compiler's heap may grow to five times its
+# live data before it collects, which takes about an eighth off its CPU time
+# for about twice its memory (1.2 GB at most per compile of this module's
+# dependencies; two run at once). It changes no output and no cache key.
+# The programs a build makes never run with it.
+build_gogc=400
 
 # go_version: the Go toolchain's version (go1.26.8), part of every cache key.
 go_version() { go env GOVERSION; }
@@ -83,7 +96,7 @@ tool_build() {
     if [ -d "$dir" ]; then exit 0; fi  # built by another checkout while we waited
     rm -rf "$dir".tmp.*
     out=$(mktemp -d "$dir.tmp.XXXXXX")
-    export out
+    export out GOGC=$build_gogc
     say "building $name $version into $dir"
     start=$SECONDS
     if ! "$@"; then
