@@ -113,11 +113,7 @@ func TestPruneRunFinishedInTheFuture(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
 	generateWorld(t, e.world)
 	ids := []string{"r1", "r2", "r3", "skewed"}
-	for _, id := range ids {
-		if r := archiver(t, e.tarBackupArgs(id)...); r.code != 0 {
-			t.Fatalf("backup %s: exit %d: %s", id, r.code, r.stderr)
-		}
-	}
+	e.tarBackups(t, ids...)
 	backdate(t, e, ids[:3], 2*time.Hour) // 1 to 3 days old
 	shiftRun(t, e.url, "skewed", 365*24*time.Hour)
 	r := archiver(t, "prune", "--server", "survival", "--config", e.config, "--archive-root", e.root,
@@ -140,11 +136,7 @@ func TestPruneRunFinishedInTheFuture(t *testing.T) {
 func TestStatusCountsNoMissingArchive(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
 	generateWorld(t, e.world)
-	for _, id := range []string{"old", "new"} {
-		if r := archiver(t, e.tarBackupArgs(id)...); r.code != 0 {
-			t.Fatalf("backup %s: exit %d: %s", id, r.code, r.stderr)
-		}
-	}
+	e.tarBackups(t, "old", "new")
 	shiftRun(t, e.url, "old", -2*time.Hour)
 	prune := func(t *testing.T) {
 		t.Helper()

@@ -153,6 +153,17 @@ func (e *env) tarBackupArgs(runID string, extra ...string) []string {
 	return e.backupArgs(runID, append([]string{"--format", "tar"}, extra...)...)
 }
 
+// tarBackups runs a tar backup of each run ID in turn, failing t at the
+// first that does not exit 0.
+func (e *env) tarBackups(t *testing.T, runIDs ...string) {
+	t.Helper()
+	for _, id := range runIDs {
+		if r := archiver(t, e.tarBackupArgs(id)...); r.code != 0 {
+			t.Fatalf("backup %s: exit %d: %s", id, r.code, r.stderr)
+		}
+	}
+}
+
 func (e *env) archivePath(runID, ext string) string {
 	return filepath.Join(e.root, "survival", runID+ext)
 }

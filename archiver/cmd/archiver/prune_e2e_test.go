@@ -44,11 +44,7 @@ func TestPrune(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
 	generateWorld(t, e.world)
 	ids := []string{"r1", "r2", "r3", "r4"}
-	for _, id := range ids {
-		if r := archiver(t, e.tarBackupArgs(id)...); r.code != 0 {
-			t.Fatalf("backup %s: exit %d: %s", id, r.code, r.stderr)
-		}
-	}
+	e.tarBackups(t, ids...)
 	backdate(t, e, ids, 2*time.Hour)
 	// An orphan: an archive file with no row, as a crash after a prune's
 	// commit leaves it; and a file that is not an archive.
@@ -116,11 +112,7 @@ func TestPruneKeepsRowsWhoseArchivesAreMissing(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
 	generateWorld(t, e.world)
 	ids := []string{"r1", "r2", "r3"}
-	for _, id := range ids {
-		if r := archiver(t, e.tarBackupArgs(id)...); r.code != 0 {
-			t.Fatalf("backup %s: exit %d: %s", id, r.code, r.stderr)
-		}
-	}
+	e.tarBackups(t, ids...)
 	backdate(t, e, ids, 2*time.Hour)
 	for _, id := range []string{"r2", "r3"} {
 		if err := os.Remove(e.archivePath(id, ".tar.zst")); err != nil {
@@ -183,11 +175,7 @@ func TestBackupThenPrune(t *testing.T) {
 	e := newEnv(t, pgtest.URL(t))
 	generateWorld(t, e.world)
 	old := []string{"r1", "r2", "r3"}
-	for _, id := range old {
-		if r := archiver(t, e.tarBackupArgs(id)...); r.code != 0 {
-			t.Fatalf("backup %s: exit %d: %s", id, r.code, r.stderr)
-		}
-	}
+	e.tarBackups(t, old...)
 	backdate(t, e, old, 2*time.Hour)
 
 	r := archiver(t, e.tarBackupArgs("r4", "--keep-last", "2", "--min-keep", "1")...)
