@@ -3,6 +3,10 @@ package provider
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -260,10 +264,8 @@ func (a ScheduleInputs) resolve(p *problems, namespace, server, name string, spr
 			s.Cron = expr
 		}
 	}
-	if a.TimeZone != "" {
-		if _, err := time.LoadLocation(a.TimeZone); err != nil || a.TimeZone == "Local" {
-			p.addf("timeZone", "%q is not an IANA time zone: use e.g. Europe/Berlin or UTC", a.TimeZone)
-		}
+	if a.TimeZone != "" && !knownTimeZone(a.TimeZone, systemZoneinfo()) {
+		p.addf("timeZone", "%q is not an IANA time zone (names are case-sensitive): use e.g. Europe/Berlin or UTC", a.TimeZone)
 	}
 	sd := a.StartingDeadline
 	setDefault(&sd, DefaultStartingDeadline)
@@ -343,6 +345,66 @@ var cronSpans = [5]struct {
 	name, values string
 	size         int
 }{{"minute", "0-59", 60}, {"hour", "0-23", 24}, {"day-of-month", "1-31", 31}, {"month", "1-12", 12}, {"day-of-week", "0-6", 7}}
+
+// timeZonePart is what the API server takes for each /-separated part of
+// a CronJob's timeZone (k8s.io/kubernetes pkg/apis/batch/validation,
+// validTimeZoneCharacters).
+var timeZonePart = regexp.MustCompile(`^[A-Za-z.\-_0-9+]{1,14}$`)
+
+// knownTimeZone reports whether the API server takes name as a CronJob's
+// timeZone: its rules for each part (no . or .., no leading -, at most 14
+// of the characters timeZonePart allows), not Local in any case, and a zone
+// that time.LoadLocation loads. The API server runs on Linux, where zone
+// names are file names and case-sensitive; where the program runs they may
+// not be (macOS's file system takes europe/berlin for Europe/Berlin), so a
+// name that zoneinfo, the system's zone folder, holds in another spelling
+// is refused (nil: no system folder; the embedded zones, which time/tzdata
+// registers, are case-sensitive already).
+func knownTimeZone(name string, zoneinfo fs.FS) bool {
+	for part := range strings.SplitSeq(name, "/") {
+		if part == "." || part == ".." || strings.HasPrefix(part, "-") || !timeZonePart.MatchString(part) {
+			return false
+		}
+	}
+	if strings.EqualFold(name, "Local") {
+		return false
+	}
+	if _, err := time.LoadLocation(name); err != nil {
+		return false
+	}
+	return zoneinfo == nil || spelt(zoneinfo, name)
+}
+
+// spelt reports whether zoneinfo, a zone folder, holds name in no other
+// spelling than name's own: each part as it is, or in no spelling at all
+// (LoadLocation found the zone elsewhere: UTC is built in, others in the
+// embedded zones).
+func spelt(zoneinfo fs.FS, name string) bool {
+	dir := "."
+	for part := range strings.SplitSeq(name, "/") {
+		entries, err := fs.ReadDir(zoneinfo, dir)
+		if err != nil {
+			return true // a folder we cannot list: LoadLocation's word stands
+		}
+		if slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Name() == part }) {
+			dir = path.Join(dir, part)
+			continue
+		}
+		return !slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return strings.EqualFold(e.Name(), part) })
+	}
+	return true
+}
+
+// systemZoneinfo is the system's zone folder that time.LoadLocation reads
+// first, or nil when there is none.
+func systemZoneinfo() fs.FS {
+	for _, dir := range []string{"/usr/share/zoneinfo", "/usr/share/lib/zoneinfo", "/usr/lib/locale/TZ"} {
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+			return os.DirFS(dir)
+		}
+	}
+	return nil
+}
 
 // errCronTZ is checkCron's error for a schedule with a TZ= or CRON_TZ=
 // prefix.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -217,4 +218,51 @@ func TestCheckCron(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestKnownTimeZone: the API server's rules for a CronJob's timeZone, and a
+// zone folder that takes a name in another spelling (macOS's) does not
+// make preview take it.
+func TestKnownTimeZone(t *testing.T) {
+	zones := fstest.MapFS{
+		"Europe/Berlin":                  {Data: []byte("TZif")},
+		"America/Argentina/Buenos_Aires": {Data: []byte("TZif")},
+		"UTC":                            {Data: []byte("TZif")},
+	}
+	tests := []struct {
+		name string
+		want bool
+	}{
+		{"Europe/Berlin", true},
+		{"UTC", true},
+		{"Etc/GMT+5", true}, // not in the folder: found in the embedded zones
+		{"America/Argentina/Buenos_Aires", true},
+		{"Asia/Tokyo", true},
+		{"europe/berlin", false},
+		{"Europe/BERLIN", false},
+		{"utc", false},
+		{"Local", false},
+		{"local", false},
+		{"Europe/../UTC", false},
+		{"Europe//Berlin", false},
+		{"-Europe/Berlin", false},
+		{"Europe/Berlin ", false},
+		{"Mars/Olympus", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := knownTimeZone(tt.name, zones); got != tt.want {
+				t.Fatalf("knownTimeZone(%q) = %v, want %v", tt.name, got, tt.want)
+			}
+		})
+	}
+	t.Run("spelling checked through the folder", func(t *testing.T) {
+		// LoadLocation on Linux refuses europe/berlin by itself; spelt is
+		// what refuses it where the file system does not.
+		for name, want := range map[string]bool{"Europe/Berlin": true, "europe/berlin": false, "Europe/berlin": false, "America/Argentina/buenos_aires": false, "Asia/Tokyo": true} {
+			if got := spelt(zones, name); got != want {
+				t.Errorf("spelt(%q) = %v, want %v", name, got, want)
+			}
+		}
+	})
 }
