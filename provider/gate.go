@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/worldbackup/worldbackup/jobapi"
 	"github.com/worldbackup/worldbackup/provider/jobspec"
@@ -284,6 +286,17 @@ func (r *gatedRun) hold(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, n
 		r.err = fmt.Errorf("waiting for Job %s/%s: %w", job.Namespace, job.Name, err)
 		return
 	}
+	warn := func(msg string) {
+		_ = ctx.Log.Warn(fmt.Sprintf("Job %s/%s: %s", job.Namespace, job.Name, msg), &pulumi.LogArgs{Resource: comp})
+	}
+	// Registered but not there: a Job of an earlier `pulumi up`, which a
+	// registration without change does not create again, deleted since
+	// it finished (ttlSecondsAfterFinished, kubectl, a GitOps prune).
+	// Nothing to wait for; its outputs stay empty, as an ungated one's.
+	if _, err := client.BatchV1().Jobs(job.Namespace).Get(ctx.Context(), job.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		warn("gone (deleted after an earlier run): sha256, sizeBytes and status stay empty")
+		return
+	}
 	wctx, stop := context.WithTimeoutCause(ctx.Context(), pl.Timeout,
 		fmt.Errorf("it did not finish within its timeout, %s", pl.Timeout))
 	defer stop()
@@ -307,7 +320,14 @@ func (r *gatedRun) hold(ctx *pulumi.Context, comp pulumi.Resource, pl jobPlan, n
 		r.err = fmt.Errorf("Job %s/%s failed: %s (its pods' logs: kubectl -n %s logs job/%s)", job.Namespace, job.Name, why, job.Namespace, job.Name)
 		return
 	}
-	r.sum, r.err = readResult(ctx, client, job)
+	// A finished Job whose pod is gone (garbage-collected since an
+	// earlier run) reported nothing readable: a warning, as for an
+	// ungated Job, not a failure of every later `pulumi up`.
+	sum, err := readResult(ctx, client, job)
+	if err != nil {
+		warn("sha256, sizeBytes and status stay empty: " + err.Error())
+	}
+	r.sum = sum
 }
 
 // registerGated registers the gated Job of pl as registerChildJob does,

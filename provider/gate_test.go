@@ -488,3 +488,47 @@ func TestGateOf(t *testing.T) {
 		})
 	}
 }
+
+// TestGateJobOfAnEarlierUp: a `pulumi up` without change registers a gated
+// backup's Job of an earlier run without creating it. Deleted since it
+// finished (ttlSecondsAfterFinished), it is not waited for until its
+// timeout; finished with its pod garbage-collected, it fails nothing: either
+// way the outputs stay empty, with a warning, as an ungated Job's.
+func TestGateJobOfAnEarlierUp(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, c *fake.Clientset, job string)
+	}{
+		{"the Job is gone", func(*testing.T, *fake.Clientset, string) {}},
+		{"the Job finished, its pod is gone", func(t *testing.T, c *fake.Clientset, name string) {
+			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: DefaultNamespace, UID: "uid-" + types.UID(name)},
+				Spec:   batchv1.JobSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"controller-uid": "uid-" + name}}},
+				Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}}
+			if _, err := c.BatchV1().Jobs(DefaultNamespace).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
+				t.Error(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			newClient := func(preflight.Cluster) (kubernetes.Interface, error) { return client, nil }
+			gate, err := newGate(1, "g")
+			if err != nil {
+				t.Fatal(err)
+			}
+			gate.poll = 10 * time.Millisecond
+			var size = -1
+			program := gatedBackups(gate, 1, newClient,
+				func(_, job string) { tt.setup(t, client, job) },
+				func(_ string, n int) { size = n })
+			m := &mocks{} // registers without creating, as a registration without change
+			if err := pulumi.RunErr(program, pulumi.WithMocks("project", "stack", m)); err != nil {
+				t.Fatalf("pulumi up: %v", err)
+			}
+			if size != 0 {
+				t.Errorf("sizeBytes = %d, want 0 (empty)", size)
+			}
+		})
+	}
+}
