@@ -105,8 +105,9 @@ func (c Cause) String() string {
 
 // Stuck says whether pod cannot start by itself, and why. A pod that is
 // being deleted or has finished is not stuck. events are the pod's events,
-// read only when NeedsEvents(pod): they name why a pod stays in
-// ContainerCreating; others are ignored.
+// read only when NeedsEvents(pod): their warnings name why a pod stays in
+// ContainerCreating, unless a progress event came after (progressSince);
+// others are ignored.
 func Stuck(pod *corev1.Pod, events []corev1.Event) Cause {
 	if !alive(pod) {
 		return Cause{UID: pod.UID}
@@ -126,11 +127,28 @@ func Stuck(pod *corev1.Pod, events []corev1.Event) Cause {
 		}
 	}
 	if NeedsEvents(pod) {
-		if e, ok := latestWarning(events, pod.UID, creatingReasons...); ok {
+		if e, ok := latestWarning(events, pod.UID, creatingReasons...); ok && !progressSince(events, pod.UID, lastSeen(e)) {
 			return Cause{Kind: Creating, UID: pod.UID, Pod: pod.Name, Reason: e.Reason, Message: clip(e.Message)}
 		}
 	}
 	return Cause{UID: pod.UID}
+}
+
+// progressReasons are the reasons of the Normal events that say a pod's
+// start moved on: its volume attached, its image being pulled or pulled,
+// a container created or started. One seen after a creating warning (a
+// Multi-Attach error while the game's pod let go of the volume) says the
+// warning is history, though the pod still waits in ContainerCreating
+// (pulling a large image): it is not stuck.
+var progressReasons = []string{"SuccessfulAttachVolume", "SuccessfulMountVolume", "Pulling", "Pulled", "Created", "Started"}
+
+// progressSince says whether events hold a Normal progress event about the
+// object uid last seen after t (both the cluster's times).
+func progressSince(events []corev1.Event, uid types.UID, t time.Time) bool {
+	return slices.ContainsFunc(events, func(e corev1.Event) bool {
+		return e.Type == corev1.EventTypeNormal && e.InvolvedObject.UID == uid &&
+			slices.Contains(progressReasons, e.Reason) && lastSeen(e).After(t)
+	})
 }
 
 // NeedsEvents says whether only pod's events can tell why it does not start:

@@ -59,6 +59,14 @@ func warning(uid, reason, msg string, min int) corev1.Event {
 	}
 }
 
+// normal is a Normal event about the object uid, last seen at the minute
+// min of the day.
+func normal(uid, reason string, min int) corev1.Event {
+	e := warning(uid, reason, "", min)
+	e.Type = corev1.EventTypeNormal
+	return e
+}
+
 const (
 	multiAttach = `Multi-Attach error for volume "pvc-1" Volume is already used by pod(s) lobby-0`
 	mountFailed = `MountVolume.SetUp failed for volume "world" : hostPath type check failed: /srv/world is not a directory`
@@ -141,6 +149,19 @@ func TestStuck(t *testing.T) {
 			return []corev1.Event{e}
 		}()},
 		{name: "an unrelated warning", pod: creatingPod("x"), events: []corev1.Event{warning("x", "FailedScheduling", "0/1 nodes", 1)}},
+		{name: "a Multi-Attach error, then the volume attached and the image pulling: history", pod: creatingPod("h"), events: []corev1.Event{
+			warning("h", "FailedAttachVolume", multiAttach, 1), normal("h", "SuccessfulAttachVolume", 2), normal("h", "Pulling", 2)}},
+		{name: "pulling after a mount error: history", pod: creatingPod("q"), events: []corev1.Event{
+			warning("q", "FailedMount", mountFailed, 1), normal("q", "Pulling", 3)}},
+		{name: "progress before the warning does not hide it", pod: creatingPod("k"), events: []corev1.Event{
+			normal("k", "Pulling", 1), warning("k", "FailedMount", mountFailed, 2)},
+			kind: Creating, reason: "FailedMount"},
+		{name: "another object's progress does not hide it", pod: creatingPod("j"), events: []corev1.Event{
+			warning("j", "FailedMount", mountFailed, 1), normal("other", "Pulling", 2)},
+			kind: Creating, reason: "FailedMount"},
+		{name: "a Normal event of no progress does not hide it", pod: creatingPod("g"), events: []corev1.Event{
+			warning("g", "FailedCreatePodSandBox", noCNI, 1), normal("g", "SandboxChanged", 2)},
+			kind: Creating, reason: "FailedCreatePodSandBox"},
 		{name: "a long message is bounded", pod: creatingPod("b"), events: []corev1.Event{warning("b", "FailedMount", long, 1)},
 			kind: Creating, reason: "FailedMount", mentioning: []string{"…"}},
 	}

@@ -138,13 +138,13 @@ func (w Watchdog) step(ctx context.Context, tr *Tracker, now time.Time, first bo
 	for i := range pods {
 		var events []corev1.Event
 		if NeedsEvents(&pods[i]) {
-			events = w.warnings(ctx, pods[i].UID)
+			events = w.events(ctx, pods[i].UID, "")
 		}
 		causes = append(causes, Stuck(&pods[i], events))
 	}
 	var jobEvents []corev1.Event
 	if JobNeedsEvents(pods) {
-		jobEvents = w.warnings(ctx, job.UID)
+		jobEvents = w.events(ctx, job.UID, corev1.EventTypeWarning)
 	}
 	causes = append(causes, JobRefused(job.UID, pods, jobEvents))
 	cause, ok := tr.Observe(causes, now, w.Grace)
@@ -164,11 +164,15 @@ func (w Watchdog) step(ctx context.Context, tr *Tracker, now time.Time, first bo
 // stuck object has a few.
 const maxEvents = 100
 
-// warnings lists the Warning events about the object uid in the Job's
-// namespace (none when they cannot be read: the look is retried; a lookup
-// RBAC refuses is told to Warn once).
-func (w Watchdog) warnings(ctx context.Context, uid types.UID) []corev1.Event {
-	sel := fields.Set{"involvedObject.uid": string(uid), "type": corev1.EventTypeWarning}.AsSelector().String()
+// events lists the events of type typ ("": any) about the object uid in
+// the Job's namespace (none when they cannot be read: the look is retried;
+// a lookup RBAC refuses is told to Warn once).
+func (w Watchdog) events(ctx context.Context, uid types.UID, typ string) []corev1.Event {
+	set := fields.Set{"involvedObject.uid": string(uid)}
+	if typ != "" {
+		set["type"] = typ
+	}
+	sel := set.AsSelector().String()
 	list, err := w.Client.CoreV1().Events(w.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel, Limit: maxEvents})
 	if err != nil {
 		if (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)) && w.Warn != nil && w.warned != nil {
