@@ -100,7 +100,7 @@ func (a *JobInputs) Annotate(an infer.Annotator) {
 		"A-Z a-z 0-9 . _ -, starting with a letter or digit. It names the Job (<server>-<kind>-<runId>, or its lowercase "+
 		"form and a hash); one whose Job name ends in sched-<digits>, the form of a schedule's Jobs, is refused. A new runId "+
 		"performs a new run; the same runId performs none.")
-	an.Describe(&a.Image, "The archiver image, e.g. ghcr.io/worldbackup/archiver:v0.1.0. Its binary is "+
+	an.Describe(&a.Image, "The archiver image, e.g. ghcr.io/worldbackup/worldbackup-archiver:v0.1.0. Its binary is "+
 		"/usr/local/bin/archiver.")
 	an.Describe(&a.BackupClaimName, "The PersistentVolumeClaim that holds the archives, mounted at backupRoot. "+
 		"Required unless store is set (then not allowed: the Job mounts no backup claim).")

@@ -329,7 +329,7 @@ func (p *problems) runID(input, server, kind, runID string) {
 }
 
 func (p *problems) image(input, image string) {
-	if !p.required(input, image, "set it to the archiver image, e.g. ghcr.io/worldbackup/archiver:v0.1.0 (see `make image`)") {
+	if !p.required(input, image, "set it to the archiver image, e.g. ghcr.io/worldbackup/worldbackup-archiver:v0.1.0 (see `make image`)") {
 		return
 	}
 	if strings.IndexFunc(image, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
@@ -339,7 +339,7 @@ func (p *problems) image(input, image string) {
 	// The kubelet's own parser: what it would refuse (InvalidImageName,
 	// a pod that never starts) is refused here.
 	if _, err := reference.ParseNormalizedNamed(image); err != nil {
-		p.addf(input, "%q is not an image reference the kubelet can pull: %s; e.g. ghcr.io/worldbackup/archiver:v0.1.0 "+
+		p.addf(input, "%q is not an image reference the kubelet can pull: %s; e.g. ghcr.io/worldbackup/worldbackup-archiver:v0.1.0 "+
 			"(a lower-case repository, an optional :tag and @sha256:digest)", image, err)
 	}
 }

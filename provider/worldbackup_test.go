@@ -21,7 +21,7 @@ func validArgs() WorldBackupArgs {
 		JobInputs: JobInputs{
 			Server:          "survival",
 			RunID:           pulumi.String("20250601-0300"),
-			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			Image:           pulumi.String("ghcr.io/worldbackup/worldbackup-archiver:v0.1.0"),
 			BackupClaimName: pulumi.String("world-backups"),
 		},
 	}

@@ -266,7 +266,7 @@ func (w *WorldMetrics) Annotate(a infer.Annotator) {
 
 // Annotate describes WorldMetrics' inputs in the plugin's schema.
 func (a *WorldMetricsArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Image, "The archiver image, e.g. ghcr.io/worldbackup/archiver:v0.1.0; the exporter is its `archiver metrics`.")
+	an.Describe(&a.Image, "The archiver image, e.g. ghcr.io/worldbackup/worldbackup-archiver:v0.1.0; the exporter is its `archiver metrics`.")
 	an.Describe(&a.Namespace, "The namespace of the Deployment and Service. Default: "+DefaultNamespace+".")
 	an.Describe(&a.Name, "The name of the Deployment and Service: a DNS-1035 label (lowercase letters, digits and '-', "+
 		"starting with a letter, at most 63). Default: "+jobapi.DefaultMetricsName+".")

@@ -13,7 +13,7 @@ import (
 )
 
 func validMetrics() WorldMetricsArgs {
-	return WorldMetricsArgs{Image: pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0")}
+	return WorldMetricsArgs{Image: pulumi.String("ghcr.io/worldbackup/worldbackup-archiver:v0.1.0")}
 }
 
 // decodeAs decodes a registration's inputs strictly as T.

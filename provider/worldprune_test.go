@@ -15,7 +15,7 @@ func validPrune() WorldPruneArgs {
 		JobInputs: JobInputs{
 			Server:          "survival",
 			RunID:           pulumi.String("prune-20250601"),
-			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			Image:           pulumi.String("ghcr.io/worldbackup/worldbackup-archiver:v0.1.0"),
 			BackupClaimName: pulumi.String("world-backups"),
 		},
 		Retention: &RetentionArgs{KeepDaily: pulumi.Int(7), MinKeep: pulumi.Int(3)},

@@ -24,7 +24,7 @@ func validRestoreArgs() WorldRestoreArgs {
 		JobInputs: JobInputs{
 			Server:          "survival",
 			RunID:           pulumi.String("restore-20250601"),
-			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			Image:           pulumi.String("ghcr.io/worldbackup/worldbackup-archiver:v0.1.0"),
 			BackupClaimName: pulumi.String("world-backups"),
 		},
 		ArchiveRef: pulumi.String("/backups/survival/20250601-0300.tar.zst"),

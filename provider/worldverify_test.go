@@ -17,7 +17,7 @@ func validVerify() WorldVerifyArgs {
 		JobInputs: JobInputs{
 			Server:          "survival",
 			RunID:           pulumi.String("verify-20250601"),
-			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			Image:           pulumi.String("ghcr.io/worldbackup/worldbackup-archiver:v0.1.0"),
 			BackupClaimName: pulumi.String("world-backups"),
 		},
 		ArchiveRef: pulumi.String("/backups/survival/20250601-0300.tar.zst"),

@@ -65,7 +65,7 @@ func TestBuildBackupContract(t *testing.T) {
 			eq(t, "args", c.Args, []string{"backup", "--server", "survival", "--run-id", "20250601-0300",
 				"--world", "/world", "--config", "/etc/felis/felis.toml", "--archive-root", "/backups",
 				"--format", "chunked", "--log-format", "json"})
-			eq(t, "image", c.Image, "ghcr.io/worldbackup/archiver:v0.1.0")
+			eq(t, "image", c.Image, "ghcr.io/worldbackup/worldbackup-archiver:v0.1.0")
 			eq(t, "env", len(c.Env)+len(c.EnvFrom), 0)
 		}},
 		{"baseline container security context", func(t *testing.T) {

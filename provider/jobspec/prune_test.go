@@ -56,7 +56,7 @@ func TestBuildPruneContract(t *testing.T) {
 			eq(t, "command", c.Command, []string{"/usr/local/bin/archiver"})
 			eq(t, "args", c.Args, []string{"prune", "--server", "survival", "--config", "/etc/felis/felis.toml",
 				"--archive-root", "/backups", "--keep-daily", "7", "--min-keep", "3", "--log-format", "json"})
-			eq(t, "image", c.Image, "ghcr.io/worldbackup/archiver:v0.1.0")
+			eq(t, "image", c.Image, "ghcr.io/worldbackup/worldbackup-archiver:v0.1.0")
 			eq(t, "env", len(c.Env)+len(c.EnvFrom), 0)
 		}},
 		{"baseline container security context", func(t *testing.T) {

@@ -74,7 +74,7 @@ func TestBuildRestoreContract(t *testing.T) {
 			eq(t, "command", c.Command, []string{"/usr/local/bin/archiver"})
 			eq(t, "args", c.Args, []string{"restore", "--run-id", "restore-20250601", "--archive", "/backups/survival/20250601-0300.tar.zst",
 				"--sha256", jobtest.SHA256, "--into", "/world", "--replace", "--log-format", "json"})
-			eq(t, "image", c.Image, "ghcr.io/worldbackup/archiver:v0.1.0")
+			eq(t, "image", c.Image, "ghcr.io/worldbackup/worldbackup-archiver:v0.1.0")
 			eq(t, "env", len(c.Env)+len(c.EnvFrom), 0)
 		}},
 		{"baseline container security context: CHOWN, DAC_OVERRIDE, FOWNER only", func(t *testing.T) {

@@ -77,7 +77,7 @@ func ParseConfig(get func(key string) string) (Config, error) {
 func (c Config) Validate() error {
 	var errs []error
 	for _, req := range []struct{ key, value, example string }{
-		{"image", c.Image, "ghcr.io/worldbackup/archiver:v0.1.0"},
+		{"image", c.Image, "ghcr.io/worldbackup/worldbackup-archiver:v0.1.0"},
 		{"runId", c.RunID, `"$(date -u +%Y%m%dT%H%M%SZ)"`},
 		{"cluster", c.Cluster, "prod"},
 		{"renderDir", c.RenderDir, "rendered"},

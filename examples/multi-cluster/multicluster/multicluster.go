@@ -68,7 +68,7 @@ func ParseConfig(get func(key string) string) (Config, error) {
 func (c Config) Validate() error {
 	var errs []error
 	if c.Image == "" {
-		errs = append(errs, errors.New("image is required: `pulumi config set image ghcr.io/worldbackup/archiver:v0.1.0`"))
+		errs = append(errs, errors.New("image is required: `pulumi config set image ghcr.io/worldbackup/worldbackup-archiver:v0.1.0`"))
 	}
 	if c.RunID == "" {
 		errs = append(errs, errors.New("runId is required: `pulumi config set runId \"$(date -u +%Y%m%dT%H%M%SZ)\"`"))

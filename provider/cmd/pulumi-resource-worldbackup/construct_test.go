@@ -209,7 +209,7 @@ func requiredInputs() map[string]any {
 	return map[string]any{
 		"server":          "survival",
 		"runId":           "20250601-0300",
-		"image":           "ghcr.io/worldbackup/archiver:v0.1.0",
+		"image":           "ghcr.io/worldbackup/worldbackup-archiver:v0.1.0",
 		"backupClaimName": "world-backups",
 	}
 }
@@ -218,7 +218,7 @@ func requiredArgs() provider.WorldBackupArgs {
 	return provider.WorldBackupArgs{JobInputs: provider.JobInputs{
 		Server:          "survival",
 		RunID:           pulumi.String("20250601-0300"),
-		Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+		Image:           pulumi.String("ghcr.io/worldbackup/worldbackup-archiver:v0.1.0"),
 		BackupClaimName: pulumi.String("world-backups"),
 	}}
 }

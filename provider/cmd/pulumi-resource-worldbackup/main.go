@@ -264,7 +264,7 @@ TypeScript: npm install @worldbackup/pulumi-worldbackup
     import * as worldbackup from "@worldbackup/pulumi-worldbackup";
     const backup = new worldbackup.WorldBackup("survival", {
         server: "survival", runId: "20250601-0300",
-        image: "ghcr.io/worldbackup/archiver:v0.1.0", backupClaimName: "world-backups",
+        image: "ghcr.io/worldbackup/worldbackup-archiver:v0.1.0", backupClaimName: "world-backups",
     });
     export const archiveRef = backup.archiveRef;
 
@@ -273,7 +273,7 @@ Python: pip install pulumi_worldbackup
     import pulumi
     import pulumi_worldbackup as worldbackup
     backup = worldbackup.WorldBackup("survival", server="survival", run_id="20250601-0300",
-        image="ghcr.io/worldbackup/archiver:v0.1.0", backup_claim_name="world-backups")
+        image="ghcr.io/worldbackup/worldbackup-archiver:v0.1.0", backup_claim_name="world-backups")
     pulumi.export("archive_ref", backup.archive_ref)
 
 Documentation, the archiver image and the catalog: ` + repository + `

@@ -24,7 +24,7 @@ import (
 const SHA256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
 // DefaultBackup is the resolved backup of the required inputs server
-// survival, runId 20250601-0300, image ghcr.io/worldbackup/archiver:v0.1.0
+// survival, runId 20250601-0300, image ghcr.io/worldbackup/worldbackup-archiver:v0.1.0
 // and backupClaimName world-backups, with the contract's defaults.
 func DefaultBackup() jobspec.Backup {
 	return jobspec.Backup{
@@ -43,7 +43,7 @@ func defaultJob(runID string) jobspec.Job {
 		Server:             "survival",
 		RunID:              runID,
 		Namespace:          "minecraft",
-		Image:              "ghcr.io/worldbackup/archiver:v0.1.0",
+		Image:              "ghcr.io/worldbackup/worldbackup-archiver:v0.1.0",
 		ServiceAccountName: "felis-restore",
 		WorldClaimName:     "world-survival-0",
 		BackupClaimName:    "world-backups",
@@ -64,7 +64,7 @@ func defaultJob(runID string) jobspec.Job {
 // DefaultRestore is the resolved restore of the required inputs server
 // survival, runId restore-20250601, archiveRef
 // /backups/survival/20250601-0300.tar.zst, sha256 SHA256, image
-// ghcr.io/worldbackup/archiver:v0.1.0 and backupClaimName world-backups, with
+// ghcr.io/worldbackup/worldbackup-archiver:v0.1.0 and backupClaimName world-backups, with
 // the contract's defaults.
 func DefaultRestore() jobspec.Restore {
 	return jobspec.Restore{
@@ -76,7 +76,7 @@ func DefaultRestore() jobspec.Restore {
 }
 
 // DefaultVerify is the resolved verify of the required inputs server
-// survival, runId verify-20250601, image ghcr.io/worldbackup/archiver:v0.1.0,
+// survival, runId verify-20250601, image ghcr.io/worldbackup/worldbackup-archiver:v0.1.0,
 // backupClaimName world-backups, archiveRef
 // /backups/survival/20250601-0300.tar.zst and sha256 SHA256, with the
 // contract's defaults (the world claim is not the verify's).
@@ -91,7 +91,7 @@ func DefaultVerify() jobspec.Verify {
 }
 
 // DefaultPrune is the resolved prune of the required inputs server
-// survival, runId prune-20250601, image ghcr.io/worldbackup/archiver:v0.1.0,
+// survival, runId prune-20250601, image ghcr.io/worldbackup/worldbackup-archiver:v0.1.0,
 // backupClaimName world-backups and retention {keepDaily: 7, minKeep: 3},
 // with the contract's defaults.
 func DefaultPrune() jobspec.Prune {

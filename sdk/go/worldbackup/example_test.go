@@ -13,7 +13,7 @@ func ExampleNewWorldBackup() {
 		backup, err := worldbackup.NewWorldBackup(ctx, "survival", &worldbackup.WorldBackupArgs{
 			Server:          "survival",
 			RunId:           pulumi.String("nightly-2026-12-01"),
-			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			Image:           pulumi.String("ghcr.io/worldbackup/worldbackup-archiver:v0.1.0"),
 			BackupClaimName: pulumi.String("world-backups"),
 			SecurityMode:    worldbackup.SecurityModeRestricted,
 			Rcon:            &worldbackup.RconArgs{ChartRelease: pulumi.String("survival")},
@@ -35,7 +35,7 @@ func ExampleNewWorldRestore() {
 		backup, err := worldbackup.NewWorldBackup(ctx, "survival", &worldbackup.WorldBackupArgs{
 			Server:          "survival",
 			RunId:           pulumi.String("before-restore"),
-			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			Image:           pulumi.String("ghcr.io/worldbackup/worldbackup-archiver:v0.1.0"),
 			BackupClaimName: pulumi.String("world-backups"),
 		})
 		if err != nil {
@@ -44,7 +44,7 @@ func ExampleNewWorldRestore() {
 		_, err = worldbackup.NewWorldRestore(ctx, "creative-from-survival", &worldbackup.WorldRestoreArgs{
 			Server:          "creative",
 			RunId:           pulumi.String("restore-1"),
-			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			Image:           pulumi.String("ghcr.io/worldbackup/worldbackup-archiver:v0.1.0"),
 			BackupClaimName: pulumi.String("world-backups"),
 			ArchiveRef:      backup.ArchiveRef,
 			Sha256:          backup.SHA256,
@@ -63,7 +63,7 @@ func ExampleNewWorldBackupSchedule() {
 		}
 		_, err = worldbackup.NewWorldBackupSchedule(ctx, "survival-nightly", &worldbackup.WorldBackupScheduleArgs{
 			Server:          "survival",
-			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			Image:           pulumi.String("ghcr.io/worldbackup/worldbackup-archiver:v0.1.0"),
 			BackupClaimName: pulumi.String("world-backups"),
 			Schedule:        "0 4 * * *",
 			TimeZone:        "Europe/Berlin",
@@ -79,7 +79,7 @@ func ExampleNewWorldPrune() {
 		_, err := worldbackup.NewWorldPrune(ctx, "survival-prune", &worldbackup.WorldPruneArgs{
 			Server:          "survival",
 			RunId:           pulumi.String("prune-2026-12"),
-			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			Image:           pulumi.String("ghcr.io/worldbackup/worldbackup-archiver:v0.1.0"),
 			BackupClaimName: pulumi.String("world-backups"),
 			Retention:       &worldbackup.RetentionArgs{KeepWeekly: pulumi.Int(4), MinKeep: pulumi.Int(3)},
 			DryRun:          true,
@@ -95,7 +95,7 @@ func ExampleNewWorldVerifySchedule() {
 	pulumi.Run(func(ctx *pulumi.Context) error {
 		_, err := worldbackup.NewWorldVerifySchedule(ctx, "survival-check", &worldbackup.WorldVerifyScheduleArgs{
 			Server:          "survival",
-			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			Image:           pulumi.String("ghcr.io/worldbackup/worldbackup-archiver:v0.1.0"),
 			BackupClaimName: pulumi.String("world-backups"),
 			ChunkSample:     pulumi.String("10%"),
 			ScratchSize:     pulumi.String("20Gi"),
@@ -111,7 +111,7 @@ func ExampleNewWorldVerify() {
 		backup, err := worldbackup.NewWorldBackup(ctx, "survival", &worldbackup.WorldBackupArgs{
 			Server:          "survival",
 			RunId:           pulumi.String("2026-12-02"),
-			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			Image:           pulumi.String("ghcr.io/worldbackup/worldbackup-archiver:v0.1.0"),
 			BackupClaimName: pulumi.String("world-backups"),
 		})
 		if err != nil {
@@ -120,7 +120,7 @@ func ExampleNewWorldVerify() {
 		_, err = worldbackup.NewWorldVerify(ctx, "survival-verify", &worldbackup.WorldVerifyArgs{
 			Server:          "survival",
 			RunId:           pulumi.String("2026-12-02.verify"),
-			Image:           pulumi.String("ghcr.io/worldbackup/archiver:v0.1.0"),
+			Image:           pulumi.String("ghcr.io/worldbackup/worldbackup-archiver:v0.1.0"),
 			BackupClaimName: pulumi.String("world-backups"),
 			ArchiveRef:      backup.ArchiveRef,
 			Sha256:          backup.SHA256,
