@@ -65,6 +65,25 @@ tar_gz() {
     -cf - "$@" | gzip -n -9 >"$archive"
 }
 
+# What the SDKs need, checked before the plugin builds (minutes each).
+gen=$WB_TOOLS/bin/pulumi-sdkgen
+modules=$WB_TOOLS/sdk-node/node_modules
+for sdk in $sdks; do
+  [ -x "$gen" ] || { say "no SDK generator at $gen: run scripts/sdks.sh tools"; exit 1; }
+  case $sdk in
+    nodejs)
+      [ -d "$modules" ] || { say "no TypeScript compiler in $modules: run scripts/sdks.sh tools"; exit 1; }
+      for c in node npm; do
+        command -v "$c" >/dev/null || { say "the TypeScript SDK needs $c (apt-get install -y nodejs npm), or DIST_SDKS=python"; exit 1; }
+      done
+      ;;
+    python)
+      command -v python3 >/dev/null || { say "the Python SDK needs python3 (apt-get install -y python3), or DIST_SDKS=nodejs"; exit 1; }
+      ;;
+    *) say "unknown SDK $sdk in DIST_SDKS: want nodejs or python"; exit 2 ;;
+  esac
+done
+
 hostbin=
 for target in $targets; do
   os=${target%/*} arch=${target#*/}
@@ -93,8 +112,6 @@ if [ -n "$sdks" ]; then
   got=$("$hostbin" -version)
   [ "$got" = "$version" ] || { say "the plugin says version $got, want $version"; exit 1; }
   "$hostbin" -schema >"$work/schema.json"
-  gen=$WB_TOOLS/bin/pulumi-sdkgen
-  [ -x "$gen" ] || { say "no SDK generator at $gen: run scripts/sdks.sh tools"; exit 1; }
 fi
 
 for sdk in $sdks; do
@@ -105,8 +122,6 @@ for sdk in $sdks; do
       # Compiled as Pulumi's own packages are (tsc into bin/, package.json
       # beside it), then packed from bin/ so the package holds JavaScript and
       # declarations, not TypeScript sources.
-      modules=$WB_TOOLS/sdk-node/node_modules
-      [ -d "$modules" ] || { say "no TypeScript compiler in $modules: run scripts/sdks.sh tools"; exit 1; }
       ln -s "$modules" "$dir/node_modules"
       (cd "$dir" && node node_modules/typescript/bin/tsc -p tsconfig.json)
       install -m 0644 "$dir/package.json" "$dir/README.md" "$dir/bin/"

@@ -119,8 +119,8 @@ type WorldBackupArgs struct {
 }
 
 // WorldRestoreArgs are the inputs of a WorldRestore (see
-// provider.WorldRestoreArgs). Server, RunId, Image, ArchiveRef and Sha256
-// are required.
+// provider.WorldRestoreArgs). Server, RunId and Image are required, and
+// either ArchiveRef with Sha256 or FromRun (a run ID, or latest).
 type WorldRestoreArgs struct {
 	Server             string
 	RunId              pulumi.StringInput
