@@ -20,8 +20,20 @@ import (
 
 // RunLatest is the run reference of a server's newest successful run: the
 // newest row of the server in the catalog that did not finish in the
-// future (see the catalog's FutureTolerance).
+// future (see the catalog's FutureTolerance) and is not a backup made just
+// before a restore (IsPreRestore).
 const RunLatest = "latest"
+
+// PreRestorePrefix starts the part of a run ID that marks a backup saving
+// a world just before a restore replaces it: the program's
+// <cluster>.<server>.pre-restore-<restore>. RunLatest passes over such
+// runs (IsPreRestore): a restore of latest restores the newest backup made
+// before it was asked for, not the world it replaces.
+const PreRestorePrefix = "pre-restore-"
+
+// IsPreRestore reports whether runID is such a backup's run ID: it holds
+// "." + PreRestorePrefix.
+func IsPreRestore(runID string) bool { return strings.Contains(runID, "."+PreRestorePrefix) }
 
 // CheckRunRef reports whether ref is a valid run reference: RunLatest or a
 // run ID (CheckRunID).

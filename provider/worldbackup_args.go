@@ -87,17 +87,6 @@ func (a WorldBackupArgs) Validate() error {
 	return err
 }
 
-// PlannedArchiveRef returns the archiveRef a's run will have (the archive,
-// or a chunked run's manifest, its Job writes), once a is valid.
-func (a WorldBackupArgs) PlannedArchiveRef() (string, error) {
-	a, err := settleSync("worldbackup", a)
-	if err != nil {
-		return "", err
-	}
-	r, err := a.resolve()
-	return r.ArchiveRef, err
-}
-
 // Job returns the backup Job builder's arguments of a: its inputs with their
 // defaults, validated (the same *InputError as Validate).
 func (a WorldBackupArgs) Job() (jobspec.Backup, error) {

@@ -16,8 +16,8 @@ import (
 var ErrOtherServer = errors.New("the run belongs to another server")
 
 // ErrNoRun is wrapped by Resolve's error for RunLatest when the server has
-// no successful run (none at all, or only runs finished in the future or
-// whose archives a prune found missing).
+// no successful run (none at all, or only runs finished in the future,
+// whose archives a prune found missing, or made just before a restore).
 var ErrNoRun = errors.New("the server has no successful run")
 
 // Resolve returns the run that ref (a run reference, jobapi.CheckRunRef)
@@ -25,7 +25,8 @@ var ErrNoRun = errors.New("the server has no successful run")
 // jobapi.RunLatest the server's newest run (by Record.EndedAt: a run
 // recorded by a node whose clock was behind is as new as its row) that
 // finished at most FutureTolerance after now and whose archive no prune
-// found missing from the store (MarkMissing): the newest that can be
+// found missing from the store (MarkMissing), and that is not a backup
+// made just before a restore (jobapi.IsPreRestore): the newest that can be
 // restored, as status and the exporter count them. The errors wrap ErrNotFound
 // (no such run ID), ErrOtherServer (a run of another server) and ErrNoRun
 // (latest of a server without a run).
@@ -48,8 +49,9 @@ func (db *DB) Resolve(ctx context.Context, server, ref string, now time.Time) (R
 	// The newest run held first; a run found missing only when every
 	// run is, to name it in the error.
 	rows, _ := db.pool.Query(ctx, `SELECT `+columns+` FROM world_backups
-		WHERE server = $1 AND finished_at <= $2
-		ORDER BY missing_since IS NULL DESC, `+endedAtSQL+` DESC, id DESC LIMIT 1`, server, now.Add(FutureTolerance))
+		WHERE server = $1 AND finished_at <= $2 AND strpos(run_id, $3) = 0
+		ORDER BY missing_since IS NULL DESC, `+endedAtSQL+` DESC, id DESC LIMIT 1`,
+		server, now.Add(FutureTolerance), "."+jobapi.PreRestorePrefix)
 	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Record])
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, fmt.Errorf("server %q: %w", server, ErrNoRun)

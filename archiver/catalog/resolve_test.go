@@ -19,6 +19,8 @@ func TestResolve(t *testing.T) {
 		record("alpha-future", "alpha", now.Add(FutureTolerance+time.Hour)), // a node with a wrong clock
 		record("beta-1", "beta", now.Add(-3*time.Hour)),
 		record("gamma-future", "gamma", now.Add(2*FutureTolerance)),
+		record("c.alpha.pre-restore-abc", "alpha", now.Add(-time.Minute)), // the world a restore replaced
+		record("c.epsilon.pre-restore-abc", "epsilon", now.Add(-time.Minute)),
 	} {
 		if _, err := db.Insert(ctx, r); err != nil {
 			t.Fatal(err)
@@ -29,7 +31,9 @@ func TestResolve(t *testing.T) {
 		want              string
 		err               error
 	}{
-		{name: "latest is the newest run not in the future", server: "alpha", ref: jobapi.RunLatest, want: "alpha-2"},
+		{name: "latest is the newest run not in the future nor before a restore", server: "alpha", ref: jobapi.RunLatest, want: "alpha-2"},
+		{name: "a run before a restore by its ID", server: "alpha", ref: "c.alpha.pre-restore-abc", want: "c.alpha.pre-restore-abc"},
+		{name: "server with only a run before a restore", server: "epsilon", ref: jobapi.RunLatest, err: ErrNoRun},
 		{name: "a run ID", server: "alpha", ref: "alpha-1", want: "alpha-1"},
 		{name: "latest of another server", server: "beta", ref: jobapi.RunLatest, want: "beta-1"},
 		{name: "unknown run ID", server: "alpha", ref: "nope", err: ErrNotFound},

@@ -223,6 +223,12 @@ func (c Config) server(name string) Server {
 	return Server{Name: name}
 }
 
+// backsUp reports whether the program backs server name up (it is in
+// Servers): then a restore of it is preceded by a backup (preRestoreBackup).
+func (c Config) backsUp(name string) bool {
+	return slices.ContainsFunc(c.Servers, func(s Server) bool { return s.Name == name })
+}
+
 // Restore asks for one archive to be restored into a server's world. The
 // archive ref and checksum come from the catalog (`archiver list`) or from a
 // WorldBackup's archiveRef output and its row.
@@ -531,7 +537,7 @@ func (c Config) Validate() error {
 			add("servers[%d].prune.runId is required: it names the prune's Job, and a new one prunes again, e.g. `pulumi config set --path 'worldbackup:servers[%d].prune.runId' p1`", i, i)
 		}
 		if s.Verify != nil && !s.Verify.scheduled() && (c.RenderDir != "" || c.SkipAwait) {
-			add("servers[%d].verify needs the checksum this run's backup reports, which `pulumi up` reads only when it waits for the backup: unset worldbackup:renderDir and worldbackup:skipAwait, or verify the newest run on a schedule instead (servers[%d].verify.schedule, e.g. @daily-random), or remove servers[%d].verify", i, i, i)
+			add("servers[%d].verify needs this run's backup recorded before the verify's Job looks it up, which `pulumi up` makes sure of only when it waits for the backup: unset worldbackup:renderDir and worldbackup:skipAwait, or verify the newest run on a schedule instead (servers[%d].verify.schedule, e.g. @daily-random), or remove servers[%d].verify", i, i, i)
 		}
 		if v := s.Verify; v != nil && !v.scheduled() && (v.TimeZone != "" || v.Spread != "") {
 			add("servers[%d].verify.timeZone and .spread go with servers[%d].verify.schedule: set a schedule, or remove them", i, i)
@@ -652,6 +658,15 @@ func (c Config) checkNames() []error {
 					yield(cl.Name, fmt.Sprintf("clusters[%d] (%s) with servers[%d] (%s)", ci, cl.Name, si, s.Name), resourceName(cl.Name, s.Name, ""))
 				}
 			}
+			// The backups before restores (preRestoreBackup), told apart
+			// from their cluster's own: a server named lobby-pre-restore
+			// would share the name of lobby's.
+			for ri, r := range c.Restores {
+				if cl := c.clusterOf(r); cl != "" && c.backsUp(r.Server) {
+					yield(cl+" (before a restore)", fmt.Sprintf("restores[%d] (%s in cluster %s, its backup before the restore)", ri, r.Server, cl),
+						resourceName(cl, r.Server, suffixPreRestore))
+				}
+			}
 		}},
 		{"restore", func(yield func(string, string, string)) {
 			for ri, r := range c.Restores {
@@ -669,7 +684,7 @@ func (c Config) checkNames() []error {
 			case !dup:
 				first[name], firstCluster[name] = entry, cluster
 			case firstCluster[name] != cluster: // the same cluster's duplicates are refused as such
-				errs = append(errs, fmt.Errorf("%s:%s and %s would both name the %s resource %q, which Pulumi refuses: rename a cluster or a server so that <cluster>-<server> differs",
+				errs = append(errs, fmt.Errorf("%s:%s and %s would both name the %s resource %q, which Pulumi refuses: rename a cluster or a server so that the names differ",
 					Namespace, prev, entry, kind.what, name))
 			}
 		})
@@ -789,9 +804,13 @@ func (c Config) checkRunIDs() []error {
 		if r.RunID == "" && r.byRun() {
 			key = fmt.Sprintf("restores[%d].fromRun", i)
 		}
+		saved := c.backsUp(r.Server)
 		for _, cl := range c.Clusters {
 			if cl.Name == c.clusterOf(r) {
 				check(cl, r.Server, r.trigger(), key)
+				if saved { // the backup before the restore (preRestoreBackup)
+					check(cl, r.Server, r.preTrigger(), key)
+				}
 			}
 		}
 	}

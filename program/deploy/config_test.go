@@ -62,6 +62,11 @@ func TestParseConfig(t *testing.T) {
 		{"derived restore run ID too long", func(m map[string]string) {
 			m["worldbackup:restores"] = `[{"server":"lobby","fromRun":"` + strings.Repeat("f", 120) + `"}]`
 		}, []string{"worldbackup:restores[0].fromRun makes the run ID default.lobby.restore-"}},
+		{"derived run ID of the backup before a restore too long", func(m map[string]string) {
+			// default.lobby.restore-<105> is 127; the backup before it,
+			// default.lobby.pre-restore-<105>, 131.
+			m["worldbackup:restores"] = `[{"server":"lobby","fromRun":"` + strings.Repeat("f", 105) + `"}]`
+		}, []string{"worldbackup:restores[0].fromRun makes the run ID default.lobby.pre-restore-" + strings.Repeat("f", 105), "131 characters long"}},
 		{"restore without checksum", func(m map[string]string) {
 			m["worldbackup:restores"] = `[{"server":"lobby","archiveRef":"/backups/lobby/a.tar.zst"}]`
 		}, []string{"restores[0] (lobby) needs fromRun (a run ID, or latest", "or archiveRef and sha256"}},
@@ -125,6 +130,10 @@ func TestParseConfig(t *testing.T) {
 			m["worldbackup:clusters"] = `[{"name":"eu"},{"name":"eu-west"}]`
 			m["worldbackup:restores"] = `[{"server":"west-hub","cluster":"eu","fromRun":"latest"},{"server":"hub","cluster":"eu-west","fromRun":"latest"}]`
 		}, []string{`restores[0] (west-hub in cluster eu) and restores[1] (hub in cluster eu-west) would both name the restore resource "eu-west-hub-restore"`}},
+		{"a server named as another's backup before a restore", func(m map[string]string) {
+			m["worldbackup:servers"] = `[{"name":"lobby"},{"name":"lobby-pre-restore"}]`
+			m["worldbackup:restores"] = `[{"server":"lobby","fromRun":"latest"}]`
+		}, []string{`clusters[0] (default) with servers[1] (lobby-pre-restore) and restores[0] (lobby in cluster default, its backup before the restore) would both name the backup resource "default-lobby-pre-restore"`}},
 		{"restored twice, once naming the only cluster", func(m map[string]string) {
 			m["worldbackup:restores"] = `[{"server":"lobby","fromRun":"latest"},{"server":"lobby","cluster":"default","fromRun":"r1"}]`
 		}, []string{"restores[1]: lobby is restored twice"}},
@@ -515,7 +524,7 @@ func TestPruneIsDeclared(t *testing.T) {
 		t.Fatalf("a verify: %+v, %v", cfg.Servers, err)
 	}
 	m["worldbackup:skipAwait"] = "true"
-	if _, err := ParseConfig(getter(m), nil); err == nil || !strings.Contains(err.Error(), "servers[0].verify needs the checksum") {
+	if _, err := ParseConfig(getter(m), nil); err == nil || !strings.Contains(err.Error(), "servers[0].verify needs this run's backup recorded") {
 		t.Fatalf("a verify with skipAwait: %v", err)
 	}
 	m["worldbackup:servers"] = `[{"name":"lobby","verify":{"schedule":"@daily-random","timeZone":"Europe/Berlin"}}]`
@@ -685,7 +694,7 @@ func TestServerLimitsHoldForEveryJob(t *testing.T) {
 		"backup":          backupArgs(c, cl, s).JobInputs,
 		"restore":         restoreArgs(c, cl, c.Restores[0], pulumi.String("latest")).JobInputs,
 		"prune":           pruneArgs(c, cl, s, c.longestDeadlines()).JobInputs,
-		"verify":          verifyArgs(c, cl, s, &provider.WorldBackup{}).JobInputs,
+		"verify":          verifyArgs(c, cl, s, nil).JobInputs,
 		"verify schedule": verifyScheduleArgs(c, cl, s).JobInputs,
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -722,7 +731,7 @@ func TestImagePullSecretsForEveryPod(t *testing.T) {
 		"backup":          backupArgs(c, cl, s).ImagePullSecrets,
 		"restore":         restoreArgs(c, cl, c.Restores[0], pulumi.String("latest")).ImagePullSecrets,
 		"prune":           pruneArgs(c, cl, s, c.longestDeadlines()).ImagePullSecrets,
-		"verify":          verifyArgs(c, cl, s, &provider.WorldBackup{}).ImagePullSecrets,
+		"verify":          verifyArgs(c, cl, s, nil).ImagePullSecrets,
 		"verify schedule": verifyScheduleArgs(c, cl, s).ImagePullSecrets,
 		"metrics":         metricsArgs(c, cl).ImagePullSecrets,
 	} {

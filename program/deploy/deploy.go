@@ -55,15 +55,18 @@ func configKeys() []string {
 // Deploy declares the backups and restores that cfg asks for and exports
 // `backups` (one entry per backup with its cluster, server, runId, namespace,
 // jobName, archiveRef and what the run reported: status, sha256, sizeBytes)
-// and `restores` (the same for each restore, with its status), and, when
+// and `restores` (the same for each restore, with its status and, for a
+// server this program backs up, preRestoreRunId, preRestoreArchiveRef and
+// preRestoreStatus: the backup before it), and, when
 // servers ask for them, `schedules` (cluster, server, schedule, cronSchedule
 // (the schedule with its spread), namespace, cronJobName) and `prunes` (cluster, server, runId, namespace, jobName,
 // status).
 //
 // A restore of a server that is also backed up in the same cluster waits for
-// that backup, whose archiveRef Output carries the restore's archive: the
-// world is saved before it is replaced (Validate refuses skipAwait then,
-// which would break that order).
+// a backup of its own (preRestoreBackup), after this run's, whose
+// archiveRef Output carries the restore's archive: the world is saved
+// before it is replaced (Validate refuses skipAwait then, which would break
+// that order).
 //
 // When deploying (not rendering), each component looks up at preview what
 // its Job needs in its cluster, with the cluster's kubeconfig and context,
@@ -126,12 +129,12 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 				verifySchedules = append(verifySchedules, pulumi.Map{"cluster": pulumi.String(cl.Name), "server": pulumi.String(s.Name),
 					"cronJobName": vs.CronJobName, "namespace": vs.Namespace, "cronSchedule": vs.CronSchedule})
 			case s.Verify != nil:
-				// The archive and checksum are this run's backup's outputs:
-				// the verify waits for it (a data dependency). They are
-				// unknown at preview, which would put off every check of the
-				// verify's inputs to `pulumi up`, after the backup ran: so
-				// its inputs are checked first with the archive the backup
-				// will write.
+				// A verify by run of this run's backup, which it waits for
+				// (its fromRun comes through the backup's archiveRef
+				// Output). That is unknown at preview, which would put off
+				// every check of the verify's inputs to `pulumi up`, after
+				// the backup ran: so its inputs are checked first with the
+				// plain run ID.
 				if err := checkVerifyPlain(cfg, cl, s); err != nil {
 					return fmt.Errorf("cluster %s, server %s, verify: %w", cl.Name, s.Name, err)
 				}
@@ -153,14 +156,18 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 				v = r.FromRun
 			}
 			var ref pulumi.StringInput = pulumi.String(v)
+			var pre *provider.WorldBackup
 			if b, ok := saved[r.Server]; ok {
-				// The restore's archive (or run) comes through this run's
-				// backup's archiveRef Output, so the restore waits for the
-				// backup (which saves the world it replaces): a data
+				if pre, err = preRestoreBackup(ctx, cfg, cl, r, b, k8s); err != nil {
+					return fmt.Errorf("cluster %s, restore of %s, the backup before it: %w", cl.Name, r.Server, err)
+				}
+				// The restore's archive (or run) comes through that
+				// backup's archiveRef Output, so the restore waits for it
+				// (it saves the world the restore replaces): a data
 				// dependency, not DependsOn. The archive is the entry's, not
 				// the new one; latest is resolved when the restore Job runs,
 				// after the backup.
-				ref = b.ArchiveRef.ApplyT(func(string) string { return v }).(pulumi.StringOutput)
+				ref = pre.ArchiveRef.ApplyT(func(string) string { return v }).(pulumi.StringOutput)
 				// Unknown at preview, so checked first with the value it
 				// carries (else every check waits for `pulumi up`).
 				if err := restoreArgs(cfg, cl, r, pulumi.String(v)).Validate(); err != nil {
@@ -173,6 +180,9 @@ func Deploy(ctx *pulumi.Context, cfg Config) error {
 			}
 			out := outputs(cl.Name, r.Server, w.RunID, w.Namespace, w.JobName, w.ArchiveRef)
 			out["status"] = w.Status
+			if pre != nil {
+				out["preRestoreRunId"], out["preRestoreArchiveRef"], out["preRestoreStatus"] = pre.RunID, pre.ArchiveRef, pre.Status
+			}
 			restores = append(restores, out)
 		}
 	}
@@ -204,7 +214,28 @@ const (
 	suffixVerify         = "-verify"
 	suffixVerifySchedule = "-verify-schedule"
 	suffixRestore        = "-restore"
+	suffixPreRestore     = "-pre-restore" // the backup before a restore
 )
+
+// preRestoreBackup declares the backup that saves the world restore r
+// replaces, just before it. It is a run of its own,
+// <cluster>.<server>.pre-<the restore's trigger>, so the same entry backs
+// up once as it restores once: this run's backup alone does not save the
+// world when worldbackup:runId did not change since it ran (days of play
+// would be replaced unsaved). It starts after this run's backup b (a data
+// dependency through its run ID: two backups of one world at once would
+// quiesce the game at cross purposes); its inputs are checked first with
+// the plain run ID, which is unknown at preview.
+func preRestoreBackup(ctx *pulumi.Context, cfg Config, cl Cluster, r Restore, b *provider.WorldBackup, k8s pulumi.ProviderResource) (*provider.WorldBackup, error) {
+	a := backupArgs(cfg, cl, cfg.server(r.Server))
+	id := RunID(cl.Name, r.Server, r.preTrigger())
+	a.RunID = pulumi.String(id)
+	if err := a.Validate(); err != nil {
+		return nil, err
+	}
+	a.RunID = b.ArchiveRef.ApplyT(func(string) string { return id }).(pulumi.StringOutput)
+	return provider.NewWorldBackup(ctx, resourceName(cl.Name, r.Server, suffixPreRestore), a, pulumi.Provider(k8s))
+}
 
 // resourceName is the Pulumi name of a component of server in cluster,
 // <cluster>-<server><suffix>: unique for each type, which Config.Validate
@@ -236,15 +267,26 @@ func RunID(cluster, server, trigger string) string {
 func (r Restore) trigger() string {
 	switch {
 	case r.RunID != "":
-		return "restore-" + r.RunID
+		return restorePrefix + r.RunID
 	case r.byRun():
-		return "restore-" + r.FromRun
+		return restorePrefix + r.FromRun
 	}
 	sum := r.SHA256
 	if len(sum) > 12 {
 		sum = sum[:12]
 	}
-	return "restore-" + sum
+	return restorePrefix + sum
+}
+
+// restorePrefix starts a restore's trigger.
+const restorePrefix = "restore-"
+
+// preTrigger is the part of the run ID of the backup before restore r
+// (preRestoreBackup) that its entry gives: pre-restore-<what the
+// restore's trigger names>, the mark that a restore of latest passes over
+// (jobapi.IsPreRestore).
+func (r Restore) preTrigger() string {
+	return jobapi.PreRestorePrefix + strings.TrimPrefix(r.trigger(), restorePrefix)
 }
 
 // RenderPath is the folder one cluster's manifests are rendered into.
@@ -457,53 +499,33 @@ func pruneArgs(cfg Config, cl Cluster, s Server, longest map[string]deadline) pr
 	return a
 }
 
-// verifyArgs are the inputs of server s's WorldVerify in cluster cl: the
-// archive and checksum of its backup b of this run (none when b is nil),
-// the backup's claim or S3 store, image, identity and placement (no world),
-// the verify's own.
+// verifyArgs are the inputs of server s's WorldVerify in cluster cl: a
+// verify by run of its backup of this run, after that backup b (a data
+// dependency through fromRun; plain when b is nil). By run, not by the
+// backup's archiveRef and sha256 outputs: those are read from the backup
+// pod's termination message, which is gone once the node garbage-collects
+// the pod, and a verify fed an empty checksum would fail every later
+// `pulumi up`; the run ID is the config's, and the Job's init container
+// looks the run up in the catalog.
 func verifyArgs(cfg Config, cl Cluster, s Server, b *provider.WorldBackup) provider.WorldVerifyArgs {
-	j := jobInputs(cfg, cl, s, RunID(cl.Name, s.Name, cfg.RunID+".verify"))
-	j.WorldClaimName = nil // a verify mounts no world
-	a := provider.WorldVerifyArgs{
-		JobInputs:               j,
-		ChunkSample:             pulumi.String(s.Verify.ChunkSample),
-		ScratchSize:             pulumi.String(s.Verify.ScratchSize),
-		ScratchStorageClassName: pulumi.String(s.Verify.ScratchStorageClassName),
-		Store:                   cfg.storeOf(s).args(),
-		Encryption:              s.Encryption.args(),
-	}
+	run := RunID(cl.Name, s.Name, cfg.RunID)
+	var from pulumi.StringInput = pulumi.String(run)
 	if b != nil {
-		a.ArchiveRef, a.SHA256 = b.ArchiveRef, b.SHA256
+		from = b.ArchiveRef.ApplyT(func(string) string { return run }).(pulumi.StringOutput)
 	}
-	if a.Store != nil {
-		a.BackupClaimName = nil // an S3 verify mounts no backup claim
-	}
-	return a
+	return verifyByRun(cfg, cl, s, RunID(cl.Name, s.Name, cfg.RunID+".verify"), from)
 }
 
-// checkVerifyPlain validates the inputs of server s's WorldVerify in cluster
-// cl with the archive its backup of this run will write and a stand-in
-// checksum in place of the backup's outputs.
-func checkVerifyPlain(cfg Config, cl Cluster, s Server) error {
-	ref, err := backupArgs(cfg, cl, s).PlannedArchiveRef()
-	if err != nil {
-		return nil // the backup's own constructor reports it
-	}
-	a := verifyArgs(cfg, cl, s, nil)
-	a.ArchiveRef, a.SHA256 = pulumi.String(ref), pulumi.String(strings.Repeat("0", 64))
-	return a.Validate()
-}
-
-// verifyScheduleArgs are the inputs of server s's WorldVerifySchedule in
-// cluster cl: a verify by run of its newest run (resolved by each Job's init
-// container from the server's store), with the verify's settings and the
-// schedule, spread by <cluster>/<server> as the backup schedule is.
-func verifyScheduleArgs(cfg Config, cl Cluster, s Server) provider.WorldVerifyScheduleArgs {
-	j := jobInputs(cfg, cl, s, RunID(cl.Name, s.Name, "verify-schedule"))
+// verifyByRun are the inputs of a WorldVerify of server s in cluster cl
+// whose own run ID is runID, verifying the run fromRun (resolved by the
+// Job's init container from the server's store): the backup's claim or S3
+// store, image, identity and placement (no world), the verify's own.
+func verifyByRun(cfg Config, cl Cluster, s Server, runID string, fromRun pulumi.StringInput) provider.WorldVerifyArgs {
+	j := jobInputs(cfg, cl, s, runID)
 	j.WorldClaimName = nil // a verify mounts no world
 	a := provider.WorldVerifyArgs{
 		JobInputs:               j,
-		ByRunInputs:             provider.ByRunInputs{FromRun: pulumi.String(jobapi.RunLatest)},
+		ByRunInputs:             provider.ByRunInputs{FromRun: fromRun},
 		ChunkSample:             pulumi.String(s.Verify.ChunkSample),
 		ScratchSize:             pulumi.String(s.Verify.ScratchSize),
 		ScratchStorageClassName: pulumi.String(s.Verify.ScratchStorageClassName),
@@ -514,6 +536,21 @@ func verifyScheduleArgs(cfg Config, cl Cluster, s Server) provider.WorldVerifySc
 		a.Store = store
 		a.BackupClaimName = nil // an S3 verify mounts no backup claim
 	}
+	return a
+}
+
+// checkVerifyPlain validates the inputs of server s's WorldVerify in cluster
+// cl with the plain run ID in place of the backup's output (unknown at
+// preview).
+func checkVerifyPlain(cfg Config, cl Cluster, s Server) error {
+	return verifyArgs(cfg, cl, s, nil).Validate()
+}
+
+// verifyScheduleArgs are the inputs of server s's WorldVerifySchedule in
+// cluster cl: a verify by run of its newest run, with the verify's settings
+// and the schedule, spread by <cluster>/<server> as the backup schedule is.
+func verifyScheduleArgs(cfg Config, cl Cluster, s Server) provider.WorldVerifyScheduleArgs {
+	a := verifyByRun(cfg, cl, s, RunID(cl.Name, s.Name, "verify-schedule"), pulumi.String(jobapi.RunLatest))
 	return provider.WorldVerifyScheduleArgs{WorldVerifyArgs: a, ScheduleInputs: provider.ScheduleInputs{
 		Schedule: s.Verify.Schedule, TimeZone: s.Verify.TimeZone, Spread: s.Verify.Spread, SpreadKey: naming.SpreadKey(cl.Name, s.Name)}}
 }

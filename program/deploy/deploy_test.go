@@ -31,10 +31,13 @@ func (r *recorder) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) 
 	return args.Args, nil
 }
 
-// TestRestoreAfterBackupTakesItsArchiveRef: a restore of a server this run
-// backs up takes the backup's archiveRef Output instead of DependsOn: its
-// Job restores the configured archive and depends on the backup's Job, at
-// preview and at up.
+// TestRestoreAfterBackupTakesItsArchiveRef: a restore of a server this
+// program backs up is preceded by a backup of its own run
+// (<cluster>.<server>.pre-<trigger>), which saves the world it replaces
+// also when worldbackup:runId did not change (this run's backup then ran
+// days ago); that backup starts after this run's backup. Both orders are
+// data dependencies (the archiveRef Outputs), at preview and at up, and
+// the restore Job restores the configured archive.
 func TestRestoreAfterBackupTakesItsArchiveRef(t *testing.T) {
 	sum := strings.Repeat("c", 64)
 	cfg := Config{Image: "img:1", BackupClaim: "backups", RunID: "r1", SecurityMode: "baseline",
@@ -42,6 +45,13 @@ func TestRestoreAfterBackupTakesItsArchiveRef(t *testing.T) {
 		Clusters:  []Cluster{{Name: "default"}},
 		Restores:  []Restore{{Server: "lobby", ArchiveRef: "/backups/lobby/old.tar.zst", SHA256: sum}},
 		RenderDir: "/tmp/unused"} // render mode: no preflight against a cluster
+	dependsOn := func(r *pulumi.MockResourceArgs, name string) bool {
+		deps := slices.Clone(r.RegisterRPC.GetDependencies())
+		for _, pd := range r.RegisterRPC.GetPropertyDependencies() {
+			deps = append(deps, pd.GetUrns()...)
+		}
+		return slices.ContainsFunc(deps, func(u string) bool { return strings.HasSuffix(u, "::"+name) })
+	}
 	for _, dryRun := range []bool{true, false} {
 		t.Run(map[bool]string{true: "preview", false: "up"}[dryRun], func(t *testing.T) {
 			rec := &recorder{}
@@ -50,29 +60,29 @@ func TestRestoreAfterBackupTakesItsArchiveRef(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var restore *pulumi.MockResourceArgs
-			var backupJobURN string
+			jobs := map[string]*pulumi.MockResourceArgs{}
 			for i, r := range rec.regs {
-				switch r.Name {
-				case "default-lobby-restore-job":
-					restore = &rec.regs[i]
-				case "default-lobby-job":
-					backupJobURN = "::default-lobby-job"
-				}
+				jobs[r.Name] = &rec.regs[i]
 			}
-			if restore == nil || backupJobURN == "" {
-				t.Fatalf("registered %d resources, want the backup's and the restore's Jobs", len(rec.regs))
+			restore, pre, backup := jobs["default-lobby-restore-job"], jobs["default-lobby-pre-restore-job"], jobs["default-lobby-job"]
+			if restore == nil || pre == nil || backup == nil {
+				t.Fatalf("registered %d resources, want the backup's, the pre-restore backup's and the restore's Jobs", len(rec.regs))
 			}
 			b, _ := json.Marshal(restore.Inputs.Mappable())
 			if !strings.Contains(string(b), `"/backups/lobby/old.tar.zst"`) {
 				t.Errorf("the restore Job does not restore the configured archive: %s", b)
 			}
-			deps := slices.Clone(restore.RegisterRPC.GetDependencies())
-			for _, pd := range restore.RegisterRPC.GetPropertyDependencies() {
-				deps = append(deps, pd.GetUrns()...)
+			if !dependsOn(restore, "default-lobby-pre-restore-job") {
+				t.Error("the restore Job does not wait for the backup before it")
 			}
-			if !slices.ContainsFunc(deps, func(u string) bool { return strings.HasSuffix(u, backupJobURN) }) {
-				t.Errorf("restore Job dependencies = %q, want the backup's Job", deps)
+			if !dependsOn(pre, "default-lobby-job") {
+				t.Error("the backup before the restore does not wait for this run's backup")
+			}
+			if !dryRun {
+				b, _ := json.Marshal(pre.Inputs.Mappable())
+				if want := `"default.lobby.pre-restore-` + sum[:12] + `"`; !strings.Contains(string(b), want) {
+					t.Errorf("the backup before the restore is not run %s: %s", want, b)
+				}
 			}
 		})
 	}

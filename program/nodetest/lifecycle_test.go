@@ -103,9 +103,11 @@ func TestLifecycleOnNode(t *testing.T) {
 }
 
 // TestRestoreOnNode: a restore entry in the program's config restores the
-// archive once. Its finished Job deleted + refresh + up creates a new Job
-// that finds the restore done and leaves the world (and what the game wrote
-// since) untouched.
+// archive once, after a backup of its own has saved the world it replaces
+// (worldbackup:runId unchanged: this run's backup ran before the game wrote
+// a file, which only that backup holds). Its finished Job deleted + refresh
+// + up creates a new Job that finds the restore done and leaves the world
+// (and what the game wrote since) untouched, and backs up nothing again.
 func TestRestoreOnNode(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
@@ -139,6 +141,14 @@ func TestRestoreOnNode(t *testing.T) {
 	if restore.status != "restored" {
 		t.Errorf("restore status %q, want restored", restore.status)
 	}
+	preID := deploy.RunID("node", "lobby", "pre-restore-"+backup.sha256[:12])
+	if got := outputString(t, res.Outputs, "restores", "preRestoreRunId"); got != preID {
+		t.Errorf("restores[0].preRestoreRunId = %q, want %q", got, preID)
+	}
+	if pre := catalogRow(t, ns, preID); pre.FileCount != row.FileCount+1 {
+		t.Errorf("the backup before the restore holds %d files, want the %d of this run's backup and the one the game wrote since",
+			pre.FileCount, row.FileCount)
+	}
 	jobComplete(t, node, ns.Name, restore.jobName)
 	if _, err := os.Stat(filepath.Join(world, "written-after-backup.txt")); !os.IsNotExist(err) {
 		t.Fatalf("a file written after the backup survived the restore (stat: %v): the world was not replaced by the archive", err)
@@ -161,9 +171,20 @@ func TestRestoreOnNode(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(world, "written-after-restore.txt")); err != nil {
 		t.Errorf("the restore ran again: the file written after it is gone (%v)\npods:\n%s", err, node.PodLogs(t, ns.Name, "job-name="+restore.jobName))
 	}
-	if got := archives(t, ns); len(got) != 1 {
-		t.Errorf("%d archives, want the backup's 1: %v", len(got), got)
+	if got := archives(t, ns); len(got) != 2 {
+		t.Errorf("%d archives, want 2: this run's backup's and the one before the restore: %v", len(got), got)
 	}
+}
+
+// outputString reads field of the first entry of the stack output key.
+func outputString(t *testing.T, out auto.OutputMap, key, field string) string {
+	t.Helper()
+	list, ok := out[key].Value.([]any)
+	if !ok || len(list) == 0 {
+		t.Fatalf("stack output %s is %v, want a list", key, out[key].Value)
+	}
+	v, _ := list[0].(map[string]any)[field].(string)
+	return v
 }
 
 // outputList reads the stack output key (backups or restores).

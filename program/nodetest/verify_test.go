@@ -23,8 +23,10 @@ import (
 	"github.com/worldbackup/worldbackup/provider/jobspec"
 )
 
-// TestVerifyOnNode: servers[].verify verifies the run's backup in a Job of
-// its own that mounts no world and no Secret. A good world's archive is
+// TestVerifyOnNode: servers[].verify verifies the run's backup by its run
+// ID in a Job of its own that mounts no world, whose verify container
+// mounts no Secret (its init container alone reads the catalog). A good
+// world's archive is
 // verified, every chunk counted; after a chunk of the world is damaged, the
 // next run's backup still succeeds but its verify Job fails (exit 3),
 // `pulumi up` fails with it, and the Job's termination message names the
@@ -52,11 +54,7 @@ func TestVerifyOnNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range job.Spec.Template.Spec.Volumes {
-		if v.Secret != nil || v.Name == jobspec.WorldVolumeName {
-			t.Errorf("the verify Job mounts %q: want no world and no Secret", v.Name)
-		}
-	}
+	checkVerifyPod(t, job.Spec.Template.Spec)
 
 	regions, _ := filepath.Glob(filepath.Join(world, "world", "region", "r.*.*.mca"))
 	if len(regions) == 0 {
@@ -208,14 +206,21 @@ func scheduledVerifyPassed(t *testing.T, node *kubenode.Node, ns *kubenode.Names
 		t.Fatalf("the scheduled verify %s reported %+v (exit %d), want every chunk of a recorded run (%v) verified\n%s",
 			done.Name, got, code, recorded, node.PodLogs(t, ns.Name, selector))
 	}
-	pod := done.Spec.Template.Spec
+	checkVerifyPod(t, done.Spec.Template.Spec)
+}
+
+// checkVerifyPod: a verify by run's pod mounts no world, resolves the run
+// in its init container, and its verify container mounts no Secret (it
+// stays DB-blind).
+func checkVerifyPod(t *testing.T, pod corev1.PodSpec) {
+	t.Helper()
 	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Name != jobspec.ContainerResolve {
 		t.Fatalf("init containers %+v, want the resolve", pod.InitContainers)
 	}
 	secrets := map[string]bool{}
 	for _, v := range pod.Volumes {
 		if v.Name == jobspec.WorldVolumeName {
-			t.Errorf("the scheduled verify mounts the world")
+			t.Errorf("the verify mounts the world")
 		}
 		secrets[v.Name] = v.Secret != nil
 	}
