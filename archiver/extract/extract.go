@@ -64,7 +64,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -72,6 +71,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/worldbackup/worldbackup/archiver/regfile"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
@@ -477,18 +477,9 @@ func openArchive(ctx context.Context, o Options, path string) (io.ReadCloser, er
 		}
 		return r, nil
 	}
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening archive: %w", err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("opening archive: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("archive %s is not a regular file", path)
 	}
 	return f, nil
 }

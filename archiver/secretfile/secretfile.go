@@ -1,16 +1,17 @@
 // Package secretfile reads the files of a mounted Secret (a key, a
 // password, a webhook URL, felis.toml): regular files only (a symbolic
-// link to one, as Kubernetes mounts them), opened without blocking and
-// read up to a bound, so that a FIFO, /dev/zero or a huge file cannot make
-// the archiver wait or read forever. It is the one owner of that rule.
+// link to one, as Kubernetes mounts them; opened by regfile, without
+// blocking) read up to a bound, so that a FIFO, /dev/zero or a huge file
+// cannot make the archiver wait or read forever. It is the one owner of
+// that bound.
 package secretfile
 
 import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"syscall"
+
+	"github.com/worldbackup/worldbackup/archiver/regfile"
 )
 
 // ErrNotRegular and ErrTooLarge are Read's errors for a file that cannot be
@@ -24,19 +25,14 @@ var (
 // Its errors name the file, never its content: a missing file is the
 // *fs.PathError of the open (errors.Is(err, fs.ErrNotExist) holds).
 func Read(path string, max int64) ([]byte, error) {
-	// O_NONBLOCK: opening a FIFO must not wait for a writer.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := regfile.Open(path)
+	if errors.Is(err, regfile.ErrNotRegular) {
+		return nil, fmt.Errorf("%s %w", path, ErrNotRegular)
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s %w", path, ErrNotRegular)
-	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		clear(b)

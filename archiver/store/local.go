@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/worldbackup/worldbackup/archiver/crashguard"
+	"github.com/worldbackup/worldbackup/archiver/regfile"
 )
 
 // Permissions of what Local creates: archives hold the world, which is
@@ -260,12 +261,14 @@ func (l *Local) temps(key string) (dir string, paths []string, err error) {
 }
 
 // Open opens key's archive for reading; a missing archive gives an error
-// wrapping fs.ErrNotExist.
+// wrapping fs.ErrNotExist, anything but a regular file one wrapping
+// regfile.ErrNotRegular (a FIFO planted in the store must not block the
+// run, /dev/zero not give endless bytes).
 func (l *Local) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	return os.Open(l.Ref(key))
+	return regfile.Open(l.Ref(key))
 }
 
 // lockPoll is how often Lock retries a held lock.

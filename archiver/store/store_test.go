@@ -13,8 +13,11 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/worldbackup/worldbackup/archiver/regfile"
 )
 
 // listAll returns every name below root, relative, sorted.
@@ -416,5 +419,64 @@ func checkPut(t *testing.T, root, key string, size int64, err error, want []byte
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("the archive holds %d bytes that differ from the %d written", len(got), len(want))
+	}
+}
+
+// TestLocalOpenRefusesNonRegular: what others could plant in a folder
+// store at an archive's, manifest's or key object's name is refused at once
+// (a FIFO without a writer blocked the open, and the run with it, with the
+// game's autosave off; /dev/zero gave endless bytes); a symbolic link to a
+// regular file is read.
+func TestLocalOpenRefusesNonRegular(t *testing.T) {
+	root := t.TempDir()
+	l, err := NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "survival")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "elsewhere"), []byte("archive"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		plant   func(path string) error
+		wantErr error // nil: opens and reads "archive"
+	}{
+		{"fifo", func(p string) error { return unix.Mkfifo(p, 0o644) }, regfile.ErrNotRegular},
+		{"symlink to /dev/zero", func(p string) error { return os.Symlink("/dev/zero", p) }, regfile.ErrNotRegular},
+		{"folder", func(p string) error { return os.Mkdir(p, 0o755) }, regfile.ErrNotRegular},
+		{"symlink to a regular file", func(p string) error { return os.Symlink(filepath.Join(root, "elsewhere"), p) }, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := "survival/" + strings.NewReplacer(" ", "-", "/", "-").Replace(tt.name) + ".tar.zst"
+			if err := tt.plant(l.Ref(key)); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				rc, err := l.Open(t.Context(), key)
+				if err == nil {
+					var b []byte
+					b, err = io.ReadAll(io.LimitReader(rc, 100))
+					rc.Close()
+					if err == nil && string(b) != "archive" {
+						err = fmt.Errorf("read %q", b)
+					}
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if (tt.wantErr == nil) != (err == nil) || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) {
+					t.Fatalf("Open: %v, want %v", err, tt.wantErr)
+				}
+			case <-time.After(time.Minute): // a hang guard, not a timing assert
+				t.Fatal("Open blocked")
+			}
+		})
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/worldbackup/worldbackup/internal/gameserver"
 	"github.com/worldbackup/worldbackup/internal/pgtest"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 const rconPassword = "s3cret-rcon-pw"
@@ -367,5 +368,45 @@ func TestBackupRconConfigErrors(t *testing.T) {
 	}
 	if n := len(rows(t, e.url)); n != 0 {
 		t.Fatalf("%d runs recorded, want none", n)
+	}
+}
+
+// TestChunkedBackupPlantedFIFO: a FIFO planted in a folder store at the
+// previous chunked run's manifest blocked the backup in open(2) with the
+// game's autosave off, past its deadline and SIGTERM (a blocked open heeds
+// no context). Now it is refused at once: the run warns, stores every file
+// again, and turns autosave back on.
+func TestChunkedBackupPlantedFIFO(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateWorld(t, e.world)
+	gs, pwFile := startGame(t, e)
+	if r := archiver(t, e.backupArgs("c1")...); r.code != 0 {
+		t.Fatalf("first backup: exit %d: %s", r.code, r.stderr)
+	}
+	key, err := jobapi.ManifestKey("survival", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(e.root, key)
+	if err := os.Remove(manifest); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, done, stderr := startArchiver(t, e.backupArgs("c2", "--rcon", gs.Addr(), "--rcon-password-file", pwFile)...)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("second backup: %v: %s", err, stderr)
+		}
+	case <-time.After(2 * time.Minute): // a hang guard, not a timing assert
+		t.Fatalf("the backup blocked on the FIFO; commands so far %q", gs.Commands())
+	}
+	if got := strings.Join(gs.Commands(), ","); got != "save-off,save-all flush,save-on" {
+		t.Fatalf("commands %q, want save-off, save-all flush, save-on", got)
+	}
+	if !strings.Contains(stderr.String(), "cannot be read") || !strings.Contains(stderr.String(), "not a regular file") {
+		t.Fatalf("the log does not say the previous run cannot be read, as it is not a regular file:\n%s", stderr)
 	}
 }
