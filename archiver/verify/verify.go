@@ -1,6 +1,11 @@
 // Package verify checks an archive against what the catalog recorded: its
 // size and SHA-256, and that it decompresses and parses as tar to the end.
-// It reads the archive once, in a streaming pass with fixed memory.
+// As a restore does, it reads the archive twice when the digest is known,
+// each time streaming with fixed memory: first to check size and digest
+// (at most the recorded size and one byte), then, only if they match, to
+// parse it, hashing again what it parses. Bytes that do not match the row
+// are never decompressed: a tampered archive cannot keep the verify busy
+// decompressing a bomb until its deadline.
 package verify
 
 import (
@@ -12,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/worldbackup/worldbackup/archiver/crypt"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
@@ -40,34 +46,77 @@ type Want struct {
 
 // Report describes the archive as read.
 type Report struct {
-	Size     int64  // archive bytes
-	SHA256   string // of the archive bytes
-	Entries  int64  // tar entries
-	TarBytes int64  // uncompressed tar stream bytes
+	// Size is the archive's bytes; Want.Size+1 for a longer archive, which
+	// is read no further.
+	Size int64
+	// SHA256 is the digest of the archive's bytes; "" for a longer one.
+	SHA256   string
+	Entries  int64 // tar entries
+	TarBytes int64 // uncompressed tar stream bytes
 }
 
-// Archive reads r to its end and checks it against want. The error wraps
-// ErrMismatch and/or ErrCorrupt and says what differs.
-func Archive(ctx context.Context, r io.Reader, want Want) (Report, error) {
-	h := sha256.New()
-	hr := &countReader{r: io.TeeReader(r, h)}
+// Opener opens the archive from its start; Archive calls it once per
+// pass. Its errors are returned as they are.
+type Opener func(ctx context.Context) (io.ReadCloser, error)
+
+// Archive checks the archive open opens against want. With want.SHA256 it
+// first reads the archive (at most want.Size+1 bytes when want.Size is
+// known) to check size and digest, and parses it only when they match;
+// without, it parses in one pass. The error wraps ErrMismatch or ErrCorrupt
+// and says what differs.
+func Archive(ctx context.Context, open Opener, want Want) (Report, error) {
 	buf := make([]byte, copyBuffer)
-	rep, parseErr := parse(ctx, hr, want, buf)
+	if want.SHA256 != "" {
+		if rep, err := pass(ctx, open, want, buf, false); err != nil {
+			return rep, err
+		}
+	}
+	// The parsing pass hashes again: a file changed since is a mismatch.
+	return pass(ctx, open, want, buf, true)
+}
+
+// pass reads the archive once: it counts and hashes it and, when parse,
+// decompresses and reads the tar stream to its end.
+func pass(ctx context.Context, open Opener, want Want, buf []byte, parseIt bool) (Report, error) {
+	r, err := open(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	defer r.Close()
+	var src io.Reader = r
+	if want.Size >= 0 {
+		src = io.LimitReader(r, want.Size+1) // one byte more tells a longer file
+	}
+	h := sha256.New()
+	hr := &countReader{r: io.TeeReader(src, h)}
+	var (
+		rep      Report
+		parseErr error
+	)
+	if parseIt {
+		rep, parseErr = parse(ctx, hr, want, buf)
+	}
 	// Read what the decompressor left, so size and digest cover the file.
 	if err := drain(ctx, hr, buf); err != nil {
 		return rep, fmt.Errorf("reading archive: %w", err)
 	}
 	rep.Size = hr.n
-	rep.SHA256 = hex.EncodeToString(h.Sum(nil))
+	longer := want.Size >= 0 && rep.Size > want.Size
+	if !longer { // else the digest would be of a prefix: not reported
+		rep.SHA256 = hex.EncodeToString(h.Sum(nil))
+	}
 	if err := ctx.Err(); err != nil {
 		return rep, err
 	}
 
 	var errs []error
-	if want.Size >= 0 && rep.Size != want.Size {
+	switch {
+	case longer:
+		errs = append(errs, fmt.Errorf("%w: size is more than %d bytes, want %d", ErrMismatch, want.Size, want.Size))
+	case want.Size >= 0 && rep.Size != want.Size:
 		errs = append(errs, fmt.Errorf("%w: size is %d bytes, want %d", ErrMismatch, rep.Size, want.Size))
 	}
-	if want.SHA256 != "" && rep.SHA256 != want.SHA256 {
+	if want.SHA256 != "" && !longer && rep.SHA256 != want.SHA256 {
 		errs = append(errs, fmt.Errorf("%w: sha256 is %s, want %s", ErrMismatch, rep.SHA256, want.SHA256))
 	}
 	if parseErr != nil {
@@ -143,6 +192,12 @@ func parse(ctx context.Context, r io.Reader, want Want, buf []byte) (rep Report,
 			return rep, fmt.Errorf("%w: reading tar entry %d: %w", ErrCorrupt, rep.Entries+1, err)
 		}
 		rep.Entries++
+		if sparse(h) {
+			// Its holes are not in the archive: reading them would
+			// make up as many zeros as the header claims (2^62 bytes
+			// in a crafted one). tr.Next reads the stored data.
+			continue
+		}
 		if err := drain(ctx, tr, buf); err != nil {
 			if ctx.Err() != nil {
 				return rep, err
@@ -163,6 +218,21 @@ func parse(ctx context.Context, r io.Reader, want Want, buf []byte) (rep Report,
 	}
 	rep.TarBytes = cr.n
 	return rep, nil
+}
+
+// sparse reports whether h is a GNU sparse file (the old GNU format's
+// type S, or PAX's GNU.sparse records), which archive/tar reads with its
+// holes filled in.
+func sparse(h *tar.Header) bool {
+	if h.Typeflag == tar.TypeGNUSparse {
+		return true
+	}
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
 }
 
 // ctxReader stops reading once ctx is done.

@@ -17,6 +17,7 @@ import (
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/config"
 	"github.com/worldbackup/worldbackup/archiver/crypt"
+	"github.com/worldbackup/worldbackup/archiver/regfile"
 	"github.com/worldbackup/worldbackup/archiver/store"
 	"github.com/worldbackup/worldbackup/archiver/tarstream"
 	"github.com/worldbackup/worldbackup/archiver/verify"
@@ -262,7 +263,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		want = verify.Want{Size: rec.SizeBytes, SHA256: rec.SHA256, Compression: c, Decrypt: decryptOf(keys)}
 	}
-	open := func(context.Context) (io.ReadCloser, error) { return os.Open(path) }
+	open := func(context.Context) (io.ReadCloser, error) { return regfile.Open(path) }
 	if jobapi.IsS3URL(path) {
 		s3s, err := s3Settings(fs, s3f, *configPath)
 		if err == nil {
@@ -298,17 +299,22 @@ func chunkedSource(s config.S3, ref, sum string, keys *crypt.Keys) restoreSource
 // into rep's Error.
 func verifyFile(ctx context.Context, log hclog.Logger, rep *jobapi.VerifyResult, path string, open func(context.Context) (io.ReadCloser, error),
 	want verify.Want, stdout io.Writer) int {
-	f, err := open(ctx)
-	if err != nil {
-		log.Error("cannot open the archive", "error", err)
-		rep.Error = "cannot open the archive: " + err.Error()
+	vr, err := verify.Archive(ctx, func(ctx context.Context) (io.ReadCloser, error) {
+		f, err := open(ctx)
+		if err != nil {
+			return nil, openError{err}
+		}
+		return f, nil
+	}, want)
+	var oe openError
+	if errors.As(err, &oe) {
+		log.Error("cannot open the archive", "error", oe.err)
+		rep.Error = "cannot open the archive: " + oe.err.Error()
 		if errors.Is(err, store.ErrNoRoot) || errors.Is(err, store.ErrDenied) {
 			return exitUsage // a missing bucket, refused credentials: no retry can help
 		}
 		return exitFailed
 	}
-	defer f.Close()
-	vr, err := verify.Archive(ctx, f, want)
 	if err != nil {
 		log.Error("archive verification failed", "archive", path, "error", err)
 		rep.Error = "archive verification failed: " + err.Error()
@@ -323,3 +329,9 @@ func verifyFile(ctx context.Context, log hclog.Logger, rep *jobapi.VerifyResult,
 	fmt.Fprintf(stdout, "ok %s: %d bytes, sha256 %s, %d tar entries\n", path, vr.Size, vr.SHA256, vr.Entries)
 	return exitOK
 }
+
+// openError marks an error of opening the archive, as against reading it.
+type openError struct{ err error }
+
+func (e openError) Error() string { return e.err.Error() }
+func (e openError) Unwrap() error { return e.err }
