@@ -478,3 +478,36 @@ func TestChunkedRegistersPacks(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifySubsetReadsMetadata: a verify of a share of the data blobs
+// still reads every metadata blob (the tar headers), as its doc says: a
+// damaged header would fail every restore.
+func TestVerifySubsetReadsMetadata(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	st := store.NewMem()
+	res := backup(t, st, testWorld(t, rng), "run-1", nil, false)
+	m, err := Open(t.Context(), st, res.ManifestKey, res.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta int64
+	if err := m.eachSegment(func(seg Segment) error {
+		if seg.Meta != nil {
+			meta++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := Verify(t.Context(), st, m, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, err := Verify(t.Context(), st, m, 0, 0) // no data blob picked
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta == 0 || none.Blobs != meta || all.Blobs <= meta {
+		t.Fatalf("a verify of no data blobs checked %d blobs, want the %d metadata blobs (all: %d)", none.Blobs, meta, all.Blobs)
+	}
+}

@@ -133,7 +133,7 @@ func readAhead(ctx context.Context, st Store, m *Manifest, want func(Ref) bool, 
 	seen := make(map[ID]*job)
 	cached := 0
 	err := walk(ctx, rd, m, func(path string, pack ID, r Ref) error {
-		if want != nil && !want(r) {
+		if want != nil && path != "" && !want(r) { // metadata (tar headers, no path) always
 			return nil
 		}
 		j := &job{path: path, ref: r, done: make(chan struct{})}
