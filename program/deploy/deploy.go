@@ -228,6 +228,18 @@ const (
 // the plain run ID, which is unknown at preview.
 func preRestoreBackup(ctx *pulumi.Context, cfg Config, cl Cluster, r Restore, b *provider.WorldBackup, k8s pulumi.ProviderResource) (*provider.WorldBackup, error) {
 	a := backupArgs(cfg, cl, cfg.server(r.Server))
+	// The restore needs the game server stopped (a world in use is
+	// refused): quiescing is then best effort, a stopped server a warning
+	// and its world, at rest, backed up as it is. With the server's
+	// required RCON this backup would fail on the stopped server that the
+	// restore asks for, and the restore would never run.
+	if a.Rcon != nil {
+		a.Rcon.Required = pulumi.Bool(false)
+	}
+	// No prune in this backup: its one new run would push the oldest out
+	// of a keepLast rule, which may be the very run restored next
+	// (fromRun). The server's next backup prunes as configured.
+	a.Retention = nil
 	id := RunID(cl.Name, r.Server, r.preTrigger())
 	a.RunID = pulumi.String(id)
 	if err := a.Validate(); err != nil {

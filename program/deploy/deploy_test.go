@@ -41,7 +41,10 @@ func (r *recorder) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) 
 func TestRestoreAfterBackupTakesItsArchiveRef(t *testing.T) {
 	sum := strings.Repeat("c", 64)
 	cfg := Config{Image: "img:1", BackupClaim: "backups", RunID: "r1", SecurityMode: "baseline",
-		Servers:   []Server{{Name: "lobby"}},
+		Servers: []Server{{Name: "lobby", Rcon: &Rcon{}}},
+		// keepLast 1: a prune in the backup before the restore would
+		// remove the run that the restore reads next.
+		Retention: &Retention{KeepLast: 1, MinKeep: 1},
 		Clusters:  []Cluster{{Name: "default"}},
 		Restores:  []Restore{{Server: "lobby", ArchiveRef: "/backups/lobby/old.tar.zst", SHA256: sum}},
 		RenderDir: "/tmp/unused"} // render mode: no preflight against a cluster
@@ -82,6 +85,28 @@ func TestRestoreAfterBackupTakesItsArchiveRef(t *testing.T) {
 				b, _ := json.Marshal(pre.Inputs.Mappable())
 				if want := `"default.lobby.pre-restore-` + sum[:12] + `"`; !strings.Contains(string(b), want) {
 					t.Errorf("the backup before the restore is not run %s: %s", want, b)
+				}
+				// The restore wants the game server stopped: the
+				// backup before it must not fail on that, nor prune.
+				for _, want := range []string{`"--rcon-required=false"`} {
+					if !strings.Contains(string(b), want) {
+						t.Errorf("the backup before the restore lacks %s: %s", want, b)
+					}
+				}
+				for _, unwanted := range []string{`"--keep-last"`, `"--min-keep"`} {
+					if strings.Contains(string(b), unwanted) {
+						t.Errorf("the backup before the restore prunes (%s): %s", unwanted, b)
+					}
+				}
+				// This run's backup keeps the server's settings.
+				bb, _ := json.Marshal(backup.Inputs.Mappable())
+				for _, want := range []string{`"--keep-last"`, `"--min-keep"`} {
+					if !strings.Contains(string(bb), want) {
+						t.Errorf("this run's backup lacks %s: %s", want, bb)
+					}
+				}
+				if strings.Contains(string(bb), `"--rcon-required=false"`) {
+					t.Errorf("this run's backup no longer requires RCON: %s", bb)
 				}
 			}
 		})
