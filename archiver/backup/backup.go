@@ -52,6 +52,9 @@ type Store interface {
 	Remove(ctx context.Context, key string) error
 	// Open reads key's object (a chunked run reads its previous run).
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	// Holds reports whether key's object is in the store (a chunked run
+	// checks that its previous run's packs still are).
+	Holds(ctx context.Context, key string) (bool, error)
 }
 
 // Catalog records runs (catalog.DB).
@@ -63,9 +66,9 @@ type Catalog interface {
 	LookupSettled(ctx context.Context, runID string) (catalog.Record, error)
 	// Insert records a run; false when the run ID already had a row.
 	Insert(ctx context.Context, r catalog.Record) (inserted bool, err error)
-	// LatestChunked returns the server's newest chunked run, or an error
-	// wrapping catalog.ErrNotFound.
-	LatestChunked(ctx context.Context, server string) (catalog.Record, error)
+	// LatestChunked returns the server's newest chunked run for which in
+	// is true, or an error wrapping catalog.ErrNotFound.
+	LatestChunked(ctx context.Context, server string, in func(catalog.Record) bool) (catalog.Record, error)
 	// NewestRuns returns the server's runs, newest first, at most limit.
 	NewestRuns(ctx context.Context, server string, limit int) ([]catalog.Record, error)
 	// RegisterPack records a pack before a chunked run writes it.

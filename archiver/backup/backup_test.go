@@ -69,7 +69,7 @@ func (f *fakeCatalog) InsertChunked(ctx context.Context, r catalog.Record, packs
 	return f.Insert(ctx, r)
 }
 
-func (f *fakeCatalog) LatestChunked(ctx context.Context, server string) (catalog.Record, error) {
+func (f *fakeCatalog) LatestChunked(ctx context.Context, server string, in func(catalog.Record) bool) (catalog.Record, error) {
 	return catalog.Record{}, catalog.ErrNotFound
 }
 

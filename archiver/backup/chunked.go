@@ -2,12 +2,15 @@ package backup
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/chunked"
@@ -160,7 +163,13 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 // identity can make, who could read the runs anyway; one in format 1 does
 // not, and vouch refuses it when prev is nil.
 func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string, sl *chunked.Sealer, ev crypt.KeyEvent) (*chunked.Manifest, error) {
-	rec, err := r.cat.LatestChunked(ctx, server)
+	// A run of another store (a catalog shared by a folder store and an S3
+	// one, backed up to in turn) is passed over: its manifest is not here,
+	// and building on nothing would store the whole world again each time.
+	rec, err := r.cat.LatestChunked(ctx, server, func(rec catalog.Record) bool {
+		key, err := jobapi.ManifestKey(rec.Server, rec.RunID)
+		return err == nil && r.store.Ref(key) == rec.ArchiveRef
+	})
 	if errors.Is(err, catalog.ErrNotFound) {
 		return nil, nil
 	}
@@ -197,7 +206,50 @@ func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string, 
 			"previous_run", rec.RunID, "error", err)
 		return nil, nil
 	}
+	switch gone, err := lostPack(ctx, r.store, m.Packs); {
+	case err != nil:
+		log.Warn("checking that the store holds the previous chunked run's packs failed; every file is read and stored again",
+			"previous_run", rec.RunID, "error", err)
+		return nil, nil
+	case gone != "":
+		// Building on it would reference the lost pack again in every run
+		// from now on, each recorded as a backup that cannot be restored.
+		log.Error("a pack of the previous chunked run is gone from the store (a bucket lifecycle rule, a deletion by hand, "+
+			"a volume rolled back): that run cannot be restored in full, so this run builds on nothing and reads and stores "+
+			"every file again; verify the older runs (archiver verify --run-id)", "previous_run", rec.RunID, "pack", r.store.Ref(gone))
+		return nil, nil
+	}
 	return m, nil
+}
+
+// lostPack returns the key of a pack of packs (a manifest's pack table)
+// that st does not hold, "" when it holds every one: asked for each, a few
+// at a time (a head request each on S3; a manifest names one pack per 32
+// MiB of the world, so a few hundred for a large one).
+func lostPack(ctx context.Context, st Store, packs []chunked.ID) (string, error) {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	var mu sync.Mutex
+	var gone string
+	for _, id := range packs {
+		key, err := jobapi.PackKey(id.String())
+		if err != nil {
+			return "", err
+		}
+		g.Go(func() error {
+			held, err := st.Holds(ctx, key)
+			if err == nil && !held {
+				mu.Lock()
+				gone = cmp.Or(gone, key)
+				mu.Unlock()
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return "", err
+	}
+	return gone, nil
 }
 
 // vouch rewrites the server's data key object, found in format 1 (no MAC:

@@ -347,23 +347,34 @@ func (db *DB) List(ctx context.Context, server string) ([]Record, error) {
 	return rs, nil
 }
 
-// LatestChunked returns the newest chunked run of server (by EndedAt), or
-// an error wrapping ErrNotFound: the run a chunked backup reuses unchanged
-// files of.
-func (db *DB) LatestChunked(ctx context.Context, server string) (Record, error) {
+// LatestChunked returns the newest chunked run of server (by EndedAt) for
+// which in is true (its archive is in the store at hand: a catalog shared
+// by a folder store and an S3 one holds runs of both), or an error
+// wrapping ErrNotFound: the run a chunked backup reuses unchanged files
+// of. The rows are read newest first, one at a time, until one is in.
+func (db *DB) LatestChunked(ctx context.Context, server string, in func(Record) bool) (Record, error) {
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
-	rows, _ := db.pool.Query(ctx, `SELECT `+columns+` FROM world_backups
+	rows, err := db.pool.Query(ctx, `SELECT `+columns+` FROM world_backups
 		WHERE server = $1 AND format = 'chunked'
-		ORDER BY `+endedAtSQL+` DESC, id DESC LIMIT 1`, server)
-	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Record])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Record{}, fmt.Errorf("server %q has no chunked run: %w", server, ErrNotFound)
-	}
+		ORDER BY `+endedAtSQL+` DESC, id DESC`, server)
 	if err != nil {
 		return Record{}, fmt.Errorf("finding the newest chunked run of %q: %w", server, err)
 	}
-	return r, nil
+	defer rows.Close()
+	for rows.Next() {
+		r, err := pgx.RowToStructByName[Record](rows)
+		if err != nil {
+			return Record{}, fmt.Errorf("finding the newest chunked run of %q: %w", server, err)
+		}
+		if in(r) {
+			return r, nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return Record{}, fmt.Errorf("finding the newest chunked run of %q: %w", server, err)
+	}
+	return Record{}, fmt.Errorf("server %q has no chunked run in this store: %w", server, ErrNotFound)
 }
 
 // scrub removes password from err's message. pgx does not put passwords in

@@ -103,7 +103,7 @@ func TestNewestByEndedAt(t *testing.T) {
 			if err != nil || latest.RunID != ids[tt.want] {
 				t.Errorf("Resolve(latest) = %q, %v; want %q", latest.RunID, err, ids[tt.want])
 			}
-			chunked, err := db.LatestChunked(ctx, server)
+			chunked, err := db.LatestChunked(ctx, server, func(Record) bool { return true })
 			if err != nil || chunked.RunID != ids[tt.want] {
 				t.Errorf("LatestChunked = %q, %v; want %q", chunked.RunID, err, ids[tt.want])
 			}

@@ -95,8 +95,8 @@ func (p rerunPause) Insert(ctx context.Context, r catalog.Record) (bool, error) 
 	return p.cat.Insert(ctx, r)
 }
 
-func (p rerunPause) LatestChunked(ctx context.Context, server string) (catalog.Record, error) {
-	return p.cat.LatestChunked(ctx, server)
+func (p rerunPause) LatestChunked(ctx context.Context, server string, in func(catalog.Record) bool) (catalog.Record, error) {
+	return p.cat.LatestChunked(ctx, server, in)
 }
 
 func (p rerunPause) NewestRuns(ctx context.Context, server string, limit int) ([]catalog.Record, error) {

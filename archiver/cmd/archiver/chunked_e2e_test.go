@@ -222,6 +222,77 @@ func TestChunkedEndToEnd(t *testing.T) {
 	})
 }
 
+// TestChunkedBuildsOnItsOwnStore: a server backed up in turn to two
+// stores that share a catalog (hourly to a folder, daily elsewhere) builds
+// each run on the newest run of the store at hand, not on the other
+// store's newer run, whose manifest is not there: an unchanged world adds
+// little each time instead of the whole world again.
+func TestChunkedBuildsOnItsOwnStore(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateRestorableWorld(t, e.world)
+	other := *e
+	other.root = filepath.Join(t.TempDir(), "other-store")
+	if err := os.Mkdir(other.root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []struct {
+		id string
+		e  *env
+	}{{"s1", e}, {"s2", &other}, {"s3", e}, {"s4", &other}} {
+		if res := archiver(t, run.e.backupArgs(run.id)...); res.code != 0 {
+			t.Fatalf("backup %s exited %d:\n%s", run.id, res.code, res.stderr)
+		}
+	}
+	first := chunkedRowOf(t, e.url, "s1")
+	for _, id := range []string{"s3", "s4"} {
+		r := chunkedRowOf(t, e.url, id)
+		if r.AddedBytes == nil || *r.AddedBytes > 64<<10 {
+			t.Errorf("run %s of an unchanged world added %v bytes (the first run added %d): it did not build on its store's previous run",
+				id, r.AddedBytes, *first.AddedBytes)
+		}
+	}
+}
+
+// TestChunkedLostPackNotBuiltOn: a pack of the previous run that is gone
+// from the store (a lifecycle rule, a deletion by hand) is not referenced
+// again: the next run stores every file anew, says so, and restores in
+// full, where building on the previous run would have recorded a backup
+// that cannot be restored, and every one after it.
+func TestChunkedLostPackNotBuiltOn(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateRestorableWorld(t, e.world)
+	want := snapshot(t, e.world, defaultExcluded)
+	if res := archiver(t, e.backupArgs("l1")...); res.code != 0 {
+		t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
+	}
+	packs := packsOf(t, e.root)
+	if len(packs) == 0 {
+		t.Fatal("no packs")
+	}
+	largest, size := "", int64(-1) // a data pack: the list packs are small
+	for _, p := range packs {
+		if fi, err := os.Stat(p); err == nil && fi.Size() > size {
+			largest, size = p, fi.Size()
+		}
+	}
+	if err := os.Remove(largest); err != nil {
+		t.Fatal(err)
+	}
+	res := archiver(t, e.backupArgs("l2")...)
+	if res.code != 0 {
+		t.Fatalf("backup exited %d:\n%s", res.code, res.stderr)
+	}
+	if !strings.Contains(res.stderr, "a pack of the previous chunked run is gone from the store") {
+		t.Errorf("the backup does not say that it built on nothing:\n%s", res.stderr)
+	}
+	r2 := chunkedRowOf(t, e.url, "l2")
+	into := filepath.Join(t.TempDir(), "restored")
+	if res := archiver(t, restoreArgs(r2.ArchiveRef, r2.SHA256, into)...); res.code != 0 {
+		t.Fatalf("restore of the run after the loss exited %d:\n%s", res.code, res.stderr)
+	}
+	compareTrees(t, snapshot(t, into, nil), want)
+}
+
 // TestChunkedS3RoundTrip: a chunked run into an S3 store restores from the
 // bucket without database or config, exports to GNU tar, and a second run
 // adds little.
