@@ -160,6 +160,9 @@ func (m *Manifest) EncodeSealed(sl *Sealer) ([]byte, error) {
 	body.byte(segEnd)
 	body.uvarint(uint64(m.StreamSize))
 	body.uvarint(uint64(len(m.Segments)))
+	if err := checkManifestSize(len(body.b), 0, len(m.Segments)); err != nil {
+		return nil, err
+	}
 
 	out := []byte(manifestMagic)
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
@@ -170,11 +173,30 @@ func (m *Manifest) EncodeSealed(sl *Sealer) ([]byte, error) {
 	if sl == nil {
 		out = append(out, Version, cipherNone, manifestZst, byte(len(m.KeyID)))
 		out = append(out, m.KeyID...)
-		return enc.EncodeAll(body.b, out), nil
+		out = enc.EncodeAll(body.b, out)
+		return out, checkManifestSize(len(body.b), len(out), len(m.Segments))
 	}
 	out = append(out, sealedVersion, manifestAES, manifestZst, byte(len(m.KeyID)))
 	out = append(out, m.KeyID...)
-	return sl.sealManifest(out, enc.EncodeAll(body.b, nil))
+	out, err = sl.sealManifest(out, enc.EncodeAll(body.b, nil))
+	if err != nil {
+		return nil, err
+	}
+	return out, checkManifestSize(len(body.b), len(out), len(m.Segments))
+}
+
+// checkManifestSize refuses a manifest that a restore would refuse to read
+// (its body over maxManifestBody, its object over MaxManifest): a run whose
+// manifest is written but cannot be read back is no backup, and failing it
+// keeps the previous runs, which a recorded run would push out of the
+// retention rules. segments is what the manifest lists, for the message.
+func checkManifestSize(body, object, segments int) error {
+	if body > maxManifestBody || object > MaxManifest {
+		return fmt.Errorf("the run's manifest (%d entries: %d bytes, %d stored) is over what a restore reads "+
+			"(%d bytes, %d stored): back the world up in parts (excludes, or one server per dimension folder)",
+			segments, body, object, maxManifestBody, MaxManifest)
+	}
+	return nil
 }
 
 // Sum returns the lowercase hex SHA-256 of b: a manifest's name in the

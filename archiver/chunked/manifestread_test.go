@@ -115,3 +115,29 @@ func objectBytes(t *testing.T, st *store.Mem, key string) []byte {
 	}
 	return b
 }
+
+// TestCheckManifestSize: a manifest that a restore would refuse to read is
+// refused when it is written, so the run fails instead of being recorded
+// unrestorable; one at the bounds is written.
+func TestCheckManifestSize(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		body, object int
+		ok           bool
+	}{
+		{"small", 1 << 10, 200, true},
+		{"at the bounds", maxManifestBody, MaxManifest, true},
+		{"body over", maxManifestBody + 1, 1 << 20, false},
+		{"object over", 1 << 20, MaxManifest + 1, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkManifestSize(tt.body, tt.object, 3)
+			if (err == nil) != tt.ok {
+				t.Fatalf("checkManifestSize(%d, %d) = %v, want ok %t", tt.body, tt.object, err, tt.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "over what a restore reads") {
+				t.Errorf("message %q does not say why", err)
+			}
+		})
+	}
+}
