@@ -1,14 +1,17 @@
 package prune
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/worldbackup/worldbackup/archiver/retention"
+	"github.com/worldbackup/worldbackup/archiver/store"
 )
 
 // TestPruneMarksMissingArchives: a prune marks the rows whose archives the
@@ -95,5 +98,46 @@ func TestPruneMarksMissingArchives(t *testing.T) {
 				t.Errorf("deleted %d rows, want none (keep-last 5)", rep.RowsDeleted)
 			}
 		})
+	}
+}
+
+// lossyList is a store whose listings miss the keys in lost (a page lost,
+// a listing that lags the writes); asked about one, it holds it.
+type lossyList struct {
+	memRef
+	lost map[string]bool
+}
+
+func (l lossyList) List(ctx context.Context, prefix string) ([]store.Object, error) {
+	objs, err := l.memRef.List(ctx, prefix)
+	return slices.DeleteFunc(objs, func(o store.Object) bool { return l.lost[o.Key] }), err
+}
+
+// TestPruneAsksBeforeMarkingMissing: a run whose archive a listing misses
+// but the store holds is neither marked missing (which would make a
+// restore of latest pass over it) nor left out of the rules.
+func TestPruneAsksBeforeMarkingMissing(t *testing.T) {
+	f := newFixture(t)
+	day := func(n int) time.Time { return time.Date(2026, 11, n, 3, 0, 0, 0, time.UTC) }
+	for i := 1; i <= 3; i++ {
+		f.put(t, "s", fmt.Sprintf("r%d", i), day(i), true)
+	}
+	st := lossyList{memRef{f.st}, map[string]bool{"s/r3.tar.zst": true}}
+	rep, err := Prune(t.Context(), f.db, st, Options{Server: "s", Policy: retention.Policy{Last: 5, MinKeep: 1},
+		Now: func() time.Time { return day(10) }}, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ArchivesMissing != 0 {
+		t.Errorf("%d archives missing, want 0: the store holds r3's", rep.ArchivesMissing)
+	}
+	recs, err := f.db.List(t.Context(), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.MissingSince != nil {
+			t.Errorf("run %s marked missing since %s", r.RunID, r.MissingSince)
+		}
 	}
 }

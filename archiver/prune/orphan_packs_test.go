@@ -4,10 +4,12 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -258,4 +260,65 @@ func newPackID(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
+}
+
+// TestPruneKeepsOrphansOfALostCatalog: archives and packs without a row
+// past the grace period go while they are few or fewer than the recorded
+// ones (killed and failed runs); when they outnumber the recorded ones, a
+// catalog that lost its rows (an older dump restored, an empty or wrong
+// database) is the likelier cause, and the prune keeps them and fails
+// saying so, unless RemoveOrphans. The rules still apply meanwhile.
+func TestPruneKeepsOrphansOfALostCatalog(t *testing.T) {
+	for _, tt := range []struct {
+		name              string
+		orphans, recorded int
+		remove            bool
+		wantKept          bool
+	}{
+		{"a few orphans of an empty catalog go", MinOrphans, 0, false, false},
+		{"fewer orphans than recorded go", MinOrphans + 4, MinOrphans + 5, false, false},
+		{"an empty catalog keeps them", MinOrphans + 1, 0, false, true},
+		{"a catalog that lost most rows keeps them", 20, 3, false, true},
+		{"RemoveOrphans removes them", 20, 3, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			ctx := t.Context()
+			st := memRef{f.st}
+			var orphanKeys []string
+			for i := range tt.orphans {
+				f.put(t, "s", fmt.Sprintf("lost%02d", i), later().Add(-24*time.Hour), false)
+				orphanKeys = append(orphanKeys, fmt.Sprintf("s/lost%02d.tar.zst", i))
+				key, _ := jobapi.PackKey(newPackID(t))
+				if _, err := f.st.Put(ctx, key, func(w io.Writer) error { _, err := io.WriteString(w, "p"); return err }); err != nil {
+					t.Fatal(err)
+				}
+				orphanKeys = append(orphanKeys, key)
+			}
+			for i := range tt.recorded {
+				f.put(t, "s", fmt.Sprintf("kept%02d", i), time.Now().Add(-time.Duration(i)*time.Minute), true)
+				key, _ := jobapi.PackKey(newPackID(t))
+				if _, err := f.st.Put(ctx, key, func(w io.Writer) error { _, err := io.WriteString(w, "p"); return err }); err != nil {
+					t.Fatal(err)
+				}
+				id, _ := jobapi.PackIDOfKey(key)
+				if err := f.db.RegisterPack(ctx, id, store.PacksRef(st)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rep, err := Prune(ctx, f.db, st, Options{Server: "s", Policy: retention.Policy{Last: 100, MinKeep: 1},
+				Grace: time.Hour, Now: later, RemoveOrphans: tt.remove}, hclog.NewNullLogger())
+			if tt.wantKept != (err != nil) || (err != nil && !strings.Contains(err.Error(), "--remove-orphans")) {
+				t.Fatalf("Prune = %+v, %v; want an error naming --remove-orphans: %t", rep, err, tt.wantKept)
+			}
+			for _, key := range orphanKeys {
+				if _, held := f.st.Bytes(key); held != tt.wantKept {
+					t.Errorf("orphan %s held %t, want %t", key, held, tt.wantKept)
+				}
+			}
+			if rows, _ := f.state(t, "s"); len(rows) != tt.recorded {
+				t.Errorf("rows %v, want the %d recorded", rows, tt.recorded)
+			}
+		})
+	}
 }

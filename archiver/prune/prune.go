@@ -100,6 +100,9 @@ type Options struct {
 	Grace time.Duration
 	// DryRun decides and reports without deleting anything.
 	DryRun bool
+	// RemoveOrphans removes the orphans (archives and packs without a row)
+	// also when they outnumber the recorded ones (see tooManyOrphans).
+	RemoveOrphans bool
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -207,9 +210,14 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		return rep, err
 	}
 	listed := byKey(objs)
-	holds := func(key string, recent bool) (bool, error) {
-		if _, ok := listed[key]; ok || !recent {
-			return ok, nil
+	// A key the listing lacks is asked about on its own: its run may have
+	// committed after the listing (recent), or the listing missed it (a
+	// page lost, a store whose listings lag its writes); a run is found
+	// missing, and left out of `latest` (MarkMissing), only when the
+	// store says so of its key. Missing runs are few, so are the asks.
+	holds := func(key string) (bool, error) {
+		if _, ok := listed[key]; ok {
+			return true, nil
 		}
 		return st.Holds(ctx, key)
 	}
@@ -320,6 +328,30 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		}
 	}
 
+	// The orphans past the grace period against the archives that have a
+	// row: a catalog that lost its rows (restored from an older dump,
+	// emptied, or another database named) makes recorded runs look
+	// orphaned, and they stay then (tooManyOrphans).
+	var old, recorded int
+	for _, o := range objs {
+		_, ok := runOfKey(opts.Server, o.Key)
+		switch {
+		case !ok:
+		case remaining[o.Key] || planned[o.Key]:
+			recorded++
+		case !o.ModTime.After(now.Add(-opts.Grace)):
+			old++
+		}
+	}
+	var errOrphans error
+	holdOrphans := !opts.RemoveOrphans && !opts.DryRun && tooManyOrphans(old, recorded)
+	if holdOrphans {
+		errOrphans = fmt.Errorf("%w: %d of the server's archives in the store have no row in the catalog, more than the %d "+
+			"that have one. A catalog restored from an older dump, emptied, or another database than the "+
+			"backups' would make recorded runs look like this; check [database]. If the catalog is right, "+
+			"remove them with archiver prune --server %s --remove-orphans (and the rules)", errOrphansKept, old, recorded, opts.Server)
+		log.Error("orphan archives kept", "orphans", old, "recorded", recorded, "error", errOrphans)
+	}
 	for _, o := range objs {
 		runID, ok := runOfKey(opts.Server, o.Key)
 		if !ok || remaining[o.Key] || planned[o.Key] {
@@ -332,6 +364,8 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 			orphan.Reason = fmt.Sprintf("written less than %s ago: a run may be recording it", opts.Grace)
 		case opts.DryRun:
 			orphan.Reason = "dry run"
+		case holdOrphans:
+			orphan.Reason = "more orphans than recorded archives: kept (--remove-orphans removes them)"
 		default:
 			removed, err := removeUnrecorded(ctx, cat, st, opts.Server, runID, o.Key)
 			if err != nil {
@@ -356,7 +390,10 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 			return rep, err
 		}
 	}
-	if err := collectOrphanPacks(ctx, cat, st, now.Add(-opts.Grace), opts.DryRun, log, &rep); err != nil {
+	switch err := collectOrphanPacks(ctx, cat, st, now.Add(-opts.Grace), opts.DryRun, opts.RemoveOrphans, log, &rep); {
+	case errors.Is(err, errOrphansKept):
+		errOrphans = errors.Join(errOrphans, err)
+	case err != nil:
 		return rep, err
 	}
 	log.Info("prune done", "dry_run", opts.DryRun, "runs", len(rep.Runs), "rows_deleted", rep.RowsDeleted,
@@ -378,9 +415,28 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 		}
 	}
 	if n := len(rep.FailedRemoves); n > 0 {
-		return rep, fmt.Errorf("%d archive(s) could not be removed (their rows are gone; the next prune retries): %v", n, rep.FailedRemoves)
+		return rep, errors.Join(errOrphans, fmt.Errorf("%d archive(s) could not be removed (their rows are gone; the next prune retries): %v", n, rep.FailedRemoves))
 	}
-	return rep, nil
+	return rep, errOrphans
+}
+
+// errOrphansKept is the error of a prune that kept orphans because they
+// outnumber the recorded objects (tooManyOrphans); it still did the rest.
+var errOrphansKept = errors.New("orphans kept")
+
+// MinOrphans is how many orphans (archives of one server, or packs) a
+// prune removes whatever the recorded ones number: those of a few killed
+// or failed runs of a store whose first runs failed.
+const MinOrphans = 8
+
+// tooManyOrphans reports whether orphans, the objects without a row past
+// the grace period, are too many to remove beside the recorded ones: more
+// than MinOrphans and than recorded. Killed and failed runs leave a few;
+// a catalog that lost its rows (restored from an older dump, emptied, the
+// wrong database) leaves most of the store looking orphaned, and removing
+// them would lose every run it forgot.
+func tooManyOrphans(orphans, recorded int) bool {
+	return orphans > MinOrphans && orphans > recorded
 }
 
 // tempCleaner is a store that can remove the temp data of a key's
@@ -469,7 +525,49 @@ func collectPacks(ctx context.Context, cat Catalog, st Store, grace time.Duratio
 // that is condemned or has no row. A pack with a row, condemned or not, is
 // collectPacks' business. Keys below the pack folder that are not a pack's
 // key are left alone.
-func collectOrphanPacks(ctx context.Context, cat Catalog, st Store, notAfter time.Time, dryRun bool, log hclog.Logger, rep *Report) error {
+func collectOrphanPacks(ctx context.Context, cat Catalog, st Store, notAfter time.Time, dryRun, force bool, log hclog.Logger, rep *Report) error {
+	// First the counts (tooManyOrphans), a page at a time as below.
+	var orphans, recorded int
+	err := st.Walk(ctx, jobapi.PacksDir, func(page []store.Object) error {
+		ids := make([]string, 0, len(page))
+		for _, o := range page {
+			if id, ok := jobapi.PackIDOfKey(o.Key); ok {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		known, err := cat.KnownPacks(ctx, ids)
+		if err != nil {
+			return err
+		}
+		slices.Sort(known)
+		for _, o := range page {
+			id, ok := jobapi.PackIDOfKey(o.Key)
+			_, isKnown := slices.BinarySearch(known, id)
+			switch {
+			case !ok:
+			case isKnown:
+				recorded++
+			case o.ModTime.Before(notAfter):
+				orphans++
+			}
+		}
+		return nil
+	})
+	if err != nil || orphans == 0 {
+		return err
+	}
+	if !force && !dryRun && tooManyOrphans(orphans, recorded) {
+		rep.OrphanPacks = orphans
+		err := fmt.Errorf("%w: %d packs in the store have no row in the catalog, more than the %d that have one. "+
+			"A catalog restored from an older dump, emptied, or another database than the backups' would make "+
+			"recorded packs look like this; check [database]. If the catalog is right, remove them with "+
+			"archiver prune --remove-orphans", errOrphansKept, orphans, recorded)
+		log.Error("orphan packs kept", "orphan_packs", orphans, "recorded_packs", recorded, "error", err)
+		return err
+	}
 	return st.Walk(ctx, jobapi.PacksDir, func(page []store.Object) error {
 		ids := make([]string, 0, len(page))
 		for _, o := range page {
@@ -554,8 +652,7 @@ type verdicts struct {
 }
 
 // plan decides on recs (one server's rows). holds reports whether the store
-// holds an archive, recent when its run finished after notBefore (the prune
-// listed the store before it read the rows). A run finished after notBefore
+// holds an archive. A run finished after notBefore
 // is kept whatever the policy says, and judged by it. A run's time is its
 // catalog.Record.EndedAt: the created_at of a run recorded by a node whose
 // clock was behind, which its finished_at would make look days older than
@@ -572,7 +669,7 @@ type verdicts struct {
 //     archive after a commit whose answer was lost), or the wrong volume
 //     is mounted. Deleting its row frees nothing, and with a wrong volume
 //     it would lose the right volume's rows, so it stays.
-func plan(recs []catalog.Record, st Store, holds func(key string, recent bool) (bool, error), p retention.Policy,
+func plan(recs []catalog.Record, st Store, holds func(key string) (bool, error), p retention.Policy,
 	now, notBefore time.Time) (verdicts, error) {
 	var v verdicts
 	byID := make(map[string]catalog.Record, len(recs))
@@ -594,7 +691,7 @@ func plan(recs []catalog.Record, st Store, holds func(key string, recent bool) (
 			unjudged(r, "finished in the future (a node with a wrong clock?): not judged")
 			continue
 		}
-		held, err := holds(key, r.EndedAt().After(notBefore))
+		held, err := holds(key)
 		if err != nil {
 			return verdicts{}, fmt.Errorf("run %s's archive: %w", r.RunID, err)
 		}

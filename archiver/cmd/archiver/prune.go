@@ -20,10 +20,11 @@ import (
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
-// pruneHelp is a format: %[1]s is catalog.FutureTolerance.
+// pruneHelp is a format: %[1]s is catalog.FutureTolerance, %[2]d
+// prune.MinOrphans.
 const pruneHelp = `Usage: archiver prune --server S --min-keep K [--keep-last N] [--keep-hourly H]
          [--keep-daily D] [--keep-weekly W] [--keep-monthly M] [--keep-yearly Y]
-         [--keep-within DURATION] [--grace DURATION] [--dry-run] [--json]
+         [--keep-within DURATION] [--grace DURATION] [--dry-run] [--remove-orphans] [--json]
          [--archive-root DIR | --store s3://bucket/prefix [--s3-* flags]] [flags]
 
 Expires a server's old archives with restic's "forget" rules: a run kept by
@@ -37,7 +38,10 @@ one). The rows go first, in one transaction under a per-server lock, then
 their archives, each under its run's lock (the lock a backup of the run
 holds) and only when no row points at it again; archive files and chunked
 manifests without a row that are older than --grace (left by a crash between
-the two, or a failed run) are removed too. A run finished more than %[1]s in the future (a node with
+the two, or a failed run) are removed too, unless they outnumber the recorded
+ones (more than %[2]d): a catalog restored from an older dump, emptied, or the
+wrong database makes recorded runs look orphaned, so they are kept and the
+prune fails saying so (--remove-orphans removes them). A run finished more than %[1]s in the future (a node with
 a wrong clock) is kept and left out of the rules, with a warning; one recorded
 by the catalog more than %[1]s after it finished (a node whose clock was
 behind) is judged by when the catalog recorded it, with a warning.
@@ -98,18 +102,20 @@ type pruneFlags struct {
 	jobapi.Prune
 	asJSON         bool
 	terminationLog string
+	removeOrphans  bool
 }
 
 // pruneLocalFlags are the flags of prune that are not the Job's.
-func pruneLocalFlags() []string { return []string{"json", "termination-log"} }
+func pruneLocalFlags() []string { return []string{"json", "termination-log", "remove-orphans"} }
 
 // newPruneFlags returns the flag set of prune and the flags it fills.
 func newPruneFlags(stderr io.Writer) (*flag.FlagSet, *pruneFlags) {
 	f := &pruneFlags{}
-	fs := newFlagSet(jobapi.KindPrune, fmt.Sprintf(pruneHelp, catalog.FutureTolerance), stderr)
+	fs := newFlagSet(jobapi.KindPrune, fmt.Sprintf(pruneHelp, catalog.FutureTolerance, prune.MinOrphans), stderr)
 	f.Bind(fs)
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&f.terminationLog, "termination-log", defaultTerminationLog, "file for the one-line JSON summary")
+	fs.BoolVar(&f.removeOrphans, "remove-orphans", false, "remove the archives and packs without a row also when they outnumber the recorded ones (by hand, once the catalog is known to be right)")
 	return fs, f
 }
 
@@ -129,7 +135,7 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 
 	opts, err := retentionOptions(fs, f.Retention, server)
-	opts.DryRun = dryRun
+	opts.DryRun, opts.RemoveOrphans = dryRun, f.removeOrphans
 	if server == "" {
 		err = errors.Join(flagErrorf(jobapi.FlagServer, "is required"), err)
 	}
