@@ -61,7 +61,16 @@ type Keys struct {
 	// identities[i] (objectMAC): derived from the identity's secret, so
 	// one who knows only its recipient cannot make one.
 	macKeys [][]byte
+	// unportable says what in the file age's own command (age -d -i)
+	// refuses and this reader passes over ("": nothing).
+	unportable string
 }
+
+// Unportable says what in the key file the age command refuses (age -d -i
+// file reads every line as it is: a byte order mark, or spaces around a
+// line, make it fail), though the archiver reads it; "" when nothing. A
+// restore without the archiver then needs the file cleaned first.
+func (k *Keys) Unportable() string { return k.unportable }
 
 // Path returns the key file's path (never its content).
 func (k *Keys) Path() string { return k.path }
@@ -94,10 +103,16 @@ func LoadKeyFile(path string) (*Keys, error) {
 	k := &Keys{path: path}
 	// A byte order mark, which an editor on Windows may put before the
 	// first line, is not part of it.
+	if bytes.HasPrefix(b, []byte("\ufeff")) {
+		k.unportable = "it starts with a byte order mark"
+	}
 	sc := bufio.NewScanner(bytes.NewReader(bytes.TrimPrefix(b, []byte("\ufeff"))))
 	sc.Buffer(make([]byte, 0, MaxKeyFile), MaxKeyFile)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
+		if line != sc.Text() && k.unportable == "" {
+			k.unportable = fmt.Sprintf("line %d has spaces or tabs before or after its text", n)
+		}
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}

@@ -321,6 +321,41 @@ func TestKeyFileFromAnotherEditor(t *testing.T) {
 	}
 }
 
+// TestKeyFileUnportable: what age's own command (age -d -i) refuses, a
+// byte order mark or spaces around a line, is read here but said by
+// Unportable, naming the line and never quoting it; what age reads as it
+// is (CRLF line ends, comments, empty lines) is not.
+func TestKeyFileUnportable(t *testing.T) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, content, want string
+	}{
+		{"as age-keygen writes it", "# created: today\n# public key: " + id.Recipient().String() + "\n" + id.String() + "\n", ""},
+		{"CRLF and an empty line", "# c\r\n\r\n" + id.String() + "\r\n", ""},
+		{"a byte order mark", "\ufeff" + id.String() + "\n", "byte order mark"},
+		{"a trailing space", id.String() + " \n", "line 1 has spaces"},
+		{"an indented comment", id.String() + "\n  # old key\n", "line 2 has spaces"},
+		{"a line of blanks", "# c\n\t\n" + id.String() + "\n", "line 2 has spaces"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			k, err := LoadKeyFile(rawKeyFile(t, tt.content))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := k.Unportable()
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("Unportable() = %q, want %q", got, tt.want)
+			}
+			if strings.Contains(got, "AGE-SECRET-KEY") {
+				t.Errorf("Unportable quotes the key: %q", got)
+			}
+		})
+	}
+}
+
 // rawKeyFile writes content, as it is, to a key file of its own.
 func rawKeyFile(t *testing.T, content string) string {
 	t.Helper()

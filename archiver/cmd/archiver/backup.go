@@ -140,6 +140,10 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			tlog.write(log, jobapi.BackupResult{BackupRun: backup.Summary{Status: backup.StatusFailed, Server: f.Server, RunID: f.RunID, Error: err.Error()}})
 			return exitUsage
 		}
+		if p.Keys != nil && p.Keys.Unportable() != "" {
+			log.Warn("the key file reads here, but age's own command refuses it: clean it, so that a restore "+
+				"without the archiver (age -d -i) works", "key_file", p.Keys.Path(), "problem", p.Keys.Unportable())
+		}
 	}
 
 	spec.limitMemory()

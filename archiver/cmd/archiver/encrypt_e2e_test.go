@@ -910,3 +910,25 @@ func TestSwitchedOffEncryptionWarns(t *testing.T) {
 	}
 	out.noKeyIn(t, []string{secret}, e.tlog)
 }
+
+// TestPastedIdentityNeverEchoed: an age identity pasted where another value
+// or no argument goes (a flag the flag package refuses and quotes, a stray
+// argument that a parse error quotes, a value our own checks quote) is a
+// usage error (exit 2) that never prints it.
+func TestPastedIdentityNeverEchoed(t *testing.T) {
+	_, secret := keyFile(t)
+	for _, args := range [][]string{
+		{"restore", "--max-bytes", secret},
+		{"verify", "--archive", "/nonexistent.tar.zst", "--sha256", strings.Repeat("0", 64), secret},
+		{"backup", "--server", "survival", "--run-id", "r1", "--world", t.TempDir(), "--concurrency=" + secret},
+		{"rekey", "--server", strings.ToLower(secret), "--encryption-key-file", "a", "--new-encryption-key-file", "b"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			var out outputs
+			if r := out.run(t, args...); r.code != 2 {
+				t.Errorf("exit %d, want 2:\n%s", r.code, r.stderr)
+			}
+			out.noKeyIn(t, []string{secret})
+		})
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -131,7 +132,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // newFlagSet returns a flag set for a command whose help text is help.
 func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("archiver "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(identityMasker{stderr})
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprint(w, help, "\nFlags:\n")
@@ -146,6 +147,22 @@ func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
 		fmt.Fprint(w, "\nExit codes: 0 done or already recorded, 1 failed, 2 usage or configuration error, 3 archive refused.\n")
 	}
 	return fs
+}
+
+// ageIdentity matches an age identity (a secret key) in any case.
+var ageIdentity = regexp.MustCompile(`(?i)AGE-SECRET-KEY-[A-Z0-9-]+`)
+
+// identityMasker writes to w with every age identity masked: the flag
+// package quotes a value it refuses, and a parse error quotes a stray
+// argument, which may be a key pasted where a path or another value goes
+// (--replace=$KEY, a key given alone).
+type identityMasker struct{ w io.Writer }
+
+func (m identityMasker) Write(p []byte) (int, error) {
+	if _, err := m.w.Write(ageIdentity.ReplaceAll(p, []byte("AGE-SECRET-KEY-(masked)"))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // parseFlags parses args; it returns the exit code to stop with, or -1 to
@@ -177,7 +194,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) int {
 
 // usageError prints a usage error and returns exitUsage.
 func usageError(stderr io.Writer, cmd string, format string, args ...any) int {
-	fmt.Fprintf(stderr, "archiver %s: %s\n", cmd, fmt.Sprintf(format, args...))
+	fmt.Fprintf(identityMasker{stderr}, "archiver %s: %s\n", cmd, fmt.Sprintf(format, args...))
 	return exitUsage
 }
 
