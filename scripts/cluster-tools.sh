@@ -46,27 +46,27 @@ build_kubernetes() {
     flags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
     flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
-  (cd tools/kubernetes && CGO_ENABLED=0 go build -o "$out/" "${node_buildflags[@]}" -ldflags "-s -w$flags" \
+  (cd tools/kubernetes && CGO_ENABLED=0 go build -o "$out/" "${tool_buildflags[@]}" -ldflags "-s -w$flags" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet)
 }
 build_etcd() {
-  (cd tools/etcd && CGO_ENABLED=0 go build -o "$out/etcd" "${node_buildflags[@]}" -ldflags "-s -w" .)
+  (cd tools/etcd && CGO_ENABLED=0 go build -o "$out/etcd" "${tool_buildflags[@]}" -ldflags "-s -w" .)
 }
 build_containerd() {
   local flags="-s -w -X github.com/containerd/containerd/v2/version.Version=$containerd_version"
   (cd tools/containerd &&
-    CGO_ENABLED=0 go build -o "$out/" "${node_buildflags[@]}" -tags "no_btrfs no_devmapper no_zfs" -ldflags "$flags" \
+    CGO_ENABLED=0 go build -o "$out/" "${tool_buildflags[@]}" -tags "no_btrfs no_devmapper no_zfs" -ldflags "$flags" \
       github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/ctr &&
-    CGO_ENABLED=0 go build -o "$out/" "${node_buildflags[@]}" -tags "no_grpc" -ldflags "$flags" \
+    CGO_ENABLED=0 go build -o "$out/" "${tool_buildflags[@]}" -tags "no_grpc" -ldflags "$flags" \
       github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2)
 }
 build_runc() {
-  (cd tools/runc && CGO_ENABLED=1 go build -o "$out/runc" "${node_buildflags[@]}" -tags "seccomp netgo osusergo" \
+  (cd tools/runc && CGO_ENABLED=1 go build -o "$out/runc" "${tool_buildflags[@]}" -tags "seccomp netgo osusergo" \
     -ldflags "-s -w -X main.version=${runc_version#v} -extldflags -static" github.com/opencontainers/runc)
 }
 build_cni() {
-  (cd tools/cni && CGO_ENABLED=0 go build -o "$out/" "${node_buildflags[@]}" \
+  (cd tools/cni && CGO_ENABLED=0 go build -o "$out/" "${tool_buildflags[@]}" \
     -ldflags "-s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$cni_version" \
     github.com/containernetworking/plugins/plugins/main/bridge \
     github.com/containernetworking/plugins/plugins/ipam/host-local \

@@ -19,18 +19,18 @@ say() { echo "tools: $*" >&2; }
 
 # tool_buildflags: how the tools that only the tests and the demo run are
 # compiled (the Pulumi CLI, its Kubernetes plugin and YAML host, sdkgen,
-# versitygw, promtool, prometheus): without the compiler's optimizations and
-# inlining (-N -l, as for a debugger), which cuts their cold compile by about
-# a quarter; they run the same code, more slowly where they are busy. One set
-# for all of them, so the standard library and the modules they share compile
-# once. The node's own binaries (cluster-tools.sh), the bench's peers
-# (bench-tools.sh) and the archiver are compiled with optimizations.
-# -dwarf=false: no debug information is generated, which the -s -w links
-# dropped anyway (stack traces come from the pclntab): about 6% less CPU.
+# versitygw, promtool, prometheus, and the single node of the tier-5 tests:
+# cluster-tools.sh): without the compiler's optimizations and inlining (-N
+# -l, as for a debugger), which cuts their cold compile by about a quarter
+# (the node's Kubernetes alone: 637 s to about 480 s on 2 cores); they run
+# the same code, more slowly where they are busy, which a test node serving
+# a few Jobs never is for long. One set for all of them, so the standard
+# library and the modules they share compile once. The bench's peers
+# (bench-tools.sh) and the archiver, whose speed is measured, are compiled
+# with optimizations. -dwarf=false: no debug information is generated, which
+# the -s -w links dropped anyway (stack traces come from the pclntab): about
+# 6% less CPU.
 tool_buildflags=(-trimpath "-gcflags=all=-N -l -dwarf=false")
-# node_buildflags: the node's own binaries (cluster-tools.sh), optimized,
-# without the debug information their -s -w links drop.
-node_buildflags=(-trimpath -gcflags=all=-dwarf=false)
 
 # build_gogc is the GOGC of the compiler and linker in tool_build (and in
 # make test's own builds): the compiler's heap may grow to five times its
