@@ -526,9 +526,64 @@ func collectPacks(ctx context.Context, cat Catalog, st Store, grace time.Duratio
 // collectPacks' business. Keys below the pack folder that are not a pack's
 // key are left alone.
 func collectOrphanPacks(ctx context.Context, cat Catalog, st Store, notAfter time.Time, dryRun, force bool, log hclog.Logger, rep *Report) error {
-	// First the counts (tooManyOrphans), a page at a time as below.
+	// First the counts (tooManyOrphans), then the removals.
 	var orphans, recorded int
-	err := st.Walk(ctx, jobapi.PacksDir, func(page []store.Object) error {
+	err := walkPacks(ctx, cat, st, func(o store.Object, _ string, known bool) error {
+		switch {
+		case known:
+			recorded++
+		case o.ModTime.Before(notAfter):
+			orphans++
+		}
+		return nil
+	})
+	if err != nil || orphans == 0 {
+		return err
+	}
+	if !force && !dryRun && tooManyOrphans(orphans, recorded) {
+		rep.OrphanPacks = orphans
+		err := fmt.Errorf("%w: %d packs in the store have no row in the catalog, more than the %d that have one. "+
+			"A catalog restored from an older dump, emptied, or another database than the backups' would make "+
+			"recorded packs look like this; check [database]. If the catalog is right, remove them with "+
+			"archiver prune --remove-orphans", errOrphansKept, orphans, recorded)
+		log.Error("orphan packs kept", "orphan_packs", orphans, "recorded_packs", recorded, "error", err)
+		return err
+	}
+	return walkPacks(ctx, cat, st, func(o store.Object, id string, known bool) error {
+		if known || !o.ModTime.Before(notAfter) {
+			return nil
+		}
+		rep.OrphanPacks++
+		if dryRun {
+			log.Info("orphan pack: no row in the catalog (dry run: kept)", "pack", st.Ref(o.Key), "size_bytes", o.Size)
+			return nil
+		}
+		if err := st.Remove(ctx, o.Key); err != nil {
+			log.Warn("removing an orphan pack; the next prune retries", "pack", st.Ref(o.Key), "error", err)
+			rep.FailedRemoves = append(rep.FailedRemoves, st.Ref(o.Key))
+			return nil
+		}
+		if c, ok := st.(tempCleaner); ok {
+			if rm, err := c.CleanTemps(ctx, o.Key); err != nil {
+				log.Warn("removing the temp data of an orphan pack", "pack", id, "error", err)
+			} else if len(rm) > 0 {
+				log.Info("removed the temp data of an orphan pack", "pack", id, "temps", rm)
+			}
+		}
+		rep.PacksRemoved++
+		rep.BytesFreed += o.Size
+		log.Info("removed orphan pack: no row in the catalog", "pack", st.Ref(o.Key), "size_bytes", o.Size,
+			"mod_time", o.ModTime)
+		return nil
+	})
+}
+
+// walkPacks calls fn for each pack in the store's pack folder, with its ID
+// and whether the catalog has its row: a page of the walk at a time, each
+// page looked up in one query, so memory stays one page however large the
+// store. Keys below the pack folder that are not a pack's are passed over.
+func walkPacks(ctx context.Context, cat Catalog, st Store, fn func(o store.Object, id string, known bool) error) error {
+	return st.Walk(ctx, jobapi.PacksDir, func(page []store.Object) error {
 		ids := make([]string, 0, len(page))
 		for _, o := range page {
 			if id, ok := jobapi.PackIDOfKey(o.Key); ok {
@@ -545,70 +600,13 @@ func collectOrphanPacks(ctx context.Context, cat Catalog, st Store, notAfter tim
 		slices.Sort(known)
 		for _, o := range page {
 			id, ok := jobapi.PackIDOfKey(o.Key)
+			if !ok {
+				continue
+			}
 			_, isKnown := slices.BinarySearch(known, id)
-			switch {
-			case !ok:
-			case isKnown:
-				recorded++
-			case o.ModTime.Before(notAfter):
-				orphans++
+			if err := fn(o, id, isKnown); err != nil {
+				return err
 			}
-		}
-		return nil
-	})
-	if err != nil || orphans == 0 {
-		return err
-	}
-	if !force && !dryRun && tooManyOrphans(orphans, recorded) {
-		rep.OrphanPacks = orphans
-		err := fmt.Errorf("%w: %d packs in the store have no row in the catalog, more than the %d that have one. "+
-			"A catalog restored from an older dump, emptied, or another database than the backups' would make "+
-			"recorded packs look like this; check [database]. If the catalog is right, remove them with "+
-			"archiver prune --remove-orphans", errOrphansKept, orphans, recorded)
-		log.Error("orphan packs kept", "orphan_packs", orphans, "recorded_packs", recorded, "error", err)
-		return err
-	}
-	return st.Walk(ctx, jobapi.PacksDir, func(page []store.Object) error {
-		ids := make([]string, 0, len(page))
-		for _, o := range page {
-			if id, ok := jobapi.PackIDOfKey(o.Key); ok && o.ModTime.Before(notAfter) {
-				ids = append(ids, id)
-			}
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		known, err := cat.KnownPacks(ctx, ids)
-		if err != nil {
-			return err
-		}
-		slices.Sort(known)
-		for _, o := range page {
-			id, ok := jobapi.PackIDOfKey(o.Key)
-			if _, isKnown := slices.BinarySearch(known, id); !ok || isKnown || !o.ModTime.Before(notAfter) {
-				continue
-			}
-			rep.OrphanPacks++
-			if dryRun {
-				log.Info("orphan pack: no row in the catalog (dry run: kept)", "pack", st.Ref(o.Key), "size_bytes", o.Size)
-				continue
-			}
-			if err := st.Remove(ctx, o.Key); err != nil {
-				log.Warn("removing an orphan pack; the next prune retries", "pack", st.Ref(o.Key), "error", err)
-				rep.FailedRemoves = append(rep.FailedRemoves, st.Ref(o.Key))
-				continue
-			}
-			if c, ok := st.(tempCleaner); ok {
-				if rm, err := c.CleanTemps(ctx, o.Key); err != nil {
-					log.Warn("removing the temp data of an orphan pack", "pack", id, "error", err)
-				} else if len(rm) > 0 {
-					log.Info("removed the temp data of an orphan pack", "pack", id, "temps", rm)
-				}
-			}
-			rep.PacksRemoved++
-			rep.BytesFreed += o.Size
-			log.Info("removed orphan pack: no row in the catalog", "pack", st.Ref(o.Key), "size_bytes", o.Size,
-				"mod_time", o.ModTime)
 		}
 		return nil
 	})
