@@ -262,6 +262,7 @@ const (
 	chunkedKeys    = ChunkedDir + "/keys"
 	dataKeySuffix  = ".key"
 	spareSuffix    = ".spare"
+	unopenedSuffix = ".unopened-"
 	manifestSuffix = ".manifest"
 )
 
@@ -394,6 +395,21 @@ func DataKeySpareKey(server string) (string, error) {
 		return "", err
 	}
 	return key + spareSuffix, nil
+}
+
+// DataKeyUnopenedKey returns the store key under which a rewrap keeps
+// server's data key object when the object did not open with the key file
+// and its spare did (a rewrap that failed half-way, or a spare copied in
+// from elsewhere): "_chunked/keys/<server>.key.unopened-<stamp>". The
+// object may hold another data key than the spare, sealing runs that only
+// it opens, so it is kept, never overwritten. Crypto-shredding removes it
+// with the others (<server>.key*).
+func DataKeyUnopenedKey(server, stamp string) (string, error) {
+	key, err := DataKeyKey(server)
+	if err != nil {
+		return "", err
+	}
+	return key + unopenedSuffix + stamp, nil
 }
 
 // SplitManifestKey splits a manifest's key (ManifestKey's form) into its

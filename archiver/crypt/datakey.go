@@ -7,6 +7,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -140,6 +141,9 @@ func (k *Keys) OpenDataKey(ctx context.Context, st Opener, server string) (dk Da
 type opened struct {
 	first  bool // k's first identity opened it (the one k writes for)
 	legacy bool // format 1: nothing says who wrote it
+	// unopened: the key object is there but did not open (another
+	// identity's, or damaged), and the data key came from its spare.
+	unopened bool
 }
 
 // objectNames are the store keys of a server's data key object and of its
@@ -345,6 +349,11 @@ func rewrap(ctx context.Context, st Store, names objectNames, old, next *Keys, w
 			ErrUnvouchedKey, names.key, jobapi.Flag(jobapi.FlagServer), names.server,
 			jobapi.Flag(jobapi.FlagEncryptionKeyFile), jobapi.Flag(jobapi.FlagNewEncryptionKeyFile))
 	}
+	if o.unopened {
+		if err := keepUnopened(ctx, st, names); err != nil {
+			return false, err
+		}
+	}
 	if err := next.replace(ctx, st, names.spare, names.server, dk); err != nil {
 		return false, err
 	}
@@ -357,6 +366,34 @@ func rewrap(ctx context.Context, st Store, names objectNames, old, next *Keys, w
 // sameFirst reports whether a's and b's first identities are the same
 // (their MAC keys are derived from them).
 func sameFirst(a, b *Keys) bool { return hmac.Equal(a.macKeys[0], b.macKeys[0]) }
+
+// keepUnopened copies the server's key object, which did not open while
+// its spare did, to jobapi.DataKeyUnopenedKey (named by the first 12 hex
+// digits of its SHA-256, so a retried rewrap writes the same copy) before
+// a rewrap replaces it with the spare's key. After a rewrap that failed
+// half-way the two hold one key; a spare copied in from elsewhere, or
+// left by another key file, may hold another, and the object would be the
+// only wrapping of the key its runs were sealed with.
+func keepUnopened(ctx context.Context, st Store, names objectNames) error {
+	rc, err := st.Open(ctx, names.key)
+	if err != nil {
+		return fmt.Errorf("keeping the data key object %s that did not open: %w", names.key, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, maxKeyObject+1))
+	if err != nil {
+		return fmt.Errorf("keeping the data key object %s that did not open: %w", names.key, err)
+	}
+	sum := sha256.Sum256(b)
+	copyKey, err := jobapi.DataKeyUnopenedKey(names.server, hex.EncodeToString(sum[:6]))
+	if err != nil {
+		return err
+	}
+	if _, err := st.Put(ctx, copyKey, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
+		return fmt.Errorf("keeping the data key object %s that did not open, as %s: %w", names.key, copyKey, err)
+	}
+	return nil
+}
 
 // removeSpare removes the spare of a rewrapped key object, if there is one.
 func removeSpare(ctx context.Context, st Store, names objectNames) error {
@@ -396,7 +433,7 @@ func (k *Keys) readDataKey(ctx context.Context, st Opener, names objectNames) (d
 	spare, so, serr := k.readObject(ctx, st, names.spare, names.server)
 	switch {
 	case serr == nil:
-		return spare, opened{legacy: so.legacy}, nil
+		return spare, opened{legacy: so.legacy, unopened: !errors.Is(err, ErrNoDataKey)}, nil
 	case errors.Is(err, ErrNoDataKey) && !errors.Is(serr, ErrNoDataKey):
 		return DataKey{}, opened{}, serr // only the spare is left, and it does not open
 	}

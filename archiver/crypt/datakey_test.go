@@ -143,14 +143,23 @@ func TestSpareOpensWhenTheObjectDoesNot(t *testing.T) {
 	if got, _, err := next.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
 		t.Fatalf("the new identity alone: same key %v, %v; want the spare's key", got == dk, err)
 	}
+	before, _ := st.Bytes("_chunked/keys/survival.key")
 	if got, ev, err := next.DataKey(ctx, st, "survival", true); err != nil || got != dk || ev != KeyRewrapped {
 		t.Fatalf("the next run with the new identity alone: event %v, same key %v, %v", ev, got == dk, err)
 	}
 	if _, _, err := old.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrWrongKey) {
 		t.Errorf("the old identity after the finished rewrap: %v, want ErrWrongKey", err)
 	}
-	if keys := st.Keys(); strings.Join(keys, " ") != "_chunked/keys/survival.key" {
-		t.Errorf("the store holds %v, want the key object alone", keys)
+	// The object the new identity did not open is kept beside it (keepUnopened).
+	keys := st.Keys()
+	if len(keys) != 2 || keys[0] != "_chunked/keys/survival.key" || !strings.HasPrefix(keys[1], "_chunked/keys/survival.key.unopened-") {
+		t.Fatalf("the store holds %v, want the key object and the copy of the one that did not open", keys)
+	}
+	if kept, _ := st.Bytes(keys[1]); !bytes.Equal(kept, before) {
+		t.Errorf("the copy is not the object that did not open")
+	}
+	if err := st.Remove(ctx, keys[1]); err != nil {
+		t.Fatal(err)
 	}
 
 	stranger, _ := keysOf(t)
@@ -463,4 +472,56 @@ func objectBytes(t *testing.T, st Opener, key string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestRewrapKeepsAnObjectItCannotOpen: a key object that the key file does
+// not open, beside a spare that it does (a spare copied in from another
+// store or a snapshot, holding another data key), is not lost when the
+// rewrap replaces it with the spare's key: it is kept as
+// <server>.key.unopened-<digest>, which its own identity still opens to
+// the key its runs were sealed with. A retried rewrap keeps the same copy.
+func TestRewrapKeepsAnObjectItCannotOpen(t *testing.T) {
+	ctx := t.Context()
+	st := store.NewMem()
+	b, bID := keysOf(t) // the identity the object is wrapped to
+	d2, _, err := b.DataKey(ctx, st, "survival", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	object, _ := st.Bytes("_chunked/keys/survival.key")
+	// A stale spare: another data key, wrapped to another identity.
+	other := store.NewMem()
+	a, _ := keysOf(t)
+	d1, _, err := a.DataKey(ctx, other, "survival", true)
+	if err != nil || d1 == d2 {
+		t.Fatalf("another data key: %v (same %v)", err, d1 == d2)
+	}
+	spare, _ := other.Bytes("_chunked/keys/survival.key")
+	if _, err := st.Put(ctx, "_chunked/keys/survival.key.spare", func(w io.Writer) error { _, err := w.Write(spare); return err }); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := keysOf(t)
+	for range 2 {
+		if err := Rewrap(ctx, st, "survival", a, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var copies []string
+	for _, k := range st.Keys() {
+		if strings.HasPrefix(k, "_chunked/keys/survival.key.unopened-") {
+			copies = append(copies, k)
+		}
+	}
+	if len(copies) != 1 {
+		t.Fatalf("copies %v in %v, want one", copies, st.Keys())
+	}
+	if kept, _ := st.Bytes(copies[0]); !bytes.Equal(kept, object) {
+		t.Fatal("the copy is not the object that did not open")
+	}
+	if got, _, err := newOnly(t, bID).readObject(ctx, st, copies[0], "survival"); err != nil || got != d2 {
+		t.Errorf("the copy with its own identity: same key %v, %v", got == d2, err)
+	}
+	if got, _, err := c.OpenDataKey(ctx, st, "survival"); err != nil || got != d1 {
+		t.Errorf("the rewrapped object: the spare's key %v, %v", got == d1, err)
+	}
 }
