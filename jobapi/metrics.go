@@ -30,7 +30,7 @@ const (
 // (archiver/exporter/readonly_role.sql grants exactly these). The
 // exporter's help, the WorldMetrics description and the catalog's reads
 // quote this list.
-const MetricsTables = "world_backups, world_backup_failures, world_prunes"
+const MetricsTables = "world_backups, world_backup_failures, world_prunes, world_retired_servers"
 
 // DefaultMetricsPort is the port the exporter listens on by default.
 const DefaultMetricsPort = 9090

@@ -3,7 +3,9 @@
 //
 // Everything is derived from the catalog, never from the Jobs: a server
 // whose backup pod was deleted or whose CronJob never started a Job shows
-// as stale, because its newest successful run grows old. Each scrape (or
+// as stale, because its newest successful run grows old; a server retired
+// with archiver retire (catalog.DB.RetiredServers) has no series until it
+// records again, unless the config names it. Each scrape (or
 // page view) re-reads the catalog, at most once per Config.MinRefresh and
 // bounded by Config.Timeout; the reads are bounded (catalog.MaxServers, the
 // chart's runs, the shown failures, eventBatch rows of new events) and need
@@ -46,6 +48,7 @@ type Catalog interface {
 	FailuresAfter(ctx context.Context, afterID int64, limit int) ([]catalog.Event, error)
 	PrunesAfter(ctx context.Context, afterID int64, limit int) ([]catalog.PruneEvent, error)
 	Overview(ctx context.Context, now time.Time, runs, failures int) ([]catalog.ServerOverview, error)
+	RetiredServers(ctx context.Context) (map[string]time.Time, error)
 }
 
 var _ Catalog = (*catalog.DB)(nil)
@@ -159,6 +162,9 @@ type Exporter struct {
 	lastRun     int64      // highest world_backups id counted, under refreshMu
 	lastFail    int64      // highest world_backup_failures id counted, under refreshMu
 	lastPrune   int64      // highest world_prunes id counted, under refreshMu
+	// retiredDenied: the role may not read the retired servers (warned
+	// once), under refreshMu.
+	retiredDenied bool
 
 	mu   sync.Mutex // guards snap
 	snap snapshot
@@ -269,11 +275,26 @@ func (e *Exporter) read(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	// The configured servers without a row are expected: shown, stale.
-	have := map[string]bool{}
-	for _, s := range servers {
-		have[s.Server] = true
+	retired, err := e.retired(ctx)
+	if err != nil {
+		return err
 	}
+	// The retired servers are left out, series and all, unless configured
+	// (then expected); the configured servers without a row are expected:
+	// shown, stale.
+	have := map[string]bool{}
+	servers = slices.DeleteFunc(servers, func(s catalog.ServerOverview) bool {
+		_, configured := e.cfg.ServerMaxAge[s.Server]
+		if _, ok := retired[s.Server]; !ok || configured {
+			have[s.Server] = true
+			return false
+		}
+		for _, c := range []*prometheus.CounterVec{e.success, e.failure, e.prunes, e.pruned, e.freed} {
+			c.DeleteLabelValues(s.Server)
+		}
+		e.duration.DeleteLabelValues(s.Server)
+		return true
+	})
 	for _, s := range slices.Sorted(maps.Keys(e.cfg.ServerMaxAge)) {
 		if !have[s] {
 			servers = append(servers, catalog.ServerOverview{Server: s})
@@ -293,6 +314,21 @@ func (e *Exporter) read(ctx context.Context, now time.Time) error {
 	e.snap = snapshot{servers: servers, readAt: now}
 	e.mu.Unlock()
 	return nil
+}
+
+// retired returns the retired servers (catalog.DB.RetiredServers); a role
+// that may not read them gets none, with a warning the first time.
+func (e *Exporter) retired(ctx context.Context) (map[string]time.Time, error) {
+	retired, err := e.cat.RetiredServers(ctx)
+	if errors.Is(err, catalog.ErrNotPermitted) {
+		if !e.retiredDenied {
+			e.log.Warn("retired servers are shown and alerted on as the others", "error", err)
+			e.retiredDenied = true
+		}
+		return nil, nil
+	}
+	e.retiredDenied = false
+	return retired, err
 }
 
 // drain counts the rows after *last that after returns, a batch of

@@ -93,6 +93,21 @@ func scrape(t *testing.T, base string) promscrape.Families {
 	return fams
 }
 
+// getPage returns the status page of the exporter at base.
+func getPage(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // want checks the value of one series.
 func want(t *testing.T, fams promscrape.Families, name string, labels map[string]string, v float64) {
 	t.Helper()
@@ -193,6 +208,64 @@ func TestMetricsFromCatalog(t *testing.T) {
 	want(t, fams, "worldbackup_backup_last_status", c, 0)
 }
 
+// TestRetiredServersLeftOut: a server retired with archiver retire has no
+// series (so its stale alert ends) until it records again, unless the
+// exporter's config names it; with a role that may not read the
+// retirements, every server is shown and the catalog is up.
+func TestRetiredServersLeftOut(t *testing.T) {
+	f := newFixture(t)
+	f.run(t, "survival", "s-1", time.Hour, time.Second, 10, 10)
+	f.run(t, "lobby", "l-1", 30*24*time.Hour, time.Second, 10, 10)
+	f.fail(t, "lobby", "l-2", 29*24*time.Hour, "disk full")
+	f.run(t, "creative", "c-1", 30*24*time.Hour, time.Second, 10, 10)
+	cfg := Config{Cluster: "eu-1", MaxAge: 26 * time.Hour, ServerMaxAge: map[string]time.Duration{"creative": 26 * time.Hour}}
+	_, base := serve(t, f.db, cfg)
+	s := map[string]string{"server": "survival"}
+	l := map[string]string{"server": "lobby"}
+	c := map[string]string{"server": "creative"}
+	lobbySeries := []string{"worldbackup_backup_last_successful_timestamp_seconds", "worldbackup_backup_last_status",
+		"worldbackup_backup_success_total", "worldbackup_backup_failure_total", "worldbackup_backup_duration_seconds",
+		"worldbackup_store_bytes", "worldbackup_backup_max_age_seconds", "worldbackup_prune_total"}
+
+	fams := scrape(t, base)
+	want(t, fams, "worldbackup_backup_success_total", l, 1)
+	for _, server := range []string{"lobby", "creative"} {
+		if _, err := f.db.Retire(t.Context(), server); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fams = scrape(t, base)
+	want(t, fams, "worldbackup_exporter_catalog_up", nil, 1)
+	for _, name := range lobbySeries {
+		absent(t, fams, name, l)
+	}
+	want(t, fams, "worldbackup_backup_success_total", s, 1)
+	want(t, fams, "worldbackup_backup_success_total", c, 1) // configured: expected, shown
+	if page := getPage(t, base); strings.Contains(page, "lobby") || !strings.Contains(page, "creative") {
+		t.Errorf("the page names lobby or not creative:\n%s", page)
+	}
+
+	t.Run("back when it records again", func(t *testing.T) {
+		f.fail(t, "lobby", "l-3", 0, "world not found")
+		fams := scrape(t, base)
+		want(t, fams, "worldbackup_backup_failure_total", l, 1)
+		want(t, fams, "worldbackup_backup_last_status", l, 0)
+		want(t, fams, "worldbackup_backup_last_successful_timestamp_seconds", l, unixSeconds(f.now.Add(-30*24*time.Hour)))
+	})
+	t.Run("a role that may not read the retirements", func(t *testing.T) {
+		if _, err := f.db.Retire(t.Context(), "lobby"); err != nil {
+			t.Fatal(err)
+		}
+		ro := pgtest.Role(t, f.url, func(role, password, database string) string {
+			return strings.Replace(ReadOnlyRoleSQL(role, password, database), ", world_retired_servers", "", 1)
+		})
+		_, base := serve(t, openDB(t, ro), cfg)
+		fams := scrape(t, base)
+		want(t, fams, "worldbackup_exporter_catalog_up", nil, 1)
+		want(t, fams, "worldbackup_backup_success_total", l, 1)
+	})
+}
+
 // TestMetricsOfMissingArchives: a run whose archive a prune found missing
 // is counted by worldbackup_archives_missing and by no gauge of the
 // newest run, on /metrics and on the page; the counters keep it.
@@ -204,19 +277,7 @@ func TestMetricsOfMissingArchives(t *testing.T) {
 	_, base := serve(t, f.db, Config{Cluster: "eu-1"})
 	s := map[string]string{"cluster": "eu-1", "server": "survival"}
 	c := map[string]string{"cluster": "eu-1", "server": "creative"}
-	page := func(t *testing.T) string {
-		t.Helper()
-		resp, err := http.Get(base + "/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
+	page := func(t *testing.T) string { return getPage(t, base) }
 
 	fams := scrape(t, base)
 	want(t, fams, "worldbackup_archives_missing", s, 0)
@@ -262,7 +323,7 @@ func TestMetricsWithoutMaxAge(t *testing.T) {
 }
 
 // TestReadOnlyRole: the exporter works with the documented role, which can
-// SELECT the three tables and write nothing.
+// SELECT the four tables and write nothing.
 func TestReadOnlyRole(t *testing.T) {
 	f := newFixture(t)
 	f.run(t, "survival", "s-1", time.Hour, time.Second, 10, 10)

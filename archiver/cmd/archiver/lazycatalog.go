@@ -77,3 +77,11 @@ func (c *lazyCatalog) Overview(ctx context.Context, now time.Time, runs, failure
 	}
 	return db.Overview(ctx, now, runs, failures)
 }
+
+func (c *lazyCatalog) RetiredServers(ctx context.Context) (map[string]time.Time, error) {
+	db, err := c.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return db.RetiredServers(ctx)
+}

@@ -53,6 +53,7 @@ Usage:
   archiver prune --server S --min-keep K [--keep-last N] [--keep-daily D] ...
                                                  expire old archives (restic's forget rules)
   archiver status --max-age 26h [--server S]...  exit 1 when a server's newest archive is older
+  archiver retire --server S [--undo]            leave a server that left the fleet out of status and metrics
   archiver metrics [--listen :9090] [--cluster C] [--max-age 36h] [--server-max-age S=26h]...
                                                  serve the catalog's Prometheus metrics and status page
   archiver rekey --server S --encryption-key-file OLD --new-encryption-key-file NEW
@@ -115,6 +116,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return withNotify(ctx, args[0], args[1:], stderr, func() int { return cmdPrune(ctx, args[1:], stdout, stderr) })
 	case "status":
 		return cmdStatus(ctx, args[1:], stdout, stderr)
+	case "retire":
+		return cmdRetire(ctx, args[1:], stdout, stderr)
 	case jobapi.KindMetrics:
 		return cmdMetrics(ctx, args[1:], stdout, stderr)
 	case jobapi.Flag("version"), "-version", "version":

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -26,7 +27,9 @@ without any run is stale (exit 1; --json prints []). A run finished in the
 future (more than %s ahead of this clock: a node with a wrong clock) is
 never fresh: it is left out of the judgement, with a warning naming it. So is
 a run whose archive a prune found missing from the store (archives_missing
-in --json): nothing can be restored from it.
+in --json): nothing can be restored from it. A server retired with
+archiver retire is shown as retired and not judged (unless a --server
+names it) until it records a run or a failed attempt again.
 `
 
 // serverStatus is one line of archiver status.
@@ -39,7 +42,10 @@ type serverStatus struct {
 	// ArchivesMissing counts the runs whose archive a prune found missing
 	// from the store: not counted as backups.
 	ArchivesMissing int64 `json:"archives_missing,omitempty"`
-	OK              bool  `json:"ok"`
+	// RetiredAt is when archiver retire retired the server: it is not
+	// judged (OK), unless a --server named it.
+	RetiredAt *time.Time `json:"retired_at,omitempty"`
+	OK        bool       `json:"ok"`
 }
 
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -85,7 +91,18 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 				"server", n.Server, "runs", n.Missing, "run_id", n.MissingRunID)
 		}
 	}
-	st := statusOf(newest, servers.values, *maxAge, now)
+	retired := map[string]time.Time{}
+	if len(servers.values) == 0 {
+		retired, err = db.RetiredServers(ctx)
+		switch {
+		case errors.Is(err, catalog.ErrNotPermitted):
+			log.Warn("retired servers are judged as the others", "error", err)
+		case err != nil:
+			log.Error("status failed", "error", err)
+			return exitFailed
+		}
+	}
+	st := statusOf(newest, servers.values, retired, *maxAge, now)
 	if err := printStatus(stdout, st, *maxAge, *asJSON); err != nil {
 		log.Error("writing the status", "error", err)
 		return exitFailed
@@ -103,8 +120,9 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 // statusOf judges the newest runs against maxAge at now; want, when not
-// empty, is the servers to judge (one without a run is not OK).
-func statusOf(newest []catalog.Newest, want []string, maxAge time.Duration, now time.Time) []serverStatus {
+// empty, is the servers to judge (one without a run is not OK); the servers
+// of retired are shown retired and OK.
+func statusOf(newest []catalog.Newest, want []string, retired map[string]time.Time, maxAge time.Duration, now time.Time) []serverStatus {
 	if len(want) == 0 {
 		for _, n := range newest {
 			want = append(want, n.Server)
@@ -123,6 +141,9 @@ func statusOf(newest []catalog.Newest, want []string, maxAge time.Duration, now 
 				s.OK = age <= maxAge
 			}
 		}
+		if at, ok := retired[server]; ok {
+			s.RetiredAt, s.OK = &at, true
+		}
 		out = append(out, s)
 	}
 	return out
@@ -140,6 +161,15 @@ func printStatus(w io.Writer, st []serverStatus, maxAge time.Duration, asJSON bo
 	for _, s := range st {
 		verdict := "ok"
 		switch {
+		case s.RetiredAt != nil:
+			newest, finished, age := "-", "-", "-"
+			if s.FinishedAt != nil {
+				newest, finished = s.NewestRun, s.FinishedAt.UTC().Format(time.RFC3339)
+				age = (time.Duration(s.AgeSeconds) * time.Second).Round(time.Second).String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\tretired %s\n", s.Server, newest, finished, age, s.Runs,
+				s.RetiredAt.UTC().Format(time.RFC3339))
+			continue
 		case s.FinishedAt == nil && s.Runs > 0:
 			why := "every run finished in the future"
 			if s.ArchivesMissing > 0 {
