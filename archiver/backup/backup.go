@@ -425,6 +425,11 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 		if inserted, other, err = r.afterLostCommit(ctx, log, p, w, err); err != nil {
 			return err
 		}
+	case isArchiveLockLost(err):
+		// Another attempt may hold the run's lock now and have written
+		// and recorded this key: the archive is not this one's to remove.
+		return fmt.Errorf("recording the run in the catalog: %w; the archive %s was kept (another attempt "+
+			"may own it now); a retry records the run", err, ref)
 	case err != nil:
 		return r.discard(ctx, log, w, fmt.Errorf("recording the run in the catalog: %w", err))
 	}
@@ -466,6 +471,13 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 		"excluded", res.Excluded, "skipped", res.Skipped, "warnings", res.Warnings,
 		"duration", d.Round(time.Millisecond).String(), "mb_per_s", s.MBPerSecond)
 	return nil
+}
+
+// isArchiveLockLost says that err is a lost archive lock's (the S3 store's
+// run lock, in the catalog): another attempt may own the run's key now.
+func isArchiveLockLost(err error) bool {
+	lost, ok := errors.AsType[*catalog.LockLostError](err)
+	return ok && lost.Archive()
 }
 
 // ErrRunIDTaken is wrapped by the error of a run whose run ID is recorded

@@ -343,6 +343,39 @@ func TestRunInsertFailureRemovesArchive(t *testing.T) {
 	}
 }
 
+// TestRunInsertUnderALostLock: when the run's archive lock (the S3
+// store's, in the catalog) was lost before the insert, another attempt may
+// own the run's key now: the archive is kept, and the error says so; a
+// lost quiesce lock leaves the key this run's, and its archive is removed.
+func TestRunInsertUnderALostLock(t *testing.T) {
+	tests := []struct {
+		name, kind string
+		keys       int
+		says       string
+	}{
+		{"archive lock", "archive", 1, "was kept"},
+		{"quiesce lock", "quiesce", 0, "archive removed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := store.NewMem()
+			cat := newFakeCatalog()
+			cat.insertErr = fmt.Errorf("inserting run: %w", &catalog.LockLostError{Kind: tt.kind, Name: "srv/run"})
+			r, _ := newRunner(t, mem, cat)
+			s, err := r.Run(t.Context(), params(makeWorld(t)))
+			if !errors.Is(err, catalog.ErrLockLost) || !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("Run: %v, want ErrLockLost saying %q", err, tt.says)
+			}
+			if keys := mem.Keys(); len(keys) != tt.keys {
+				t.Errorf("archives %v, want %d", keys, tt.keys)
+			}
+			if s.Status != StatusFailed {
+				t.Errorf("summary %+v, want failed", s)
+			}
+		})
+	}
+}
+
 func TestRunFailures(t *testing.T) {
 	boom := errors.New("catalog down")
 	tests := []struct {

@@ -92,9 +92,11 @@ var ErrNotFound = errors.New("catalog: no such run")
 
 // DB is a connection pool to the catalog database.
 type DB struct {
-	pool *pgxpool.Pool
-	log  hclog.Logger
-	call time.Duration // bound of one call, client side
+	pool      *pgxpool.Pool
+	log       hclog.Logger
+	call      time.Duration // bound of one call, client side
+	keepAlive time.Duration // Timeouts.LockKeepAlive
+	locks     locks         // the session locks held, and a lost one
 }
 
 // Timeouts bound the database calls. A connect_timeout, statement_timeout
@@ -110,6 +112,9 @@ type Timeouts struct {
 	// Call bounds each call (Lookup, Insert, List, Migrate) on the client
 	// side, whatever the server does; default Connect + Statement + 5s.
 	Call time.Duration
+	// LockKeepAlive is how often a held session lock's session is asked
+	// whether it still holds it; default DefaultLockKeepAlive.
+	LockKeepAlive time.Duration
 }
 
 // Default timeouts.
@@ -131,6 +136,9 @@ func (t Timeouts) withDefaults() Timeouts {
 	}
 	if t.Call <= 0 {
 		t.Call = t.Connect + t.Statement + 5*time.Second
+	}
+	if t.LockKeepAlive <= 0 {
+		t.LockKeepAlive = DefaultLockKeepAlive
 	}
 	return t
 }
@@ -189,7 +197,7 @@ func OpenWith(ctx context.Context, url string, log hclog.Logger, t Timeouts) (*D
 	}
 	log.Debug("connected", "host", cfg.ConnConfig.Host, "port", cfg.ConnConfig.Port,
 		"database", cfg.ConnConfig.Database, "user", cfg.ConnConfig.User)
-	return &DB{pool: pool, log: log, call: t.Call}, nil
+	return &DB{pool: pool, log: log, call: t.Call, keepAlive: t.LockKeepAlive}, nil
 }
 
 // bound returns ctx limited to one call's time.
@@ -276,11 +284,14 @@ func (db *DB) LookupSettled(ctx context.Context, runID string) (Record, error) {
 var ErrCommitUnknown = errors.New("the COMMIT was sent and its answer lost: the row may exist")
 
 // record runs fn in a transaction of its own and commits it, as
-// pgx.BeginFunc does; its error wraps ErrCommitUnknown when the COMMIT was
+// pgx.BeginFunc does, unless a lock of db was lost (checkLocks); its error wraps ErrCommitUnknown when the COMMIT was
 // sent and its outcome is unknown. An error before the COMMIT, a COMMIT
 // not sent (pgconn.SafeToRetry), or one the server answered with an ERROR
 // or a ROLLBACK leaves the transaction rolled back.
 func (db *DB) record(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	if err := db.checkLocks(ctx); err != nil {
+		return err
+	}
 	committing := false
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		if err := fn(tx); err != nil {

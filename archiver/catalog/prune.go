@@ -12,13 +12,17 @@ import (
 // server never interleave (the second waits, bounded by the session's
 // lock_timeout if one is set, and by ctx). decide receives every row of the
 // server, oldest first, and returns the run IDs to delete; an error from it
-// rolls back. PruneServer returns the deleted rows.
+// rolls back. PruneServer returns the deleted rows. It deletes nothing once
+// a lock of db was lost (ErrLockLost).
 //
 // The lock is a transaction lock, not a session lock, so it never outlives
 // the transaction on a pooled connection and needs no second connection.
 func (db *DB) PruneServer(ctx context.Context, server string, decide func([]Record) ([]string, error)) ([]Record, error) {
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
+	if err := db.checkLocks(ctx); err != nil {
+		return nil, err
+	}
 	var deleted []Record
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('worldbackup.prune/' || $1, 0))`, server); err != nil {

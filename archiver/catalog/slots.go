@@ -55,6 +55,6 @@ func (s Slots) Wait(ctx context.Context) (release func(), err error) {
 
 // releaser returns the function that gives slot i, held by conn, back.
 func (s Slots) releaser(conn *pgxpool.Conn, i int) func() {
-	return s.db.unlocker(conn, "slot", fmt.Sprintf("%s/%d", s.group, i),
+	return s.db.hold(conn, "slot", fmt.Sprintf("%s/%d", s.group, i), false,
 		`SELECT pg_advisory_unlock(hashtext('worldbackup.concurrency/' || $1), $2)`, s.group, i)
 }
