@@ -126,7 +126,7 @@ func TestLockKeepAlive(t *testing.T) {
 	if _, err := open(t, url).Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	idle := withParam(t, url, "idle_session_timeout", "300") // ms
+	idle := withParam(t, url, "idle_session_timeout", "1000") // ms
 	other := open(t, url)
 	const name = "s3://bucket/srv/run"
 	tests := []struct {
@@ -151,7 +151,7 @@ func TestLockKeepAlive(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer unlock()
-			time.Sleep(time.Second) // over three idle_session_timeouts
+			time.Sleep(2500 * time.Millisecond) // over two idle_session_timeouts
 			ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 			defer cancel()
 			u, err := other.LockArchive(ctx, name)
