@@ -70,13 +70,14 @@ type ServerOverview struct {
 	ArchivesMissing int64
 }
 
-// Overview returns every server that has a run or a failed attempt
-// (at most MaxServers), ordered by name, with its newest runs (at most
+// Overview returns every server that has a run or a failed attempt,
+// except those of leaveOut (retired ones: RetiredServers), at most
+// MaxServers, ordered by name, with its newest runs (at most
 // runs) and its newest failed attempts (at most failures), both finished
 // at most FutureTolerance after now. A row further in the future (a node
 // with a wrong clock) would stay the newest until its time came: a failure
 // would hold the server's last status at failed through every success.
-func (db *DB) Overview(ctx context.Context, now time.Time, runs, failures int) ([]ServerOverview, error) {
+func (db *DB) Overview(ctx context.Context, now time.Time, runs, failures int, leaveOut []string) ([]ServerOverview, error) {
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
 	latest := now.Add(FutureTolerance)
@@ -90,11 +91,12 @@ func (db *DB) Overview(ctx context.Context, now time.Time, runs, failures int) (
 		}
 		rows, _ := tx.Query(ctx, `WITH s AS (
 				SELECT server FROM world_backups UNION SELECT server FROM world_backup_failures
+				EXCEPT SELECT unnest($2::text[])
 				ORDER BY server LIMIT $1)
 			SELECT s.server, count(w.id) AS run_count, coalesce(sum(w.added_bytes), 0)::bigint AS store_bytes,
 				count(w.id) FILTER (WHERE w.missing_since IS NOT NULL) AS archives_missing
 			FROM s LEFT JOIN world_backups w ON w.server = s.server
-			GROUP BY s.server ORDER BY s.server`, MaxServers)
+			GROUP BY s.server ORDER BY s.server`, MaxServers, leaveOut)
 		aggs, err := pgx.CollectRows(rows, pgx.RowToStructByName[agg])
 		if err != nil {
 			return err

@@ -84,7 +84,7 @@ func TestMarkMissing(t *testing.T) {
 	}
 	overview := func() map[string]ServerOverview {
 		t.Helper()
-		os, err := db.Overview(ctx, time.Now(), 10, 10)
+		os, err := db.Overview(ctx, time.Now(), 10, 10, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -61,6 +61,15 @@ func TestRetire(t *testing.T) {
 		t.Fatalf("retired %v, want [lobby]", got)
 	}
 
+	t.Run("the overview leaves out what it is told to", func(t *testing.T) {
+		os, err := db.Overview(ctx, now, 5, 5, []string{"lobby"})
+		if err != nil || len(os) != 1 || os[0].Server != "survival" {
+			t.Fatalf("Overview leaving out lobby = %+v, %v; want survival only", os, err)
+		}
+		if os, err := db.Overview(ctx, now, 5, 5, nil); err != nil || len(os) != 2 {
+			t.Fatalf("Overview = %+v, %v; want lobby and survival", os, err)
+		}
+	})
 	t.Run("a failed attempt recorded later brings it back, whatever its clock", func(t *testing.T) {
 		fail(t, "f-2", "lobby", now.Add(-48*time.Hour))
 		if got := retiredNames(t, db); len(got) != 0 {

@@ -47,7 +47,7 @@ type Catalog interface {
 	RunsAfter(ctx context.Context, afterID int64, limit int) ([]catalog.Event, error)
 	FailuresAfter(ctx context.Context, afterID int64, limit int) ([]catalog.Event, error)
 	PrunesAfter(ctx context.Context, afterID int64, limit int) ([]catalog.PruneEvent, error)
-	Overview(ctx context.Context, now time.Time, runs, failures int) ([]catalog.ServerOverview, error)
+	Overview(ctx context.Context, now time.Time, runs, failures int, leaveOut []string) ([]catalog.ServerOverview, error)
 	RetiredServers(ctx context.Context) (map[string]time.Time, error)
 }
 
@@ -271,30 +271,33 @@ func (e *Exporter) read(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	servers, err := e.cat.Overview(ctx, now, e.cfg.ChartRuns, e.cfg.ShownFailures)
-	if err != nil {
-		return err
-	}
+	// The retired servers are left out, series and all, unless configured
+	// (then expected).
 	retired, err := e.retired(ctx)
 	if err != nil {
 		return err
 	}
-	// The retired servers are left out, series and all, unless configured
-	// (then expected); the configured servers without a row are expected:
-	// shown, stale.
-	have := map[string]bool{}
-	servers = slices.DeleteFunc(servers, func(s catalog.ServerOverview) bool {
-		_, configured := e.cfg.ServerMaxAge[s.Server]
-		if _, ok := retired[s.Server]; !ok || configured {
-			have[s.Server] = true
-			return false
+	var leaveOut []string
+	for s := range retired {
+		if _, configured := e.cfg.ServerMaxAge[s]; !configured {
+			leaveOut = append(leaveOut, s)
 		}
+	}
+	servers, err := e.cat.Overview(ctx, now, e.cfg.ChartRuns, e.cfg.ShownFailures, leaveOut)
+	if err != nil {
+		return err
+	}
+	for _, s := range leaveOut {
 		for _, c := range []*prometheus.CounterVec{e.success, e.failure, e.prunes, e.pruned, e.freed} {
-			c.DeleteLabelValues(s.Server)
+			c.DeleteLabelValues(s)
 		}
-		e.duration.DeleteLabelValues(s.Server)
-		return true
-	})
+		e.duration.DeleteLabelValues(s)
+	}
+	// The configured servers without a row are expected: shown, stale.
+	have := map[string]bool{}
+	for _, s := range servers {
+		have[s.Server] = true
+	}
 	for _, s := range slices.Sorted(maps.Keys(e.cfg.ServerMaxAge)) {
 		if !have[s] {
 			servers = append(servers, catalog.ServerOverview{Server: s})

@@ -440,11 +440,11 @@ func (c slowCatalog) RunsAfter(ctx context.Context, afterID int64, limit int) ([
 	return c.Catalog.RunsAfter(ctx, afterID, limit)
 }
 
-func (c slowCatalog) Overview(ctx context.Context, now time.Time, runs, failures int) ([]catalog.ServerOverview, error) {
+func (c slowCatalog) Overview(ctx context.Context, now time.Time, runs, failures int, leaveOut []string) ([]catalog.ServerOverview, error) {
 	if err := c.wait(ctx); err != nil {
 		return nil, err
 	}
-	return c.Catalog.Overview(ctx, now, runs, failures)
+	return c.Catalog.Overview(ctx, now, runs, failures, leaveOut)
 }
 
 // TestAbortedScrape: a client that gives up mid-read does not make the

@@ -70,12 +70,12 @@ func (c *lazyCatalog) PrunesAfter(ctx context.Context, afterID int64, limit int)
 	return db.PrunesAfter(ctx, afterID, limit)
 }
 
-func (c *lazyCatalog) Overview(ctx context.Context, now time.Time, runs, failures int) ([]catalog.ServerOverview, error) {
+func (c *lazyCatalog) Overview(ctx context.Context, now time.Time, runs, failures int, leaveOut []string) ([]catalog.ServerOverview, error) {
 	db, err := c.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return db.Overview(ctx, now, runs, failures)
+	return db.Overview(ctx, now, runs, failures, leaveOut)
 }
 
 func (c *lazyCatalog) RetiredServers(ctx context.Context) (map[string]time.Time, error) {
