@@ -64,6 +64,9 @@ type Node struct {
 	// ArchiverImage is the image `make image` built, imported into
 	// containerd, as a pod refers to it (by tag).
 	ArchiverImage string
+	// ArchiverTarball is the path of that image's docker tarball, to push
+	// it to a registry of a test's own.
+	ArchiverTarball string
 	// PauseImage is the sandbox image, also usable as a do-nothing
 	// container (a stand-in game server).
 	PauseImage string
@@ -227,7 +230,7 @@ func startNode(ctx context.Context) (*Node, error) {
 		return nil, err
 	}
 	nd := &Node{Kubeconfig: n.kubecfg, Client: n.client, PauseImage: PauseImage, GatewayIP: GatewayIP,
-		ArchiverImage: archiverImage, n: n}
+		ArchiverImage: archiverImage, ArchiverTarball: archiverTar, n: n}
 	if err := n.importImage(ctx, archiverTar); err != nil {
 		n.teardown()
 		return nil, err

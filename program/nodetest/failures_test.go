@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -190,26 +192,128 @@ func exitCode(t *testing.T, node *kubenode.Node, ns string) int32 {
 	return 0
 }
 
-// TestUnpullableImageNamedQuickly: an image that cannot be pulled is
+// TestUnpullableImageNamedQuickly: an image the registry does not have is
 // reported within failBound, though the Job's deadline is the default 30
 // minutes: the component's watchdog sees the pod wait in
-// ErrImagePull/ImagePullBackOff, names the cause and fails the Job
-// (DeadlineExceeded), which ends the provider's await. The right image with
-// the same run ID then succeeds.
+// ErrImagePull/ImagePullBackOff with the registry's "not found", names the
+// cause and fails the Job (DeadlineExceeded) after the Container grace,
+// which ends the provider's await. The right image with the same run ID
+// then succeeds.
 func TestUnpullableImageNamedQuickly(t *testing.T) {
 	t.Parallel() // waits on graces or the cron minute: see TestMain
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
+	reg := startRegistry(t)
 	ns := namespace(t, node, kubenode.NamespaceOptions{})
 	cfg := stackConfig(node, ns, "r1")
-	cfg["worldbackup:image"] = retag(node.ArchiverImage, "no-such-tag")
+	cfg["worldbackup:image"] = reg.ref("worldbackup-archiver", "no-such-tag")
 	stack := tools.InlineStack(t, "node", deploy.Program, cfg)
 	f := upFails(t, stack)
-	f.mentions(t, "cannot run", "ImagePull", "no-such-tag", "DeadlineExceeded")
+	f.mentions(t, "cannot run", "ImagePull", "no-such-tag", "not found", "DeadlineExceeded")
 
 	cfg["worldbackup:image"] = node.ArchiverImage
 	stacktest.SetConfig(t, stack, cfg)
 	_, out := up(t, node, ns, stack)
+	jobComplete(t, node, ns.Name, out.jobName)
+	checkArchive(t, ns, out)
+}
+
+// TestRegistryOutageWaitedFor: a registry that answers 503 for longer than
+// the Container grace (a registry restarting, failing over) does not fail
+// the backup: the watchdog gives a pull error that a retry may heal the
+// Registry grace, the kubelet pulls again once the registry is back, and
+// `pulumi up` succeeds. With one grace for every pull error, the Job failed
+// a minute into the outage.
+func TestRegistryOutageWaitedFor(t *testing.T) {
+	t.Parallel() // waits on graces or the cron minute: see TestMain
+	node := kubenode.Require(t)
+	tools := stacktest.Require(t)
+	reg := startRegistry(t)
+	image := reg.push(t, node.ArchiverTarball, "worldbackup-archiver", "outage")
+	// The kubelet pulls at about 0, 10, 30, 70 and 150 s (its back-off
+	// doubles from 10 s): the outage outlasts the fourth pull, so the pod
+	// waits at least twice the Container grace (the watchdog may first
+	// look at it up to 20 s late) and the fifth pull finds the registry
+	// back, well within the Registry grace.
+	reg.down(2 * observe.DefaultGrace.Container)
+	ns := namespace(t, node, kubenode.NamespaceOptions{})
+	cfg := stackConfig(node, ns, "r1")
+	cfg["worldbackup:image"] = image
+	stack := tools.InlineStack(t, "node", deploy.Program, cfg)
+	_, out := up(t, node, ns, stack)
+	jobComplete(t, node, ns.Name, out.jobName)
+	checkArchive(t, ns, out)
+	refused, until := reg.outage()
+	t.Logf("the registry refused %d requests; a manifest was served %s after the first", refused, until.Round(time.Second))
+	if refused == 0 || until <= 2*observe.DefaultGrace.Container {
+		t.Errorf("the registry refused %d requests and served a manifest %s after the first: the pod did not wait out "+
+			"an outage of twice the Container grace (%s)", refused, until, observe.DefaultGrace.Container)
+	}
+}
+
+// TestQuotaInUseWaitedFor: a ResourceQuota that another pod of the
+// namespace fills refuses the backup's pod for longer than the Refused
+// grace; as the pod alone fits the quota, the watchdog gives it the Quota
+// grace, and once the other pod is gone the Job controller creates the
+// backup's pod and `pulumi up` succeeds. (A quota the pod alone exceeds,
+// TestRefusedPodNamed, still fails within failBound.)
+func TestQuotaInUseWaitedFor(t *testing.T) {
+	t.Parallel() // waits on graces or the cron minute: see TestMain
+	node := kubenode.Require(t)
+	tools := stacktest.Require(t)
+	ns := namespace(t, node, kubenode.NamespaceOptions{})
+	quotas := node.Client.CoreV1().ResourceQuotas(ns.Name)
+	_, err := quotas.Create(t.Context(), &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "one-pod"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		q, err := quotas.Get(ctx, "one-pod", metav1.GetOptions{})
+		return err == nil && q.Status.Hard != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the quota was not counted within a minute: %v", err)
+	}
+	pods := node.Client.CoreV1().Pods(ns.Name)
+	filler, err := pods.Create(t.Context(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "filler"},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken: new(false),
+			Containers:                   []corev1.Container{{Name: "pause", Image: node.PauseImage, ImagePullPolicy: corev1.PullNever}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating the pod that fills the quota: %v", err)
+	}
+	// Held from the first refusal past the Refused grace and the
+	// watchdog's next looks, then deleted: the backup's pod fits.
+	held := observe.DefaultGrace.Refused + 2*observe.DefaultInterval + 5*time.Second
+	released := make(chan error, 1)
+	go func() {
+		err := wait.PollUntilContextTimeout(t.Context(), time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+			events, err := node.Client.CoreV1().Events(ns.Name).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedCreate"})
+			return err == nil && slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
+				return strings.Contains(e.Message, "exceeded quota: one-pod")
+			}), nil
+		})
+		if err != nil {
+			released <- fmt.Errorf("no FailedCreate event named the quota: %w", err)
+			return
+		}
+		select {
+		case <-time.After(held):
+		case <-t.Context().Done():
+		}
+		released <- pods.Delete(context.WithoutCancel(t.Context()), filler.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
+	}()
+	stack := tools.InlineStack(t, "node", deploy.Program, stackConfig(node, ns, "r1"))
+	_, out := up(t, node, ns, stack)
+	if err := <-released; err != nil {
+		t.Fatalf("the pod that fills the quota: %v", err)
+	}
 	jobComplete(t, node, ns.Name, out.jobName)
 	checkArchive(t, ns, out)
 }

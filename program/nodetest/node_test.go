@@ -48,7 +48,7 @@ func TestMain(m *testing.M) {
 }
 
 // waitingTests is the number of tests marked parallel here.
-const waitingTests = 5
+const waitingTests = 7
 
 // stackConfig is the program's own config for one server backed up in the
 // test namespace of the node, with the trigger runID.

@@ -11,12 +11,14 @@ package observe
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/worldbackup/worldbackup/jobapi"
@@ -28,11 +30,51 @@ import (
 var stuckReasons = map[string]bool{
 	"ErrImagePull":               true,
 	"ImagePullBackOff":           true,
+	"RegistryUnavailable":        true, // the kubelet's reason for a runtime's ErrRegistryUnavailable
+	"SignatureValidationFailed":  true,
 	"ErrImageNeverPull":          true,
 	"InvalidImageName":           true,
 	"CreateContainerConfigError": true,
 	"CreateContainerError":       true,
 }
+
+// finalPull are what an image pull's error says, in any case, when a retry
+// cannot heal it: the registry does not have the name or tag, refuses the
+// pull, or has no image for the node; or the registry's host name does not
+// exist. Any other pull error (a connection refused or timing out, a TLS
+// handshake that times out, a 5xx or 429 answer) may be a registry's blip
+// and gets the Registry grace. The kubelet's ImagePullBackOff message
+// carries the last pull's error (Kubernetes 1.32 and later); an older
+// kubelet's says only "Back-off pulling image", which is judged a blip.
+var finalPull = []string{
+	"not found",                   // containerd: "…: not found", a tag or repository the registry does not have
+	"manifest unknown",            // the registry's error code (CRI-O quotes it)
+	"name unknown",                // the registry's error code for a repository
+	"pull access denied",          // Docker Hub: "pull access denied, repository does not exist or may require authorization"
+	"repository does not exist",   //
+	"unauthorized",                // 401
+	"forbidden",                   // 403
+	"insufficient_scope",          // a token without pull rights
+	"authentication required",     //
+	"no match for platform",       // no image for the node's OS and architecture
+	"no such host",                // the host name does not exist (an NXDOMAIN; a DNS server down times out instead)
+	"invalid reference format",    //
+	"signature validation failed", // the kubelet's SignatureValidationFailed, in its back-off message
+	"x509: ",                      // a certificate the node does not trust, or expired
+	"http response to https",      // "server gave HTTP response to HTTPS client": a registry without TLS
+	"is no longer supported",      // containerd: a schema 1 image
+}
+
+// pullReasons are the waiting reasons of a container's image pull.
+var pullReasons = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "RegistryUnavailable": true,
+	"SignatureValidationFailed": true}
+
+// namesInMessage are what retryablePull leaves out of a pull's message
+// before it looks for finalPull's words: quoted strings and any word with a
+// '/' or a '.' in it (image references, URLs, host names, addresses), so
+// that an image, repository or host named …/forbidden-app, unauthorized.example
+// does not read as the registry's refusal.
+var namesInMessage = regexp.MustCompile(`"[^"]*"|[^\s"]*[/.][^\s"]*`)
 
 // creatingReasons are the reasons of the Warning events that say why a
 // scheduled pod stays in ContainerCreating: its sandbox (network) or its
@@ -65,8 +107,13 @@ const (
 	// NotStuck: the pod runs, starts or finished.
 	NotStuck Kind = iota
 	// Container: a container waits for something that a retry does not fix
-	// (an image that cannot be pulled, a missing Secret key).
+	// (an image the registry does not have or refuses, a missing Secret
+	// key).
 	Container
+	// Registry: the image's pull fails in a way a retry may heal (finalPull
+	// says which do not): a registry that is down, slow or answers 5xx gets
+	// a few minutes to come back, as the kubelet keeps retrying.
+	Registry
 	// Unschedulable: no node takes the pod. A cluster autoscaler may still
 	// add one, so it gets a longer grace.
 	Unschedulable
@@ -75,18 +122,24 @@ const (
 	// node, a volume that cannot be mounted.
 	Creating
 	// Refused: the Job has no pod because the API server refuses to create
-	// it (its FailedCreate events): Pod Security, a quota, a webhook.
+	// it (its FailedCreate events): Pod Security, a webhook, a quota the pod
+	// alone exceeds.
 	Refused
+	// Quota: the API server refuses the pod because a ResourceQuota is full
+	// with what other pods use, though the pod alone fits its limits
+	// (quotaFull): the Job controller keeps trying, and the pod is admitted
+	// once others finish.
+	Quota
 )
 
-// Cause is why one pod (or the Job, for Refused) is stuck, in words for the
-// `pulumi up` output.
+// Cause is why one pod (or the Job, for Refused and Quota) is stuck, in
+// words for the `pulumi up` output.
 type Cause struct {
 	Kind Kind
-	// UID is the stuck object's: the pod's, or the Job's for Refused. The
-	// Tracker times each by it.
+	// UID is the stuck object's: the pod's, or the Job's for Refused and
+	// Quota. The Tracker times each by it.
 	UID     types.UID
-	Pod     string // "" for Refused
+	Pod     string // "" for Refused and Quota
 	Reason  string // e.g. ImagePullBackOff, Unschedulable, FailedMount
 	Message string // the kubelet's, the scheduler's or the event's message
 }
@@ -94,7 +147,7 @@ type Cause struct {
 // String names the pod, the reason and the message.
 func (c Cause) String() string {
 	who := "pod " + c.Pod
-	if c.Kind == Refused {
+	if c.Kind == Refused || c.Kind == Quota {
 		who = "no pod can be created"
 	}
 	if c.Message == "" {
@@ -118,7 +171,11 @@ func Stuck(pod *corev1.Pod, events []corev1.Event) Cause {
 			if cs.Image != "" && !strings.Contains(msg, cs.Image) {
 				msg = strings.TrimSpace(fmt.Sprintf("image %s: %s", cs.Image, msg))
 			}
-			return Cause{Kind: Container, UID: pod.UID, Pod: pod.Name, Reason: w.Reason, Message: clip(strings.TrimSuffix(msg, ": "))}
+			kind := Container
+			if retryablePull(w.Reason, w.Message, cs.Image) {
+				kind = Registry
+			}
+			return Cause{Kind: kind, UID: pod.UID, Pod: pod.Name, Reason: w.Reason, Message: clip(strings.TrimSuffix(msg, ": "))}
 		}
 	}
 	for _, c := range pod.Status.Conditions {
@@ -132,6 +189,26 @@ func Stuck(pod *corev1.Pod, events []corev1.Event) Cause {
 		}
 	}
 	return Cause{UID: pod.UID}
+}
+
+// retryablePull says whether a container waiting with reason and msg
+// waits for a pull of image that a retry may heal: a pull error that
+// finalPull does not know as final, or the runtime saying the registry is
+// unavailable. The names in msg (the image's, the registry's URL and host:
+// namesInMessage) are left out before it is matched.
+func retryablePull(reason, msg, image string) bool {
+	switch reason {
+	case "RegistryUnavailable":
+		return true
+	case "ErrImagePull", "ImagePullBackOff":
+		if image != "" {
+			msg = strings.ReplaceAll(msg, image, "")
+		}
+		msg = strings.ToLower(namesInMessage.ReplaceAllString(msg, ""))
+		return !slices.ContainsFunc(finalPull, func(s string) bool { return strings.Contains(msg, s) })
+	default:
+		return false
+	}
 }
 
 // progressReasons are the reasons of the Normal events that say a pod's
@@ -188,9 +265,72 @@ func JobRefused(job types.UID, pods []corev1.Pod, events []corev1.Event) Cause {
 		return Cause{UID: job}
 	}
 	if e, ok := latestWarning(events, job, refusedReason); ok {
-		return Cause{Kind: Refused, UID: job, Reason: e.Reason, Message: clip(e.Message)}
+		kind := Refused
+		if quotaFull(e.Message) {
+			kind = Quota
+		}
+		return Cause{Kind: kind, UID: job, Reason: e.Reason, Message: clip(e.Message)}
 	}
 	return Cause{UID: job}
+}
+
+// quotaFull says whether msg, a FailedCreate event's, is a ResourceQuota's
+// refusal of a pod that fits the quota's limits by itself: the quota
+// admission's "exceeded quota: <name>, requested: pods=1, used: pods=4,
+// limited: pods=4", each requested amount at most its limit. Such a pod is
+// admitted once other pods give back what they use. A pod that asks for
+// more than a limit (a quota of no pods), or a message of another form, is
+// refused for good.
+func quotaFull(msg string) bool {
+	_, rest, ok := strings.Cut(msg, "exceeded quota: ")
+	if !ok {
+		return false
+	}
+	_, rest, ok = strings.Cut(rest, ", requested: ")
+	if !ok {
+		return false
+	}
+	requested, rest, ok := strings.Cut(rest, ", used: ")
+	if !ok {
+		return false
+	}
+	_, limited, ok := strings.Cut(rest, ", limited: ")
+	if !ok {
+		return false
+	}
+	want, ok := quantities(requested)
+	if !ok || len(want) == 0 {
+		return false
+	}
+	limits, ok := quantities(limited)
+	if !ok {
+		return false
+	}
+	for name, q := range want {
+		limit, found := limits[name]
+		if !found || q.Cmp(limit) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// quantities parses the quota admission's list of amounts,
+// "pods=1,requests.cpu=500m"; ok is false for anything else.
+func quantities(list string) (map[string]resource.Quantity, bool) {
+	qs := map[string]resource.Quantity{}
+	for item := range strings.SplitSeq(strings.TrimSpace(list), ",") {
+		name, value, found := strings.Cut(item, "=")
+		if !found || name == "" {
+			return nil, false
+		}
+		q, err := resource.ParseQuantity(value)
+		if err != nil {
+			return nil, false
+		}
+		qs[name] = q
+	}
+	return qs, true
 }
 
 // alive says whether pod is neither being deleted nor finished.
@@ -253,31 +393,48 @@ func clip(s string) string {
 // Grace is how long a pod may stay stuck, per kind, before the Job is failed.
 type Grace struct {
 	Container     time.Duration
+	Registry      time.Duration
 	Unschedulable time.Duration
 	Creating      time.Duration
 	Refused       time.Duration
+	Quota         time.Duration
 }
 
-// DefaultGrace: a minute for a container (a registry hiccup heals within
-// it); five for an unschedulable pod (a cluster autoscaler adds a node in a
-// few minutes); two for a pod whose sandbox or volumes cannot be set up (a
-// slow attach or a CNI plugin still starting heal within them: the kubelet
-// itself gives up waiting for volumes after about two); half a minute for a
-// Job whose pods the API server refuses (admission does not change its mind
-// by itself; the Job controller retries a few times in that time).
-var DefaultGrace = Grace{Container: time.Minute, Unschedulable: 5 * time.Minute, Creating: 2 * time.Minute, Refused: 30 * time.Second}
+// DefaultGrace: a minute for a container whose image the registry does not
+// have or refuses, or whose Secret key is missing (the kubelet's first
+// retries show it is not a fluke); five for a pull that fails in a way a
+// retry may heal (a registry restarting or failing over, a rate limit, a
+// network partition) and for an unschedulable pod (a cluster autoscaler
+// adds a node in a few minutes); two for a pod whose sandbox or volumes
+// cannot be set up (a slow attach or a CNI plugin still starting heal
+// within them: the kubelet itself gives up waiting for volumes after about
+// two); half a minute for a Job whose pods the API server refuses
+// (admission does not change its mind by itself; the Job controller retries
+// a few times in that time), five when a ResourceQuota that other pods fill
+// refuses them (they may finish: a backup of another server, a rollout).
+var DefaultGrace = Grace{Container: time.Minute, Registry: 5 * time.Minute, Unschedulable: 5 * time.Minute,
+	Creating: 2 * time.Minute, Refused: 30 * time.Second, Quota: 5 * time.Minute}
 
 func (g Grace) of(k Kind) time.Duration {
 	switch k {
+	case Registry:
+		return g.Registry
 	case Unschedulable:
 		return g.Unschedulable
 	case Creating:
 		return g.Creating
 	case Refused:
 		return g.Refused
+	case Quota:
+		return g.Quota
 	default:
 		return g.Container
 	}
+}
+
+// pullWait says whether c is a container's wait for its image's pull.
+func pullWait(c Cause) bool {
+	return c.Kind == Registry || c.Kind == Container && pullReasons[c.Reason]
 }
 
 // Tracker remembers since when each pod (or Job) has been stuck, by its own
@@ -288,12 +445,14 @@ type Tracker struct {
 
 type stuckSince struct {
 	kind Kind
+	pull bool // a wait for the image's pull (pullWait)
 	at   time.Time
 }
 
 // Observe records the objects looked at now, each with how it is stuck (a
 // NotStuck Cause for one that is not), and returns the first cause that has
-// been stuck (the same kind throughout) for longer than its grace; ok is
+// been stuck (the same kind throughout; an image's pull, final or not, is
+// one wait) for longer than the grace of its kind now; ok is
 // false when none has. An object that is no longer stuck, or no longer
 // looked at, is forgotten.
 func (t *Tracker) Observe(causes []Cause, now time.Time, g Grace) (cause Cause, ok bool) {
@@ -308,8 +467,16 @@ func (t *Tracker) Observe(causes []Cause, now time.Time, g Grace) (cause Cause, 
 			continue
 		}
 		s, found := t.since[c.UID]
-		if !found || s.kind != c.Kind {
-			s = stuckSince{kind: c.Kind, at: now}
+		switch {
+		case found && s.pull && pullWait(c):
+			// A pull's failures, final or not, are one wait: its status
+			// alternates between ErrImagePull and ImagePullBackOff, and
+			// an older kubelet's back-off says nothing of the error. The
+			// wait is judged by the grace of what it shows now.
+			s.kind = c.Kind
+			t.since[c.UID] = s
+		case !found || s.kind != c.Kind || s.pull != pullWait(c):
+			s = stuckSince{kind: c.Kind, pull: pullWait(c), at: now}
 			t.since[c.UID] = s
 		}
 		if !ok && now.Sub(s.at) >= g.of(c.Kind) {

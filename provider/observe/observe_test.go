@@ -73,6 +73,21 @@ const (
 	timedOut    = `Unable to attach or mount volumes: unmounted volumes=[world], unattached volumes=[world]: timed out waiting for the condition`
 	noCNI       = `Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox: plugin type="bridge" failed: failed to find plugin "bridge" in path [/opt/cni/bin]`
 	psa         = `Error creating: pods "lobby-backup-abc-x" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false`
+
+	// The quota admission's refusals (k8s.io/apiserver's resourcequota
+	// plugin): other pods fill the quota; the pod alone exceeds it.
+	quotaFilled = `Error creating: pods "lobby-backup-abc-x" is forbidden: exceeded quota: compute, requested: limits.cpu=1,pods=1, used: limits.cpu=3500m,pods=4, limited: limits.cpu=4,pods=4`
+	quotaNoPods = `Error creating: pods "lobby-backup-abc-x" is forbidden: exceeded quota: no-pods, requested: pods=1, used: pods=0, limited: pods=0`
+
+	// A kubelet's (1.32 and later) back-off messages, carrying the last
+	// pull's error as containerd 2 words it.
+	backoffNotFound = `Back-off pulling image "example.org/archiver:no-such-tag": ErrImagePull: rpc error: code = NotFound desc = ` +
+		`failed to pull and unpack image "example.org/archiver:no-such-tag": failed to resolve reference ` +
+		`"example.org/archiver:no-such-tag": example.org/archiver:no-such-tag: not found`
+	backoffUnavailable = `Back-off pulling image "example.org/archiver:no-such-tag": ErrImagePull: rpc error: code = Unknown desc = ` +
+		`failed to pull and unpack image "example.org/archiver:no-such-tag": failed to resolve reference ` +
+		`"example.org/archiver:no-such-tag": unexpected status from HEAD request to ` +
+		`https://example.org/v2/archiver/manifests/no-such-tag: 503 Service Unavailable`
 )
 
 func TestStuck(t *testing.T) {
@@ -106,8 +121,42 @@ func TestStuck(t *testing.T) {
 		reason     string
 		mentioning []string
 	}{
-		{name: "image pull backoff", pod: waitingPod("1", "ImagePullBackOff", `Back-off pulling image "example.org/archiver:no-such-tag"`),
-			kind: Container, reason: "ImagePullBackOff", mentioning: []string{"no-such-tag"}},
+		{name: "image pull backoff, not found", pod: waitingPod("1", "ImagePullBackOff", backoffNotFound),
+			kind: Container, reason: "ImagePullBackOff", mentioning: []string{"no-such-tag", "not found"}},
+		{name: "image pull backoff, registry answers 503", pod: waitingPod("1", "ImagePullBackOff", backoffUnavailable),
+			kind: Registry, reason: "ImagePullBackOff", mentioning: []string{"503 Service Unavailable"}},
+		{name: "an older kubelet's back-off says nothing of the error", pod: waitingPod("1", "ImagePullBackOff", `Back-off pulling image "example.org/archiver:no-such-tag"`),
+			kind: Registry, reason: "ImagePullBackOff", mentioning: []string{"no-such-tag"}},
+		{name: "an outage of a registry whose names hold a final word", pod: waitingPod("1", "ImagePullBackOff",
+			`Back-off pulling image "forbidden.example/acme/unauthorized-app:1": ErrImagePull: rpc error: code = Unknown desc = `+
+				`failed to pull and unpack image "forbidden.example/acme/unauthorized-app:1": failed to resolve reference `+
+				`"forbidden.example/acme/unauthorized-app:1": unexpected status from HEAD request to `+
+				`https://forbidden.example/v2/acme/unauthorized-app/manifests/1: 503 Service Unavailable`),
+			kind: Registry, reason: "ImagePullBackOff"},
+		{name: "a DNS server that times out", pod: waitingPod("1", "ErrImagePull",
+			`failed to do request: Head "https://notfound.example/v2/a/manifests/1": dial tcp: lookup notfound.example on 10.96.0.10:53: i/o timeout`),
+			kind: Registry, reason: "ErrImagePull"},
+		{name: "a registry host that does not exist", pod: waitingPod("1", "ErrImagePull",
+			`dial tcp: lookup regsitry.example on 10.96.0.10:53: no such host`),
+			kind: Container, reason: "ErrImagePull"},
+		{name: "Docker Hub's rate limit", pod: waitingPod("1", "ErrImagePull",
+			`unexpected status from GET request to https://registry-1.docker.io/v2/a/b/manifests/1: 429 Too Many Requests - `+
+				`Server message: toomanyrequests: You have reached your pull rate limit. See https://www.docker.com/increase-rate-limit`),
+			kind: Registry, reason: "ErrImagePull"},
+		{name: "pull access denied", pod: waitingPod("1", "ErrImagePull",
+			`failed to resolve reference "docker.io/acme/x:1": pull access denied, repository does not exist or may require authorization: `+
+				`server message: insufficient_scope: authorization failed`),
+			kind: Container, reason: "ErrImagePull"},
+		{name: "an untrusted certificate", pod: waitingPod("1", "ErrImagePull",
+			`failed to do request: Head "https://r.example/v2/a/manifests/1": tls: failed to verify certificate: x509: certificate signed by unknown authority`),
+			kind: Container, reason: "ErrImagePull"},
+		{name: "a signature that does not validate, in the back-off", pod: waitingPod("1", "ImagePullBackOff",
+			`Back-off pulling image "r.example/a:1": SignatureValidationFailed: image pull failed for r.example/a:1 because the signature validation failed`),
+			kind: Container, reason: "ImagePullBackOff"},
+		{name: "the runtime says the registry is unavailable", pod: waitingPod("1", "RegistryUnavailable", "image pull failed for x because the registry is unavailable"),
+			kind: Registry, reason: "RegistryUnavailable"},
+		{name: "a signature that does not validate", pod: waitingPod("1", "SignatureValidationFailed", "image pull failed for x because the signature validation failed"),
+			kind: Container, reason: "SignatureValidationFailed"},
 		{name: "image pull error names the image", pod: waitingPod("2", "ErrImagePull", "not found"),
 			kind: Container, reason: "ErrImagePull", mentioning: []string{"image example.org/archiver:no-such-tag", "not found"}},
 		{name: "invalid image name", pod: waitingPod("3", "InvalidImageName", "bad"), kind: Container, reason: "InvalidImageName"},
@@ -191,14 +240,27 @@ func TestJobRefused(t *testing.T) {
 		name       string
 		pods       []corev1.Pod
 		events     []corev1.Event
-		refused    bool
+		kind       Kind // Refused, Quota or NotStuck
 		mentioning []string
 	}{
-		{name: "Pod Security refuses every pod", events: []corev1.Event{warning(job, "FailedCreate", psa, 1)}, refused: true,
+		{name: "Pod Security refuses every pod", events: []corev1.Event{warning(job, "FailedCreate", psa, 1)}, kind: Refused,
 			mentioning: []string{"no pod can be created", "FailedCreate", `violates PodSecurity "restricted:latest"`}},
-		{name: "a quota", events: []corev1.Event{warning(job, "FailedCreate", `Error creating: pods "x" is forbidden: exceeded quota: q, requested: pods=1`, 1)},
-			refused: true, mentioning: []string{"exceeded quota"}},
-		{name: "the retry of a finished pod is refused", pods: []corev1.Pod{done}, events: []corev1.Event{warning(job, "FailedCreate", psa, 1)}, refused: true},
+		{name: "a quota the pod alone exceeds", events: []corev1.Event{warning(job, "FailedCreate", quotaNoPods, 1)},
+			kind: Refused, mentioning: []string{"exceeded quota: no-pods"}},
+		{name: "a quota other pods fill", events: []corev1.Event{warning(job, "FailedCreate", quotaFilled, 1)},
+			kind: Quota, mentioning: []string{"no pod can be created", "exceeded quota: compute", "used: limits.cpu=3500m"}},
+		{name: "a quota whose CPU limit the pod alone exceeds", events: []corev1.Event{warning(job, "FailedCreate",
+			`Error creating: pods "x" is forbidden: exceeded quota: compute, requested: limits.cpu=2, used: limits.cpu=0, limited: limits.cpu=1500m`, 1)},
+			kind: Refused},
+		{name: "a quota message of another form", events: []corev1.Event{warning(job, "FailedCreate", `Error creating: pods "x" is forbidden: exceeded quota: q, requested: pods=1`, 1)},
+			kind: Refused, mentioning: []string{"exceeded quota"}},
+		{name: "a quota message with an amount that does not parse", events: []corev1.Event{warning(job, "FailedCreate",
+			`Error creating: pods "x" is forbidden: exceeded quota: q, requested: pods=one, used: pods=1, limited: pods=1`, 1)},
+			kind: Refused},
+		{name: "a quota failure without amounts", events: []corev1.Event{warning(job, "FailedCreate",
+			`Error creating: pods "x" is forbidden: failed quota: compute: must specify limits.cpu for: archiver`, 1)},
+			kind: Refused},
+		{name: "the retry of a finished pod is refused", pods: []corev1.Pod{done}, events: []corev1.Event{warning(job, "FailedCreate", psa, 1)}, kind: Refused},
 		{name: "a pod was created after all", pods: []corev1.Pod{creatingPod("p")}, events: []corev1.Event{warning(job, "FailedCreate", psa, 1)}},
 		{name: "no pod yet, no event", events: nil},
 		{name: "another Job's refusal", events: []corev1.Event{warning("j0", "FailedCreate", psa, 1)}},
@@ -211,8 +273,8 @@ func TestJobRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := JobRefused(job, tt.pods, tt.events)
-			if (c.Kind == Refused) != tt.refused || c.UID != job {
-				t.Fatalf("JobRefused = %+v, want refused %v, uid %s", c, tt.refused, job)
+			if c.Kind != tt.kind || c.UID != job {
+				t.Fatalf("JobRefused = %+v, want kind %d, uid %s", c, tt.kind, job)
 			}
 			for _, w := range tt.mentioning {
 				if !strings.Contains(c.String(), w) {
@@ -224,9 +286,14 @@ func TestJobRefused(t *testing.T) {
 }
 
 func TestTracker(t *testing.T) {
-	g := Grace{Container: time.Minute, Unschedulable: 5 * time.Minute, Creating: 2 * time.Minute, Refused: 30 * time.Second}
+	g := Grace{Container: time.Minute, Registry: 5 * time.Minute, Unschedulable: 5 * time.Minute, Creating: 2 * time.Minute,
+		Refused: 30 * time.Second, Quota: 4 * time.Minute}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	pull := Cause{Kind: Container, UID: "a", Reason: "ErrImagePull"}
+	blip := Cause{Kind: Registry, UID: "a", Reason: "ErrImagePull"}
+	vague := Cause{Kind: Registry, UID: "a", Reason: "ImagePullBackOff"}
+	quota := Cause{Kind: Quota, UID: "j", Reason: "FailedCreate"}
+	config := Cause{Kind: Container, UID: "a", Reason: "CreateContainerConfigError"}
 	backoff := Cause{Kind: Container, UID: "a", Reason: "ImagePullBackOff"}
 	started := Cause{UID: "a"}
 	other := Cause{Kind: Container, UID: "b", Reason: "ErrImagePull"}
@@ -277,6 +344,32 @@ func TestTracker(t *testing.T) {
 			{90 * time.Second, []Cause{pull}, false},
 			{2 * time.Minute, []Cause{pull}, false},
 			{150 * time.Second, []Cause{pull}, true},
+		}},
+		{"a registry blip gets the longer grace", []look{
+			{0, []Cause{blip}, false},
+			{4 * time.Minute, []Cause{blip}, false},
+			{5 * time.Minute, []Cause{blip}, true},
+		}},
+		{"an older kubelet's back-off and a final pull error are one wait", []look{
+			{0, []Cause{pull}, false},
+			{10 * time.Second, []Cause{vague}, false},
+			{70 * time.Second, []Cause{vague}, false}, // past the container grace, but it shows nothing final
+			{80 * time.Second, []Cause{pull}, true},   // since t0
+		}},
+		{"a blip, then an image found missing: judged since the first", []look{
+			{0, []Cause{blip}, false},
+			{time.Minute, []Cause{pull}, true},
+		}},
+		{"a Secret key missing after a long pull: a wait of its own", []look{
+			{0, []Cause{blip}, false},
+			{4 * time.Minute, []Cause{blip}, false},
+			{270 * time.Second, []Cause{config}, false},
+			{330 * time.Second, []Cause{config}, true},
+		}},
+		{"a quota other pods fill gets its grace", []look{
+			{0, []Cause{quota}, false},
+			{time.Minute, []Cause{quota}, false},
+			{4 * time.Minute, []Cause{quota}, true},
 		}},
 		{"a refused Job gets the shortest grace", []look{
 			{0, []Cause{refused}, false},

@@ -56,6 +56,7 @@ func TestWatchdogStep(t *testing.T) {
 	mounting := creatingPod("m")
 	mountEvent := warning("m", "FailedMount", mountFailed, 1)
 	refusal := warning("j1", "FailedCreate", psa, 1)
+	quotaInUse := warning("j1", "FailedCreate", quotaFilled, 1)
 	tests := []struct {
 		name       string
 		objs       []runtime.Object
@@ -92,10 +93,35 @@ func TestWatchdogStep(t *testing.T) {
 		},
 		{
 			name:       "a pod stuck past the grace fails the Job",
-			objs:       []runtime.Object{job("j1"), jobPod("j1", waitingPod("a", "ImagePullBackOff", `Back-off pulling image "example.org/archiver:no-such-tag"`))},
+			objs:       []runtime.Object{job("j1"), jobPod("j1", waitingPod("a", "ImagePullBackOff", backoffNotFound))},
 			done:       true,
 			failed:     true,
-			mentioning: []string{ns + "/" + jobName, "ImagePullBackOff", "no-such-tag", "cannot run"},
+			mentioning: []string{ns + "/" + jobName, "ImagePullBackOff", "no-such-tag", "not found", "cannot run"},
+		},
+		{
+			name: "a registry that answers 503 is left alone past the container grace",
+			objs: []runtime.Object{job("j1"), jobPod("j1", waitingPod("a", "ImagePullBackOff", backoffUnavailable))},
+		},
+		{
+			name:       "a registry that stays down fails the Job after its grace",
+			objs:       []runtime.Object{job("j1"), jobPod("j1", waitingPod("a", "ImagePullBackOff", backoffUnavailable))},
+			after:      DefaultGrace.Registry,
+			done:       true,
+			failed:     true,
+			mentioning: []string{"ImagePullBackOff", "503 Service Unavailable"},
+		},
+		{
+			name:  "a quota that other pods fill is left alone past the refusal grace",
+			objs:  []runtime.Object{job("j1"), &quotaInUse},
+			after: DefaultGrace.Quota - time.Second,
+		},
+		{
+			name:       "a quota that other pods fill fails the Job after its grace",
+			objs:       []runtime.Object{job("j1"), &quotaInUse},
+			after:      DefaultGrace.Quota,
+			done:       true,
+			failed:     true,
+			mentioning: []string{"no pod can be created", "exceeded quota"},
 		},
 		{
 			name: "a running pod is left alone",
