@@ -69,11 +69,17 @@ type ResolvedRun struct {
 	RunID      string `json:"run_id"`
 	ArchiveRef string `json:"archive_ref"`
 	SHA256     string `json:"sha256"`
+	// Gone says the catalog no longer has the run ID (a prune, or a row
+	// deleted by hand, since the restore was asked for); ArchiveRef and
+	// SHA256 are then empty. Only a Resolve with AllowGone writes it: the
+	// restore then does nothing when the world's marker shows it done, and
+	// is refused otherwise.
+	Gone bool `json:"gone,omitempty"`
 }
 
 // Validate checks r: a valid server and run ID, a SHA-256 in lowercase hex,
 // and an archive ref that is an s3:// URL or an absolute, clean path without
-// control characters.
+// control characters; for a Gone run, neither.
 func (r ResolvedRun) Validate() error {
 	var errs []error
 	if err := CheckServer(r.Server); err != nil {
@@ -81,6 +87,12 @@ func (r ResolvedRun) Validate() error {
 	}
 	if err := CheckRunID(r.RunID); err != nil {
 		errs = append(errs, err)
+	}
+	if r.Gone {
+		if r.ArchiveRef != "" || r.SHA256 != "" {
+			errs = append(errs, errors.New("a gone run has no archive_ref or sha256"))
+		}
+		return errors.Join(errs...)
 	}
 	if !IsSHA256(r.SHA256) {
 		errs = append(errs, fmt.Errorf("sha256 %q: want 64 lowercase hex digits", r.SHA256))
@@ -175,6 +187,11 @@ type Resolve struct {
 	Config  string // "" = DefaultConfigPath
 	Within  string // "" = anywhere
 	Out     string // "" = stdout
+	// AllowGone writes a run ID the catalog does not have as a Gone
+	// ResolvedRun (exit 0) instead of refusing it: a restore Job re-created
+	// after its run was pruned (an image change) lets the world's marker
+	// decide. A verify by run does not set it.
+	AllowGone bool
 
 	LogFormat LogFormat // "" = LogAuto
 }
@@ -205,6 +222,7 @@ func (r Resolve) Args() []string {
 	a.str(FlagConfig, r.Config)
 	a.str(FlagWithin, r.Within)
 	a.str(FlagOut, r.Out)
+	a.bool(FlagAllowGone, r.AllowGone)
 	a.str(FlagLogFormat, string(r.LogFormat))
 	return a
 }
@@ -216,6 +234,8 @@ func (r *Resolve) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&r.Config, FlagConfig, DefaultConfigPath, "felis.toml")
 	fs.StringVar(&r.Within, FlagWithin, "", "refuse a run whose archive is not below this folder or s3:// URL prefix (s3:// alone: any S3 object)")
 	fs.StringVar(&r.Out, FlagOut, "", "write the run's archive ref and checksum to this file as JSON (default: stdout)")
+	fs.BoolVar(&r.AllowGone, FlagAllowGone, false, "write a run ID the catalog does not have (pruned since, or never recorded) as gone instead of failing: "+
+		"the restore then does nothing if the world's marker shows this restore done, and fails otherwise")
 	bindLogFormat(fs, &r.LogFormat)
 }
 
@@ -228,4 +248,5 @@ const (
 	FlagWithin      = "within"
 	FlagOut         = "out"
 	FlagArchiveFrom = "archive-from"
+	FlagAllowGone   = "allow-gone"
 )

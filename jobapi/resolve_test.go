@@ -116,6 +116,23 @@ func TestResolvedRunFile(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a gone run", func(t *testing.T) {
+		gone := ResolvedRun{Server: "survival", RunID: "r1", Gone: true}
+		got, err := ReadResolvedRun(write("gone", gone.Encode()))
+		if err != nil || got != gone {
+			t.Fatalf("ReadResolvedRun = %+v, %v; want %+v", got, err, gone)
+		}
+		for name, r := range map[string]ResolvedRun{
+			"gone with a ref":    {Server: "survival", RunID: "r1", Gone: true, ArchiveRef: good.ArchiveRef},
+			"gone with a sum":    {Server: "survival", RunID: "r1", Gone: true, SHA256: good.SHA256},
+			"gone with a bad id": {Server: "survival", RunID: "-r1", Gone: true},
+			"not gone, no ref":   {Server: "survival", RunID: "r1"},
+		} {
+			if _, err := ReadResolvedRun(write(strings.ReplaceAll(name, " ", "-"), r.Encode())); err == nil {
+				t.Errorf("%s: read without an error", name)
+			}
+		}
+	})
 	t.Run("missing file", func(t *testing.T) {
 		if _, err := ReadResolvedRun(filepath.Join(dir, "none")); err == nil {
 			t.Fatal("no error for a missing file")

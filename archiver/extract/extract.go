@@ -128,6 +128,13 @@ type Options struct {
 	// verified (crypt.Keys.Decrypt); nil: an encrypted archive is refused
 	// with crypt.ErrNoKey.
 	Decrypt func(io.Reader) (io.Reader, error)
+	// Gone, when set, says there is no archive to restore: the run it
+	// was asked for is no longer in the catalog (pruned since). Archive
+	// and SHA256 are then not needed. The restore does nothing when DIR's
+	// marker names RunID (done before: a Job re-created after the prune),
+	// and returns Gone otherwise, DIR untouched (an interrupted swap is
+	// still finished).
+	Gone error
 }
 
 var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -151,13 +158,14 @@ func (o Options) withDefaults() Options {
 // checksum may be upper-case), so main can call it to tell usage errors
 // (exit 2) from failed restores.
 func (o Options) Validate() error {
+	if o.Gone != nil {
+		if o.Archive != "" || o.SHA256 != "" || o.Open != nil {
+			return errors.New("a gone run has no archive to open")
+		}
+	} else if err := o.validateArchive(); err != nil {
+		return err
+	}
 	switch {
-	case o.Archive == "":
-		return errors.New("no archive given (--archive PATH)")
-	case o.SHA256 == "":
-		return errors.New("no checksum given (--sha256 HEX): the archive's SHA-256 must be checked before extracting")
-	case !hexSHA256.MatchString(strings.ToLower(strings.TrimSpace(o.SHA256))):
-		return fmt.Errorf("--sha256 %q is not a SHA-256: want 64 hex digits", o.SHA256)
 	case o.Into == "":
 		return errors.New("no target folder given (--into DIR)")
 	case o.Verified && o.Open == nil:
@@ -177,6 +185,19 @@ func (o Options) Validate() error {
 	case LayoutAuto, LayoutBeside, LayoutInside:
 	default:
 		return fmt.Errorf("unknown layout %q: want beside or inside", o.Layout)
+	}
+	return nil
+}
+
+// validateArchive reports the first problem with o's archive and checksum.
+func (o Options) validateArchive() error {
+	switch {
+	case o.Archive == "":
+		return errors.New("no archive given (--archive PATH)")
+	case o.SHA256 == "":
+		return errors.New("no checksum given (--sha256 HEX): the archive's SHA-256 must be checked before extracting")
+	case !hexSHA256.MatchString(strings.ToLower(strings.TrimSpace(o.SHA256))):
+		return fmt.Errorf("--sha256 %q is not a SHA-256: want 64 hex digits", o.SHA256)
 	}
 	return nil
 }
@@ -323,7 +344,7 @@ func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 	log = log.Named("restore").With("archive", o.Archive, "into", o.Into)
 
 	archive := o.Archive
-	if o.Open == nil {
+	if o.Open == nil && o.Gone == nil {
 		abs, err := filepath.Abs(o.Archive)
 		if err != nil {
 			return Result{}, fmt.Errorf("resolving archive path: %w", err)
@@ -338,7 +359,7 @@ func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 		return Result{}, err
 	}
 	defer t.close()
-	if o.Open == nil && within(t.dir, archive) {
+	if o.Open == nil && o.Gone == nil && within(t.dir, archive) {
 		return Result{}, fmt.Errorf("archive %s lies inside the target folder %s, which the restore replaces: move it elsewhere first", archive, t.dir)
 	}
 	// A rerun of a restore already done does nothing, whatever uses the
@@ -351,6 +372,9 @@ func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 	if !pending {
 		if res, done, err := t.alreadyRestored(o, log, start); done {
 			return res, err
+		}
+		if o.Gone != nil {
+			return Result{}, o.Gone
 		}
 	}
 	// A running server keeps writing its world: never restore, nor finish
@@ -368,6 +392,9 @@ func Restore(ctx context.Context, log hclog.Logger, o Options) (Result, error) {
 		if res, done, err := t.alreadyRestored(o, log, start); done {
 			return res, err
 		}
+	}
+	if o.Gone != nil { // the interrupted swap is finished: nothing more to do
+		return Result{}, o.Gone
 	}
 	empty, err := t.empty()
 	if err != nil {
@@ -451,7 +478,7 @@ func (t *target) alreadyRestored(o Options, log hclog.Logger, start time.Time) (
 			"there is nothing to do; to restore it again, delete the marker and rerun",
 			ErrMarkerNotBound, t.markerPath(), o.RunID, t.dir)
 	}
-	if m.SHA256 != o.SHA256 {
+	if o.Gone == nil && m.SHA256 != o.SHA256 {
 		log.Warn("this run restored another archive; nothing to do: give a new run ID to restore this one",
 			"run_id", o.RunID, "restored_archive", m.Archive, "restored_sha256", m.SHA256, "archive", o.Archive, "sha256", o.SHA256)
 	}

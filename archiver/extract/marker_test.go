@@ -90,3 +90,54 @@ func TestMarkerKeyedOnRunID(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreGone: a restore whose run is gone (Options.Gone) does nothing
+// when the world's marker names its run ID, and is refused with Gone
+// otherwise, the world untouched; a gone run with an archive, or without a
+// target, is invalid.
+func TestRestoreGone(t *testing.T) {
+	archive, sum := newWorldArchive(t)
+	errGone := errors.New("run gone")
+	s := newScene(t, true)
+	if res, err := Restore(t.Context(), nil, Options{Archive: archive, SHA256: sum, Into: s.world, Replace: true, RunID: "run-1"}); err != nil {
+		t.Fatalf("first restore: %+v, %v", res, err)
+	}
+	before := worldState(t, s.world)
+	for _, tc := range []struct {
+		name, runID string
+		wantErr     error
+		wantState   string
+	}{
+		{"the restore done before", "run-1", nil, StateAlreadyRestored},
+		{"a restore that never ran", "run-2", errGone, StateUnchanged},
+		{"no run ID", "", errGone, StateUnchanged},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Restore(t.Context(), nil, Options{Into: s.world, Replace: true, RunID: tc.runID, Gone: errGone})
+			state := res.WorldState
+			if err != nil {
+				state = WorldState(err)
+			}
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) || state != tc.wantState {
+				t.Fatalf("Restore = %+v, %v; want %v, world %s", res, err, tc.wantErr, tc.wantState)
+			}
+			if tc.wantErr == nil && res.Restored.SHA256 != sum {
+				t.Errorf("already restored reports sha256 %q, want the marker's %q", res.Restored.SHA256, sum)
+			}
+			if d := diffSnapshots(before, worldState(t, s.world)); d != "" {
+				t.Fatalf("the world changed:\n%s", d)
+			}
+		})
+	}
+	t.Run("an archive with a gone run", func(t *testing.T) {
+		for _, o := range []Options{
+			{Archive: archive, Into: s.world, Gone: errGone},
+			{SHA256: sum, Into: s.world, Gone: errGone},
+			{Gone: errGone},
+		} {
+			if err := o.Validate(); err == nil {
+				t.Errorf("Validate(%+v) = nil, want an error", o)
+			}
+		}
+	})
+}

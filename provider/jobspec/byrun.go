@@ -60,10 +60,10 @@ func (b ByRun) ResolveRequest(server, backupRoot string, store *S3Store) jobapi.
 
 // add returns the Job's volumes and its container's mounts with what a Job
 // by run adds (none when FromRun is unset), and its init containers: the
-// resolve container with the config Secret read-only and the resolved-run
-// emptyDir read-write (no world, no backup claim, no capability), and that
-// emptyDir read-only in the Job's container.
-func (b ByRun) add(server, backupRoot string, store *S3Store, volumes []corev1.Volume, mounts []corev1.VolumeMount) ([]corev1.Volume, []corev1.VolumeMount, []InitContainer) {
+// resolve container running resolve, with the config Secret read-only and
+// the resolved-run emptyDir read-write (no world, no backup claim, no
+// capability), and that emptyDir read-only in the Job's container.
+func (b ByRun) add(resolve jobapi.Resolve, volumes []corev1.Volume, mounts []corev1.VolumeMount) ([]corev1.Volume, []corev1.VolumeMount, []InitContainer) {
 	if b.FromRun == "" {
 		return volumes, mounts, nil
 	}
@@ -75,7 +75,7 @@ func (b ByRun) add(server, backupRoot string, store *S3Store, volumes []corev1.V
 	mounts = append(mounts, corev1.VolumeMount{Name: ResolvedVolumeName, MountPath: jobapi.ResolvedMountPath, ReadOnly: true})
 	return volumes, mounts, []InitContainer{{
 		Name: ContainerResolve,
-		Args: b.ResolveRequest(server, backupRoot, store).Args(),
+		Args: resolve.Args(),
 		Mounts: []corev1.VolumeMount{
 			{Name: ConfigVolumeName, MountPath: b.ConfigMountPath, ReadOnly: true},
 			{Name: ResolvedVolumeName, MountPath: jobapi.ResolvedMountPath},

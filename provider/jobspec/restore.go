@@ -82,9 +82,14 @@ func (r Restore) Request() jobapi.Restore {
 }
 
 // ResolveRequest returns the request of the init container of a restore by
-// run (FromRun set); see ByRun.ResolveRequest.
+// run (FromRun set); see ByRun.ResolveRequest. A run the catalog no longer
+// has is handed on as gone (AllowGone): a restore Job re-created after a
+// prune removed its run (an image change replaces it) finds its marker in
+// the world and does nothing, and one that never ran is refused there.
 func (r Restore) ResolveRequest() jobapi.Resolve {
-	return r.ByRun.ResolveRequest(r.Server, r.BackupRoot, r.Store)
+	req := r.ByRun.ResolveRequest(r.Server, r.BackupRoot, r.Store)
+	req.AllowGone = true
+	return req
 }
 
 // RestoreArgs returns the archiver's command-line arguments for r (after the
@@ -119,7 +124,7 @@ func BuildRestore(r Restore) *batchv1.Job {
 		mounts, volumes = append(mounts, m), append(volumes, v)
 	}
 
-	volumes, mounts, inits := r.ByRun.add(r.Server, r.BackupRoot, r.Store, volumes, mounts)
+	volumes, mounts, inits := r.ByRun.add(r.ResolveRequest(), volumes, mounts)
 
 	return BuildJob(r.Job, Pod{
 		Component:    ComponentRestore,

@@ -324,7 +324,7 @@ func TestBuildRestoreByRun(t *testing.T) {
 		{
 			name: "latest, folder store", restore: restoreByRun("latest"),
 			wantInit: []string{"resolve", "--server", "survival", "--from-run", "latest", "--config", "/etc/felis/felis.toml",
-				"--within", "/backups", "--out", "/run/worldbackup/run.json", "--log-format", "json"},
+				"--within", "/backups", "--out", "/run/worldbackup/run.json", "--allow-gone", "--log-format", "json"},
 			wantMain: []string{"restore", "--run-id", "restore-20250601", "--archive-from", "/run/worldbackup/run.json",
 				"--into", "/world", "--replace", "--log-format", "json"},
 		},
@@ -336,7 +336,7 @@ func TestBuildRestoreByRun(t *testing.T) {
 				return r
 			}(),
 			wantInit: []string{"resolve", "--server", "lobby", "--from-run", "2025-06-01T0300Z", "--config", "/etc/felis/felis.toml",
-				"--within", "s3://", "--out", "/run/worldbackup/run.json", "--log-format", "json"},
+				"--within", "s3://", "--out", "/run/worldbackup/run.json", "--allow-gone", "--log-format", "json"},
 			wantMain: []string{"restore", "--run-id", "restore-20250601", "--archive-from", "/run/worldbackup/run.json",
 				"--into", "/world", "--replace", "--s3-endpoint", "http://minio:9000", "--s3-access-key-file", "/etc/felis-s3/access-key",
 				"--s3-secret-key-file", "/etc/felis-s3/secret-key", "--log-format", "json"},

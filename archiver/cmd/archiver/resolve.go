@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
@@ -28,7 +30,12 @@ pod that reads the config Secret; the extractor then reads the file
 Exit 2, with the reason, for a run ID the catalog does not have, a run of
 another server, a server without a successful run, or an archive outside
 --within (the backup claim's mount the restore reads, or s3:// for an S3
-store); exit 1 when the catalog cannot be read.
+store); exit 1 when the catalog cannot be read. With --allow-gone (the
+restore Job's), a run ID the catalog does not have is written as gone
+({"gone":true}, exit 0): the restore then does nothing if the world's marker
+shows this restore done (a Job re-created after a prune removed the run),
+and fails otherwise (the run was never recorded, or pruned before the
+restore ran).
 `
 
 // newResolveFlags returns the flag set of resolve and the request it fills.
@@ -67,6 +74,13 @@ func cmdResolve(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer db.Close()
 	rec, err := db.Resolve(ctx, r.Server, r.FromRun, time.Now())
 	switch {
+	case errors.Is(err, catalog.ErrNotFound) && r.AllowGone:
+		// A restore Job re-created after a prune removed its run: the
+		// restore's marker decides whether there is anything to do.
+		log.Warn("the catalog does not have this run (pruned since the restore was asked for, or never recorded): "+
+			"handing it on as gone; the restore does nothing if the world's marker shows it done, and fails otherwise",
+			"server", r.Server, "from_run", r.FromRun)
+		return writeResolved(log, r, jobapi.ResolvedRun{Server: r.Server, RunID: r.FromRun, Gone: true}, stdout)
 	case errors.Is(err, catalog.ErrNotFound):
 		log.Error("no such run: see `archiver list --server "+r.Server+"` for the server's runs, or use "+jobapi.RunLatest,
 			"server", r.Server, "from_run", r.FromRun, "error", err)
@@ -100,6 +114,16 @@ func cmdResolve(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			"run_id", rec.RunID, "archive_ref", res.ArchiveRef, "within", r.Within)
 		return exitUsage
 	}
+	if code := writeResolved(log, r, res, stdout); code != exitOK {
+		return code
+	}
+	log.Info("resolved", "server", rec.Server, "from_run", r.FromRun, "run_id", rec.RunID, "archive_ref", rec.ArchiveRef,
+		"sha256", rec.SHA256, "finished_at", rec.FinishedAt.UTC().Format(time.RFC3339))
+	return exitOK
+}
+
+// writeResolved writes res to r.Out (atomically), or to stdout without one.
+func writeResolved(log hclog.Logger, r *jobapi.Resolve, res jobapi.ResolvedRun, stdout io.Writer) int {
 	if r.Out == "" {
 		if _, err := stdout.Write(res.Encode()); err != nil {
 			return exitFailed
@@ -110,8 +134,6 @@ func cmdResolve(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		log.Error("writing the resolved run", "out", r.Out, "error", err)
 		return exitFailed
 	}
-	log.Info("resolved", "server", rec.Server, "from_run", r.FromRun, "run_id", rec.RunID, "archive_ref", rec.ArchiveRef,
-		"sha256", rec.SHA256, "finished_at", rec.FinishedAt.UTC().Format(time.RFC3339))
 	return exitOK
 }
 

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/worldbackup/worldbackup/internal/pgtest"
 	"github.com/worldbackup/worldbackup/internal/worldgen"
@@ -191,6 +194,54 @@ func TestRestoreByRunEndToEnd(t *testing.T) {
 		res := archiver(t, "restore", "--archive-from", handoff, "--archive", "/x", "--into", into)
 		if res.code != exitUsage || !strings.Contains(res.stderr, "one or the other") {
 			t.Errorf("--archive-from with --archive: exit %d:\n%s", res.code, res.stderr)
+		}
+	})
+	t.Run("a restore whose run was pruned since", func(t *testing.T) {
+		// run-1 was restored as restore-run-1 above (and the world kept
+		// through the refusals since); then a prune removes its row, and
+		// the restore Job is re-created (an image change): its marker
+		// decides.
+		conn, err := pgx.Connect(t.Context(), e.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(t.Context(), `DELETE FROM world_backups WHERE run_id = 'run-1'`); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(handoff); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if res := resolve("survival", "run-1"); res.code != exitUsage || !strings.Contains(res.stderr, "no such run") {
+			t.Fatalf("resolve without --allow-gone: exit %d, want %d:\n%s", res.code, exitUsage, res.stderr)
+		}
+		if res := resolve("survival", "run-1", "--allow-gone"); res.code != 0 || !strings.Contains(res.stderr, "handing it on as gone") {
+			t.Fatalf("resolve --allow-gone exited %d:\n%s", res.code, res.stderr)
+		}
+		if got, err := jobapi.ReadResolvedRun(handoff); err != nil || got != (jobapi.ResolvedRun{Server: "survival", RunID: "run-1", Gone: true}) {
+			t.Fatalf("resolved %+v, %v: want run-1 gone", got, err)
+		}
+		// A verify has nothing to check.
+		if res := archiver(t, "verify", "--archive-from", handoff); res.code != exitUsage || !strings.Contains(res.stderr, "nothing to verify") {
+			t.Fatalf("verify of a gone run: exit %d, want %d:\n%s", res.code, exitUsage, res.stderr)
+		}
+		res := restore("restore-run-1")
+		if res.code != 0 || !strings.Contains(res.stdout, "already restored") || restored() != "first" {
+			t.Fatalf("the re-created restore: exit %d, stdout %q, level.dat %q:\n%s", res.code, res.stdout, restored(), res.stderr)
+		}
+		s := summary(t, filepath.Join(dir, "tlog"))
+		if s["status"] != string(jobapi.StatusAlreadyRestored) || s["run_id"] != "restore-run-1" || s["sha256"] == "" {
+			t.Errorf("termination summary %v", s)
+		}
+		// A restore of it that never ran has nothing to restore.
+		res = restore("restore-run-1-again")
+		if res.code != exitUsage || !strings.Contains(res.stderr, "not in the catalog") ||
+			!strings.Contains(res.stderr, "remove the restore entry") || restored() != "first" {
+			t.Fatalf("a new restore of the gone run: exit %d, want %d, level.dat %q:\n%s", res.code, exitUsage, restored(), res.stderr)
+		}
+		// latest is never gone: a server without runs is refused as before.
+		if res := resolve("nether", jobapi.RunLatest, "--allow-gone"); res.code != exitUsage || !strings.Contains(res.stderr, "no successful run") {
+			t.Fatalf("resolve latest of a server without runs, --allow-gone: exit %d:\n%s", res.code, res.stderr)
 		}
 	})
 }

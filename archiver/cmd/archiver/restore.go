@@ -32,7 +32,10 @@ Restore needs no database and no config file: take the checksum from the
 catalog (archiver list) beforehand, or give --archive-from, the file archiver
 resolve wrote for a run ID or latest (the restore Job's init container runs
 it): the archive and checksum are read from it, at most 16 KiB, checked as
-the catalog's rules say.
+the catalog's rules say. A run it found gone from the catalog (resolve
+--allow-gone: pruned since, or never recorded) is not restored: with the
+world's marker naming --run-id, the restore was done before and exits 0
+(already restored); otherwise it exits 2, the world as it was.
 
 A chunked run (backup --format chunked) is named by its manifest,
 <root>/_chunked/runs/<server>/<run id>.manifest or its s3:// URL, and --sha256
@@ -114,6 +117,9 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return usageError(stderr, jobapi.KindRestore, "%s", err)
 		}
 		*archive, *sum = res.ArchiveRef, res.SHA256
+		if res.Gone {
+			return restoreGone(ctx, fs, f, res, stdout, stderr)
+		}
 	}
 	if *archive == "" {
 		problems = append(problems, jobapi.Flag(jobapi.FlagArchive)+" is required: the archive file to restore")
@@ -236,5 +242,54 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	fmt.Fprintf(stdout, "restored %s into %s: %d entries, %d files, %d bytes (%s); world %s\n",
 		*archive, *into, res.Entries, res.Files, res.Bytes, res.Compression, res.WorldState)
+	return exitOK
+}
+
+// errRunGone is the error of a restore whose run the catalog no longer has
+// and whose world's marker does not show it done.
+var errRunGone = errors.New("nothing to restore")
+
+// restoreGone finishes a restore by run whose run archiver resolve found
+// gone from the catalog (pruned since the restore was asked for, or never
+// recorded: the catalog cannot tell): with the world's marker naming this
+// restore's run ID, the restore was done before and nothing is done (exit
+// 0, already restored, as any rerun); otherwise it is refused, exit 2, the
+// world as it was (an interrupted swap is finished first, as by any
+// restore).
+func restoreGone(ctx context.Context, fs *flag.FlagSet, f *restoreFlags, run jobapi.ResolvedRun, stdout, stderr io.Writer) int {
+	log := newLogger(f.LogFormat, stderr)
+	gone := fmt.Errorf("%w: run %s of server %s is not in the catalog (pruned since the restore was asked for, or never "+
+		"recorded: check `archiver list --server %s`); name a recorded run, or remove the restore entry",
+		errRunGone, run.RunID, run.Server, run.Server)
+	o := extract.Options{Into: f.Into, Replace: f.Replace, RunID: f.RunID, Gone: gone}
+	if err := o.Validate(); err != nil {
+		return usageError(stderr, jobapi.KindRestore, "%s", err)
+	}
+	if err := extract.CheckFolder(f.Into); err != nil {
+		log.Error("restore refused: --into is not a folder: give the world's folder", "into", f.Into, "world_state", extract.StateUnchanged, "error", err)
+		return exitUsage
+	}
+	res, err := extract.Restore(ctx, log, o)
+	switch {
+	case errors.Is(err, errRunGone):
+		log.Error("restore refused", "from_run", run.RunID, "into", f.Into,
+			"world_state", extract.WorldState(err), "error", err)
+		return exitUsage
+	case errors.Is(err, extract.ErrMarkerNotBound):
+		log.Error("restore refused: the world's marker names this run but is not bound to it", "into", f.Into,
+			"world_state", extract.WorldState(err), "error", err)
+		return exitUsage
+	case errors.Is(err, extract.ErrInUse): // an interrupted swap is not finished under a running server
+		log.Error("restore refused: the world is in use", "into", f.Into, "world_state", extract.WorldState(err), "error", err)
+		return exitFailed
+	case err != nil:
+		log.Error("restore failed", "into", f.Into, "world_state", extract.WorldState(err), "error", err)
+		return exitFailed
+	}
+	summary := jobapi.RestoreResult{Status: jobapi.StatusAlreadyRestored, RunID: f.RunID, ArchiveRef: res.Restored.Archive,
+		SHA256: res.Restored.SHA256, WorldState: res.WorldState}
+	terminationLog{path: f.terminationLog, explicit: flagSet(fs, "termination-log")}.writeBounded(log, &summary)
+	fmt.Fprintf(stdout, "already restored %s into %s (run %s; its run %s is not in the catalog)\n",
+		cmp.Or(res.Restored.Archive, "sha256 "+res.Restored.SHA256), f.Into, f.RunID, run.RunID)
 	return exitOK
 }

@@ -116,6 +116,10 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if err != nil {
 			return usageError(stderr, jobapi.KindVerify, "%s", err)
 		}
+		if res.Gone {
+			return usageError(stderr, jobapi.KindVerify, "%s %s: run %s of server %s is no longer in the catalog: nothing to verify",
+				jobapi.Flag(jobapi.FlagArchiveFrom), f.ArchiveFrom, res.RunID, res.Server)
+		}
 		*archive, *sha, resolvedRun = res.ArchiveRef, res.SHA256, res.RunID
 	}
 	wc := worldCheckFlags{enabled: f.WorldCheck, chunks: f.Chunks, world: f.world, scratch: f.Scratch, json: f.json}
