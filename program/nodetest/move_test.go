@@ -2,10 +2,12 @@ package nodetest
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -86,5 +88,32 @@ func TestFleetMoveOnNode(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(moved.WorldDirs["lobby"], "only-in-the-new-cluster.txt")); !os.IsNotExist(err) {
 		t.Errorf("a file of the new cluster's world before the restore survived (stat: %v): the world was not replaced", err)
+	}
+
+	// Days later a prune removes the restored run, the restore entry is
+	// still in the config, and its Job is re-created (deleted, refresh,
+	// up): the init container hands the run on as gone, and the extractor
+	// finds the world's marker of this restore and does nothing.
+	conn, err := pgx.Connect(t.Context(), old.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	if _, err := conn.Exec(t.Context(), `DELETE FROM world_backups WHERE run_id = $1`, last.runID); err != nil {
+		t.Fatal(err)
+	}
+	writeWorldFile(t, moved, "played-after-the-restore.txt")
+	deleteJob(t, node, moved.Name, restores[0].jobName)
+	refresh(t, stack)
+	res, err = stack.Up(t.Context())
+	if err != nil {
+		t.Fatalf("pulumi up after the restored run was pruned: %v\npods:\n%s", err, node.PodLogs(t, moved.Name, ""))
+	}
+	restores = outputList(t, res.Outputs, "restores")
+	if len(restores) != 1 || restores[0].status != "already-restored" {
+		t.Fatalf("restores %+v: want the restore already done", restores)
+	}
+	if _, err := os.Stat(filepath.Join(moved.WorldDirs["lobby"], "played-after-the-restore.txt")); err != nil {
+		t.Errorf("what was played after the restore is gone (%v): the restore ran again", err)
 	}
 }
