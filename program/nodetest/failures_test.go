@@ -262,21 +262,7 @@ func TestQuotaInUseWaitedFor(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
 	ns := namespace(t, node, kubenode.NamespaceOptions{})
-	quotas := node.Client.CoreV1().ResourceQuotas(ns.Name)
-	_, err := quotas.Create(t.Context(), &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Name: "one-pod"},
-		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		q, err := quotas.Get(ctx, "one-pod", metav1.GetOptions{})
-		return err == nil && q.Status.Hard != nil, nil
-	})
-	if err != nil {
-		t.Fatalf("the quota was not counted within a minute: %v", err)
-	}
+	podQuota(t, node, ns.Name, "one-pod", 1)
 	pods := node.Client.CoreV1().Pods(ns.Name)
 	filler, err := pods.Create(t.Context(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "filler"},
@@ -355,23 +341,8 @@ func TestRefusedPodNamed(t *testing.T) {
 	node := kubenode.Require(t)
 	tools := stacktest.Require(t)
 	ns := namespace(t, node, kubenode.NamespaceOptions{})
+	podQuota(t, node, ns.Name, "no-pods", 0)
 	quotas := node.Client.CoreV1().ResourceQuotas(ns.Name)
-	_, err := quotas.Create(t.Context(), &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Name: "no-pods"},
-		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Until the quota controller has counted, admission refuses pods with
-	// "status unknown": wait for the count, so the refusal is the quota's.
-	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		q, err := quotas.Get(ctx, "no-pods", metav1.GetOptions{})
-		return err == nil && q.Status.Hard != nil, nil
-	})
-	if err != nil {
-		t.Fatalf("the quota was not counted within a minute: %v", err)
-	}
 	stack := tools.InlineStack(t, "node", deploy.Program, stackConfig(node, ns, "r1"))
 	f := upFails(t, stack)
 	f.mentions(t, "cannot run", "no pod can be created", "FailedCreate", "exceeded quota: no-pods", "DeadlineExceeded")
@@ -382,4 +353,26 @@ func TestRefusedPodNamed(t *testing.T) {
 	_, out := up(t, node, ns, stack)
 	jobComplete(t, node, ns.Name, out.jobName)
 	checkArchive(t, ns, out)
+}
+
+// podQuota creates a ResourceQuota of at most pods pods in the namespace
+// and waits until the quota controller has counted it: until then,
+// admission refuses pods with "status unknown", not with the quota.
+func podQuota(t *testing.T, node *kubenode.Node, ns, name string, pods int64) {
+	t.Helper()
+	quotas := node.Client.CoreV1().ResourceQuotas(ns)
+	_, err := quotas.Create(t.Context(), &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(pods, resource.DecimalSI)}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		q, err := quotas.Get(ctx, name, metav1.GetOptions{})
+		return err == nil && q.Status.Hard != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the quota %s was not counted within a minute: %v", name, err)
+	}
 }
