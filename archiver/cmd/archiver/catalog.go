@@ -32,16 +32,11 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return code
 	}
 	log := newLogger(format, stderr)
-	db, code := openCatalog(ctx, log, *configPath, stderr)
+	db, applied, code := openMigrated(ctx, log, *configPath, stderr)
 	if db == nil {
 		return code
 	}
 	defer db.Close()
-	applied, err := db.Migrate(ctx)
-	if err != nil {
-		log.Error("migration failed", "error", err)
-		return exitFailed
-	}
 	if len(applied) == 0 {
 		fmt.Fprintln(stdout, "catalog schema is up to date")
 	}
@@ -287,4 +282,20 @@ func openCatalog(ctx context.Context, log hclog.Logger, configPath string, stder
 		return nil, exitFailed
 	}
 	return db, exitOK
+}
+
+// openMigrated is openCatalog, then the catalog's migrations applied: the
+// DB and the migrations applied now, or a nil DB and the exit code.
+func openMigrated(ctx context.Context, log hclog.Logger, configPath string, stderr io.Writer) (*catalog.DB, []string, int) {
+	db, code := openCatalog(ctx, log, configPath, stderr)
+	if db == nil {
+		return nil, nil, code
+	}
+	applied, err := db.Migrate(ctx)
+	if err != nil {
+		db.Close()
+		log.Error("migrating the catalog failed", "error", err)
+		return nil, nil, exitFailed
+	}
+	return db, applied, exitOK
 }

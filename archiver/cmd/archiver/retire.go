@@ -46,16 +46,11 @@ func cmdRetire(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	log := newLogger(format, stderr).Named("retire")
-	db, code := openCatalog(ctx, log, *configPath, stderr)
+	db, applied, code := openMigrated(ctx, log, *configPath, stderr)
 	if db == nil {
 		return code
 	}
 	defer db.Close()
-	applied, err := db.Migrate(ctx)
-	if err != nil {
-		log.Error("migrating the catalog failed", "error", err)
-		return exitFailed
-	}
 	if len(applied) > 0 {
 		log.Info("applied catalog migrations", "migrations", applied)
 	}
