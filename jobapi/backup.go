@@ -13,8 +13,12 @@ type Backup struct {
 	Server      string
 	RunID       string
 	FormerOwner string // "" = none
-	World       string // "" = DefaultWorld
-	Config      string // felis.toml; "" = DefaultConfigPath
+	// Namespace is the Job's namespace, recorded in the run's row and
+	// scoping the server's runs the backup looks at; "" = every namespace
+	// (CheckNamespace, NamespaceUsage).
+	Namespace string
+	World     string // "" = DefaultWorld
+	Config    string // felis.toml; "" = DefaultConfigPath
 
 	// Store is the S3 store s3://bucket[/prefix] (with the settings S3);
 	// "": the folder store ArchiveRoot (or felis.toml's [archive]).
@@ -78,6 +82,7 @@ func (b Backup) Args() []string {
 	a.always(FlagServer, b.Server)
 	a.always(FlagRunID, b.RunID)
 	a.str(FlagFormerOwner, b.FormerOwner)
+	a.str(FlagNamespace, b.Namespace)
 	a.str(FlagWorld, b.World)
 	a.str(FlagConfig, b.Config)
 	if b.Store != "" {
@@ -153,6 +158,7 @@ func (b *Backup) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&b.Server, FlagServer, "", "server name, a DNS-1123 label (required)")
 	fs.StringVar(&b.RunID, FlagRunID, "", "run ID, the idempotency key: "+RunIDPattern+" (required)")
 	fs.StringVar(&b.FormerOwner, FlagFormerOwner, "", "former owner of the world, recorded in the row")
+	fs.StringVar(&b.Namespace, FlagNamespace, "", NamespaceUsage)
 	fs.StringVar(&b.World, FlagWorld, DefaultWorld, "world folder to archive")
 	fs.StringVar(&b.Config, FlagConfig, DefaultConfigPath, ConfigFileName)
 	fs.StringVar(&b.ArchiveRoot, FlagArchiveRoot, "", "archive root folder; overrides [archive] local_path")

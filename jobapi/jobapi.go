@@ -42,6 +42,7 @@ const (
 	FlagServer           = "server"
 	FlagRunID            = "run-id"
 	FlagFormerOwner      = "former-owner"
+	FlagNamespace        = "namespace"
 	FlagWorld            = "world"
 	FlagConfig           = "config"
 	FlagArchiveRoot      = "archive-root"

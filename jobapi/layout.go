@@ -81,6 +81,24 @@ func CheckServer(server string) error {
 	return nil
 }
 
+// CheckNamespace reports whether ns is a valid --namespace: "" (an
+// archiver run by hand: every namespace) or a Kubernetes namespace's name,
+// a DNS-1123 label.
+func CheckNamespace(ns string) error {
+	if ns != "" && (len(ns) > MaxLabelLen || !serverRE.MatchString(ns)) {
+		return fmt.Errorf("namespace %q is invalid: a Kubernetes namespace's name is at most %d lowercase letters, digits and '-', starting and ending with a letter or digit",
+			ns, MaxLabelLen)
+	}
+	return nil
+}
+
+// NamespaceUsage is the help text of --namespace: the one account of what
+// a namespace scopes, for backup, prune and resolve.
+const NamespaceUsage = "the Kubernetes namespace of the Job (the components pass theirs): recorded in the run's row, " +
+	"and the server's runs this command looks at (its previous run, its newest, the ones it prunes) are that namespace's " +
+	"and those recorded without one, so two servers of one name in two namespaces that share a catalog keep apart " +
+	"(default: every namespace's)"
+
 // CheckJobServer reports whether server is a valid server name of a
 // component's Job: CheckServer's rule, at most MaxJobServerLen characters.
 func CheckJobServer(server string) error {

@@ -7,7 +7,11 @@ import "flag"
 // Store.
 type Prune struct {
 	Server string
-	Config string // felis.toml; "" = DefaultConfigPath
+	// Namespace is the Job's namespace: the prune judges the server's runs
+	// recorded from it, and those recorded without one; "" = every
+	// namespace's (CheckNamespace, NamespaceUsage).
+	Namespace string
+	Config    string // felis.toml; "" = DefaultConfigPath
 
 	// Store is the S3 store s3://bucket[/prefix] (with the settings S3);
 	// "": the folder store ArchiveRoot (or felis.toml's [archive]).
@@ -41,6 +45,7 @@ func (p Prune) WithDefaults() Prune {
 func (p Prune) Args() []string {
 	a := args{KindPrune}
 	a.always(FlagServer, p.Server)
+	a.str(FlagNamespace, p.Namespace)
 	a.str(FlagConfig, p.Config)
 	if p.Store != "" {
 		a.always(FlagStore, p.Store)
@@ -59,6 +64,7 @@ func (p Prune) Args() []string {
 func (p *Prune) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&p.Config, FlagConfig, DefaultConfigPath, ConfigFileName)
 	fs.StringVar(&p.Server, FlagServer, "", "server whose archives to expire (required)")
+	fs.StringVar(&p.Namespace, FlagNamespace, "", NamespaceUsage)
 	p.Retention.Bind(fs)
 	fs.BoolVar(&p.DryRun, FlagDryRun, false, "decide and print, change nothing")
 	fs.StringVar(&p.ArchiveRoot, FlagArchiveRoot, "", "archive root folder; overrides [archive] store and local_path")

@@ -182,11 +182,16 @@ func ParseResolvedRun(b []byte) (ResolvedRun, error) {
 // ResolvedRun. The restore Job's init container runs it, the only container
 // of the pod that mounts the config Secret.
 type Resolve struct {
-	Server  string
-	FromRun string // a run ID or RunLatest
-	Config  string // "" = DefaultConfigPath
-	Within  string // "" = anywhere
-	Out     string // "" = stdout
+	Server string
+	// Namespace is the Job's namespace: RunLatest is the newest run of
+	// Server recorded from it or without one; a run ID is found whatever
+	// namespace recorded it (a fleet move restores another's); "" = every
+	// namespace (CheckNamespace, NamespaceUsage).
+	Namespace string
+	FromRun   string // a run ID or RunLatest
+	Config    string // "" = DefaultConfigPath
+	Within    string // "" = anywhere
+	Out       string // "" = stdout
 	// AllowGone writes a run ID the catalog does not have as a Gone
 	// ResolvedRun (exit 0) instead of refusing it: a restore Job re-created
 	// after its run was pruned (an image change) lets the world's marker
@@ -218,6 +223,7 @@ func (r Resolve) WithDefaults() Resolve {
 func (r Resolve) Args() []string {
 	a := args{KindResolve}
 	a.always(FlagServer, r.Server)
+	a.str(FlagNamespace, r.Namespace)
 	a.always(FlagFromRun, r.FromRun)
 	a.str(FlagConfig, r.Config)
 	a.str(FlagWithin, r.Within)
@@ -230,6 +236,7 @@ func (r Resolve) Args() []string {
 // Bind registers the resolve's flags on fs, storing into r.
 func (r *Resolve) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&r.Server, FlagServer, "", "the server whose run it is (required)")
+	fs.StringVar(&r.Namespace, FlagNamespace, "", NamespaceUsage)
 	fs.StringVar(&r.FromRun, FlagFromRun, "", "a run ID of the server, or "+RunLatest+" for its newest successful run (required)")
 	fs.StringVar(&r.Config, FlagConfig, DefaultConfigPath, "felis.toml")
 	fs.StringVar(&r.Within, FlagWithin, "", "refuse a run whose archive is not below this folder or s3:// URL prefix (s3:// alone: any S3 object)")

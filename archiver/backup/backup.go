@@ -66,11 +66,13 @@ type Catalog interface {
 	LookupSettled(ctx context.Context, runID string) (catalog.Record, error)
 	// Insert records a run; false when the run ID already had a row.
 	Insert(ctx context.Context, r catalog.Record) (inserted bool, err error)
-	// LatestChunked returns the server's newest chunked run for which in
-	// is true, or an error wrapping catalog.ErrNotFound.
-	LatestChunked(ctx context.Context, server string, in func(catalog.Record) bool) (catalog.Record, error)
-	// NewestRuns returns the server's runs, newest first, at most limit.
-	NewestRuns(ctx context.Context, server string, limit int) ([]catalog.Record, error)
+	// LatestChunked returns the server's newest chunked run that namespace
+	// sees (catalog.InNamespace) for which in is true, or an error wrapping
+	// catalog.ErrNotFound.
+	LatestChunked(ctx context.Context, server, namespace string, in func(catalog.Record) bool) (catalog.Record, error)
+	// NewestRuns returns the server's runs that namespace sees, newest
+	// first, at most limit.
+	NewestRuns(ctx context.Context, server, namespace string, limit int) ([]catalog.Record, error)
 	// RegisterPack records a pack before a chunked run writes it.
 	RegisterPack(ctx context.Context, id, storeRef string) error
 	// InsertChunked records a chunked run and the packs it references,
@@ -128,6 +130,12 @@ type Params struct {
 	Server      string // DNS-1123 label
 	RunID       string // the idempotency key; becomes the archive's file name
 	FormerOwner string // optional, recorded as is ("" = none)
+	// Namespace is the Kubernetes namespace of the Job, recorded in the
+	// row; the server's runs the run builds on are that namespace's and
+	// those recorded without one, and a run ID another namespace recorded
+	// for a server of the same name is refused (catalog.InNamespace). ""
+	// (a run by hand): every namespace's.
+	Namespace   string
 	World       string // the world folder
 	Compression tarstream.Compression
 	Excludes    []string
@@ -178,6 +186,9 @@ func (p Params) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := jobapi.CheckFormerOwner(p.FormerOwner); err != nil {
+		errs = append(errs, err)
+	}
+	if err := jobapi.CheckNamespace(p.Namespace); err != nil {
 		errs = append(errs, err)
 	}
 	if p.World == "" {
@@ -409,6 +420,7 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 		FinishedAt:  finished,
 		Format:      p.Format,
 		AddedBytes:  &w.added,
+		Namespace:   p.Namespace,
 	}
 	if p.FormerOwner != "" {
 		rec.FormerOwner = &p.FormerOwner
@@ -435,13 +447,13 @@ func (r *Runner) run(ctx context.Context, p Params, s *Summary) (err error) {
 	}
 	if !inserted {
 		// Only an attempt that did not share our lock (another server, or
-		// another archive root on the same catalog) can get here.
+		// another store on the same catalog) can get here.
 		if other == nil {
 			if rec, err := r.cat.Lookup(ctx, p.RunID); err == nil {
 				other = &rec
 			}
 		}
-		if other != nil && other.Server != p.Server {
+		if other != nil && notOurs(p, *other) {
 			return r.discard(ctx, log, w, runIDTaken(p, *other))
 		}
 		return fmt.Errorf("run %q was recorded by another attempt while this one ran; "+
@@ -481,13 +493,29 @@ func isArchiveLockLost(err error) bool {
 }
 
 // ErrRunIDTaken is wrapped by the error of a run whose run ID is recorded
-// for another server: run IDs are unique across servers, so no retry can
-// record it.
+// for another server (notOurs): run IDs are unique across servers, so no
+// retry can record it.
 var ErrRunIDTaken = errors.New("run IDs are unique across servers")
 
+// notOurs reports whether rec, the row of p's run ID, is another server's:
+// another name, or the same name recorded from another namespace (two
+// servers of one name in two namespaces that share a catalog). A row or a
+// run without a namespace (recorded before migration 0009, or run by hand)
+// is the server's whatever namespace the other names.
+func notOurs(p Params, rec catalog.Record) bool {
+	return rec.Server != p.Server || rec.Namespace != "" && p.Namespace != "" && rec.Namespace != p.Namespace
+}
+
 // runIDTaken is the error of run p, whose run ID rec records for another
-// server.
+// server (notOurs).
 func runIDTaken(p Params, rec catalog.Record) error {
+	if rec.Server == p.Server {
+		return fmt.Errorf("run ID %q is already recorded for server %q of namespace %q, not of namespace %q (%w): "+
+			"choose another run ID (a schedule's run ID is its Job's name: give the two schedules different minutes); "+
+			"the two namespaces share a catalog, where their servers of one name share the run IDs, so give one of "+
+			"them another name, or its namespace a catalog of its own",
+			p.RunID, rec.Server, rec.Namespace, p.Namespace, ErrRunIDTaken)
+	}
 	return fmt.Errorf("run ID %q is already recorded for server %q, not %q (%w): choose another run ID",
 		p.RunID, rec.Server, p.Server, ErrRunIDTaken)
 }
@@ -524,7 +552,7 @@ func (r *Runner) recorded(ctx context.Context, log hclog.Logger, p Params, s *Su
 	if err != nil {
 		return false, fmt.Errorf("looking up the run in the catalog: %w", err)
 	}
-	if rec.Server != p.Server {
+	if notOurs(p, rec) {
 		return false, runIDTaken(p, rec)
 	}
 	log.Info("run already recorded; nothing to do", "archive", rec.ArchiveRef, "finished_at", rec.FinishedAt)

@@ -69,16 +69,16 @@ func (f *fakeCatalog) InsertChunked(ctx context.Context, r catalog.Record, packs
 	return f.Insert(ctx, r)
 }
 
-func (f *fakeCatalog) LatestChunked(ctx context.Context, server string, in func(catalog.Record) bool) (catalog.Record, error) {
+func (f *fakeCatalog) LatestChunked(ctx context.Context, server, namespace string, in func(catalog.Record) bool) (catalog.Record, error) {
 	return catalog.Record{}, catalog.ErrNotFound
 }
 
-func (f *fakeCatalog) NewestRuns(ctx context.Context, server string, limit int) ([]catalog.Record, error) {
+func (f *fakeCatalog) NewestRuns(ctx context.Context, server, namespace string, limit int) ([]catalog.Record, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var rs []catalog.Record
 	for _, r := range f.rows {
-		if server == "" || r.Server == server {
+		if (server == "" || r.Server == server) && r.In(namespace) {
 			rs = append(rs, r)
 		}
 	}

@@ -93,7 +93,7 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 		}
 		sl = chunked.NewSealer(dk)
 	}
-	prev, err := r.previous(ctx, log, p.Server, sl, ev)
+	prev, err := r.previous(ctx, log, p.Server, p.Namespace, sl, ev)
 	if err != nil {
 		return written{}, err
 	}
@@ -104,7 +104,12 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 		}
 	}
 	clear(dk[:])
-	log.Info("backup started", "world", p.World, "archive", ref, "format", jobapi.FormatChunked, "encrypted", sl != nil)
+	previousRun := "" // none: every file is read and stored
+	if prev != nil {
+		previousRun = prev.RunID
+	}
+	log.Info("backup started", "world", p.World, "archive", ref, "format", jobapi.FormatChunked, "encrypted", sl != nil,
+		"previous_run", previousRun)
 	res, err := chunked.Write(ctx, r.store, p.World, chunked.Options{
 		Server:        p.Server,
 		RunID:         p.RunID,
@@ -152,8 +157,8 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 	return w, nil
 }
 
-// previous returns the server's newest chunked run, checked against its
-// row, or nil when it has none. A previous run that cannot be read is a
+// previous returns the server's newest chunked run that namespace sees
+// (catalog.InNamespace), checked against its row, or nil when it has none. A previous run that cannot be read is a
 // warning: this run then reads and stores everything. So is one sealed
 // with another data key than sl's, which ev (what opening sl's key did)
 // explains: the key object was removed (crypto-shredded) and this run made
@@ -162,11 +167,11 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 // object in format 2 carries a MAC only a holder of the key file's
 // identity can make, who could read the runs anyway; one in format 1 does
 // not, and vouch refuses it when prev is nil.
-func (r *Runner) previous(ctx context.Context, log hclog.Logger, server string, sl *chunked.Sealer, ev crypt.KeyEvent) (*chunked.Manifest, error) {
+func (r *Runner) previous(ctx context.Context, log hclog.Logger, server, namespace string, sl *chunked.Sealer, ev crypt.KeyEvent) (*chunked.Manifest, error) {
 	// A run of another store (a catalog shared by a folder store and an S3
 	// one, backed up to in turn) is passed over: its manifest is not here,
 	// and building on nothing would store the whole world again each time.
-	rec, err := r.cat.LatestChunked(ctx, server, func(rec catalog.Record) bool {
+	rec, err := r.cat.LatestChunked(ctx, server, namespace, func(rec catalog.Record) bool {
 		key, err := jobapi.ManifestKey(rec.Server, rec.RunID)
 		return err == nil && r.store.Ref(key) == rec.ArchiveRef
 	})

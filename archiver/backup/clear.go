@@ -31,7 +31,7 @@ func (r *Runner) checkClear(ctx context.Context, log hclog.Logger, p Params) err
 	if p.Keys != nil {
 		return nil
 	}
-	newest, err := r.cat.NewestRuns(ctx, p.Server, 1)
+	newest, err := r.cat.NewestRuns(ctx, p.Server, p.Namespace, 1)
 	if err != nil {
 		return fmt.Errorf("looking up the server's previous run: %w", err)
 	}

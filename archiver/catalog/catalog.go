@@ -31,10 +31,14 @@ import (
 
 // Record is one row of world_backups.
 type Record struct {
-	ID          int64     `db:"id"`
-	RunID       string    `db:"run_id"`
-	Server      string    `db:"server"`
-	FormerOwner *string   `db:"former_owner"`
+	ID          int64   `db:"id"`
+	RunID       string  `db:"run_id"`
+	Server      string  `db:"server"`
+	FormerOwner *string `db:"former_owner"`
+	// Namespace is the Kubernetes namespace whose Job recorded the run
+	// (migration 0009); "" when recorded without one: before that
+	// migration, or by an archiver run by hand. See InNamespace.
+	Namespace   string    `db:"namespace"`
 	ArchiveRef  string    `db:"archive_ref"` // absolute path
 	SizeBytes   int64     `db:"size_bytes"`
 	SHA256      string    `db:"sha256"` // lowercase hex
@@ -143,9 +147,34 @@ func (t Timeouts) withDefaults() Timeouts {
 	return t
 }
 
-// columns is the select list matching Record.
+// columns is the select list matching Record, over world_backups (not
+// aliased). The namespace is read through the row's JSON (namespaceSQL), so
+// an archiver newer than its catalog's migrations (the exporter, a restore,
+// before a backup has migrated it) still reads it.
 const columns = `id, run_id, server, former_owner, archive_ref, size_bytes, sha256, compression,
-	file_count, started_at, finished_at, created_at, format, added_bytes, missing_since`
+	file_count, started_at, finished_at, created_at, format, added_bytes, missing_since,
+	coalesce(` + namespaceSQL + `, '') AS namespace`
+
+// namespaceSQL is a row's namespace column (migration 0009), NULL in a
+// catalog that has not applied it: read by name out of the row's JSON, not
+// as a column, which PostgreSQL would refuse to plan without it.
+const namespaceSQL = `(to_jsonb(world_backups)->>'namespace')`
+
+// In reports whether r is one of the runs the Jobs of namespace see: as
+// InNamespace, in Go.
+func (r Record) In(namespace string) bool {
+	return namespace == "" || r.Namespace == "" || r.Namespace == namespace
+}
+
+// InNamespace returns the condition, over world_backups, that a row is one
+// of the runs the Jobs of namespace (the query's parameter $n) see: recorded
+// from it, or without a namespace (before migration 0009, or by hand); every
+// row when the parameter is "" (an archiver run by hand without
+// --namespace). Two servers of one name in two namespaces that share a
+// catalog then do not build on, prune or restore each other's runs.
+func InNamespace(n int) string {
+	return fmt.Sprintf(`($%d = '' OR coalesce(%s, $%d) = $%d)`, n, namespaceSQL, n, n)
+}
 
 // Open connects to the database at url with the default timeouts and checks
 // the connection with Ping. Errors never contain the URL or the password.
@@ -310,7 +339,8 @@ func (db *DB) record(ctx context.Context, fn func(tx pgx.Tx) error) error {
 }
 
 // Insert records r in one transaction. It returns false, and changes
-// nothing, when r.RunID already has a row. ID and CreatedAt are ignored.
+// nothing, when r.RunID already has a row. ID and CreatedAt are ignored; an
+// empty Namespace is recorded as NULL.
 // Constraint violations (a malformed sha256, a negative size, an unknown
 // compression, ...) are errors naming the constraint. An error wrapping
 // ErrCommitUnknown may have recorded r.
@@ -321,12 +351,12 @@ func (db *DB) Insert(ctx context.Context, r Record) (inserted bool, err error) {
 		var id int64
 		err := tx.QueryRow(ctx, `INSERT INTO world_backups
 			(run_id, server, former_owner, archive_ref, size_bytes, sha256, compression, file_count, started_at, finished_at,
-			 format, added_bytes)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE(NULLIF($11, ''), 'tar'), $12)
+			 format, added_bytes, namespace)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE(NULLIF($11, ''), 'tar'), $12, NULLIF($13, ''))
 			ON CONFLICT (run_id) DO NOTHING
 			RETURNING id`,
 			r.RunID, r.Server, r.FormerOwner, r.ArchiveRef, r.SizeBytes, r.SHA256, r.Compression,
-			r.FileCount, r.StartedAt, r.FinishedAt, r.Format, r.AddedBytes).Scan(&id)
+			r.FileCount, r.StartedAt, r.FinishedAt, r.Format, r.AddedBytes, r.Namespace).Scan(&id)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return nil
@@ -358,17 +388,18 @@ func (db *DB) List(ctx context.Context, server string) ([]Record, error) {
 	return rs, nil
 }
 
-// LatestChunked returns the newest chunked run of server (by EndedAt) for
-// which in is true (its archive is in the store at hand: a catalog shared
-// by a folder store and an S3 one holds runs of both), or an error
-// wrapping ErrNotFound: the run a chunked backup reuses unchanged files
-// of. The rows are read newest first, one at a time, until one is in.
-func (db *DB) LatestChunked(ctx context.Context, server string, in func(Record) bool) (Record, error) {
+// LatestChunked returns the newest chunked run of server (by EndedAt)
+// that namespace sees (InNamespace) and for which in is true (its archive
+// is in the store at hand: a catalog shared by a folder store and an S3
+// one holds runs of both), or an error wrapping ErrNotFound: the run a
+// chunked backup reuses unchanged files of. The rows are read newest
+// first, one at a time, until one is in.
+func (db *DB) LatestChunked(ctx context.Context, server, namespace string, in func(Record) bool) (Record, error) {
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
 	rows, err := db.pool.Query(ctx, `SELECT `+columns+` FROM world_backups
-		WHERE server = $1 AND format = 'chunked'
-		ORDER BY `+endedAtSQL+` DESC, id DESC`, server)
+		WHERE server = $1 AND format = 'chunked' AND `+InNamespace(2)+`
+		ORDER BY `+endedAtSQL+` DESC, id DESC`, server, namespace)
 	if err != nil {
 		return Record{}, fmt.Errorf("finding the newest chunked run of %q: %w", server, err)
 	}

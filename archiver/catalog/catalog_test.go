@@ -201,7 +201,7 @@ func TestInsertLookupList(t *testing.T) {
 
 func sameRecord(a, b Record) bool {
 	eqPtr := (a.FormerOwner == nil) == (b.FormerOwner == nil) && (a.FormerOwner == nil || *a.FormerOwner == *b.FormerOwner)
-	return a.ID == b.ID && a.RunID == b.RunID && a.Server == b.Server && eqPtr && a.ArchiveRef == b.ArchiveRef &&
+	return a.ID == b.ID && a.RunID == b.RunID && a.Server == b.Server && a.Namespace == b.Namespace && eqPtr && a.ArchiveRef == b.ArchiveRef &&
 		a.SizeBytes == b.SizeBytes && a.SHA256 == b.SHA256 && a.Compression == b.Compression &&
 		a.FileCount == b.FileCount && a.StartedAt.Equal(b.StartedAt) && a.FinishedAt.Equal(b.FinishedAt) &&
 		a.CreatedAt.Equal(b.CreatedAt)

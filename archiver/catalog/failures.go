@@ -110,14 +110,15 @@ func (db *DB) Failures(ctx context.Context, server string, limit int) ([]Failure
 	return fs, nil
 }
 
-// NewestRuns returns the runs of server ("" for every server), newest first,
-// at most limit (<= 0: every one).
-func (db *DB) NewestRuns(ctx context.Context, server string, limit int) ([]Record, error) {
+// NewestRuns returns the runs of server ("" for every server) that
+// namespace sees (InNamespace; "" for every namespace), newest first, at
+// most limit (<= 0: every one).
+func (db *DB) NewestRuns(ctx context.Context, server, namespace string, limit int) ([]Record, error) {
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
 	rows, _ := db.pool.Query(ctx, `SELECT `+columns+` FROM world_backups
-		WHERE $1 = '' OR server = $1
-		ORDER BY finished_at DESC, id DESC LIMIT NULLIF($2, 0)`, server, max(limit, 0))
+		WHERE ($1 = '' OR server = $1) AND `+InNamespace(3)+`
+		ORDER BY finished_at DESC, id DESC LIMIT NULLIF($2, 0)`, server, max(limit, 0), namespace)
 	rs, err := pgx.CollectRows(rows, pgx.RowToStructByName[Record])
 	if err != nil {
 		return nil, fmt.Errorf("listing runs: %w", schemaErr(err))

@@ -73,7 +73,7 @@ func TestFailuresAndRetry(t *testing.T) {
 	if r, err := db.Lookup(ctx, "r1"); err != nil || r.SHA256 != rec.SHA256 {
 		t.Errorf("Lookup r1 after failures: %v", err)
 	}
-	runs, err := db.NewestRuns(ctx, "", 0)
+	runs, err := db.NewestRuns(ctx, "", "", 0)
 	if err != nil || len(runs) != 1 {
 		t.Errorf("NewestRuns: %v %d", err, len(runs))
 	}
@@ -85,7 +85,7 @@ func TestNoSchema(t *testing.T) {
 	if _, err := db.Failures(t.Context(), "", 0); !errors.Is(err, ErrNoSchema) {
 		t.Errorf("Failures on an unmigrated database: %v, want ErrNoSchema", err)
 	}
-	if _, err := db.NewestRuns(t.Context(), "", 0); !errors.Is(err, ErrNoSchema) {
+	if _, err := db.NewestRuns(t.Context(), "", "", 0); !errors.Is(err, ErrNoSchema) {
 		t.Errorf("NewestRuns on an unmigrated database: %v, want ErrNoSchema", err)
 	}
 }

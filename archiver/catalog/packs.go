@@ -61,12 +61,12 @@ func (db *DB) InsertChunked(ctx context.Context, r Record, packs []string) (inse
 		var id int64
 		err = tx.QueryRow(ctx, `INSERT INTO world_backups
 			(run_id, server, former_owner, archive_ref, size_bytes, sha256, compression, file_count, started_at, finished_at,
-			 format, added_bytes)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'chunked', $11)
+			 format, added_bytes, namespace)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'chunked', $11, NULLIF($12, ''))
 			ON CONFLICT (run_id) DO NOTHING
 			RETURNING id`,
 			r.RunID, r.Server, r.FormerOwner, r.ArchiveRef, r.SizeBytes, r.SHA256, r.Compression,
-			r.FileCount, r.StartedAt, r.FinishedAt, r.AddedBytes).Scan(&id)
+			r.FileCount, r.StartedAt, r.FinishedAt, r.AddedBytes, r.Namespace).Scan(&id)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return nil

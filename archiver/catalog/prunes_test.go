@@ -128,10 +128,10 @@ func TestMarkMissing(t *testing.T) {
 		}
 		// latest is the newest run that can be restored; a3 by its ID
 		// is still a3, marked.
-		if r, err := db.Resolve(ctx, "alpha", jobapi.RunLatest, time.Now()); err != nil || r.RunID != "a2" {
+		if r, err := db.Resolve(ctx, "alpha", "", jobapi.RunLatest, time.Now()); err != nil || r.RunID != "a2" {
 			t.Fatalf("Resolve(latest) = %q, %v; want a2", r.RunID, err)
 		}
-		if r, err := db.Resolve(ctx, "alpha", "a3", time.Now()); err != nil || r.MissingSince == nil {
+		if r, err := db.Resolve(ctx, "alpha", "", "a3", time.Now()); err != nil || r.MissingSince == nil {
 			t.Fatalf("Resolve(a3) = %+v, %v; want a3 with its mark", r, err)
 		}
 	})
@@ -165,7 +165,7 @@ func TestMarkMissing(t *testing.T) {
 		if o := overview()["alpha"]; len(o.Runs) != 0 || o.ArchivesMissing != 3 {
 			t.Fatalf("alpha's overview: runs %v, %d missing; want none, 3", runIDs(o.Runs), o.ArchivesMissing)
 		}
-		_, err := db.Resolve(ctx, "alpha", jobapi.RunLatest, time.Now())
+		_, err := db.Resolve(ctx, "alpha", "", jobapi.RunLatest, time.Now())
 		if !errors.Is(err, ErrNoRun) || !strings.Contains(err.Error(), "a3") || !strings.Contains(err.Error(), "missing") {
 			t.Fatalf("Resolve(latest) with every archive missing: %v; want ErrNoRun naming a3 as missing", err)
 		}

@@ -21,8 +21,10 @@ var ErrOtherServer = errors.New("the run belongs to another server")
 var ErrNoRun = errors.New("the server has no successful run")
 
 // Resolve returns the run that ref (a run reference, jobapi.CheckRunRef)
-// names among server's runs: the row of that run ID, or for
-// jobapi.RunLatest the server's newest run (by Record.EndedAt: a run
+// names among server's runs: the row of that run ID, whatever namespace
+// recorded it (a fleet move restores a run another namespace made), or for
+// jobapi.RunLatest the newest run of the server that namespace sees
+// (InNamespace; "" for every namespace) (by Record.EndedAt: a run
 // recorded by a node whose clock was behind is as new as its row) that
 // finished at most FutureTolerance after now and whose archive no prune
 // found missing from the store (MarkMissing), and that is not a backup
@@ -30,7 +32,7 @@ var ErrNoRun = errors.New("the server has no successful run")
 // restored, as status and the exporter count them. The errors wrap ErrNotFound
 // (no such run ID), ErrOtherServer (a run of another server) and ErrNoRun
 // (latest of a server without a run).
-func (db *DB) Resolve(ctx context.Context, server, ref string, now time.Time) (Record, error) {
+func (db *DB) Resolve(ctx context.Context, server, namespace, ref string, now time.Time) (Record, error) {
 	if err := jobapi.CheckRunRef(ref); err != nil {
 		return Record{}, err
 	}
@@ -49,10 +51,14 @@ func (db *DB) Resolve(ctx context.Context, server, ref string, now time.Time) (R
 	// The newest run held first; a run found missing only when every
 	// run is, to name it in the error.
 	rows, _ := db.pool.Query(ctx, `SELECT `+columns+` FROM world_backups
-		WHERE server = $1 AND finished_at <= $2 AND strpos(run_id, $3) = 0
+		WHERE server = $1 AND finished_at <= $2 AND strpos(run_id, $3) = 0 AND `+InNamespace(4)+`
 		ORDER BY missing_since IS NULL DESC, `+endedAtSQL+` DESC, id DESC LIMIT 1`,
-		server, now.Add(FutureTolerance), "."+jobapi.PreRestorePrefix)
+		server, now.Add(FutureTolerance), "."+jobapi.PreRestorePrefix, namespace)
 	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Record])
+	if errors.Is(err, pgx.ErrNoRows) && namespace != "" {
+		return Record{}, fmt.Errorf("server %q, among the runs recorded from namespace %q or without one "+
+			"(another namespace's run is restored by its run ID): %w", server, namespace, ErrNoRun)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, fmt.Errorf("server %q: %w", server, ErrNoRun)
 	}

@@ -42,7 +42,7 @@ func TestResolve(t *testing.T) {
 		{name: "server with only future runs", server: "gamma", ref: jobapi.RunLatest, err: ErrNoRun},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := db.Resolve(ctx, tt.server, tt.ref, now)
+			got, err := db.Resolve(ctx, tt.server, "", tt.ref, now)
 			if tt.err != nil {
 				if !errors.Is(err, tt.err) {
 					t.Fatalf("Resolve = %+v, %v; want %v", got, err, tt.err)
@@ -55,7 +55,7 @@ func TestResolve(t *testing.T) {
 		})
 	}
 	t.Run("bad reference", func(t *testing.T) {
-		if _, err := db.Resolve(ctx, "alpha", "../x", now); err == nil {
+		if _, err := db.Resolve(ctx, "alpha", "", "../x", now); err == nil {
 			t.Fatal("no error for an invalid reference")
 		}
 	})
@@ -99,11 +99,11 @@ func TestNewestByEndedAt(t *testing.T) {
 				}
 				ids = append(ids, rec.RunID)
 			}
-			latest, err := db.Resolve(ctx, server, jobapi.RunLatest, now)
+			latest, err := db.Resolve(ctx, server, "", jobapi.RunLatest, now)
 			if err != nil || latest.RunID != ids[tt.want] {
 				t.Errorf("Resolve(latest) = %q, %v; want %q", latest.RunID, err, ids[tt.want])
 			}
-			chunked, err := db.LatestChunked(ctx, server, func(Record) bool { return true })
+			chunked, err := db.LatestChunked(ctx, server, "", func(Record) bool { return true })
 			if err != nil || chunked.RunID != ids[tt.want] {
 				t.Errorf("LatestChunked = %q, %v; want %q", chunked.RunID, err, ids[tt.want])
 			}

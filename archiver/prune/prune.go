@@ -94,7 +94,13 @@ const DefaultGrace = time.Hour
 // Options are the settings of one prune.
 type Options struct {
 	Server string
-	Policy retention.Policy
+	// Namespace is the Job's namespace: only the server's runs recorded
+	// from it or without one are judged; another namespace's runs of a
+	// server of the same name (a catalog the namespaces share) are kept,
+	// and their archives are not orphans. "": every namespace's
+	// (catalog.Record.In).
+	Namespace string
+	Policy    retention.Policy
 	// Grace: runs finished and files written less than this long ago are
 	// kept, whatever the policy says.
 	Grace time.Duration
@@ -121,6 +127,9 @@ func (o Options) withDefaults() Options {
 func (o Options) Validate() error {
 	var errs []error
 	if err := jobapi.CheckServer(o.Server); err != nil {
+		errs = append(errs, err)
+	}
+	if err := jobapi.CheckNamespace(o.Namespace); err != nil {
 		errs = append(errs, err)
 	}
 	if err := o.Policy.Validate(); err != nil {
@@ -228,7 +237,7 @@ func Prune(ctx context.Context, cat Catalog, st Store, opts Options, log hclog.L
 	// The runs whose archives the store does not hold, and those it holds.
 	var missing, found []string
 	decide := func(recs []catalog.Record) ([]string, error) {
-		v, err := plan(recs, st, holds, opts.Policy, now, now.Add(-opts.Grace))
+		v, err := plan(recs, opts.Namespace, st, holds, opts.Policy, now, now.Add(-opts.Grace))
 		if err != nil {
 			return nil, err
 		}
@@ -649,14 +658,18 @@ type verdicts struct {
 	found []string
 }
 
-// plan decides on recs (one server's rows). holds reports whether the store
-// holds an archive. A run finished after notBefore
+// plan decides on recs (one server's rows) for the prune of namespace
+// (catalog.Record.In). holds reports whether the store holds an archive. A run finished after notBefore
 // is kept whatever the policy says, and judged by it. A run's time is its
 // catalog.Record.EndedAt: the created_at of a run recorded by a node whose
 // clock was behind, which its finished_at would make look days older than
 // it is (and the first prune would delete the newest state of the world).
 // Some runs are kept and left out of the policy, so that they take neither
 // a bucket nor a place of the floor from the runs that can be restored:
+//   - another namespace's run (a server of the same name there, the catalog
+//     shared), judged by that namespace's prune; its archive is not an
+//     orphan, and is not looked for in the store (a folder store is the
+//     namespace's own volume);
 //   - a run whose archive is not in st (its ref is another store's: a
 //     catalog shared by several stores), judged by that store's prune;
 //   - a run finished in the future (catalog.FutureTolerance past now: a
@@ -667,7 +680,7 @@ type verdicts struct {
 //     archive after a commit whose answer was lost), or the wrong volume
 //     is mounted. Deleting its row frees nothing, and with a wrong volume
 //     it would lose the right volume's rows, so it stays.
-func plan(recs []catalog.Record, st Store, holds func(key string) (bool, error), p retention.Policy,
+func plan(recs []catalog.Record, namespace string, st Store, holds func(key string) (bool, error), p retention.Policy,
 	now, notBefore time.Time) (verdicts, error) {
 	var v verdicts
 	byID := make(map[string]catalog.Record, len(recs))
@@ -679,6 +692,10 @@ func plan(recs []catalog.Record, st Store, holds func(key string) (bool, error),
 	}
 	for _, r := range recs {
 		byID[r.RunID] = r
+		if !r.In(namespace) {
+			unjudged(r, "recorded from namespace "+r.Namespace+": judged by that namespace's prune")
+			continue
+		}
 		key := keyOf(r)
 		if key == "" || st.Ref(key) != r.ArchiveRef {
 			unjudged(r, "archive is not in this store: not judged here")

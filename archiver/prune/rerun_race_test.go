@@ -95,12 +95,12 @@ func (p rerunPause) Insert(ctx context.Context, r catalog.Record) (bool, error) 
 	return p.cat.Insert(ctx, r)
 }
 
-func (p rerunPause) LatestChunked(ctx context.Context, server string, in func(catalog.Record) bool) (catalog.Record, error) {
-	return p.cat.LatestChunked(ctx, server, in)
+func (p rerunPause) LatestChunked(ctx context.Context, server, namespace string, in func(catalog.Record) bool) (catalog.Record, error) {
+	return p.cat.LatestChunked(ctx, server, namespace, in)
 }
 
-func (p rerunPause) NewestRuns(ctx context.Context, server string, limit int) ([]catalog.Record, error) {
-	return p.cat.NewestRuns(ctx, server, limit)
+func (p rerunPause) NewestRuns(ctx context.Context, server, namespace string, limit int) ([]catalog.Record, error) {
+	return p.cat.NewestRuns(ctx, server, namespace, limit)
 }
 
 func (p rerunPause) RegisterPack(ctx context.Context, id, storeRef string) error {

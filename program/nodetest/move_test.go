@@ -99,6 +99,15 @@ func TestFleetMoveOnNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.WithoutCancel(t.Context()))
+	// Each cluster's runs carry the namespace its Job ran in (the
+	// archiver's --namespace, from the Job's): the new one restored, by
+	// its ID, a run of another namespace.
+	for runID, want := range map[string]string{last.runID: old.Name, "new.lobby.final": moved.Name} {
+		var got string
+		if err := conn.QueryRow(t.Context(), `SELECT coalesce(namespace, '') FROM world_backups WHERE run_id = $1`, runID).Scan(&got); err != nil || got != want {
+			t.Errorf("run %s recorded from namespace %q (%v), want %q", runID, got, err, want)
+		}
+	}
 	if _, err := conn.Exec(t.Context(), `DELETE FROM world_backups WHERE run_id = $1`, last.runID); err != nil {
 		t.Fatal(err)
 	}

@@ -77,6 +77,7 @@ func (b Backup) Request() jobapi.Backup {
 		Server:      b.Server,
 		RunID:       b.RunID,
 		FormerOwner: b.FormerOwner,
+		Namespace:   b.Namespace,
 		World:       b.WorldRoot,
 		Config:      path.Join(b.ConfigMountPath, ConfigFileName),
 		Compression: b.Compression,

@@ -63,7 +63,7 @@ func TestBuildBackupContract(t *testing.T) {
 			c := container(t, job)
 			eq(t, "command", c.Command, []string{"/usr/local/bin/archiver"})
 			eq(t, "args", c.Args, []string{"backup", "--server", "survival", "--run-id", "20250601-0300",
-				"--world", "/world", "--config", "/etc/felis/felis.toml", "--archive-root", "/backups",
+				"--namespace", "minecraft", "--world", "/world", "--config", "/etc/felis/felis.toml", "--archive-root", "/backups",
 				"--format", "chunked", "--log-format", "json"})
 			eq(t, "image", c.Image, "ghcr.io/worldbackup/worldbackup-archiver:v0.1.0")
 			eq(t, "env", len(c.Env)+len(c.EnvFrom), 0)
@@ -97,7 +97,7 @@ func TestBuildBackupVariants(t *testing.T) {
 			b.Excludes = []string{"*.jar", "logs/"}
 		}, func(t *testing.T, job *batchv1.Job) {
 			eq(t, "args", container(t, job).Args, []string{"backup", "--server", "survival", "--run-id", "20250601-0300",
-				"--former-owner", "Notch", "--world", "/world", "--config", "/etc/felis/felis.toml", "--archive-root", "/backups",
+				"--former-owner", "Notch", "--namespace", "minecraft", "--world", "/world", "--config", "/etc/felis/felis.toml", "--archive-root", "/backups",
 				"--compression", "gzip", "--format", "tar", "--exclude", "*.jar", "--exclude", "logs/", "--log-format", "json"})
 		}},
 		{"custom paths reach mounts and args", func(b *jobspec.Backup) {

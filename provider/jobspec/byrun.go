@@ -36,10 +36,11 @@ const ResolvedVolumeName = "resolved"
 var ResolvedSizeLimit = resource.MustParse("1Mi")
 
 // ResolveRequest returns the request of the init container of a Job of
-// server by run: find the run of FromServer (or server), refuse an archive
-// the Job cannot read (not under backupRoot, or with store not an s3://
-// object), and write it to jobapi.ResolvedPath.
-func (b ByRun) ResolveRequest(server, backupRoot string, store *S3Store) jobapi.Resolve {
+// server in namespace by run: find the run of FromServer (or server; its
+// latest as namespace sees it), refuse an archive the Job cannot read (not
+// under backupRoot, or with store not an s3:// object), and write it to
+// jobapi.ResolvedPath.
+func (b ByRun) ResolveRequest(server, namespace, backupRoot string, store *S3Store) jobapi.Resolve {
 	from := b.FromServer
 	if from == "" {
 		from = server
@@ -50,6 +51,7 @@ func (b ByRun) ResolveRequest(server, backupRoot string, store *S3Store) jobapi.
 	}
 	return jobapi.Resolve{
 		Server:    from,
+		Namespace: namespace,
 		FromRun:   b.FromRun,
 		Config:    path.Join(b.ConfigMountPath, ConfigFileName),
 		Within:    within,

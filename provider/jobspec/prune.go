@@ -48,6 +48,7 @@ func PruneJobName(server, runID string) string {
 func (p Prune) Request() jobapi.Prune {
 	req := jobapi.Prune{
 		Server:    p.Server,
+		Namespace: p.Namespace,
 		Config:    path.Join(p.ConfigMountPath, ConfigFileName),
 		Retention: p.Retention,
 		DryRun:    p.DryRun,

@@ -54,7 +54,7 @@ func TestBuildPruneContract(t *testing.T) {
 		{"archiver command line", func(t *testing.T) {
 			c := container(t, job)
 			eq(t, "command", c.Command, []string{"/usr/local/bin/archiver"})
-			eq(t, "args", c.Args, []string{"prune", "--server", "survival", "--config", "/etc/felis/felis.toml",
+			eq(t, "args", c.Args, []string{"prune", "--server", "survival", "--namespace", "minecraft", "--config", "/etc/felis/felis.toml",
 				"--archive-root", "/backups", "--keep-daily", "7", "--min-keep", "3", "--log-format", "json"})
 			eq(t, "image", c.Image, "ghcr.io/worldbackup/worldbackup-archiver:v0.1.0")
 			eq(t, "env", len(c.Env)+len(c.EnvFrom), 0)
@@ -87,7 +87,7 @@ func TestBuildPruneVariants(t *testing.T) {
 				KeepWithin: "30d", MinKeep: 2, Grace: "2h"}
 			p.DryRun = true
 		}, func(t *testing.T, job *batchv1.Job) {
-			eq(t, "args", container(t, job).Args, []string{"prune", "--server", "survival", "--config", "/etc/felis/felis.toml",
+			eq(t, "args", container(t, job).Args, []string{"prune", "--server", "survival", "--namespace", "minecraft", "--config", "/etc/felis/felis.toml",
 				"--archive-root", "/backups", "--keep-last", "3", "--keep-hourly", "24", "--keep-daily", "7", "--keep-weekly", "4",
 				"--keep-monthly", "12", "--keep-yearly", "2", "--keep-within", "30d", "--min-keep", "2", "--grace", "2h",
 				"--dry-run", "--log-format", "json"})

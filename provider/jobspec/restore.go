@@ -87,7 +87,7 @@ func (r Restore) Request() jobapi.Restore {
 // prune removed its run (an image change replaces it) finds its marker in
 // the world and does nothing, and one that never ran is refused there.
 func (r Restore) ResolveRequest() jobapi.Resolve {
-	req := r.ByRun.ResolveRequest(r.Server, r.BackupRoot, r.Store)
+	req := r.ByRun.ResolveRequest(r.Server, r.Namespace, r.BackupRoot, r.Store)
 	req.AllowGone = true
 	return req
 }

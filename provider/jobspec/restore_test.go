@@ -323,7 +323,7 @@ func TestBuildRestoreByRun(t *testing.T) {
 	}{
 		{
 			name: "latest, folder store", restore: restoreByRun("latest"),
-			wantInit: []string{"resolve", "--server", "survival", "--from-run", "latest", "--config", "/etc/felis/felis.toml",
+			wantInit: []string{"resolve", "--server", "survival", "--namespace", "minecraft", "--from-run", "latest", "--config", "/etc/felis/felis.toml",
 				"--within", "/backups", "--out", "/run/worldbackup/run.json", "--allow-gone", "--log-format", "json"},
 			wantMain: []string{"restore", "--run-id", "restore-20250601", "--archive-from", "/run/worldbackup/run.json",
 				"--into", "/world", "--replace", "--log-format", "json"},
@@ -335,7 +335,7 @@ func TestBuildRestoreByRun(t *testing.T) {
 				r.Store = &jobspec.S3Store{Endpoint: "http://minio:9000", SecretName: "felis-s3", AccessKeyKey: "ak", SecretKeyKey: "sk"}
 				return r
 			}(),
-			wantInit: []string{"resolve", "--server", "lobby", "--from-run", "2025-06-01T0300Z", "--config", "/etc/felis/felis.toml",
+			wantInit: []string{"resolve", "--server", "lobby", "--namespace", "minecraft", "--from-run", "2025-06-01T0300Z", "--config", "/etc/felis/felis.toml",
 				"--within", "s3://", "--out", "/run/worldbackup/run.json", "--allow-gone", "--log-format", "json"},
 			wantMain: []string{"restore", "--run-id", "restore-20250601", "--archive-from", "/run/worldbackup/run.json",
 				"--into", "/world", "--replace", "--s3-endpoint", "http://minio:9000", "--s3-access-key-file", "/etc/felis-s3/access-key",

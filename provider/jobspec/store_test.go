@@ -85,7 +85,7 @@ func TestBuildBackupS3Store(t *testing.T) {
 			b := jobtest.DefaultBackup()
 			b.Store = tt.store
 			job := jobspec.BuildBackup(b)
-			want := append([]string{"backup", "--server", "survival", "--run-id", "20250601-0300",
+			want := append([]string{"backup", "--server", "survival", "--run-id", "20250601-0300", "--namespace", "minecraft",
 				"--world", "/world", "--config", "/etc/felis/felis.toml"}, tt.wantArgs...)
 			want = append(want, "--format", "chunked", "--log-format", "json")
 			eq(t, "args", container(t, job).Args, want)
@@ -128,7 +128,7 @@ func TestBuildPruneS3Store(t *testing.T) {
 	p := jobtest.DefaultPrune()
 	p.Store = s3Store()
 	job := jobspec.BuildPrune(p)
-	eq(t, "args", container(t, job).Args, []string{"prune", "--server", "survival", "--config", "/etc/felis/felis.toml",
+	eq(t, "args", container(t, job).Args, []string{"prune", "--server", "survival", "--namespace", "minecraft", "--config", "/etc/felis/felis.toml",
 		"--store", "s3://felis-backups/worlds",
 		"--s3-endpoint", "http://minio.storage:9000", "--s3-region", "eu-central-1", "--s3-path-style",
 		"--s3-access-key-file", "/etc/felis-s3/access-key", "--s3-secret-key-file", "/etc/felis-s3/secret-key",

@@ -145,7 +145,7 @@ func BuildVerify(v Verify) *batchv1.Job {
 		vol, m := e.Volume()
 		mounts, volumes = append(mounts, m), append(volumes, vol)
 	}
-	volumes, mounts, inits := v.ByRun.add(v.ByRun.ResolveRequest(v.Server, v.BackupRoot, v.Store), volumes, mounts)
+	volumes, mounts, inits := v.ByRun.add(v.ByRun.ResolveRequest(v.Server, v.Namespace, v.BackupRoot, v.Store), volumes, mounts)
 	return BuildJob(v.Job, Pod{
 		Component:    ComponentVerify,
 		Args:         VerifyArgs(v),

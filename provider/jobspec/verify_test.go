@@ -156,7 +156,7 @@ func TestBuildVerifyByRun(t *testing.T) {
 	v.ArchiveRef, v.SHA256 = "", ""
 	v.ByRun = jobspec.ByRun{FromRun: "latest", ConfigSecretName: "felis-config", ConfigMountPath: "/etc/felis"}
 	checkByRun(t, jobspec.BuildVerify(v),
-		[]string{"resolve", "--server", "survival", "--from-run", "latest", "--config", "/etc/felis/felis.toml",
+		[]string{"resolve", "--server", "survival", "--namespace", "minecraft", "--from-run", "latest", "--config", "/etc/felis/felis.toml",
 			"--within", "/backups", "--out", "/run/worldbackup/run.json", "--log-format", "json"},
 		[]string{"verify", "--archive-from", "/run/worldbackup/run.json", "--world-check", "--scratch", "/scratch", "--log-format", "json"})
 	t.Run("restricted mode passes restricted", func(t *testing.T) {
@@ -193,7 +193,7 @@ func TestBuildVerifySchedule(t *testing.T) {
 	}
 	job := &batchv1.Job{Spec: cj.Spec.JobTemplate.Spec}
 	checkByRun(t, job,
-		[]string{"resolve", "--server", "survival", "--from-run", "latest", "--config", "/etc/felis/felis.toml",
+		[]string{"resolve", "--server", "survival", "--namespace", "minecraft", "--from-run", "latest", "--config", "/etc/felis/felis.toml",
 			"--within", "/backups", "--out", "/run/worldbackup/run.json", "--log-format", "json"},
 		[]string{"verify", "--archive-from", "/run/worldbackup/run.json", "--world-check", "--scratch", "/scratch", "--log-format", "json"})
 	v.FromRun = "survival-r7"

@@ -120,7 +120,7 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var pruneOpts *prune.Options
 	if err == nil && f.Retention != nil {
 		var o prune.Options
-		o, err = retentionOptions(fs, *f.Retention, p.Server)
+		o, err = retentionOptions(fs, *f.Retention, p.Server, p.Namespace)
 		pruneOpts = &o
 	}
 	if err != nil {
@@ -183,6 +183,9 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 		errs = append(errs, flagErrorf(jobapi.FlagRunID, "is required"))
 	} else if err := jobapi.CheckRunID(f.RunID); err != nil {
 		errs = append(errs, flagErrorf(jobapi.FlagRunID, ": %w", err))
+	}
+	if err := jobapi.CheckNamespace(f.Namespace); err != nil {
+		errs = append(errs, flagErrorf(jobapi.FlagNamespace, ": %w", err))
 	}
 	if f.progressInterval <= 0 {
 		errs = append(errs, flagErrorf("progress-interval", "must be positive"))
@@ -265,6 +268,7 @@ func backupSetup(fs *flag.FlagSet, f *backupFlags) (backup.Params, string, confi
 		Server:           f.Server,
 		RunID:            f.RunID,
 		FormerOwner:      f.FormerOwner,
+		Namespace:        f.Namespace,
 		World:            world,
 		Compression:      cfg.Archive.Compression,
 		Excludes:         cfg.Archive.Excludes,

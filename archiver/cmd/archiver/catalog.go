@@ -64,6 +64,7 @@ type listedRun struct {
 	RunID       string    `json:"run_id"`
 	Server      string    `json:"server"`
 	FormerOwner *string   `json:"former_owner"`
+	Namespace   string    `json:"namespace,omitempty"` // "": recorded without one
 	ArchiveRef  string    `json:"archive_ref"`
 	SizeBytes   int64     `json:"size_bytes"`
 	SHA256      string    `json:"sha256"`
@@ -164,7 +165,7 @@ func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if ask > 0 {
 		ask++
 	}
-	runs, err := db.NewestRuns(ctx, *server, ask)
+	runs, err := db.NewestRuns(ctx, *server, "", ask)
 	var fails []catalog.Failure
 	if err == nil {
 		fails, err = db.Failures(ctx, *server, ask)
@@ -202,7 +203,7 @@ func printListJSON(w io.Writer, entries []listEntry) error {
 	out := make([]any, len(entries))
 	for i, e := range entries {
 		if r := e.run; r != nil {
-			out[i] = listedRun{ID: r.ID, RunID: r.RunID, Server: r.Server, FormerOwner: r.FormerOwner,
+			out[i] = listedRun{ID: r.ID, RunID: r.RunID, Server: r.Server, FormerOwner: r.FormerOwner, Namespace: r.Namespace,
 				ArchiveRef: r.ArchiveRef, SizeBytes: r.SizeBytes, SHA256: r.SHA256, Compression: r.Compression,
 				FileCount: r.FileCount, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, CreatedAt: r.CreatedAt,
 				Format: r.Format, AddedBytes: r.AddedBytes, Status: runStatus(*r), MissingSince: r.MissingSince}
@@ -224,13 +225,21 @@ func runStatus(r catalog.Record) string {
 	return listOK
 }
 
+// orDash is s, or "-" for an empty one (a table's empty cell).
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 // shortReason is the length of a reason in the narrow table.
 const shortReason = 60
 
 func printListTable(w io.Writer, entries []listEntry, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if wide {
-		fmt.Fprintln(tw, "RUN ID\tSERVER\tSTARTED\tFINISHED\tDURATION\tSTATUS\tFORMAT\tCOMPRESSION\tSIZE\tADDED\tFILES\tSHA256\tARCHIVE / REASON")
+		fmt.Fprintln(tw, "RUN ID\tSERVER\tNAMESPACE\tSTARTED\tFINISHED\tDURATION\tSTATUS\tFORMAT\tCOMPRESSION\tSIZE\tADDED\tFILES\tSHA256\tARCHIVE / REASON")
 	} else {
 		fmt.Fprintln(tw, "RUN ID\tSERVER\tFINISHED\tSTATUS\tFORMAT\tSIZE\tADDED\tFILES\tSHA256\tARCHIVE / REASON")
 	}
@@ -241,7 +250,7 @@ func printListTable(w io.Writer, entries []listEntry, wide bool) error {
 				added = strconv.FormatInt(*r.AddedBytes, 10)
 			}
 			if wide {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", r.RunID, r.Server,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", r.RunID, r.Server, orDash(r.Namespace),
 					r.StartedAt.UTC().Format(time.RFC3339), r.FinishedAt.UTC().Format(time.RFC3339),
 					r.FinishedAt.Sub(r.StartedAt).Round(time.Second), runStatus(*r), r.Format, r.Compression,
 					r.SizeBytes, added, r.FileCount, r.SHA256, r.ArchiveRef)
@@ -254,7 +263,7 @@ func printListTable(w io.Writer, entries []listEntry, wide bool) error {
 		f := e.fail
 		reason := f.Reason
 		if wide {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\tFAILED\t-\t-\t-\t-\t-\t-\t%s\n", f.RunID, f.Server,
+			fmt.Fprintf(tw, "%s\t%s\t-\t%s\t%s\t%s\tFAILED\t-\t-\t-\t-\t-\t-\t%s\n", f.RunID, f.Server,
 				f.StartedAt.UTC().Format(time.RFC3339), f.FinishedAt.UTC().Format(time.RFC3339),
 				f.FinishedAt.Sub(f.StartedAt).Round(time.Second), reason)
 			continue

@@ -56,7 +56,7 @@ func withDefaults(t *testing.T, req request) any {
 // back into an equal request (the flags left out at the archiver's
 // defaults). A flag one side renames, drops or parses differently fails it.
 func TestContractRoundTrip(t *testing.T) {
-	job := jobspec.Job{Server: "survival", RunID: "2025-06-01T0300Z", WorldRoot: "/world", BackupRoot: "/backups"}
+	job := jobspec.Job{Server: "survival", RunID: "2025-06-01T0300Z", Namespace: "minecraft", WorldRoot: "/world", BackupRoot: "/backups"}
 	store := &jobspec.S3Store{URL: "s3://felis-backups/worlds", Endpoint: "http://minio.storage:9000", Region: "eu-west-1",
 		PathStyle: true, SecretName: "felis-s3", AccessKeyKey: "ak", SecretKeyKey: "sk"}
 	retention := &jobspec.Retention{KeepLast: 1, KeepHourly: 2, KeepDaily: 7, KeepWeekly: 4, KeepMonthly: 12, KeepYearly: 3,
@@ -104,7 +104,7 @@ func TestContractRoundTrip(t *testing.T) {
 		{name: "resolve by hand", req: jobapi.Resolve{Server: "s", FromRun: "latest"}},
 		{name: "verify by run, encrypted", req: jobspec.Verify{Job: job, ByRun: byRun(jobspec.Restore{}, "latest").ByRun,
 			Encryption: &jobspec.Encryption{SecretName: "k", SecretKey: "age"}}.Request()},
-		{name: "verify by run: its resolve, S3", req: jobspec.Verify{Job: job, ByRun: byRun(jobspec.Restore{}, "r7").ByRun, Store: store}.ByRun.ResolveRequest(job.Server, job.BackupRoot, store)},
+		{name: "verify by run: its resolve, S3", req: jobspec.Verify{Job: job, ByRun: byRun(jobspec.Restore{}, "r7").ByRun, Store: store}.ByRun.ResolveRequest(job.Server, job.Namespace, job.BackupRoot, store)},
 		{name: "prune, folder store", req: jobspec.Prune{Job: job, ConfigMountPath: "/etc/felis",
 			Retention: jobspec.Retention{KeepDaily: 7, MinKeep: 3}}.Request()},
 		{name: "prune, S3, dry run", req: jobspec.Prune{Job: job, ConfigMountPath: "/etc/felis", Store: store,

@@ -24,7 +24,7 @@ import (
 // prune.MinOrphans.
 const pruneHelp = `Usage: archiver prune --server S --min-keep K [--keep-last N] [--keep-hourly H]
          [--keep-daily D] [--keep-weekly W] [--keep-monthly M] [--keep-yearly Y]
-         [--keep-within DURATION] [--grace DURATION] [--dry-run] [--remove-orphans] [--json]
+         [--keep-within DURATION] [--grace DURATION] [--namespace NS] [--dry-run] [--remove-orphans] [--json]
          [--archive-root DIR | --store s3://bucket/prefix [--s3-* flags]] [flags]
 
 Expires a server's old archives with restic's "forget" rules: a run kept by
@@ -34,7 +34,8 @@ finished within --grace (set it to at least the longest backup deadline)
 stay. The rules and the floor count only the runs whose archives this store
 holds: a row of another store (a shared catalog) or whose archive is missing
 from the store stays, left out of the rules (a warning names each missing
-one). The rows go first, in one transaction under a per-server lock, then
+one); so does, with --namespace, a row recorded from another namespace (a
+server of the same name there), whose archive is not an orphan either. The rows go first, in one transaction under a per-server lock, then
 their archives, each under its run's lock (the lock a backup of the run
 holds) and only when no row points at it again; archive files and chunked
 manifests without a row that are older than --grace (left by a crash between
@@ -63,9 +64,10 @@ func summaryOf(rep prune.Report, err error) jobapi.PruneResult {
 }
 
 // retentionOptions checks the retention flags r (jobapi.Retention, of
-// prune and backup) and returns the prune options for server.
-func retentionOptions(fs *flag.FlagSet, r jobapi.Retention, server string) (prune.Options, error) {
-	opts := prune.Options{Server: server, Policy: retention.Policy{
+// prune and backup) and returns the prune options for server as namespace's
+// Jobs see it.
+func retentionOptions(fs *flag.FlagSet, r jobapi.Retention, server, namespace string) (prune.Options, error) {
+	opts := prune.Options{Server: server, Namespace: namespace, Policy: retention.Policy{
 		Last: r.KeepLast, Hourly: r.KeepHourly, Daily: r.KeepDaily, Weekly: r.KeepWeekly,
 		Monthly: r.KeepMonthly, Yearly: r.KeepYearly, MinKeep: r.MinKeep,
 	}}
@@ -134,7 +136,7 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return code
 	}
 
-	opts, err := retentionOptions(fs, f.Retention, server)
+	opts, err := retentionOptions(fs, f.Retention, server, f.Namespace)
 	opts.DryRun, opts.RemoveOrphans = dryRun, f.removeOrphans
 	if server == "" {
 		err = errors.Join(flagErrorf(jobapi.FlagServer, "is required"), err)

@@ -16,12 +16,13 @@ import (
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
-const resolveHelp = `Usage: archiver resolve --server S --from-run (RUN_ID | latest) [--within ROOT] [--out FILE] [flags]
+const resolveHelp = `Usage: archiver resolve --server S --from-run (RUN_ID | latest) [--namespace NS] [--within ROOT] [--out FILE] [flags]
 
 Finds a run of server S in the catalog, by its run ID or, with latest, the
 server's newest successful run (one finished in the future, more than the
 clock skew allowed ahead of this clock, is never the newest, nor is one whose
-archive a prune found missing from the store), and writes its
+archive a prune found missing from the store; with --namespace, the newest of
+the runs recorded from NS or without a namespace), and writes its
 archive ref and SHA-256 as one JSON object to --out (atomically) or stdout.
 A restore by run runs it in its init container, the only container of the
 pod that reads the config Secret; the extractor then reads the file
@@ -57,6 +58,9 @@ func cmdResolve(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err := jobapi.CheckServer(r.Server); err != nil {
 		problems = append(problems, flagErrorf(jobapi.FlagServer, ": %w", err))
 	}
+	if err := jobapi.CheckNamespace(r.Namespace); err != nil {
+		problems = append(problems, flagErrorf(jobapi.FlagNamespace, ": %w", err))
+	}
 	if err := jobapi.CheckRunRef(r.FromRun); err != nil {
 		problems = append(problems, flagErrorf(jobapi.FlagFromRun, ": %w", err))
 	}
@@ -72,7 +76,7 @@ func cmdResolve(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return code
 	}
 	defer db.Close()
-	rec, err := db.Resolve(ctx, r.Server, r.FromRun, time.Now())
+	rec, err := db.Resolve(ctx, r.Server, r.Namespace, r.FromRun, time.Now())
 	switch {
 	case errors.Is(err, catalog.ErrNotFound) && r.AllowGone:
 		// A restore Job re-created after a prune removed its run: the

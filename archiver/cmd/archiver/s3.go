@@ -266,6 +266,7 @@ func s3BackupParams(f *backupFlags, cfg config.Config) (backup.Params, string, c
 		Server:           f.Server,
 		RunID:            f.RunID,
 		FormerOwner:      f.FormerOwner,
+		Namespace:        f.Namespace,
 		World:            world,
 		Compression:      cfg.Archive.Compression,
 		Excludes:         cfg.Archive.Excludes,
