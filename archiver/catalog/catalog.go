@@ -158,7 +158,11 @@ const columns = `id, run_id, server, former_owner, archive_ref, size_bytes, sha2
 // namespaceSQL is a row's namespace column (migration 0009), NULL in a
 // catalog that has not applied it: read by name out of the row's JSON, not
 // as a column, which PostgreSQL would refuse to plan without it.
-const namespaceSQL = `(to_jsonb(world_backups)->>'namespace')`
+// failureNamespaceSQL is the same over world_backup_failures.
+const (
+	namespaceSQL        = `(to_jsonb(world_backups)->>'namespace')`
+	failureNamespaceSQL = `(to_jsonb(world_backup_failures)->>'namespace')`
+)
 
 // In reports whether r is one of the runs the Jobs of namespace see: as
 // InNamespace, in Go.
@@ -172,8 +176,11 @@ func (r Record) In(namespace string) bool {
 // row when the parameter is "" (an archiver run by hand without
 // --namespace). Two servers of one name in two namespaces that share a
 // catalog then do not build on, prune or restore each other's runs.
-func InNamespace(n int) string {
-	return fmt.Sprintf(`($%d = '' OR coalesce(%s, $%d) = $%d)`, n, namespaceSQL, n, n)
+func InNamespace(n int) string { return inNamespace(namespaceSQL, n) }
+
+// inNamespace is InNamespace over the namespace column col.
+func inNamespace(col string, n int) string {
+	return fmt.Sprintf(`($%d = '' OR coalesce(%s, $%d) = $%d)`, n, col, n, n)
 }
 
 // Open connects to the database at url with the default timeouts and checks

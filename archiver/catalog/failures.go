@@ -23,12 +23,18 @@ type Failure struct {
 	FinishedAt time.Time `db:"finished_at"`
 	Reason     string    `db:"reason"` // at most MaxReasonBytes, one line
 	CreatedAt  time.Time `db:"created_at"`
+	// Namespace is the attempt's Job's namespace (migration 0009); "" when
+	// recorded without one.
+	Namespace string `db:"namespace"`
 }
 
 // MaxReasonBytes bounds a failure's reason (the table's CHECK agrees).
 const MaxReasonBytes = 1024
 
-const failureColumns = `id, run_id, server, started_at, finished_at, reason, created_at`
+// failureColumns is the select list matching Failure, over
+// world_backup_failures (not aliased); see columns for the namespace.
+const failureColumns = `id, run_id, server, started_at, finished_at, reason, created_at,
+	coalesce(` + failureNamespaceSQL + `, '') AS namespace`
 
 // ErrNoSchema is wrapped by the errors of calls that found a table of the
 // catalog missing: the database was never migrated, or is older than this
@@ -74,7 +80,8 @@ func Reason(err error, secrets ...string) string {
 	return s
 }
 
-// RecordFailure records the failed attempt f (ID and CreatedAt ignored).
+// RecordFailure records the failed attempt f (ID and CreatedAt ignored; an
+// empty Namespace as NULL).
 // Its reason should come from Reason; a longer one is cut, an empty one is
 // "unknown error". A run ID may have any number of failed attempts and a
 // row in world_backups besides.
@@ -86,8 +93,8 @@ func (db *DB) RecordFailure(ctx context.Context, f Failure) error {
 		f.FinishedAt = f.StartedAt
 	}
 	var id int64
-	err := db.pool.QueryRow(ctx, `INSERT INTO world_backup_failures (run_id, server, started_at, finished_at, reason)
-		VALUES ($1, $2, $3, $4, $5) RETURNING id`, f.RunID, f.Server, f.StartedAt, f.FinishedAt, f.Reason).Scan(&id)
+	err := db.pool.QueryRow(ctx, `INSERT INTO world_backup_failures (run_id, server, started_at, finished_at, reason, namespace)
+		VALUES ($1, $2, $3, $4, $5, NULLIF($6, '')) RETURNING id`, f.RunID, f.Server, f.StartedAt, f.FinishedAt, f.Reason, f.Namespace).Scan(&id)
 	if err != nil {
 		return fmt.Errorf("recording the failed attempt of run %q: %w", f.RunID, schemaErr(err))
 	}
@@ -95,14 +102,15 @@ func (db *DB) RecordFailure(ctx context.Context, f Failure) error {
 	return nil
 }
 
-// Failures returns the failed attempts of server ("" for every server),
-// newest first, at most limit (<= 0: every one).
-func (db *DB) Failures(ctx context.Context, server string, limit int) ([]Failure, error) {
+// Failures returns the failed attempts of server ("" for every server)
+// that namespace sees (as InNamespace; "" for every namespace), newest
+// first, at most limit (<= 0: every one).
+func (db *DB) Failures(ctx context.Context, server, namespace string, limit int) ([]Failure, error) {
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
 	rows, _ := db.pool.Query(ctx, `SELECT `+failureColumns+` FROM world_backup_failures
-		WHERE $1 = '' OR server = $1
-		ORDER BY finished_at DESC, id DESC LIMIT NULLIF($2, 0)`, server, max(limit, 0))
+		WHERE ($1 = '' OR server = $1) AND `+inNamespace(failureNamespaceSQL, 3)+`
+		ORDER BY finished_at DESC, id DESC LIMIT NULLIF($2, 0)`, server, max(limit, 0), namespace)
 	fs, err := pgx.CollectRows(rows, pgx.RowToStructByName[Failure])
 	if err != nil {
 		return nil, fmt.Errorf("listing failed attempts: %w", schemaErr(err))

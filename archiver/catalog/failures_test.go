@@ -60,14 +60,14 @@ func TestFailuresAndRetry(t *testing.T) {
 	if err := db.RecordFailure(ctx, Failure{RunID: "other", Server: "creative", StartedAt: t0, FinishedAt: t0, Reason: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	fs, err := db.Failures(ctx, "survival", 0)
+	fs, err := db.Failures(ctx, "survival", "", 0)
 	if err != nil || len(fs) != 2 {
 		t.Fatalf("Failures: %v, %d rows", err, len(fs))
 	}
 	if !strings.HasPrefix(fs[0].Reason, "second") || len(fs[0].Reason) > MaxReasonBytes || fs[1].Reason != "first: connection reset" {
 		t.Errorf("failures not newest first or reason not bounded: %q / %q", fs[0].Reason[:20], fs[1].Reason)
 	}
-	if fs, err := db.Failures(ctx, "", 1); err != nil || len(fs) != 1 || fs[0].Server != "survival" {
+	if fs, err := db.Failures(ctx, "", "", 1); err != nil || len(fs) != 1 || fs[0].Server != "survival" {
 		t.Errorf("Failures limit 1: %v %+v", err, fs)
 	}
 	if r, err := db.Lookup(ctx, "r1"); err != nil || r.SHA256 != rec.SHA256 {
@@ -82,7 +82,7 @@ func TestFailuresAndRetry(t *testing.T) {
 // TestNoSchema: reads of a database never migrated wrap ErrNoSchema.
 func TestNoSchema(t *testing.T) {
 	db := open(t, pgtest.URL(t))
-	if _, err := db.Failures(t.Context(), "", 0); !errors.Is(err, ErrNoSchema) {
+	if _, err := db.Failures(t.Context(), "", "", 0); !errors.Is(err, ErrNoSchema) {
 		t.Errorf("Failures on an unmigrated database: %v, want ErrNoSchema", err)
 	}
 	if _, err := db.NewestRuns(t.Context(), "", "", 0); !errors.Is(err, ErrNoSchema) {

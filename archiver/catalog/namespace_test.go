@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -61,6 +62,27 @@ func TestNamespaces(t *testing.T) {
 			}
 		})
 	}
+	t.Run("failed attempts", func(t *testing.T) {
+		for _, ns := range []string{"a", "b", ""} {
+			if err := db.RecordFailure(ctx, Failure{RunID: "f-" + ns, Server: "survival", Namespace: ns, StartedAt: now, FinishedAt: now, Reason: "x"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for ns, want := range map[string]string{"a": "f- f-a", "b": "f- f-b", "": "f- f-a f-b"} {
+			fs, err := db.Failures(ctx, "survival", ns, 0)
+			var ids []string
+			for _, f := range fs {
+				ids = append(ids, f.RunID)
+				if f.RunID != "f-"+f.Namespace {
+					t.Errorf("failure %s recorded namespace %q", f.RunID, f.Namespace)
+				}
+			}
+			slices.Sort(ids)
+			if err != nil || strings.Join(ids, " ") != want {
+				t.Errorf("Failures for namespace %q = %v, %v; want %s", ns, ids, err, want)
+			}
+		}
+	})
 	t.Run("a namespace without runs", func(t *testing.T) {
 		if _, err := db.Resolve(ctx, "other", "a", jobapi.RunLatest, now); !errors.Is(err, ErrNoRun) || !strings.Contains(err.Error(), `namespace "a"`) {
 			t.Errorf("Resolve latest of a server without runs = %v, want ErrNoRun naming the namespace", err)
@@ -115,6 +137,9 @@ func TestNamespaceBeforeMigration(t *testing.T) {
 		}
 		if _, err := db.Overview(ctx, now, 5, 5, nil); err != nil {
 			t.Errorf("Overview: %v", err)
+		}
+		if _, err := db.Failures(ctx, "survival", "a", 0); err != nil {
+			t.Errorf("Failures: %v", err)
 		}
 		deleted, err := db.PruneServer(ctx, "survival", func(rs []Record) ([]string, error) { return nil, nil })
 		if err != nil || len(deleted) != 0 {

@@ -341,7 +341,7 @@ const recordFailureTimeout = 10 * time.Second
 func recordFailure(ctx context.Context, log hclog.Logger, db *catalog.DB, p backup.Params, start time.Time, cause error, secrets ...string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordFailureTimeout)
 	defer cancel()
-	f := catalog.Failure{RunID: p.RunID, Server: p.Server, StartedAt: start, FinishedAt: time.Now(),
+	f := catalog.Failure{RunID: p.RunID, Server: p.Server, Namespace: p.Namespace, StartedAt: start, FinishedAt: time.Now(),
 		Reason: catalog.Reason(cause, secrets...)}
 	if err := db.RecordFailure(ctx, f); err != nil {
 		log.Warn("the failed attempt could not be recorded in the catalog", "error", err)

@@ -46,10 +46,11 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return exitOK
 }
 
-const listHelp = `Usage: archiver list [--server S] [--limit N] [--json | --wide] [flags]
+const listHelp = `Usage: archiver list [--server S] [--namespace NS] [--limit N] [--json | --wide] [flags]
 
 Lists the recorded runs and the failed backup attempts (never restorable;
-with their reason), newest first: all servers, or one with --server. The
+with their reason), newest first: all servers, or one with --server; with
+--namespace, those recorded from NS or without a namespace. The
 table shortens checksums and reasons; --wide prints them whole, --json
 prints every field. A run whose archive the last prune found missing from
 the store has the status "missing" (and missing_since in --json).
@@ -85,6 +86,7 @@ type listedFailure struct {
 	ID         int64     `json:"id"`
 	RunID      string    `json:"run_id"`
 	Server     string    `json:"server"`
+	Namespace  string    `json:"namespace,omitempty"` // "": recorded without one
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
 	CreatedAt  time.Time `json:"created_at"`
@@ -136,6 +138,7 @@ func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("list", listHelp, stderr)
 	configPath := fs.String(jobapi.FlagConfig, config.DefaultPath, "felis.toml")
 	server := fs.String(jobapi.FlagServer, "", "only this server's runs")
+	namespace := fs.String(jobapi.FlagNamespace, "", "only the runs and attempts that namespace's Jobs see: recorded from it, or without a namespace")
 	limit := fs.Int(jobapi.FlagLimit, defaultListLimit, "the newest N entries; 0: every one")
 	asJSON := fs.Bool(jobapi.FlagJSON, false, "print a JSON array (full checksums, every field)")
 	wide := fs.Bool(jobapi.FlagWide, false, "a table with every column and full checksums and reasons")
@@ -147,6 +150,9 @@ func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err := jobapi.CheckServer(*server); err != nil {
 			return usageError(stderr, "list", "%s: %s", jobapi.Flag(jobapi.FlagServer), err)
 		}
+	}
+	if err := jobapi.CheckNamespace(*namespace); err != nil {
+		return usageError(stderr, "list", "%s: %s", jobapi.Flag(jobapi.FlagNamespace), err)
 	}
 	if *limit < 0 {
 		return usageError(stderr, "list", "%s must be 0 (every entry) or positive", jobapi.Flag(jobapi.FlagLimit))
@@ -165,10 +171,10 @@ func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if ask > 0 {
 		ask++
 	}
-	runs, err := db.NewestRuns(ctx, *server, "", ask)
+	runs, err := db.NewestRuns(ctx, *server, *namespace, ask)
 	var fails []catalog.Failure
 	if err == nil {
-		fails, err = db.Failures(ctx, *server, ask)
+		fails, err = db.Failures(ctx, *server, *namespace, ask)
 	}
 	if errors.Is(err, catalog.ErrNoSchema) {
 		fmt.Fprintf(stderr, "archiver list: %s\n", catalog.ErrNoSchema)
@@ -210,7 +216,7 @@ func printListJSON(w io.Writer, entries []listEntry) error {
 			continue
 		}
 		f := e.fail
-		out[i] = listedFailure{ID: f.ID, RunID: f.RunID, Server: f.Server, StartedAt: f.StartedAt,
+		out[i] = listedFailure{ID: f.ID, RunID: f.RunID, Server: f.Server, Namespace: f.Namespace, StartedAt: f.StartedAt,
 			FinishedAt: f.FinishedAt, CreatedAt: f.CreatedAt, Status: listFailed, Reason: f.Reason}
 	}
 	return json.NewEncoder(w).Encode(out)
@@ -263,7 +269,7 @@ func printListTable(w io.Writer, entries []listEntry, wide bool) error {
 		f := e.fail
 		reason := f.Reason
 		if wide {
-			fmt.Fprintf(tw, "%s\t%s\t-\t%s\t%s\t%s\tFAILED\t-\t-\t-\t-\t-\t-\t%s\n", f.RunID, f.Server,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\tFAILED\t-\t-\t-\t-\t-\t-\t%s\n", f.RunID, f.Server, orDash(f.Namespace),
 				f.StartedAt.UTC().Format(time.RFC3339), f.FinishedAt.UTC().Format(time.RFC3339),
 				f.FinishedAt.Sub(f.StartedAt).Round(time.Second), reason)
 			continue

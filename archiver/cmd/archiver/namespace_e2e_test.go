@@ -171,6 +171,46 @@ func TestNamespacesShareACatalog(t *testing.T) {
 		}
 	})
 
+	t.Run("list names each run's and attempt's namespace", func(t *testing.T) {
+		for _, tt := range []struct{ ns, want string }{
+			{"a", "a2 a1"},
+			{"b", "b2 a2:failed"}, // b's refused attempt of a2
+			{"", "b2 a2 a1 a2:failed"},
+		} {
+			args := []string{"list", "--server", "survival", "--config", e.config, "--json"}
+			if tt.ns != "" {
+				args = append(args, "--namespace", tt.ns)
+			}
+			r := archiver(t, args...)
+			var entries []struct {
+				RunID     string `json:"run_id"`
+				Namespace string `json:"namespace"`
+				Status    string `json:"status"`
+			}
+			if r.code != 0 || json.Unmarshal([]byte(r.stdout), &entries) != nil {
+				t.Fatalf("list for namespace %q: exit %d, %q:\n%s", tt.ns, r.code, r.stdout, r.stderr)
+			}
+			var got []string
+			for _, en := range entries {
+				want := map[string]string{"a1": "a", "a2": "a", "b2": "b"}[en.RunID]
+				if en.Status == "failed" {
+					want = "b"
+					en.RunID += ":failed"
+				}
+				if en.Namespace != want {
+					t.Errorf("list for namespace %q: %s of namespace %q, want %q", tt.ns, en.RunID, en.Namespace, want)
+				}
+				got = append(got, en.RunID)
+			}
+			slices.Sort(got)
+			want := strings.Fields(tt.want)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("list for namespace %q: %v, want %v", tt.ns, got, want)
+			}
+		}
+	})
+
 	t.Run("a chunked run builds on its namespace's previous run", func(t *testing.T) {
 		first := mustBackup("a", "ca1")
 		if got := logField(t, first.stderr, "backup started", "previous_run"); got != "" {
