@@ -197,7 +197,7 @@ type preflightSettings struct {
 // job checks the shared inputs j (after withDefaults) and returns them
 // resolved; the result is meaningful only when no problem was recorded.
 func (p *problems) job(j sharedInputs, r jobRules) jobSettings {
-	p.dnsLabel("namespace", j.Namespace)
+	p.namespace("namespace", j.Namespace)
 	p.dnsSubdomain("serviceAccountName", j.ServiceAccountName)
 	deadline, deadlineOK := p.duration("deadline", j.Deadline, time.Second, jobapi.MaxDeadline)
 	var ttl time.Duration
@@ -351,6 +351,15 @@ func (p *problems) dnsLabel(input, value string) {
 	}
 	if errs := validation.IsDNS1123Label(value); len(errs) > 0 {
 		p.addf(input, "%q is invalid: %s", value, strings.Join(errs, "; "))
+	}
+}
+
+// namespace checks an optional namespace by the rule the archiver applies
+// to the --namespace the Job passes it (jobapi.CheckNamespace).
+func (p *problems) namespace(input, value string) {
+	if jobapi.CheckNamespace(value) != nil {
+		p.addf(input, "%q is invalid: a namespace's name is at most %d lowercase letters, digits and '-', starting and ending with a letter or digit",
+			value, jobapi.MaxLabelLen)
 	}
 }
 

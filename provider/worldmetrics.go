@@ -115,7 +115,7 @@ func (a WorldMetricsArgs) resolve() (jobspec.Metrics, error) {
 	if errs := validation.IsDNS1035Label(m.Name); len(errs) > 0 {
 		p.addf("name", "%q is invalid: it names the Service too: %s; e.g. %s", m.Name, strings.Join(errs, "; "), jobapi.DefaultMetricsName)
 	}
-	p.dnsLabel("namespace", m.Namespace)
+	p.namespace("namespace", m.Namespace)
 	p.dnsSubdomain("serviceAccountName", m.ServiceAccountName)
 	p.dnsSubdomain("configSecretName", m.ConfigSecretName)
 	p.mountPaths(mount{"configMountPath", m.ConfigMountPath})
