@@ -503,7 +503,7 @@ var ErrRunIDTaken = errors.New("run IDs are unique across servers")
 // run without a namespace (recorded before migration 0009, or run by hand)
 // is the server's whatever namespace the other names.
 func notOurs(p Params, rec catalog.Record) bool {
-	return rec.Server != p.Server || rec.Namespace != "" && p.Namespace != "" && rec.Namespace != p.Namespace
+	return rec.Server != p.Server || !rec.In(p.Namespace)
 }
 
 // runIDTaken is the error of run p, whose run ID rec records for another

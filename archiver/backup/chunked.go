@@ -158,8 +158,9 @@ func (r *Runner) writeChunked(ctx context.Context, log hclog.Logger, p Params, k
 }
 
 // previous returns the server's newest chunked run that namespace sees
-// (catalog.InNamespace), checked against its row, or nil when it has none. A previous run that cannot be read is a
-// warning: this run then reads and stores everything. So is one sealed
+// (catalog.InNamespace), checked against its row, or nil when it has none.
+// A previous run that cannot be read is a warning: this run then reads and
+// stores everything. So is one sealed
 // with another data key than sl's, which ev (what opening sl's key did)
 // explains: the key object was removed (crypto-shredded) and this run made
 // a new key; or an earlier run did, and a run still going with the old key

@@ -24,14 +24,11 @@ import (
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
-// stuckReasons are the waiting reasons of a container that will not start
-// without a change by someone: the kubelet retries them, but a retry does
-// not fix a wrong image name or a missing Secret key.
+// stuckReasons are, beside pullReasons, the waiting reasons of a
+// container that will not start without a change by someone: the kubelet
+// retries them, but a retry does not fix a wrong image name or a missing
+// Secret key.
 var stuckReasons = map[string]bool{
-	"ErrImagePull":               true,
-	"ImagePullBackOff":           true,
-	"RegistryUnavailable":        true, // the kubelet's reason for a runtime's ErrRegistryUnavailable
-	"SignatureValidationFailed":  true,
 	"ErrImageNeverPull":          true,
 	"InvalidImageName":           true,
 	"CreateContainerConfigError": true,
@@ -65,9 +62,15 @@ var finalPull = []string{
 	"is no longer supported",      // containerd: a schema 1 image
 }
 
-// pullReasons are the waiting reasons of a container's image pull.
+// pullReasons are the waiting reasons of a container's image pull
+// (RegistryUnavailable: the kubelet's reason for a runtime's
+// ErrRegistryUnavailable).
 var pullReasons = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "RegistryUnavailable": true,
 	"SignatureValidationFailed": true}
+
+// stuck says whether a container waiting with reason waits for its image's
+// pull or for something else that may never come (stuckReasons).
+func stuck(reason string) bool { return pullReasons[reason] || stuckReasons[reason] }
 
 // namesInMessage are what retryablePull leaves out of a pull's message
 // before it looks for finalPull's words: quoted strings and any word with a
@@ -166,7 +169,7 @@ func Stuck(pod *corev1.Pod, events []corev1.Event) Cause {
 		return Cause{UID: pod.UID}
 	}
 	for _, cs := range containerStatuses(pod) {
-		if w := cs.State.Waiting; w != nil && stuckReasons[w.Reason] {
+		if w := cs.State.Waiting; w != nil && stuck(w.Reason) {
 			msg := w.Message
 			if cs.Image != "" && !strings.Contains(msg, cs.Image) {
 				msg = strings.TrimSpace(fmt.Sprintf("image %s: %s", cs.Image, msg))
@@ -236,7 +239,7 @@ func NeedsEvents(pod *corev1.Pod) bool {
 		return false
 	}
 	for _, cs := range containerStatuses(pod) {
-		if w := cs.State.Waiting; w == nil || stuckReasons[w.Reason] {
+		if w := cs.State.Waiting; w == nil || stuck(w.Reason) {
 			return false
 		}
 	}

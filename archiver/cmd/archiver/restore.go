@@ -9,6 +9,8 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/worldbackup/worldbackup/archiver/config"
 	"github.com/worldbackup/worldbackup/archiver/extract"
 	"github.com/worldbackup/worldbackup/archiver/store"
@@ -195,51 +197,14 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	// marker: a rerun of a restore already done exits 0 while the server runs.
 	res, err := extract.Restore(ctx, log, o)
 	if err != nil {
-		state := extract.WorldState(err)
-		var refused *extract.RefusedError
-		switch {
-		case errors.Is(err, extract.ErrInUse):
-			log.Error("restore refused: the world is in use", "into", *into, "world_state", state, "error", err)
-			return exitFailed
-		case keyProblem(err):
-			log.Error("restore refused: the encryption key is missing, unusable or wrong", "archive", *archive, "into", *into,
-				"world_state", state, "error", err)
-			return exitUsage
-		case errors.As(err, &refused):
-			log.Error("archive refused", "entry", refused.Name, "index", refused.Index, "reason", refused.Reason,
-				"archive", *archive, "into", *into, "world_state", state, "error", err)
-			return exitRefused
-		case chunkedDamage(err):
-			log.Error("chunked run refused", "archive", *archive, "into", *into, "world_state", state, "error", err)
-			return exitRefused
-		case errors.Is(err, extract.ErrChecksum):
-			log.Error("archive checksum mismatch", "archive", *archive, "into", *into, "world_state", state, "error", err)
-			return exitRefused
-		case errors.Is(err, extract.ErrMarkerNotBound):
-			log.Error("restore refused: the world's marker names this run but is not bound to it", "into", *into,
-				"world_state", state, "error", err)
-			return exitUsage
-		case errors.Is(err, store.ErrDenied) || errors.Is(err, store.ErrNoRoot):
-			log.Error("the archive store refused the restore", "archive", *archive, "into", *into, "world_state", state, "error", err)
-			return exitUsage
-		default:
-			log.Error("restore failed", "archive", *archive, "into", *into, "world_state", state, "error", err)
-			return exitFailed
-		}
+		return restoreFailed(log, err, *archive, *into)
 	}
-	summary := jobapi.RestoreResult{Status: jobapi.StatusRestored, RunID: *runID, ArchiveRef: *archive, SHA256: *sum,
-		SizeBytes: res.ArchiveBytes, WorldState: res.WorldState}
+	tlog := terminationLog{path: *termPath, explicit: flagSet(fs, "termination-log")}
 	if res.WorldState == extract.StateAlreadyRestored {
-		// What the world holds: the archive this run restored before,
-		// which a re-created Job may name another (its marker of an older
-		// archiver names none).
-		summary.Status, summary.ArchiveRef, summary.SHA256 = jobapi.StatusAlreadyRestored, res.Restored.Archive, res.Restored.SHA256
+		return alreadyRestored(log, tlog, res, *into, *runID, "", stdout)
 	}
-	terminationLog{path: *termPath, explicit: flagSet(fs, "termination-log")}.writeBounded(log, &summary)
-	if res.WorldState == extract.StateAlreadyRestored {
-		fmt.Fprintf(stdout, "already restored %s into %s (run %s)\n", cmp.Or(res.Restored.Archive, "sha256 "+res.Restored.SHA256), *into, *runID)
-		return exitOK
-	}
+	tlog.writeBounded(log, &jobapi.RestoreResult{Status: jobapi.StatusRestored, RunID: *runID, ArchiveRef: *archive, SHA256: *sum,
+		SizeBytes: res.ArchiveBytes, WorldState: res.WorldState})
 	fmt.Fprintf(stdout, "restored %s into %s: %d entries, %d files, %d bytes (%s); world %s\n",
 		*archive, *into, res.Entries, res.Files, res.Bytes, res.Compression, res.WorldState)
 	return exitOK
@@ -270,26 +235,61 @@ func restoreGone(ctx context.Context, fs *flag.FlagSet, f *restoreFlags, run job
 		return exitUsage
 	}
 	res, err := extract.Restore(ctx, log, o)
+	if err != nil {
+		return restoreFailed(log, err, "", f.Into)
+	}
+	tlog := terminationLog{path: f.terminationLog, explicit: flagSet(fs, "termination-log")}
+	return alreadyRestored(log, tlog, res, f.Into, f.RunID, "; its run "+run.RunID+" is not in the catalog", stdout)
+}
+
+// alreadyRestored reports a restore that found its run ID's marker in the
+// world (extract.StateAlreadyRestored): what the world holds is the archive
+// this run ID restored before, which a re-created Job may name another (a
+// marker of an older archiver names none). note ends the line on stdout.
+func alreadyRestored(log hclog.Logger, tlog terminationLog, res extract.Result, into, runID, note string, stdout io.Writer) int {
+	tlog.writeBounded(log, &jobapi.RestoreResult{Status: jobapi.StatusAlreadyRestored, RunID: runID,
+		ArchiveRef: res.Restored.Archive, SHA256: res.Restored.SHA256, SizeBytes: res.ArchiveBytes, WorldState: res.WorldState})
+	fmt.Fprintf(stdout, "already restored %s into %s (run %s%s)\n", cmp.Or(res.Restored.Archive, "sha256 "+res.Restored.SHA256), into, runID, note)
+	return exitOK
+}
+
+// restoreFailed logs why extract.Restore failed with err, restoring archive
+// ("" for a run gone from the catalog) into into, and returns the exit
+// code: 2 for what a retry cannot help, 3 for an archive refused, 1 else.
+func restoreFailed(log hclog.Logger, err error, archive, into string) int {
+	state := extract.WorldState(err)
+	kv := []any{"into", into, "world_state", state, "error", err}
+	if archive != "" {
+		kv = append([]any{"archive", archive}, kv...)
+	}
+	var refused *extract.RefusedError
 	switch {
 	case errors.Is(err, errRunGone):
-		log.Error("restore refused", "from_run", run.RunID, "into", f.Into,
-			"world_state", extract.WorldState(err), "error", err)
+		log.Error("restore refused", kv...)
 		return exitUsage
-	case errors.Is(err, extract.ErrMarkerNotBound):
-		log.Error("restore refused: the world's marker names this run but is not bound to it", "into", f.Into,
-			"world_state", extract.WorldState(err), "error", err)
-		return exitUsage
-	case errors.Is(err, extract.ErrInUse): // an interrupted swap is not finished under a running server
-		log.Error("restore refused: the world is in use", "into", f.Into, "world_state", extract.WorldState(err), "error", err)
+	case errors.Is(err, extract.ErrInUse):
+		log.Error("restore refused: the world is in use", kv...)
 		return exitFailed
-	case err != nil:
-		log.Error("restore failed", "into", f.Into, "world_state", extract.WorldState(err), "error", err)
+	case keyProblem(err):
+		log.Error("restore refused: the encryption key is missing, unusable or wrong", kv...)
+		return exitUsage
+	case errors.As(err, &refused):
+		log.Error("archive refused", append([]any{"entry", refused.Name, "index", refused.Index, "reason", refused.Reason}, kv...)...)
+		return exitRefused
+	case chunkedDamage(err):
+		log.Error("chunked run refused", kv...)
+		return exitRefused
+	case errors.Is(err, extract.ErrChecksum):
+		log.Error("archive checksum mismatch", kv...)
+		return exitRefused
+	case errors.Is(err, extract.ErrMarkerNotBound):
+		log.Error("restore refused: the world's marker names this run but is not bound to it", kv...)
+		return exitUsage
+	case errors.Is(err, store.ErrDenied) || errors.Is(err, store.ErrNoRoot):
+		log.Error("the archive store refused the restore", kv...)
+		return exitUsage
+	default:
+		log.Error("restore failed", kv...)
 		return exitFailed
 	}
-	summary := jobapi.RestoreResult{Status: jobapi.StatusAlreadyRestored, RunID: f.RunID, ArchiveRef: res.Restored.Archive,
-		SHA256: res.Restored.SHA256, WorldState: res.WorldState}
-	terminationLog{path: f.terminationLog, explicit: flagSet(fs, "termination-log")}.writeBounded(log, &summary)
-	fmt.Fprintf(stdout, "already restored %s into %s (run %s; its run %s is not in the catalog)\n",
-		cmp.Or(res.Restored.Archive, "sha256 "+res.Restored.SHA256), f.Into, f.RunID, run.RunID)
-	return exitOK
 }
