@@ -71,8 +71,18 @@ func openPayload(br *bufio.Reader, ids []age.Identity) (r io.Reader, ok bool, er
 	if _, err := br.Discard(len(hdr) + payloadNonceSize); err != nil {
 		return nil, true, err
 	}
-	return &openReader{src: br, aead: aead, depth: 2 * runtime.GOMAXPROCS(0)}, true, nil
+	return &openReader{src: br, aead: aead, depth: readAhead(runtime.GOMAXPROCS(0))}, true, nil
 }
+
+// maxReadAhead bounds how many batches an openReader reads ahead (each
+// about 1 MiB sealed, and as much opened): memory must not grow with the
+// host's CPUs, which a pod without a CPU limit sees all of. Two batches
+// per core keep two cores busy; more buy little, as the reader's one
+// consumer (the hash, the decompressor) is the bound past a few cores.
+const maxReadAhead = 8
+
+// readAhead is the read-ahead depth on procs cores.
+func readAhead(procs int) int { return min(2*max(procs, 1), maxReadAhead) }
 
 // payloadAEAD returns the cipher of an age payload: ChaCha20-Poly1305
 // under the key derived from the file key and the payload's nonce, as age

@@ -204,3 +204,16 @@ func BenchmarkDecrypt(b *testing.B) {
 }
 
 func isOpenReader(r io.Reader) bool { _, ok := r.(*openReader); return ok }
+
+// TestReadAheadBounded: the read-ahead grows with the cores up to
+// maxReadAhead batches and no further, so a restore on a host of 128
+// cores (a pod without a CPU limit) holds about as much as on 4.
+func TestReadAheadBounded(t *testing.T) {
+	for _, tc := range []struct{ procs, want int }{{0, 2}, {1, 2}, {2, 4}, {4, 8}, {16, 8}, {128, 8}} {
+		t.Run(fmt.Sprint(tc.procs), func(t *testing.T) {
+			if got := readAhead(tc.procs); got != tc.want {
+				t.Errorf("readAhead(%d) = %d, want %d", tc.procs, got, tc.want)
+			}
+		})
+	}
+}
