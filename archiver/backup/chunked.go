@@ -268,10 +268,10 @@ func (r *Runner) vouch(ctx context.Context, log hclog.Logger, p Params, prev *ch
 	obj := r.store.Ref(dataKeyKey(p.Server))
 	if prev == nil || !bytes.Equal(prev.KeyID, sl.KeyID()) {
 		return fmt.Errorf("refusing to seal the run: %w: %s was written by an earlier archiver, whose key objects do not say who "+
-			"wrote them, and the server's newest recorded chunked run was not sealed with its key, so it may have been planted; "+
-			"if you trust it, authenticate it with archiver rekey %s %s and %s and %s "+
-			"both naming the key file, or remove it to have a new key made",
-			crypt.ErrUnvouchedKey, obj, jobapi.Flag(jobapi.FlagServer), p.Server, jobapi.Flag(jobapi.FlagEncryptionKeyFile), jobapi.Flag(jobapi.FlagNewEncryptionKeyFile))
+			"wrote them, and the server's newest recorded chunked run was not sealed with its key, so it may have been planted: "+
+			"if the object the runs were sealed with was replaced, put it back from a copy (a .key.unopened-* object beside it, "+
+			"a backup of the store); if no kept run needs it, remove it to have a new key made",
+			crypt.ErrUnvouchedKey, obj)
 	}
 	if err := p.Keys.Authenticate(ctx, r.store, p.Server, dk); err != nil {
 		return fmt.Errorf("rewriting the server's data key object in format 2: %w", err)

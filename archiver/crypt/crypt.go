@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 
 	"filippo.io/age"
@@ -28,9 +29,11 @@ import (
 )
 
 // MaxKeyFile bounds the key file: an identity is 74 bytes, age-keygen's
-// file with its comments about 190; a few old identities kept for reading
-// fit too.
-const MaxKeyFile = 4096
+// file with its comments about 190; a hybrid (post-quantum) one's 2,084,
+// its public key comment alone 1,973 characters. A rotation's file (the
+// new identity's file and the old one's, one after the other, comments
+// and all) and a few old identities kept for reading fit many times over.
+const MaxKeyFile = 64 << 10
 
 // ErrKeyFile is wrapped by the errors of a key file that cannot be used
 // (missing, not a regular file, too large, no identity in it): a usage
@@ -176,6 +179,11 @@ func readBounded(path string) ([]byte, error) {
 		return b, nil
 	case errors.Is(err, secretfile.ErrNotRegular), errors.Is(err, secretfile.ErrTooLarge):
 		return nil, fmt.Errorf("%w: %w", ErrKeyFile, err)
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("%w: %w (the file is there, but the archiver's user may not read it: make it readable "+
+			"to that user; the components mount the Secret with defaultMode 0400 and the pod's fsGroup, which gives "+
+			"the group read)", ErrKeyFile, err)
 	}
 	return nil, fmt.Errorf("%w: %w (mount the encryption Secret there)", ErrKeyFile, err)
 }

@@ -124,7 +124,7 @@ func TestDataKeyRewrap(t *testing.T) {
 	if got, _, err := next.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
 		t.Fatalf("the old identity on the new file's second line: %v", err)
 	}
-	if err := Rewrap(ctx, st, "survival", old, next); err != nil {
+	if _, err := Rewrap(ctx, st, "survival", old, next, acceptKey); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := old.OpenDataKey(ctx, st, "survival"); !errors.Is(err, ErrWrongKey) {
@@ -138,8 +138,8 @@ func TestDataKeyRewrap(t *testing.T) {
 	}
 	// A retried rekey (the new identity opens it already) succeeds and
 	// leaves the object as it is.
-	if err := Rewrap(ctx, st, "survival", old, next); err != nil {
-		t.Errorf("a retried rekey: %v", err)
+	if wrote, err := Rewrap(ctx, st, "survival", old, next, acceptKey); err != nil || wrote {
+		t.Errorf("a retried rekey: wrote %v, %v; want nothing to do", wrote, err)
 	}
 	if got, _, err := next.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
 		t.Errorf("after a retried rekey: %v", err)
@@ -365,3 +365,34 @@ func rawKeyFile(t *testing.T, content string) string {
 	}
 	return path
 }
+
+// TestHybridRotationFile: the file a rotation makes of two hybrid
+// (post-quantum) identities' files as age-keygen -pq writes them, their
+// long public key comments and all (`cat new.txt old.txt`), loads: the
+// new identity first, the old one read too.
+func TestHybridRotationFile(t *testing.T) {
+	var body strings.Builder
+	var ids []*age.HybridIdentity
+	for range 2 {
+		id, err := age.GenerateHybridIdentity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		fmt.Fprintf(&body, "# created: 2026-12-07T00:00:00Z\n# public key: %s\n%s\n", id.Recipient(), id)
+	}
+	if body.Len() <= 4096 {
+		t.Fatalf("the file is %d bytes, want it over the 4096 an earlier bound allowed", body.Len())
+	}
+	k, err := LoadKeyFile(rawKeyFile(t, body.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(k.identities) != 2 || k.recipient.(*age.HybridRecipient).String() != ids[0].Recipient().String() {
+		t.Errorf("%d identities, recipient %v: want 2, the first file's", len(k.identities), k.recipient)
+	}
+}
+
+// acceptKey is a vouch (Rewrap) that accepts every key: a recorded run was
+// sealed with it.
+func acceptKey(context.Context, DataKey) error { return nil }

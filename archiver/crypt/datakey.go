@@ -209,7 +209,7 @@ func (k *Keys) DataKey(ctx context.Context, st Store, server string, create bool
 		// dk is the key checked (its object's MAC is one of k's): the
 		// rewrap goes on only if the object still holds it under the lock,
 		// and the run seals with it, never with what a later read finds.
-		wrote, err := rewrap(ctx, st, names, k, k, &dk)
+		wrote, err := rewrap(ctx, st, names, k, k, &dk, nil)
 		if err != nil {
 			clear(dk[:])
 			return DataKey{}, 0, err
@@ -267,19 +267,21 @@ func lockKey(ctx context.Context, st Store, names objectNames) (unlock func(), e
 // Rewrap rewraps server's data key object from the identities of old to
 // the first identity of next: the rotation of the key file. No pack or
 // manifest is touched; until the object is replaced old opens it, and
-// after it next does (see rewrap). An object in format 1 (no MAC: anyone
-// who knows the server's recipient could have written it) is rewritten
-// only when old's and next's first identities are the same, which
-// authenticates in place an object the operator trusts; to another
-// identity it is refused (ErrUnvouchedKey), as that would vouch for a
-// planted key without anyone having said so.
-func Rewrap(ctx context.Context, st Store, server string, old, next *Keys) error {
+// after it next does (see rewrap); wrote is false when next's first
+// identity opened it already (nothing to do). An object in format 1 (no
+// MAC: anyone who knows the server's recipient could have written it) is
+// rewritten only when old's and next's first identities are the same and
+// vouch accepts the key it holds (a recorded run of the server was sealed
+// with it: the backup's own check), which authenticates it in place; to
+// another identity it is refused (ErrUnvouchedKey), as that would vouch
+// for a planted key without anyone having said so. vouch's error wraps
+// ErrUnvouchedKey when it refuses the key.
+func Rewrap(ctx context.Context, st Store, server string, old, next *Keys, vouch func(context.Context, DataKey) error) (wrote bool, err error) {
 	names, err := keyNames(server)
 	if err != nil {
-		return err
+		return false, err
 	}
-	_, err = rewrap(ctx, st, names, old, next, nil)
-	return err
+	return rewrap(ctx, st, names, old, next, nil, vouch)
 }
 
 // Authenticate rewrites server's data key object, found in format 1, in
@@ -292,7 +294,7 @@ func (k *Keys) Authenticate(ctx context.Context, st Store, server string, dk Dat
 	if err != nil {
 		return err
 	}
-	_, err = rewrap(ctx, st, names, k, k, &dk)
+	_, err = rewrap(ctx, st, names, k, k, &dk, nil)
 	return err
 }
 
@@ -314,8 +316,10 @@ func (k *Keys) Authenticate(ctx context.Context, st Store, server string, dk Dat
 // want, or it was replaced meanwhile (ErrCorrupt, nothing written): the
 // caller's check is not carried over to another key. Without want (a
 // rekey), a format-1 object is rewritten only when old's and next's first
-// identities are the same (see Rewrap), else ErrUnvouchedKey.
-func rewrap(ctx context.Context, st Store, names objectNames, old, next *Keys, want *DataKey) (wrote bool, err error) {
+// identities are the same and vouch (nil: none) accepts its key (see
+// Rewrap), else ErrUnvouchedKey.
+func rewrap(ctx context.Context, st Store, names objectNames, old, next *Keys, want *DataKey,
+	vouch func(context.Context, DataKey) error) (wrote bool, err error) {
 	unlock, err := lockKey(ctx, st, names)
 	if err != nil {
 		return false, err
@@ -348,6 +352,13 @@ func rewrap(ctx context.Context, st Store, names objectNames, old, next *Keys, w
 			"which a backup also does by itself when the server's newest recorded run was sealed with its key), then rekey",
 			ErrUnvouchedKey, names.key, jobapi.Flag(jobapi.FlagServer), names.server,
 			jobapi.Flag(jobapi.FlagEncryptionKeyFile), jobapi.Flag(jobapi.FlagNewEncryptionKeyFile))
+	case want == nil && o.legacy && vouch == nil:
+		return false, fmt.Errorf("%w: %s was written by an earlier archiver (format 1), which does not say who wrote it, "+
+			"and nothing was given to check it against a recorded run", ErrUnvouchedKey, names.key)
+	case want == nil && o.legacy:
+		if err := vouch(ctx, dk); err != nil {
+			return false, err
+		}
 	}
 	if o.unopened {
 		if err := keepUnopened(ctx, st, names); err != nil {

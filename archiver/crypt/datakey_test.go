@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -133,7 +134,7 @@ func TestSpareOpensWhenTheObjectDoesNot(t *testing.T) {
 	st := store.NewMem()
 	old, dk, rotated, newID := rotation(t, st)
 	refusing := &failPut{Store: st, key: "_chunked/keys/survival.key"}
-	if err := Rewrap(ctx, refusing, "survival", old, rotated); err == nil {
+	if _, err := Rewrap(ctx, refusing, "survival", old, rotated, acceptKey); err == nil {
 		t.Fatal("the rewrap whose key object write failed succeeded")
 	}
 	if got, _, err := old.OpenDataKey(ctx, st, "survival"); err != nil || got != dk {
@@ -261,7 +262,7 @@ func TestKeyObjectAuthenticated(t *testing.T) {
 		if _, ev, err := victim.DataKey(ctx, st, "survival", true); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("a writer: event %v, %v; want ErrCorrupt", ev, err)
 		}
-		if err := Rewrap(ctx, st, "survival", victim, victim); !errors.Is(err, ErrCorrupt) {
+		if _, err := Rewrap(ctx, st, "survival", victim, victim, acceptKey); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("a rekey: %v, want ErrCorrupt", err)
 		}
 		if after := objectBytes(t, st, key); !bytes.Equal(after, before) {
@@ -278,8 +279,25 @@ func TestKeyObjectAuthenticated(t *testing.T) {
 		if err != nil || got != planted || ev != KeyUnauthenticated {
 			t.Fatalf("a writer: event %v, same key %v, %v; want KeyUnauthenticated", ev, got == planted, err)
 		}
-		if err := Rewrap(ctx, st, "survival", victim, victim); err != nil {
-			t.Fatal(err)
+		// Authenticated in place only when a recorded run vouches for its
+		// key (vouch), never on the operator's word alone.
+		before := objectBytes(t, st, key)
+		refuse := func(_ context.Context, dk DataKey) error {
+			if dk != planted {
+				t.Errorf("vouch was asked about another key than the object's")
+			}
+			return fmt.Errorf("%w: no recorded run was sealed with it", ErrUnvouchedKey)
+		}
+		for name, vouch := range map[string]func(context.Context, DataKey) error{"refused": refuse, "not checked": nil} {
+			if wrote, err := Rewrap(ctx, st, "survival", victim, victim, vouch); !errors.Is(err, ErrUnvouchedKey) || wrote {
+				t.Errorf("a rekey whose key is %s: wrote %v, %v; want ErrUnvouchedKey", name, wrote, err)
+			}
+			if after := objectBytes(t, st, key); !bytes.Equal(after, before) {
+				t.Errorf("a rekey whose key is %s changed the object", name)
+			}
+		}
+		if wrote, err := Rewrap(ctx, st, "survival", victim, victim, acceptKey); err != nil || !wrote {
+			t.Fatalf("a rekey whose key a run vouches for: wrote %v, %v", wrote, err)
 		}
 		if got, o, err := victim.readObject(ctx, st, key, "survival"); err != nil || o.legacy || !o.first || got != planted {
 			t.Fatalf("after Rewrap: format 1 %v, first %v, same key %v, %v; want format 2, the same key", o.legacy, o.first, got == planted, err)
@@ -287,9 +305,9 @@ func TestKeyObjectAuthenticated(t *testing.T) {
 		if got, ev, err := victim.DataKey(ctx, st, "survival", true); err != nil || got != planted || ev != KeyOpened {
 			t.Errorf("a writer after Rewrap: event %v, same key %v, %v; want KeyOpened", ev, got == planted, err)
 		}
-		before := objectBytes(t, st, key)
-		if err := Rewrap(ctx, st, "survival", victim, victim); err != nil {
-			t.Fatal(err)
+		before = objectBytes(t, st, key)
+		if wrote, err := Rewrap(ctx, st, "survival", victim, victim, refuse); err != nil || wrote {
+			t.Fatalf("a second rekey: wrote %v, %v; want nothing to do, and no vouch asked", wrote, err)
 		}
 		if after := objectBytes(t, st, key); !bytes.Equal(after, before) {
 			t.Error("a second Rewrap rewrote an object already in format 2")
@@ -313,7 +331,7 @@ func TestKeyObjectAuthenticated(t *testing.T) {
 				st := store.NewMem()
 				plant(t, st, "survival", id.Recipient(), planted, nil)
 				before := objectBytes(t, st, key)
-				err := Rewrap(ctx, st, "survival", victim, tc.next)
+				_, err := Rewrap(ctx, st, "survival", victim, tc.next, acceptKey)
 				if tc.want != nil {
 					if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), "authenticate it first") {
 						t.Fatalf("Rewrap: %v, want %v saying how to authenticate it first", err, tc.want)
@@ -435,7 +453,7 @@ func TestLeftSpareRemoved(t *testing.T) {
 	st := store.NewMem()
 	old, dk, rotated, _ := rotation(t, st)
 	keepSpare := &failRemove{Store: st}
-	if err := Rewrap(ctx, keepSpare, "survival", old, rotated); err == nil {
+	if _, err := Rewrap(ctx, keepSpare, "survival", old, rotated, acceptKey); err == nil {
 		t.Fatal("a rewrap whose spare could not be removed succeeded")
 	}
 	spare, _ := jobapi.DataKeySpareKey("survival")
@@ -444,7 +462,7 @@ func TestLeftSpareRemoved(t *testing.T) {
 	} else {
 		rc.Close()
 	}
-	if err := Rewrap(ctx, st, "survival", old, rotated); err != nil {
+	if _, err := Rewrap(ctx, st, "survival", old, rotated, acceptKey); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Open(ctx, spare); !errors.Is(err, fs.ErrNotExist) {
@@ -502,7 +520,7 @@ func TestRewrapKeepsAnObjectItCannotOpen(t *testing.T) {
 	}
 	c, _ := keysOf(t)
 	for range 2 {
-		if err := Rewrap(ctx, st, "survival", a, c); err != nil {
+		if _, err := Rewrap(ctx, st, "survival", a, c, acceptKey); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -342,7 +342,7 @@ func recordFailure(ctx context.Context, log hclog.Logger, db *catalog.DB, p back
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordFailureTimeout)
 	defer cancel()
 	f := catalog.Failure{RunID: p.RunID, Server: p.Server, Namespace: p.Namespace, StartedAt: start, FinishedAt: time.Now(),
-		Reason: catalog.Reason(cause, secrets...)}
+		Reason: catalog.Reason(errors.New(crypt.MaskIdentitiesString(cause.Error())), secrets...)}
 	if err := db.RecordFailure(ctx, f); err != nil {
 		log.Warn("the failed attempt could not be recorded in the catalog", "error", err)
 		return
@@ -558,7 +558,8 @@ func (t terminationLog) writeLine(log hclog.Logger, b []byte) {
 		return
 	}
 	defer f.Close()
-	if _, err := f.Write(append(b, '\n')); err != nil {
+	// Whoever reads the pod reads this: no key pasted into a value shows.
+	if _, err := f.Write(append(crypt.MaskIdentities(b), '\n')); err != nil {
 		log.Warn("writing the termination log", "path", t.path, "error", err)
 	}
 }

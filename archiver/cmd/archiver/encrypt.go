@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -110,9 +111,11 @@ NEW does; one NEW opens already is left as it is. A backup does the same by
 itself when its key file's first identity is new and a later line holds the
 old one (the Secret rotated). With OLD and NEW the same file, it rewrites a
 key object an earlier archiver wrote (format 1, which does not say who wrote
-it) in format 2, which does: only for an object you trust, as a backup
-refuses one that no recorded run vouches for. A format-1 object is never
-rewrapped to another identity (exit 2): authenticate it first. Drop OLD from the Secret once no tar archive
+it) in format 2, which does, once the catalog ([database] url of --config)
+shows that the server's newest chunked run was sealed with its key, as a
+backup checks (exit 2 otherwise: it may have been planted). A format-1
+object is never rewrapped to another identity (exit 2): authenticate it
+first. Drop OLD from the Secret once no tar archive
 encrypted to it is kept: a tar archive is an age file encrypted to the
 identity itself.
 `
@@ -165,7 +168,23 @@ func cmdRekey(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		log.Error("cannot open the archive store", "error", err)
 		return exitUsage
 	}
-	if err := crypt.Rewrap(ctx, st, *server, old, next); err != nil {
+	vouch := func(ctx context.Context, dk crypt.DataKey) error {
+		if db == nil {
+			if cfg.Database.URL == "" {
+				return fmt.Errorf("%w: checking it against the server's recorded runs needs the catalog: give --config "+
+					"with its [database] url", crypt.ErrUnvouchedKey)
+			}
+			opened, err := catalog.Open(ctx, cfg.Database.URL, log)
+			if err != nil {
+				return err
+			}
+			defer opened.Close()
+			return vouchedByCatalog(ctx, opened, st, *server, dk)
+		}
+		return vouchedByCatalog(ctx, db, st, *server, dk)
+	}
+	wrote, err := crypt.Rewrap(ctx, st, *server, old, next, vouch)
+	if err != nil {
 		log.Error("rekey failed", "server", *server, "error", err)
 		if keyProblem(err) {
 			return exitUsage
@@ -176,7 +195,48 @@ func cmdRekey(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFailed
 	}
 	key, _ := jobapi.DataKeyKey(*server)
+	if !wrote {
+		log.Info("the data key object opens with the new key file's first identity already: nothing to do",
+			"server", *server, "key_object", st.Ref(key), "new_key_file", newFile)
+		fmt.Fprintf(stdout, "%s is wrapped to %s already: nothing to do\n", st.Ref(key), newFile)
+		return exitOK
+	}
 	log.Info("data key rewrapped", "server", *server, "key_object", st.Ref(key), "new_key_file", newFile)
 	fmt.Fprintf(stdout, "rewrapped %s to %s\n", st.Ref(key), newFile)
 	return exitOK
+}
+
+// vouchedByCatalog accepts dk, the key a format-1 data key object of server
+// holds, only when the server's newest recorded chunked run in st was
+// sealed with it: the backup's own check (backup.Runner's vouch), so a key
+// planted by one who knows only the server's recipient is not
+// authenticated on an operator's word. Its refusals wrap
+// crypt.ErrUnvouchedKey.
+func vouchedByCatalog(ctx context.Context, db *catalog.DB, st archiveStore, server string, dk crypt.DataKey) error {
+	rec, err := db.LatestChunked(ctx, server, "", func(rec catalog.Record) bool {
+		key, err := jobapi.ManifestKey(rec.Server, rec.RunID)
+		return err == nil && st.Ref(key) == rec.ArchiveRef
+	})
+	if errors.Is(err, catalog.ErrNotFound) {
+		return fmt.Errorf("%w: the catalog records no chunked run of %s in this store, so no run needs its key: "+
+			"remove the object to have the next backup make a new key", crypt.ErrUnvouchedKey, server)
+	}
+	if err != nil {
+		return fmt.Errorf("looking up the server's newest chunked run: %w", err)
+	}
+	key, err := jobapi.ManifestKey(rec.Server, rec.RunID)
+	if err != nil {
+		return err
+	}
+	sl := chunked.NewSealer(dk)
+	m, err := chunked.OpenSealed(ctx, st, key, rec.SHA256, sl)
+	if err != nil && !errors.Is(err, chunked.ErrWrongKey) && !errors.Is(err, chunked.ErrNeedKey) {
+		return fmt.Errorf("reading the server's newest chunked run %s: %w", rec.RunID, err)
+	}
+	if err != nil || !bytes.Equal(m.KeyID, sl.KeyID()) {
+		return fmt.Errorf("%w: the server's newest recorded chunked run, %s, was not sealed with the key it holds, "+
+			"so it may have been planted: if the object the runs were sealed with was replaced, put it back from a copy "+
+			"(a .key.unopened-* object beside it, a backup of the store)", crypt.ErrUnvouchedKey, rec.RunID)
+	}
+	return nil
 }

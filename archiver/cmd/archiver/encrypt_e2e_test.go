@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 
 	"filippo.io/age"
 
+	"github.com/worldbackup/worldbackup/archiver/crypt"
 	"github.com/worldbackup/worldbackup/internal/pgtest"
 )
 
@@ -62,7 +64,7 @@ func (o *outputs) noKeyIn(t *testing.T, secrets []string, files ...string) {
 				t.Fatalf("a secret key is in the output:\n%s", s)
 			}
 		}
-		if strings.Contains(s, "AGE-SECRET-KEY-1") && !strings.Contains(s, "AGE-SECRET-KEY-1...") {
+		if id := crypt.MaskIdentitiesString(s); id != s {
 			t.Fatalf("an age secret key is in the output:\n%s", s)
 		}
 	}
@@ -341,7 +343,7 @@ func TestEncryptionKeyFileRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	huge := filepath.Join(dir, "huge")
-	writeConfig(t, huge, strings.Repeat("#", 5000))
+	writeConfig(t, huge, strings.Repeat("#", crypt.MaxKeyFile+1))
 	typo := filepath.Join(dir, "typo")
 	writeConfig(t, typo, "AGE-SECRET-KEY-1NOTAKEYXYZZY\n")
 	empty := filepath.Join(dir, "empty")
@@ -349,7 +351,7 @@ func TestEncryptionKeyFileRefused(t *testing.T) {
 	for name, tc := range map[string]struct{ path, says string }{
 		"device":       {"/dev/zero", "not a regular file"},
 		"fifo":         {fifo, "not a regular file"},
-		"huge":         {huge, "larger than 4096 bytes"},
+		"huge":         {huge, fmt.Sprintf("larger than %d bytes", crypt.MaxKeyFile)},
 		"not a key":    {typo, "line 1 is not an age identity"},
 		"no identity":  {empty, "holds no age identity"},
 		"missing file": {filepath.Join(dir, "missing"), "no such file"},
@@ -833,19 +835,31 @@ func TestRekeyRefusesAPlantedFormat1Object(t *testing.T) {
 		t.Fatalf("backup s1 exited %d:\n%s", r.code, r.stderr)
 	}
 	obj := filepath.Join(e.root, "_chunked/keys/survival.key")
+	// openObject returns the key object's plaintext: magic, the server's
+	// name, the data key (and, in format 2, its MAC).
+	openObject := func() []byte {
+		t.Helper()
+		f, err := os.Open(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		r, err := age.Decrypt(f, oldID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pt, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pt
+	}
+	head := len("WBDK\x02") + 1 + len("survival")
+	dk := openObject()[head : head+32]
+	legacy := sealTo(t, oldID.Recipient(), append([]byte("WBDK\x01\x08survival"), dk...))
 	pt := append([]byte("WBDK\x01"), byte(len("survival")))
 	pt = append(append(pt, "survival"...), bytes.Repeat([]byte{7}, 32)...)
-	var b bytes.Buffer
-	w, err := age.Encrypt(&b, oldID.Recipient())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(pt); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	b := bytes.NewBuffer(sealTo(t, oldID.Recipient(), pt))
 	if err := os.WriteFile(obj, b.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -856,18 +870,42 @@ func TestRekeyRefusesAPlantedFormat1Object(t *testing.T) {
 		}
 	}
 
-	r := out.run(t, "rekey", "--server", "survival", "--config", e.config, "--archive-root", e.root,
-		"--encryption-key-file", oldKey, "--new-encryption-key-file", newKey)
+	rekey := func(newFile string) result {
+		return out.run(t, "rekey", "--server", "survival", "--config", e.config, "--archive-root", e.root,
+			"--encryption-key-file", oldKey, "--new-encryption-key-file", newFile)
+	}
+	r := rekey(newKey)
 	if r.code != 2 || !strings.Contains(r.stderr, "authenticate it first") {
 		t.Fatalf("rekey of a planted format-1 key object exited %d, want 2 saying to authenticate it first:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	unchanged("the refused rekey")
+	// Authenticating it in place, as that error says, is refused too: the
+	// server's recorded run was sealed with another key.
+	if r := rekey(oldKey); r.code != 2 || !strings.Contains(r.stderr, "was not sealed with the key it holds") {
+		t.Fatalf("rekey authenticating a planted format-1 key object exited %d, want 2 saying no run was sealed with it:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	unchanged("the refused authentication")
 	if r := out.run(t, e.backupArgs("s2", "--encryption-key-file", rotated)...); r.code != 2 || !strings.Contains(r.stderr, "no recorded run vouches") {
 		t.Fatalf("backup with the Secret rotated exited %d, want 2 refusing the planted key object:\n%s", r.code, r.stderr)
 	}
 	unchanged("the refused backup")
 	if rs := rows(t, e.url); len(rs) != 1 || rs[0].RunID != "s1" {
 		t.Errorf("rows %+v, want s1 alone: no run sealed with the planted key", rs)
+	}
+
+	// The object an earlier archiver wrote, in format 1, holding the key
+	// s1 was sealed with: s1 vouches for it, and rekey authenticates it.
+	if err := os.WriteFile(obj, legacy, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := rekey(oldKey); r.code != 0 || !strings.Contains(r.stdout, "rewrapped") {
+		t.Fatalf("rekey authenticating the real format-1 key object exited %d, want 0:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if pt := openObject(); !bytes.HasPrefix(pt, []byte("WBDK\x02")) || !bytes.Contains(pt, dk) {
+		t.Errorf("after the rekey the object is not in format 2 with s1's key")
+	}
+	if r := rekey(oldKey); r.code != 0 || !strings.Contains(r.stdout, "nothing to do") {
+		t.Errorf("a second rekey exited %d, want 0 saying there is nothing to do:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	out.noKeyIn(t, []string{oldSecret, newSecret}, e.tlog)
 }
@@ -913,22 +951,69 @@ func TestSwitchedOffEncryptionWarns(t *testing.T) {
 
 // TestPastedIdentityNeverEchoed: an age identity pasted where another value
 // or no argument goes (a flag the flag package refuses and quotes, a stray
-// argument that a parse error quotes, a value our own checks quote) is a
-// usage error (exit 2) that never prints it.
+// argument that a parse error quotes, a value our own checks quote: a
+// server name, a namespace, a path, an address, a checksum) is a usage
+// error (exit 2) that prints it nowhere: not on stderr, not in the
+// termination message.
 func TestPastedIdentityNeverEchoed(t *testing.T) {
 	_, secret := keyFile(t)
-	for _, args := range [][]string{
-		{"restore", "--max-bytes", secret},
-		{"verify", "--archive", "/nonexistent.tar.zst", "--sha256", strings.Repeat("0", 64), secret},
-		{"backup", "--server", "survival", "--run-id", "r1", "--world", t.TempDir(), "--concurrency=" + secret},
-		{"rekey", "--server", strings.ToLower(secret), "--encryption-key-file", "a", "--new-encryption-key-file", "b"},
+	pq, err := age.GenerateHybridIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	world, dir := t.TempDir(), t.TempDir()
+	generateWorld(t, world)
+	tlog := filepath.Join(dir, "termination-log")
+	// A catalog nobody listens at: each case is refused before it is reached.
+	config := filepath.Join(dir, "felis.toml")
+	writeConfig(t, config, fmt.Sprintf("[database]\nurl = \"postgres://nobody@127.0.0.1:1/none\"\n[archive]\nlocal_path = %q\n", dir))
+	backup := func(args ...string) []string {
+		return append([]string{"backup", "--server", "survival", "--run-id", "r1", "--world", world,
+			"--config", config, "--termination-log", tlog}, args...)
+	}
+	for name, args := range map[string][]string{
+		"refused flag value": {"restore", "--max-bytes", secret},
+		"stray argument":     {"verify", "--archive", "/nonexistent.tar.zst", "--sha256", strings.Repeat("0", 64), secret},
+		"as the command":     {secret},
+		"refused int":        backup("--concurrency=" + secret),
+		"rekey server":       {"rekey", "--server", strings.ToLower(secret), "--encryption-key-file", "a", "--new-encryption-key-file", "b"},
+		"backup server":      append(backup(), "--server", secret),
+		"hybrid key":         append(backup(), "--server", pq.String()),
+		"namespace":          backup("--namespace", secret),
+		"rcon":               backup("--rcon", secret),
+		"config path":        backup("--config", filepath.Join(dir, secret)),
+		"archive root":       backup("--archive-root", filepath.Join(dir, secret)),
+		"prune server":       {"prune", "--server", secret, "--min-keep", "3", "--config", config, "--archive-root", dir, "--termination-log", tlog},
+		"restore checksum":   {"restore", "--archive", filepath.Join(dir, "x.tar.zst"), "--sha256", secret, "--into", t.TempDir()},
 	} {
-		t.Run(args[0], func(t *testing.T) {
+		t.Run(name, func(t *testing.T) {
+			os.Remove(tlog)
 			var out outputs
-			if r := out.run(t, args...); r.code != 2 {
+			r := out.run(t, args...)
+			if r.code != 2 {
 				t.Errorf("exit %d, want 2:\n%s", r.code, r.stderr)
 			}
-			out.noKeyIn(t, []string{secret})
+			if !strings.Contains(r.stderr, crypt.Masked) {
+				t.Errorf("the refusal does not show the value masked, so it was refused for something else:\n%s", r.stderr)
+			}
+			out.noKeyIn(t, []string{secret, pq.String()}, tlog)
 		})
 	}
+}
+
+// sealTo returns pt encrypted with age to r.
+func sealTo(t *testing.T, r age.Recipient, pt []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w, err := age.Encrypt(&b, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(pt); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }

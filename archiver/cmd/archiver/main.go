@@ -15,13 +15,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"regexp"
 	"strings"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mattn/go-isatty"
 
+	"github.com/worldbackup/worldbackup/archiver/crypt"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
@@ -91,6 +91,8 @@ func main() {
 
 // run executes the command line args and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// Whatever value a key was pasted into, no message shows it.
+	stderr = identityMasker{stderr}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
@@ -135,7 +137,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // newFlagSet returns a flag set for a command whose help text is help.
 func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("archiver "+name, flag.ContinueOnError)
-	fs.SetOutput(identityMasker{stderr})
+	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprint(w, help, "\nFlags:\n")
@@ -152,17 +154,16 @@ func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// ageIdentity matches an age identity (a secret key) in any case.
-var ageIdentity = regexp.MustCompile(`(?i)AGE-SECRET-KEY-[A-Z0-9-]+`)
-
-// identityMasker writes to w with every age identity masked: the flag
-// package quotes a value it refuses, and a parse error quotes a stray
-// argument, which may be a key pasted where a path or another value goes
-// (--replace=$KEY, a key given alone).
+// identityMasker writes to w with every age identity masked
+// (crypt.MaskIdentities): run gives it every command's stderr, where the
+// flag package quotes a value it refuses, a parse error a stray argument,
+// and an error or a log line a bad server name or path, any of which may
+// be a key pasted where another value goes (--server=$KEY, a key given
+// alone).
 type identityMasker struct{ w io.Writer }
 
 func (m identityMasker) Write(p []byte) (int, error) {
-	if _, err := m.w.Write(ageIdentity.ReplaceAll(p, []byte("AGE-SECRET-KEY-(masked)"))); err != nil {
+	if _, err := m.w.Write(crypt.MaskIdentities(p)); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -210,7 +211,11 @@ func newLogger(format logFormat, stderr io.Writer) hclog.Logger {
 	json := format == jobapi.LogJSON
 	if format == jobapi.LogAuto || format == "" {
 		json = true
-		if f, ok := stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+		out := stderr
+		if m, ok := out.(identityMasker); ok {
+			out = m.w
+		}
+		if f, ok := out.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 			json = false
 		}
 	}
