@@ -949,6 +949,43 @@ func TestSwitchedOffEncryptionWarns(t *testing.T) {
 	out.noKeyIn(t, []string{secret}, e.tlog)
 }
 
+// TestReplacedKeyWarns: a tar backup whose key file holds none of the
+// identities the server's newest tar archive is encrypted to (the key
+// replaced, not rotated) goes on and says so, naming that run; a key file
+// rotated as the README says (the new identity first, the old one after)
+// says nothing, nor does the next run with the new key alone.
+func TestReplacedKeyWarns(t *testing.T) {
+	e := newEnv(t, pgtest.URL(t))
+	generateRestorableWorld(t, e.world)
+	keyA, secretA := keyFile(t)
+	keyB, secretB := keyFile(t)
+	keyC, secretC := keyFile(t)
+	rotated := filepath.Join(t.TempDir(), "rotated.txt")
+	writeConfig(t, rotated, secretC+"\n"+secretB+"\n")
+	var out outputs
+	const warning = "the server's previous run is encrypted to none of the key file's identities"
+	for _, tc := range []struct {
+		run, key, warnOf string // warnOf: the previous run the warning names; "" none
+	}{
+		{"r1", keyA, ""},
+		{"r2", keyB, "r1"},  // replaced
+		{"r3", keyB, ""},    // the same key
+		{"r4", rotated, ""}, // rotated: B is on the second line
+		{"r5", keyC, ""},    // r4 is encrypted to C
+		{"r6", keyA, "r5"},  // back to an old key, replacing C
+	} {
+		r := out.run(t, e.backupArgs(tc.run, "--format", "tar", "--encryption-key-file", tc.key)...)
+		if r.code != 0 {
+			t.Fatalf("backup %s exited %d:\n%s", tc.run, r.code, r.stderr)
+		}
+		warned := strings.Contains(r.stderr, warning)
+		if want := tc.warnOf != ""; warned != want || (want && !strings.Contains(r.stderr, `"previous_run":"`+tc.warnOf+`"`)) {
+			t.Errorf("backup %s: warned %v, want %v naming %q:\n%s", tc.run, warned, want, tc.warnOf, r.stderr)
+		}
+	}
+	out.noKeyIn(t, []string{secretA, secretB, secretC}, e.tlog)
+}
+
 // TestPastedIdentityNeverEchoed: an age identity pasted where another value
 // or no argument goes (a flag the flag package refuses and quotes, a stray
 // argument that a parse error quotes, a value our own checks quote: a
