@@ -13,6 +13,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/worldbackup/worldbackup/archiver/regfile"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
@@ -99,6 +100,10 @@ func readManifest(ctx context.Context, st Store, key, sum string) ([]byte, error
 		rc, err := st.Open(ctx, key)
 		if errors.Is(err, fs.ErrNotExist) {
 			return 0, "", fmt.Errorf("%w: manifest %s is not in the store", ErrMissing, key)
+		}
+		if errors.Is(err, regfile.ErrNotRegular) {
+			// A FIFO or a folder put in its place: damage, no retry helps.
+			return 0, "", fmt.Errorf("%w: manifest %w", ErrCorrupt, err)
 		}
 		if err != nil {
 			return 0, "", fmt.Errorf("opening manifest %s: %w", key, err)
@@ -414,6 +419,9 @@ func (r *reader) cursor(ctx context.Context, pack ID, key string, off int64) (*c
 		rc, err := r.st.Open(ctx, key)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: pack %s is not in the store", ErrMissing, key)
+		}
+		if errors.Is(err, regfile.ErrNotRegular) {
+			return nil, fmt.Errorf("%w: pack %w", ErrCorrupt, err)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("opening pack %s: %w", key, err)

@@ -13,6 +13,7 @@ import (
 	"io"
 	"io/fs"
 
+	"github.com/worldbackup/worldbackup/archiver/regfile"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
@@ -457,6 +458,10 @@ func (k *Keys) readObject(ctx context.Context, st Opener, key, server string) (d
 	rc, err := st.Open(ctx, key)
 	if errors.Is(err, fs.ErrNotExist) {
 		return DataKey{}, o, fmt.Errorf("%w: %s is not in the store", ErrNoDataKey, key)
+	}
+	if errors.Is(err, regfile.ErrNotRegular) {
+		// A FIFO or a folder put in its place: damage, no retry helps.
+		return DataKey{}, o, fmt.Errorf("%w: the data key object %w", ErrCorrupt, err)
 	}
 	if err != nil {
 		return DataKey{}, o, fmt.Errorf("opening the data key object %s: %w", key, err)

@@ -587,6 +587,40 @@ func TestDamagedKeyObject(t *testing.T) {
 	if after, err := os.ReadFile(obj); err != nil || !bytes.Equal(after, cut) {
 		t.Errorf("the backup changed the damaged key object (err %v)", err)
 	}
+
+	// A FIFO or a folder planted at the key object or the manifest is
+	// damage too, not a failure a retry could mend (exit 1): restore 3,
+	// backup 2, none of them waiting on it.
+	plant := func(path string, fifo bool) {
+		t.Helper()
+		err := os.RemoveAll(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fifo {
+			err = syscall.Mkfifo(path, 0o600)
+		} else {
+			err = os.Mkdir(path, 0o700)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, fifo := range []bool{true, false} {
+		plant(obj, fifo)
+		if r := out.run(t, restoreArgs(sealed.ArchiveRef, sealed.SHA256, into, "--replace", "--encryption-key-file", key)...); r.code != 3 {
+			t.Errorf("restore with a FIFO (%v) or folder at the key object exited %d, want 3:\n%s", fifo, r.code, r.stderr)
+		}
+		untouched(t, into, before, "world")
+		if r := out.run(t, e.backupArgs("after-plant", "--encryption-key-file", key)...); r.code != 2 {
+			t.Errorf("backup with a FIFO (%v) or folder at the key object exited %d, want 2:\n%s", fifo, r.code, r.stderr)
+		}
+		plant(plain.ArchiveRef, fifo)
+		if r := out.run(t, restoreArgs(plain.ArchiveRef, plain.SHA256, into, "--replace")...); r.code != 3 {
+			t.Errorf("restore with a FIFO (%v) or folder at the manifest exited %d, want 3:\n%s", fifo, r.code, r.stderr)
+		}
+		untouched(t, into, before, "world")
+	}
 	out.noKeyIn(t, []string{secret}, e.tlog)
 }
 
