@@ -274,7 +274,11 @@ func restoreFailed(log hclog.Logger, err error, archive, into string) int {
 		log.Error("restore refused: the encryption key is missing, unusable or wrong", kv...)
 		return exitUsage
 	case errors.As(err, &refused):
-		log.Error("archive refused", append([]any{"entry", refused.Name, "index", refused.Index, "reason", refused.Reason}, kv...)...)
+		at := []any{"reason", refused.Reason}
+		if refused.Index != 0 { // about one entry: name it; else the reason says where
+			at = append([]any{"entry", refused.Name, "index", refused.Index}, at...)
+		}
+		log.Error("archive refused", append(at, kv...)...)
 		return exitRefused
 	case chunkedDamage(err):
 		log.Error("chunked run refused", kv...)
