@@ -123,8 +123,13 @@ func CheckFormerOwner(owner string) error {
 
 // CheckRunID reports whether runID is a valid run ID: 1 to 128 characters
 // from A-Z a-z 0-9 '.' '_' '-', starting with a letter or digit. It becomes a
-// file name, so it holds no '/' and never starts with '.'.
+// file name, so it holds no '/' and never starts with '.'. One that holds
+// an age identity (a key pasted into it) is refused without quoting it: it
+// would name an object in the store and a row in the catalog.
 func CheckRunID(runID string) error {
+	if HoldsIdentity(runID) {
+		return fmt.Errorf("run ID holds an age secret key (AGE-SECRET-KEY-...), not shown: a key goes in the key file's Secret, never in a run ID")
+	}
 	if !runIDRE.MatchString(runID) {
 		return fmt.Errorf("run ID %q is invalid: use 1 to %d characters from A-Z a-z 0-9 . _ -, starting with a letter or digit",
 			runID, MaxRunIDLen)

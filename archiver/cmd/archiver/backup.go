@@ -342,7 +342,7 @@ func recordFailure(ctx context.Context, log hclog.Logger, db *catalog.DB, p back
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordFailureTimeout)
 	defer cancel()
 	f := catalog.Failure{RunID: p.RunID, Server: p.Server, Namespace: p.Namespace, StartedAt: start, FinishedAt: time.Now(),
-		Reason: catalog.Reason(errors.New(crypt.MaskIdentitiesString(cause.Error())), secrets...)}
+		Reason: catalog.Reason(errors.New(jobapi.MaskIdentitiesString(cause.Error())), secrets...)}
 	if err := db.RecordFailure(ctx, f); err != nil {
 		log.Warn("the failed attempt could not be recorded in the catalog", "error", err)
 		return
@@ -509,6 +509,9 @@ func (t terminationLog) writeBounded(log hclog.Logger, v any, errs ...*string) {
 	if t.path == "" {
 		return
 	}
+	for _, e := range errs { // before they are cut, which could leave part of a key
+		*e = jobapi.MaskIdentitiesString(*e)
+	}
 	b, err := json.Marshal(v)
 	// Escaping may make a cut string longer than expected: a few rounds.
 	for range 16 {
@@ -559,7 +562,7 @@ func (t terminationLog) writeLine(log hclog.Logger, b []byte) {
 	}
 	defer f.Close()
 	// Whoever reads the pod reads this: no key pasted into a value shows.
-	if _, err := f.Write(append(crypt.MaskIdentities(b), '\n')); err != nil {
+	if _, err := f.Write(append(jobapi.MaskIdentities(b), '\n')); err != nil {
 		log.Warn("writing the termination log", "path", t.path, "error", err)
 	}
 }

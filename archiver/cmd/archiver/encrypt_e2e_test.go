@@ -22,6 +22,7 @@ import (
 
 	"github.com/worldbackup/worldbackup/archiver/crypt"
 	"github.com/worldbackup/worldbackup/internal/pgtest"
+	"github.com/worldbackup/worldbackup/jobapi"
 )
 
 // keyFile writes an age identity file as age-keygen does and returns its
@@ -64,7 +65,7 @@ func (o *outputs) noKeyIn(t *testing.T, secrets []string, files ...string) {
 				t.Fatalf("a secret key is in the output:\n%s", s)
 			}
 		}
-		if id := crypt.MaskIdentitiesString(s); id != s {
+		if id := jobapi.MaskIdentitiesString(s); id != s {
 			t.Fatalf("an age secret key is in the output:\n%s", s)
 		}
 	}
@@ -1049,6 +1050,8 @@ func TestPastedIdentityNeverEchoed(t *testing.T) {
 		"refused int":        backup("--concurrency=" + secret),
 		"rekey server":       {"rekey", "--server", strings.ToLower(secret), "--encryption-key-file", "a", "--new-encryption-key-file", "b"},
 		"backup server":      append(backup(), "--server", secret),
+		"run ID":             append(backup(), "--run-id", secret),
+		"restore run ID":     {"restore", "--run-id", secret, "--archive", filepath.Join(dir, "x.tar.zst"), "--sha256", strings.Repeat("0", 64), "--into", t.TempDir()},
 		"hybrid key":         append(backup(), "--server", pq.String()),
 		"namespace":          backup("--namespace", secret),
 		"rcon":               backup("--rcon", secret),
@@ -1064,8 +1067,8 @@ func TestPastedIdentityNeverEchoed(t *testing.T) {
 			if r.code != 2 {
 				t.Errorf("exit %d, want 2:\n%s", r.code, r.stderr)
 			}
-			if !strings.Contains(r.stderr, crypt.Masked) {
-				t.Errorf("the refusal does not show the value masked, so it was refused for something else:\n%s", r.stderr)
+			if !strings.Contains(r.stderr, jobapi.MaskedIdentity) && !strings.Contains(r.stderr, "run ID holds an age secret key") {
+				t.Errorf("the refusal neither shows the value masked nor names the key, so it was refused for something else:\n%s", r.stderr)
 			}
 			out.noKeyIn(t, []string{secret, pq.String()}, tlog)
 		})

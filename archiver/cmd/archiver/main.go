@@ -21,7 +21,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mattn/go-isatty"
 
-	"github.com/worldbackup/worldbackup/archiver/crypt"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
 
@@ -155,7 +154,7 @@ func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
 }
 
 // identityMasker writes to w with every age identity masked
-// (crypt.MaskIdentities): run gives it every command's stderr, where the
+// (jobapi.MaskIdentities): run gives it every command's stderr, where the
 // flag package quotes a value it refuses, a parse error a stray argument,
 // and an error or a log line a bad server name or path, any of which may
 // be a key pasted where another value goes (--server=$KEY, a key given
@@ -163,7 +162,7 @@ func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
 type identityMasker struct{ w io.Writer }
 
 func (m identityMasker) Write(p []byte) (int, error) {
-	if _, err := m.w.Write(crypt.MaskIdentities(p)); err != nil {
+	if _, err := m.w.Write(jobapi.MaskIdentities(p)); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -198,7 +197,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) int {
 
 // usageError prints a usage error and returns exitUsage.
 func usageError(stderr io.Writer, cmd string, format string, args ...any) int {
-	fmt.Fprintf(identityMasker{stderr}, "archiver %s: %s\n", cmd, fmt.Sprintf(format, args...))
+	fmt.Fprintf(stderr, "archiver %s: %s\n", cmd, fmt.Sprintf(format, args...))
 	return exitUsage
 }
 

@@ -8,7 +8,6 @@ import (
 	"os"
 
 	"github.com/worldbackup/worldbackup/archiver/config"
-	"github.com/worldbackup/worldbackup/archiver/crypt"
 	"github.com/worldbackup/worldbackup/archiver/notify"
 	"github.com/worldbackup/worldbackup/jobapi"
 )
@@ -53,7 +52,7 @@ func withNotify(ctx context.Context, kind string, args []string, stderr io.Write
 	if reason := failureReason(fs); code != exitOK && reason != "" {
 		text += ": " + reason
 	}
-	text = crypt.MaskIdentitiesString(text)
+	text = jobapi.MaskIdentitiesString(text)
 	log := newLogger(logFormatOf(fs), stderr)
 	// A run ended by SIGTERM (its deadline) still notifies, within the
 	// bound: the pod has its grace period.
