@@ -172,10 +172,7 @@ func (r *Runner) previous(ctx context.Context, log hclog.Logger, server, namespa
 	// A run of another store (a catalog shared by a folder store and an S3
 	// one, backed up to in turn) is passed over: its manifest is not here,
 	// and building on nothing would store the whole world again each time.
-	rec, err := r.cat.LatestChunked(ctx, server, namespace, func(rec catalog.Record) bool {
-		key, err := jobapi.ManifestKey(rec.Server, rec.RunID)
-		return err == nil && r.store.Ref(key) == rec.ArchiveRef
-	})
+	rec, err := LatestChunkedIn(ctx, r.cat, r.store, server, namespace)
 	if errors.Is(err, catalog.ErrNotFound) {
 		return nil, nil
 	}
@@ -266,17 +263,74 @@ func lostPack(ctx context.Context, st Store, packs []chunked.ID) (string, error)
 // rewritten only if it still holds that key, the one vouched for.
 func (r *Runner) vouch(ctx context.Context, log hclog.Logger, p Params, prev *chunked.Manifest, sl *chunked.Sealer, dk crypt.DataKey) error {
 	obj := r.store.Ref(dataKeyKey(p.Server))
-	if prev == nil || !bytes.Equal(prev.KeyID, sl.KeyID()) {
-		return fmt.Errorf("refusing to seal the run: %w: %s was written by an earlier archiver, whose key objects do not say who "+
-			"wrote them, and the server's newest recorded chunked run was not sealed with its key, so it may have been planted: "+
-			"if the object the runs were sealed with was replaced, put it back from a copy (a .key.unopened-* object beside it, "+
-			"a backup of the store); if no kept run needs it, remove it to have a new key made",
-			crypt.ErrUnvouchedKey, obj)
+	if !sealedWith(prev, sl) {
+		return fmt.Errorf("refusing to seal the run: %w", crypt.Unvouched(obj, notSealedWith))
 	}
 	if err := p.Keys.Authenticate(ctx, r.store, p.Server, dk); err != nil {
 		return fmt.Errorf("rewriting the server's data key object in format 2: %w", err)
 	}
 	log.Info("the server's data key object is now authenticated (format 2)", "key_object", obj, "vouched_by", prev.RunID)
+	return nil
+}
+
+// notSealedWith is what the catalog shows of a key object no run vouches
+// for (crypt.Unvouched).
+const notSealedWith = "the server's newest recorded chunked run was not sealed with its key"
+
+// sealedWith reports whether m, a server's newest chunked run, was sealed
+// with sl's key: the run, which its row vouches for, vouches for that key.
+func sealedWith(m *chunked.Manifest, sl *chunked.Sealer) bool {
+	return m != nil && bytes.Equal(m.KeyID, sl.KeyID())
+}
+
+// ChunkedRuns finds a server's newest chunked run (catalog.DB).
+type ChunkedRuns interface {
+	LatestChunked(ctx context.Context, server, namespace string, in func(catalog.Record) bool) (catalog.Record, error)
+}
+
+var _ ChunkedRuns = (*catalog.DB)(nil)
+
+// LatestChunkedIn returns the newest chunked run of server that namespace
+// sees (catalog.InNamespace; "" every namespace) whose manifest is in st,
+// or an error wrapping catalog.ErrNotFound. A run of another store (a
+// catalog shared by a folder store and an S3 one, backed up to in turn) is
+// passed over: its manifest is not here.
+func LatestChunkedIn(ctx context.Context, cat ChunkedRuns, st interface{ Ref(key string) string }, server, namespace string) (catalog.Record, error) {
+	return cat.LatestChunked(ctx, server, namespace, func(rec catalog.Record) bool {
+		key, err := jobapi.ManifestKey(rec.Server, rec.RunID)
+		return err == nil && st.Ref(key) == rec.ArchiveRef
+	})
+}
+
+// Vouch checks dk, the key a format-1 data key object of server in st
+// holds, as a backup does before it seals with it (rekey's check): the
+// server's newest chunked run in st that namespace sees must have been
+// sealed with it. Its refusals wrap crypt.ErrUnvouchedKey, a newest run
+// whose manifest is missing or damaged included (then nothing vouches);
+// its other errors are the catalog's or the store's.
+func Vouch(ctx context.Context, cat ChunkedRuns, st Store, server, namespace string, dk crypt.DataKey) error {
+	obj := st.Ref(dataKeyKey(server))
+	rec, err := LatestChunkedIn(ctx, cat, st, server, namespace)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return crypt.Unvouched(obj, "the catalog records no chunked run of the server in this store")
+	}
+	if err != nil {
+		return fmt.Errorf("looking up the server's newest chunked run: %w", err)
+	}
+	key, err := jobapi.ManifestKey(rec.Server, rec.RunID)
+	if err != nil {
+		return err
+	}
+	sl := chunked.NewSealer(dk)
+	m, err := chunked.OpenSealed(ctx, st, key, rec.SHA256, sl)
+	switch {
+	case errors.Is(err, chunked.ErrWrongKey) || err == nil && !sealedWith(m, sl):
+		return crypt.Unvouched(obj, fmt.Sprintf("the server's newest recorded chunked run, %s, was not sealed with its key", rec.RunID))
+	case errors.Is(err, chunked.ErrNeedKey), errors.Is(err, chunked.ErrCorrupt), errors.Is(err, chunked.ErrMissing):
+		return crypt.Unvouched(obj, fmt.Sprintf("the server's newest recorded chunked run, %s, cannot be read to check it (%v)", rec.RunID, err))
+	case err != nil:
+		return fmt.Errorf("reading the server's newest chunked run %s: %w", rec.RunID, err)
+	}
 	return nil
 }
 

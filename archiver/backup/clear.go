@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -62,6 +63,10 @@ func (r *Runner) checkClear(ctx context.Context, log hclog.Logger, p Params) err
 	return nil
 }
 
+// keyCheckTimeout bounds warnKeyChanged's read of the previous archive's
+// header.
+const keyCheckTimeout = 30 * time.Second
+
 // warnKeyChanged warns when prev, the server's newest run, is a tar archive
 // in this store encrypted to none of the identities of p's key file: the
 // file was replaced where it should have been rotated (the new identity
@@ -78,6 +83,10 @@ func (r *Runner) warnKeyChanged(ctx context.Context, log hclog.Logger, p Params,
 	if err != nil || r.store.Ref(key) != prev.ArchiveRef {
 		return // a row no run of this archiver wrote, or another store's run
 	}
+	// Advice, not the run's business: a store slow to answer does not hold
+	// the run up for long.
+	ctx, cancel := context.WithTimeout(ctx, keyCheckTimeout)
+	defer cancel()
 	rc, err := r.store.Open(ctx, key)
 	if err != nil {
 		return

@@ -124,6 +124,17 @@ var ErrNoDataKey = errors.New("the server has no data key")
 // refuses to rewrap one to another identity: it may have been planted.
 var ErrUnvouchedKey = errors.New("the data key object is in format 1 and no recorded run vouches for its key")
 
+// Unvouched returns the error, wrapping ErrUnvouchedKey, of the format-1
+// data key object obj whose key no recorded run vouches for; why says what
+// the catalog shows. It says what to do: the one wording of the backup's
+// refusal and rekey's.
+func Unvouched(obj, why string) error {
+	return fmt.Errorf("%w: %s was written by an earlier archiver, whose key objects do not say who wrote them, and %s, "+
+		"so it may have been planted: if the object the runs were sealed with was replaced, put it back from a copy "+
+		"(a .key.unopened-* object beside it, a backup of the store); if no kept run needs it, remove it to have a new "+
+		"key made", ErrUnvouchedKey, obj, why)
+}
+
 // OpenDataKey returns server's data key from its key object in st, opened
 // with any of k's identities, and whether the object is in format 1
 // (legacy: nothing says who wrote it, so a key it holds that a run was not
@@ -349,8 +360,8 @@ func rewrap(ctx context.Context, st Store, names objectNames, old, next *Keys, w
 	case want == nil && o.legacy && !sameFirst(old, next):
 		return false, fmt.Errorf("%w: %s was written by an earlier archiver (format 1), which does not say who wrote it: "+
 			"anyone who knows the server's recipient could have, and rewrapping it to another identity would vouch for it; "+
-			"if you trust it, authenticate it first (archiver rekey %s %s with %s and %s both naming the old key file, "+
-			"which a backup also does by itself when the server's newest recorded run was sealed with its key), then rekey",
+			"if the server's newest recorded chunked run was sealed with its key, authenticate it first (archiver rekey %s %s "+
+			"with %s and %s both naming the old key file, which checks that, as a backup also does by itself), then rekey",
 			ErrUnvouchedKey, names.key, jobapi.Flag(jobapi.FlagServer), names.server,
 			jobapi.Flag(jobapi.FlagEncryptionKeyFile), jobapi.Flag(jobapi.FlagNewEncryptionKeyFile))
 	case want == nil && o.legacy && vouch == nil:
@@ -388,6 +399,10 @@ func sameFirst(a, b *Keys) bool { return hmac.Equal(a.macKeys[0], b.macKeys[0]) 
 // only wrapping of the key its runs were sealed with.
 func keepUnopened(ctx context.Context, st Store, names objectNames) error {
 	rc, err := st.Open(ctx, names.key)
+	if errors.Is(err, regfile.ErrNotRegular) {
+		// A FIFO or a folder put in its place holds no key to keep: damage.
+		return fmt.Errorf("%w: the data key object %w", ErrCorrupt, err)
+	}
 	if err != nil {
 		return fmt.Errorf("keeping the data key object %s that did not open: %w", names.key, err)
 	}

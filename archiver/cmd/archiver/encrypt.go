@@ -1,13 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 
+	"github.com/worldbackup/worldbackup/archiver/backup"
 	"github.com/worldbackup/worldbackup/archiver/catalog"
 	"github.com/worldbackup/worldbackup/archiver/chunked"
 	"github.com/worldbackup/worldbackup/archiver/crypt"
@@ -176,12 +176,12 @@ func cmdRekey(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 			opened, err := catalog.Open(ctx, cfg.Database.URL, log)
 			if err != nil {
-				return err
+				return fmt.Errorf("opening the catalog to check the key object against the server's runs: %w", err)
 			}
 			defer opened.Close()
-			return vouchedByCatalog(ctx, opened, st, *server, dk)
+			return backup.Vouch(ctx, opened, st, *server, "", dk)
 		}
-		return vouchedByCatalog(ctx, db, st, *server, dk)
+		return backup.Vouch(ctx, db, st, *server, "", dk)
 	}
 	wrote, err := crypt.Rewrap(ctx, st, *server, old, next, vouch)
 	if err != nil {
@@ -204,39 +204,4 @@ func cmdRekey(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	log.Info("data key rewrapped", "server", *server, "key_object", st.Ref(key), "new_key_file", newFile)
 	fmt.Fprintf(stdout, "rewrapped %s to %s\n", st.Ref(key), newFile)
 	return exitOK
-}
-
-// vouchedByCatalog accepts dk, the key a format-1 data key object of server
-// holds, only when the server's newest recorded chunked run in st was
-// sealed with it: the backup's own check (backup.Runner's vouch), so a key
-// planted by one who knows only the server's recipient is not
-// authenticated on an operator's word. Its refusals wrap
-// crypt.ErrUnvouchedKey.
-func vouchedByCatalog(ctx context.Context, db *catalog.DB, st archiveStore, server string, dk crypt.DataKey) error {
-	rec, err := db.LatestChunked(ctx, server, "", func(rec catalog.Record) bool {
-		key, err := jobapi.ManifestKey(rec.Server, rec.RunID)
-		return err == nil && st.Ref(key) == rec.ArchiveRef
-	})
-	if errors.Is(err, catalog.ErrNotFound) {
-		return fmt.Errorf("%w: the catalog records no chunked run of %s in this store, so no run needs its key: "+
-			"remove the object to have the next backup make a new key", crypt.ErrUnvouchedKey, server)
-	}
-	if err != nil {
-		return fmt.Errorf("looking up the server's newest chunked run: %w", err)
-	}
-	key, err := jobapi.ManifestKey(rec.Server, rec.RunID)
-	if err != nil {
-		return err
-	}
-	sl := chunked.NewSealer(dk)
-	m, err := chunked.OpenSealed(ctx, st, key, rec.SHA256, sl)
-	if err != nil && !errors.Is(err, chunked.ErrWrongKey) && !errors.Is(err, chunked.ErrNeedKey) {
-		return fmt.Errorf("reading the server's newest chunked run %s: %w", rec.RunID, err)
-	}
-	if err != nil || !bytes.Equal(m.KeyID, sl.KeyID()) {
-		return fmt.Errorf("%w: the server's newest recorded chunked run, %s, was not sealed with the key it holds, "+
-			"so it may have been planted: if the object the runs were sealed with was replaced, put it back from a copy "+
-			"(a .key.unopened-* object beside it, a backup of the store)", crypt.ErrUnvouchedKey, rec.RunID)
-	}
-	return nil
 }

@@ -916,7 +916,7 @@ func TestRekeyRefusesAPlantedFormat1Object(t *testing.T) {
 	unchanged("the refused rekey")
 	// Authenticating it in place, as that error says, is refused too: the
 	// server's recorded run was sealed with another key.
-	if r := rekey(oldKey); r.code != 2 || !strings.Contains(r.stderr, "was not sealed with the key it holds") {
+	if r := rekey(oldKey); r.code != 2 || !strings.Contains(r.stderr, "was not sealed with its key") {
 		t.Fatalf("rekey authenticating a planted format-1 key object exited %d, want 2 saying no run was sealed with it:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	unchanged("the refused authentication")
@@ -931,6 +931,18 @@ func TestRekeyRefusesAPlantedFormat1Object(t *testing.T) {
 	// The object an earlier archiver wrote, in format 1, holding the key
 	// s1 was sealed with: s1 vouches for it, and rekey authenticates it.
 	if err := os.WriteFile(obj, legacy, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Not while s1's manifest is gone: then nothing vouches (exit 2, not
+	// a failure a retry could mend).
+	manifest := filepath.Join(e.root, "_chunked/runs/survival/s1.manifest")
+	if err := os.Rename(manifest, manifest+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if r := rekey(oldKey); r.code != 2 || !strings.Contains(r.stderr, "cannot be read to check it") {
+		t.Errorf("rekey authenticating a format-1 key object, the newest run's manifest gone, exited %d, want 2:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if err := os.Rename(manifest+".away", manifest); err != nil {
 		t.Fatal(err)
 	}
 	if r := rekey(oldKey); r.code != 0 || !strings.Contains(r.stdout, "rewrapped") {
