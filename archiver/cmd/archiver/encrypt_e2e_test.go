@@ -744,41 +744,12 @@ func TestPlantedKeyObjectRefused(t *testing.T) {
 	// recipient would: magic (format), the server, dk, then tail (a MAC).
 	objectAs := func(magic string, dk, tail []byte) {
 		t.Helper()
-		pt := append([]byte(magic), byte(len("survival")))
-		pt = append(append(append(pt, "survival"...), dk...), tail...)
-		var b bytes.Buffer
-		w, err := age.Encrypt(&b, id.Recipient())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Write(pt); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(obj, b.Bytes(), 0o600); err != nil {
+		if err := os.WriteFile(obj, sealTo(t, id.Recipient(), keyObjectPlaintext(magic, dk, tail)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// plaintext opens the key object with the identity.
-	plaintext := func() []byte {
-		t.Helper()
-		f, err := os.Open(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		r, err := age.Decrypt(f, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b bytes.Buffer
-		if _, err := b.ReadFrom(r); err != nil {
-			t.Fatal(err)
-		}
-		return b.Bytes()
-	}
+	plaintext := func() []byte { return openAgeFile(t, obj, id) }
 	head := len("WBDK\x02") + 1 + len("survival")
 	var out outputs
 	if r := out.run(t, e.backupArgs("s1", "--encryption-key-file", key)...); r.code != 0 {
@@ -870,31 +841,12 @@ func TestRekeyRefusesAPlantedFormat1Object(t *testing.T) {
 		t.Fatalf("backup s1 exited %d:\n%s", r.code, r.stderr)
 	}
 	obj := filepath.Join(e.root, "_chunked/keys/survival.key")
-	// openObject returns the key object's plaintext: magic, the server's
-	// name, the data key (and, in format 2, its MAC).
-	openObject := func() []byte {
-		t.Helper()
-		f, err := os.Open(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		r, err := age.Decrypt(f, oldID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pt, err := io.ReadAll(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pt
-	}
+	// openObject returns the key object's plaintext (keyObjectPlaintext).
+	openObject := func() []byte { return openAgeFile(t, obj, oldID) }
 	head := len("WBDK\x02") + 1 + len("survival")
 	dk := openObject()[head : head+32]
-	legacy := sealTo(t, oldID.Recipient(), append([]byte("WBDK\x01\x08survival"), dk...))
-	pt := append([]byte("WBDK\x01"), byte(len("survival")))
-	pt = append(append(pt, "survival"...), bytes.Repeat([]byte{7}, 32)...)
-	b := bytes.NewBuffer(sealTo(t, oldID.Recipient(), pt))
+	legacy := sealTo(t, oldID.Recipient(), keyObjectPlaintext("WBDK\x01", dk, nil))
+	b := bytes.NewBuffer(sealTo(t, oldID.Recipient(), keyObjectPlaintext("WBDK\x01", bytes.Repeat([]byte{7}, 32), nil)))
 	if err := os.WriteFile(obj, b.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -1085,6 +1037,33 @@ func TestPastedIdentityNeverEchoed(t *testing.T) {
 			out.noKeyIn(t, []string{secret, pq.String()}, tlog)
 		})
 	}
+}
+
+// keyObjectPlaintext returns the plaintext of server survival's data key
+// object as an archiver writes it: magic (the format), the server's name,
+// the data key dk, then tail (format 2's MAC).
+func keyObjectPlaintext(magic string, dk, tail []byte) []byte {
+	pt := append([]byte(magic), byte(len("survival")))
+	return append(append(append(pt, "survival"...), dk...), tail...)
+}
+
+// openAgeFile returns the plaintext of the age file at path, opened with id.
+func openAgeFile(t *testing.T, path string, id age.Identity) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := age.Decrypt(f, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pt
 }
 
 // sealTo returns pt encrypted with age to r.
