@@ -91,22 +91,31 @@ func checkRun(m *Manifest, key string) error {
 	return nil
 }
 
+// openObject opens the store's object key, a run's manifest or pack (what
+// names it in errors): one that is gone wraps ErrMissing, a FIFO or a
+// folder put in its place ErrCorrupt (damage: no retry helps).
+func openObject(ctx context.Context, st Store, what, key string) (io.ReadCloser, error) {
+	rc, err := st.Open(ctx, key)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w: %s %s is not in the store", ErrMissing, what, key)
+	case errors.Is(err, regfile.ErrNotRegular):
+		return nil, fmt.Errorf("%w: %s %w", ErrCorrupt, what, err)
+	case err != nil:
+		return nil, fmt.Errorf("opening %s %s: %w", what, key, err)
+	}
+	return rc, nil
+}
+
 // readManifest reads the manifest at key and checks it against sum. The
 // object is hashed as it streams first, and read into memory only when it
 // matches, then hashed again: an object put in its place (up to
 // MaxManifest of anything) never costs its size in memory.
 func readManifest(ctx context.Context, st Store, key, sum string) ([]byte, error) {
 	pass := func(into []byte) (n int64, got string, err error) {
-		rc, err := st.Open(ctx, key)
-		if errors.Is(err, fs.ErrNotExist) {
-			return 0, "", fmt.Errorf("%w: manifest %s is not in the store", ErrMissing, key)
-		}
-		if errors.Is(err, regfile.ErrNotRegular) {
-			// A FIFO or a folder put in its place: damage, no retry helps.
-			return 0, "", fmt.Errorf("%w: manifest %w", ErrCorrupt, err)
-		}
+		rc, err := openObject(ctx, st, "manifest", key)
 		if err != nil {
-			return 0, "", fmt.Errorf("opening manifest %s: %w", key, err)
+			return 0, "", err
 		}
 		defer rc.Close()
 		h := sha256.New()
@@ -416,15 +425,9 @@ func (r *reader) cursor(ctx context.Context, pack ID, key string, off int64) (*c
 		c = nil
 	}
 	if c == nil {
-		rc, err := r.st.Open(ctx, key)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: pack %s is not in the store", ErrMissing, key)
-		}
-		if errors.Is(err, regfile.ErrNotRegular) {
-			return nil, fmt.Errorf("%w: pack %w", ErrCorrupt, err)
-		}
+		rc, err := openObject(ctx, r.st, "pack", key)
 		if err != nil {
-			return nil, fmt.Errorf("opening pack %s: %w", key, err)
+			return nil, err
 		}
 		c = &cursor{pack: pack, rc: rc, br: bufio.NewReaderSize(rc, cursorBuf)}
 		if len(r.open) == maxOpenPacks {

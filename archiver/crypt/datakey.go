@@ -398,16 +398,7 @@ func sameFirst(a, b *Keys) bool { return hmac.Equal(a.macKeys[0], b.macKeys[0]) 
 // left by another key file, may hold another, and the object would be the
 // only wrapping of the key its runs were sealed with.
 func keepUnopened(ctx context.Context, st Store, names objectNames) error {
-	rc, err := st.Open(ctx, names.key)
-	if errors.Is(err, regfile.ErrNotRegular) {
-		// A FIFO or a folder put in its place holds no key to keep: damage.
-		return fmt.Errorf("%w: the data key object %w", ErrCorrupt, err)
-	}
-	if err != nil {
-		return fmt.Errorf("keeping the data key object %s that did not open: %w", names.key, err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, maxKeyObject+1))
+	b, err := readKeyObject(ctx, st, names.key)
 	if err != nil {
 		return fmt.Errorf("keeping the data key object %s that did not open: %w", names.key, err)
 	}
@@ -467,24 +458,35 @@ func (k *Keys) readDataKey(ctx context.Context, st Opener, names objectNames) (d
 	return DataKey{}, opened{}, err
 }
 
-// readObject opens the data key object key with k's identities and checks
-// its MAC (format 2) against theirs.
-func (k *Keys) readObject(ctx context.Context, st Opener, key, server string) (dk DataKey, o opened, err error) {
+// readKeyObject reads the data key object key, at most maxKeyObject+1
+// bytes (the caller refuses more). A FIFO or a folder put in its place is
+// damage (ErrCorrupt: no retry helps); one that is gone wraps
+// fs.ErrNotExist.
+func readKeyObject(ctx context.Context, st Opener, key string) ([]byte, error) {
 	rc, err := st.Open(ctx, key)
-	if errors.Is(err, fs.ErrNotExist) {
-		return DataKey{}, o, fmt.Errorf("%w: %s is not in the store", ErrNoDataKey, key)
-	}
 	if errors.Is(err, regfile.ErrNotRegular) {
-		// A FIFO or a folder put in its place: damage, no retry helps.
-		return DataKey{}, o, fmt.Errorf("%w: the data key object %w", ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: the data key object %w", ErrCorrupt, err)
 	}
 	if err != nil {
-		return DataKey{}, o, fmt.Errorf("opening the data key object %s: %w", key, err)
+		return nil, fmt.Errorf("opening the data key object %s: %w", key, err)
 	}
 	defer rc.Close()
 	b, err := io.ReadAll(io.LimitReader(rc, maxKeyObject+1))
 	if err != nil {
-		return DataKey{}, o, fmt.Errorf("reading the data key object %s: %w", key, err)
+		return nil, fmt.Errorf("reading the data key object %s: %w", key, err)
+	}
+	return b, nil
+}
+
+// readObject opens the data key object key with k's identities and checks
+// its MAC (format 2) against theirs.
+func (k *Keys) readObject(ctx context.Context, st Opener, key, server string) (dk DataKey, o opened, err error) {
+	b, err := readKeyObject(ctx, st, key)
+	if errors.Is(err, fs.ErrNotExist) {
+		return DataKey{}, o, fmt.Errorf("%w: %s is not in the store", ErrNoDataKey, key)
+	}
+	if err != nil {
+		return DataKey{}, o, err
 	}
 	if len(b) > maxKeyObject {
 		return DataKey{}, o, fmt.Errorf("%w: the data key object %s is larger than %d bytes", ErrCorrupt, key, maxKeyObject)
